@@ -1,0 +1,276 @@
+package checker
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/locktest/locktest/histories"
+)
+
+// The mutex check. Each key's lock is a holder (or none) and the last token
+// granted. The operations are modelled as follows.
+//
+//   - acquire ok with token T: legal only if the lock is free and T is above
+//     the last token; the process becomes the holder.
+//   - release ok: legal only by the holder; frees the lock.
+//   - release with unknown outcome (fail, info, no completion) by a process
+//     whose acquire ok it follows: returns at the history's end, and when
+//     linearized must be by the holder and frees the lock. That covers "it
+//     never took effect" too: then the process holds the lock to the end,
+//     since no one else can free it, which is the release placed last. (With
+//     etcd the lock is freed anyway when the session's lease ends.) Its
+//     return is then brought forward to the first grant of the key invoked
+//     after it, which it must precede (see spec.bound), or to the return of
+//     a retry by the same process.
+//   - a process that stops while holding a lock (its last acquire ok on the
+//     key has no release after it: the run was interrupted, or the process
+//     vanished) gets an implicit release, freeing the lock at an unknown time
+//     after the process was last seen acting, as its lease would. Without it
+//     every later acquire would be illegal.
+//
+// Left out of the model, because they cannot constrain it:
+//
+//   - acquire fail: it had no effect.
+//   - acquire with unknown outcome (info, no completion): it may have taken
+//     the lock at any time after its invocation; its process never acts again
+//     under that number (the workload revokes its session), so the lock was
+//     then freed at some later time. Taking and freeing the lock back to back
+//     changes only the last token, and a higher last token only forbids later
+//     grants, so "it never took effect" is always at least as permissive: the
+//     op is a no-op to the check, whatever its token. Leaving it out is
+//     equivalent, and spares porcupine a branch per such op: an always-legal
+//     op pending to the history's end doubles the states explored while
+//     searching an invalid history.
+//   - release with unknown outcome not after an acquire ok of its process:
+//     there was nothing for it to free.
+
+// lockState is the state of one key's lock. It is comparable, so porcupine's
+// default equality works.
+type lockState struct {
+	held   bool
+	holder histories.Process // 0 when free, so equal states compare equal
+	last   int64             // the highest token granted
+}
+
+func mutexStep(state, input, _ any) (bool, any) {
+	s, c := state.(lockState), input.(*call)
+	if c.f == histories.Acquire {
+		if s.held || c.hasToken && c.token <= s.last {
+			return false, s
+		}
+		s.held, s.holder = true, c.process
+		if c.hasToken {
+			s.last = c.token
+		}
+		return true, s
+	}
+	if !s.held || s.holder != c.process {
+		return false, s
+	}
+	s.held, s.holder = false, 0
+	return true, s
+}
+
+func describeLockOp(input, _ any) string {
+	c := input.(*call)
+	switch {
+	case c.implicit:
+		return fmt.Sprintf("p%d lock expiry (implicit release)", c.process)
+	case c.f == histories.Acquire && c.hasToken:
+		return fmt.Sprintf("p%d acquire → token %d", c.process, c.token)
+	case c.f == histories.Acquire:
+		return fmt.Sprintf("p%d acquire → ok", c.process)
+	case c.unknown:
+		return fmt.Sprintf("p%d release → unknown", c.process)
+	}
+	return fmt.Sprintf("p%d release", c.process)
+}
+
+func describeLockState(state any) string {
+	s := state.(lockState)
+	if s.held {
+		return fmt.Sprintf("lock held by p%d (last token %d)", s.holder, s.last)
+	}
+	return fmt.Sprintf("lock free (last token %d)", s.last)
+}
+
+var mutexModel = porcupine.Model{
+	Partition: byKey,
+	Init:      func() any { return lockState{} },
+	Step:      mutexStep,
+	Hash: func(state any) uint64 {
+		s := state.(lockState)
+		h := uint64(s.last)*0x9e3779b97f4a7c15 ^ uint64(s.holder)<<1
+		if s.held {
+			h ^= 1
+		}
+		return h
+	},
+	DescribeOperation:         describeLockOp,
+	DescribeState:             describeLockState,
+	DescribeOperationMetadata: describeMetadata,
+}
+
+// hold is an interval during which a process surely held a lock: from the
+// return of its acquire to the invocation of its release (or, without one,
+// to when it was last seen acting).
+type hold struct {
+	acquire    *operation
+	token      int64
+	hasToken   bool
+	end        int64
+	unreleased bool
+}
+
+func mutexSpec(h *history) spec {
+	s := spec{model: mutexModel}
+	type pk struct {
+		p   histories.Process
+		key string
+	}
+	holding := map[pk]*operation{} // acquire ok not yet followed by a release of its process
+	released := map[pk]int{}       // index in s.ops of the unknown release that ended the process's hold
+	var holds []hold
+	endHold := func(a *operation, end int64, unreleased bool) {
+		t, ok := a.done.Token()
+		holds = append(holds, hold{a, t, ok, end, unreleased})
+	}
+	for _, o := range h.ops {
+		if o.f != histories.Acquire && o.f != histories.Release {
+			continue
+		}
+		s.covered = append(s.covered, o)
+		k := pk{o.process, o.key}
+		c := &call{key: o.key, process: o.process, f: o.f, op: o}
+		a := holding[k]
+		r, retry := released[k]
+		switch {
+		case o.f == histories.Acquire && o.status == histories.OK:
+			c.token, c.hasToken = o.done.Token()
+			s.add(c, o.call, o.ret)
+			holding[k] = o
+			delete(released, k)
+		case o.f == histories.Acquire:
+			s.ignored = append(s.ignored, o)
+		case o.status == histories.OK && a == nil && retry:
+			// A retried release: the hold ended between the unknown
+			// release's invocation and this one's return.
+			s.ops[r].Return = min(s.ops[r].Return, o.ret)
+			s.ignored = append(s.ignored, o)
+		case o.status == histories.OK:
+			s.add(c, o.call, o.ret)
+		case a != nil:
+			c.unknown = true
+			released[k] = len(s.ops)
+			s.add(c, o.call, h.end)
+		default:
+			s.ignored = append(s.ignored, o)
+		}
+		if o.f == histories.Release && a != nil {
+			endHold(a, o.call, false)
+			delete(holding, k)
+		}
+	}
+	// Implicit releases, in a deterministic order.
+	stopped := make([]pk, 0, len(holding))
+	for k := range holding {
+		stopped = append(stopped, k)
+	}
+	slices.SortFunc(stopped, func(a, b pk) int { return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.p, b.p)) })
+	for _, k := range stopped {
+		a := holding[k]
+		seen := max(h.alive[k.p], a.ret)
+		s.add(&call{key: k.key, process: k.p, f: histories.Release, unknown: true, implicit: true}, seen, h.end)
+		endHold(a, seen, true)
+	}
+	// An unknown release takes effect before any acquire of its key invoked
+	// after it is granted: until then its process holds the lock, and only
+	// this release can free it.
+	s.bound(func(u, q *call) bool { return q.f == histories.Acquire && q.key == u.key })
+	s.scan = func() string { return scanMutex(holds) }
+	return s
+}
+
+// scanMutex looks for the two plainest violations: two processes surely
+// holding a key's lock at once, and a grant whose token is not above one
+// granted before it.
+func scanMutex(holds []hold) string {
+	var out []string
+	slices.SortStableFunc(holds, func(a, b hold) int { return cmp.Compare(a.acquire.ret, b.acquire.ret) })
+	widest := map[string]hold{} // per key, the hold reaching furthest among those started so far
+	for _, b := range holds {
+		a, ok := widest[b.acquire.key]
+		if ok && b.acquire.ret < a.end && a.acquire.ret < b.end {
+			still := "had not released it"
+			if a.unreleased {
+				still = fmt.Sprintf("was still acting as holder (until %s)", seconds(a.end))
+			}
+			out = append(out, fmt.Sprintf("On key %q, process %d acquired %s at %s and %s when process %d acquired %s at %s.",
+				a.acquire.key, a.acquire.process, tokenPhrase(a), seconds(a.acquire.ret), still,
+				b.acquire.process, tokenPhrase(b), seconds(b.acquire.ret)))
+			break
+		}
+		if !ok || b.end > a.end {
+			widest[b.acquire.key] = b
+		}
+	}
+	var grants []tokened
+	for _, g := range holds {
+		if g.hasToken {
+			grants = append(grants, tokened{g.acquire, g.token})
+		}
+	}
+	if a, b, ok := regression(grants, true); ok {
+		out = append(out, fmt.Sprintf("On key %q, process %d was granted token %d at %s, after process %d had been granted token %d at %s: tokens must grow with each grant.",
+			b.o.key, b.o.process, b.token, seconds(b.o.ret), a.o.process, a.token, seconds(a.o.ret)))
+	}
+	return joinLines(out...)
+}
+
+func tokenPhrase(h hold) string {
+	if h.hasToken {
+		return fmt.Sprintf("token %d", h.token)
+	}
+	return "the lock"
+}
+
+// tokened is an operation with its token.
+type tokened struct {
+	o     *operation
+	token int64
+}
+
+// regression finds the earliest-invoked operation b whose token is below
+// (strictly: not above) that of an operation a of the same key that returned
+// before b was invoked.
+func regression(ops []tokened, strictly bool) (a, b tokened, found bool) {
+	byKey := map[string][]tokened{}
+	for _, t := range ops {
+		byKey[t.o.key] = append(byKey[t.o.key], t)
+	}
+	for _, ts := range byKey {
+		byCall := slices.Clone(ts)
+		slices.SortStableFunc(byCall, func(x, y tokened) int { return cmp.Compare(x.o.call, y.o.call) })
+		byRet := slices.Clone(ts)
+		slices.SortStableFunc(byRet, func(x, y tokened) int { return cmp.Compare(x.o.ret, y.o.ret) })
+		var top tokened // highest token among those returned so far
+		j := 0
+		for _, y := range byCall {
+			for ; j < len(byRet) && byRet[j].o.ret < y.o.call; j++ {
+				if top.o == nil || byRet[j].token > top.token {
+					top = byRet[j]
+				}
+			}
+			if top.o != nil && (y.token < top.token || strictly && y.token == top.token) {
+				if !found || y.o.call < b.o.call {
+					a, b, found = top, y, true
+				}
+				break
+			}
+		}
+	}
+	return a, b, found
+}

@@ -1,0 +1,147 @@
+package checker
+
+import (
+	"fmt"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/locktest/locktest/histories"
+)
+
+// The resource check. Each key's resource is a fenced register: the highest
+// token it has accepted and its value, initially (0, 0). The operations are
+// modelled as follows.
+//
+//   - write ok with token T: legal only if T is at least the highest token;
+//     sets both. A write without a token is accepted unfenced: it sets the
+//     value only.
+//   - read ok: legal only if it returns the current value.
+//   - write with unknown outcome (info, no completion): returns at the
+//     history's end; when linearized, it takes effect if its token passes
+//     the fence, and is otherwise rejected, a no-op. That covers "it never
+//     took effect" too: placed last, its effect is harmless. Its return is
+//     then brought forward to that of the first accepted write invoked
+//     after it with a higher token (see spec.bound).
+//
+// Left out of the model, because they cannot constrain it:
+//
+//   - write fail: it had no effect. Read fail and read info: they constrain
+//     nothing.
+//   - write with unknown outcome whose value no read of the key returns.
+//     "It never took effect" is then always at least as permissive: taking
+//     effect raises the highest token (forbidding more later writes) and sets
+//     a value no read can observe, until a later write overwrites both. In a
+//     real run most unknown writes are of this kind, and each one kept would
+//     be an op pending to the end, doubling the states porcupine explores
+//     while searching an invalid history.
+
+// register is the state of one key's resource.
+type register struct {
+	token, value int64
+}
+
+func registerStep(state, input, _ any) (bool, any) {
+	s, c := state.(register), input.(*call)
+	if c.f == histories.Read {
+		return s.value == c.value, s
+	}
+	switch {
+	case !c.hasToken:
+		s.value = c.value
+	case c.token >= s.token:
+		s.token, s.value = c.token, c.value
+	default:
+		// The fence rejects it: possible only if its outcome is unknown.
+		return c.unknown, s
+	}
+	return true, s
+}
+
+func describeRegisterOp(input, _ any) string {
+	c := input.(*call)
+	if c.f == histories.Read {
+		return fmt.Sprintf("p%d read → %d", c.process, c.value)
+	}
+	s := fmt.Sprintf("p%d write %d", c.process, c.value)
+	if c.hasToken {
+		s += fmt.Sprintf(" with token %d", c.token)
+	}
+	if c.unknown {
+		s += " → unknown"
+	}
+	return s
+}
+
+func describeRegister(state any) string {
+	s := state.(register)
+	return fmt.Sprintf("resource value %d (highest token %d)", s.value, s.token)
+}
+
+var resourceModel = porcupine.Model{
+	Partition: byKey,
+	Init:      func() any { return register{} },
+	Step:      registerStep,
+	Hash: func(state any) uint64 {
+		s := state.(register)
+		return uint64(s.token)*0x9e3779b97f4a7c15 ^ uint64(s.value)
+	},
+	DescribeOperation:         describeRegisterOp,
+	DescribeState:             describeRegister,
+	DescribeOperationMetadata: describeMetadata,
+}
+
+func resourceSpec(h *history) spec {
+	s := spec{model: resourceModel}
+	type kv struct {
+		key   string
+		value int64
+	}
+	observed := map[kv]bool{} // values returned by reads, per key
+	for _, o := range h.ops {
+		if v, ok := o.value(); ok && o.f == histories.Read && o.status == histories.OK {
+			observed[kv{o.key, v}] = true
+		}
+	}
+	var accepted []tokened
+	for _, o := range h.ops {
+		if o.f != histories.Read && o.f != histories.Write {
+			continue
+		}
+		s.covered = append(s.covered, o)
+		c := &call{key: o.key, process: o.process, f: o.f, op: o}
+		v, hasValue := o.value()
+		c.value = v
+		c.token, c.hasToken = o.token()
+		switch {
+		case !hasValue || o.status == histories.Fail:
+			s.ignored = append(s.ignored, o)
+		case o.status == histories.OK:
+			s.add(c, o.call, o.ret)
+			if o.f == histories.Write && c.hasToken {
+				accepted = append(accepted, tokened{o, c.token})
+			}
+		case o.f == histories.Write && observed[kv{o.key, v}]:
+			c.unknown = true
+			s.add(c, o.call, h.end)
+		default:
+			s.ignored = append(s.ignored, o)
+		}
+	}
+	// Once a write with a higher token is accepted, an unknown write can only
+	// be rejected by the fence, a no-op; taking effect just before that
+	// write instead leaves the same state, as the write overwrites both.
+	s.bound(func(u, q *call) bool {
+		return q.f == histories.Write && q.key == u.key && u.hasToken && q.hasToken && q.token > u.token
+	})
+	s.scan = func() string {
+		a, b, ok := regression(accepted, false)
+		if !ok {
+			return ""
+		}
+		av, _ := a.o.value()
+		bv, _ := b.o.value()
+		return fmt.Sprintf("On key %q, process %d's write of %d with token %d (invoked %s) was accepted, although process %d's write of %d with the higher token %d had been accepted by %s.",
+			b.o.key, b.o.process, bv, b.token, seconds(b.o.call), a.o.process, av, a.token, seconds(a.o.ret))
+	}
+	return s
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+func checkCmd(args []string, stdout io.Writer) (int, error) {
+	fs := newFlags("check", "check [flags] PATH\n\nRe-checks a stored history: a history.jsonl file, or a run directory holding one.\nResults go beside it: results.json in a run directory, NAME.results.json for a file.", stdout)
+	require := fs.String("require", "resource", "checks whose failure makes the exit status 1: a comma list of mutex, resource, or all")
+	timeout := fs.Duration("timeout", time.Minute, "time limit for each check; a check that hits it is unknown")
+	if err := parseFlags(fs, args); err != nil {
+		return exitUnknown, err
+	}
+	if fs.NArg() != 1 {
+		return exitUnknown, fmt.Errorf("check: want exactly one PATH (a history file or a run directory), got %d (see locktest check --help)", fs.NArg())
+	}
+	required, err := parseRequire(*require)
+	if err != nil {
+		return exitUnknown, err
+	}
+	if *timeout <= 0 {
+		return exitUnknown, fmt.Errorf("--timeout must be positive, got %v", *timeout)
+	}
+
+	path := fs.Arg(0)
+	st, err := os.Stat(path)
+	if err != nil {
+		return exitUnknown, fmt.Errorf("check: %w", err)
+	}
+	dir, history, out := filepath.Dir(path), path, ""
+	if st.IsDir() {
+		dir, history = path, filepath.Join(path, "history.jsonl")
+		out = filepath.Join(dir, "results.json")
+	} else {
+		out = filepath.Join(dir, strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))+".results.json")
+	}
+
+	res, err := check(history, dir, *timeout, required)
+	if err != nil {
+		return exitUnknown, err
+	}
+	keepRunFacts(out, res)
+	if err := writeResults(out, res); err != nil {
+		return exitUnknown, fmt.Errorf("check: writing results: %w", err)
+	}
+	fmt.Fprintf(stdout, "locktest check %s\n", relPath(history))
+	printChecks(stdout, res)
+	fmt.Fprintf(stdout, "results: %s\n", relPath(out))
+	return res.Exit, nil
+}
+
+// keepRunFacts carries the seed, configuration and run figures of an earlier
+// results file into a re-check, so re-checking a run directory does not lose
+// what produced it.
+func keepRunFacts(path string, res *Results) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	var old Results
+	if json.Unmarshal(b, &old) != nil {
+		return
+	}
+	res.Seed, res.Config, res.Run, res.Interrupted = old.Seed, old.Config, old.Run, old.Interrupted
+}

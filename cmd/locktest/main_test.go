@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/histories"
+)
+
+func runMain(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := mainArgs(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// sockets counts the process's open sockets (listeners and connections).
+func sockets(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count sockets: %v", err)
+	}
+	n := 0
+	for _, e := range ents {
+		if link, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(link, "socket:") {
+			n++
+		}
+	}
+	return n
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, d time.Duration, cond func() bool) bool {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cond()
+}
+
+// TestRunEndToEnd runs the real thing: a 3-member embedded etcd cluster
+// behind toxiproxy, five contending clients, the fenced resource, the checks.
+// It also checks that the run leaves nothing behind.
+func TestRunEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real etcd cluster")
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", filepath.Join(tmp, "tmp"))
+	if err := os.Mkdir(os.Getenv("TMPDIR"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	goroutines, socks := runtime.NumGoroutine(), sockets(t)
+
+	out := filepath.Join(tmp, "runs")
+	code, stdout, stderr := runMain(t, "run", "--time", "2s", "--seed", "42", "--out", out, "--require", "all")
+	if code != exitValid {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if stderr != "" {
+		t.Errorf("run wrote to stderr: %q", stderr)
+	}
+	for _, want := range []string{"seed 42", "mutex", "resource", "verdict: valid"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
+		}
+	}
+
+	dirs, _ := filepath.Glob(filepath.Join(out, "*-seed42"))
+	if len(dirs) != 1 {
+		t.Fatalf("want one run directory, got %v", dirs)
+	}
+	dir := dirs[0]
+	for _, f := range []string{"history.jsonl", "results.json", "mutex.html", "resource.html", "resource-log.jsonl", "logs/etcd-m0.log"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("run directory lacks %s: %v", f, err)
+		}
+	}
+
+	var res Results
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Seed == nil || *res.Seed != 42 || res.Config == nil || res.Config.Clients != 5 {
+		t.Errorf("results lack the seed or configuration: %+v", res)
+	}
+	if res.Run == nil || res.Run.Stats.Acquisitions < 5 {
+		t.Fatalf("too few acquisitions in 2 s: %+v", res.Run)
+	}
+	for _, c := range res.Checks {
+		if c.Verdict != checker.Valid {
+			t.Errorf("check %s: %s: %s", c.Name, c.Verdict, c.Explanation)
+		}
+	}
+
+	// The history is complete and well-formed: every acquire ok carries a
+	// token, and tokens grow.
+	ops, err := histories.ReadFile(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	acquired := 0
+	for _, op := range ops {
+		if op.F == histories.Acquire && op.Type == histories.OK {
+			tok, ok := op.Token()
+			if !ok || tok <= last {
+				t.Fatalf("acquire at index %d: token %d after %d", op.Index, tok, last)
+			}
+			last = tok
+			acquired++
+		}
+	}
+	if acquired != res.Run.Stats.Acquisitions {
+		t.Errorf("history has %d acquisitions, stats say %d", acquired, res.Run.Stats.Acquisitions)
+	}
+
+	// Re-checking the stored run gives the same verdict and keeps the seed.
+	code, stdout, _ = runMain(t, "check", "--require", "all", dir)
+	if code != exitValid || !strings.Contains(stdout, "verdict: valid") {
+		t.Errorf("re-check: exit %d\n%s", code, stdout)
+	}
+
+	// Nothing is left behind: temp dirs, sockets, goroutines.
+	if ents, _ := os.ReadDir(os.Getenv("TMPDIR")); len(ents) != 0 {
+		t.Errorf("temp dir not cleaned: %v", ents)
+	}
+	if !eventually(t, 10*time.Second, func() bool { return sockets(t) <= socks }) {
+		t.Errorf("sockets: %d before the run, %d after", socks, sockets(t))
+	}
+	if !eventually(t, 10*time.Second, func() bool { return runtime.NumGoroutine() <= goroutines+2 }) {
+		buf := make([]byte, 1<<20)
+		t.Errorf("goroutines: %d before the run, %d after\n%s", goroutines, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	tmp := t.TempDir()
+	file := filepath.Join(tmp, "file")
+	os.WriteFile(file, []byte("x"), 0o644)
+	bad := filepath.Join(tmp, "bad.jsonl")
+	os.WriteFile(bad, []byte(`{"type":"invoke","f":"acquire","process":0,"time":1}`+"\n"+`{"type":"okay","f":"acquire","process":0,"time":2}`+"\n"), 0o644)
+
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no command", nil, ""},
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"unknown flag", []string{"run", "--frob"}, "flag provided but not defined: -frob"},
+		{"zero clients", []string{"run", "--clients", "0"}, "clients must be at least 1"},
+		{"bad resource", []string{"run", "--resource", "maybe"}, `unknown resource mode "maybe"`},
+		{"bad require", []string{"run", "--require", "mutex,speed"}, `unknown check "speed"`},
+		{"unwritable out", []string{"run", "--out", filepath.Join(file, "runs")}, "--out:"},
+		{"missing history", []string{"check", filepath.Join(tmp, "nope.jsonl")}, "no such file"},
+		{"malformed history", []string{"check", bad}, "bad.jsonl:2:"},
+		{"check without path", []string{"check"}, "want exactly one PATH"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runMain(t, tc.args...)
+			if code != exitUnknown {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if tc.want == "" {
+				return
+			}
+			if !strings.Contains(stderr, tc.want) {
+				t.Errorf("stderr %q lacks %q", stderr, tc.want)
+			}
+			if strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+				t.Errorf("error is not one line: %q", stderr)
+			}
+		})
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 2 {
+		t.Errorf("bad input left files behind: %v", ents)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, cmd := range []string{"run", "check"} {
+		code, stdout, _ := runMain(t, cmd, "--help")
+		if code != exitValid || !strings.Contains(stdout, "-require") {
+			t.Errorf("%s --help: exit %d, output %q", cmd, code, stdout)
+		}
+	}
+}
+
+func TestCheckExitStatus(t *testing.T) {
+	dir := t.TempDir()
+	// Two holders at once on an unfenced resource: the resource accepts the
+	// lower token's write after the higher one's, which is invalid.
+	h := strings.Join([]string{
+		`{"type":"invoke","f":"acquire","process":0,"time":0}`,
+		`{"type":"ok","f":"acquire","process":0,"time":1,"value":{"token":5}}`,
+		`{"type":"invoke","f":"acquire","process":1,"time":2}`,
+		`{"type":"ok","f":"acquire","process":1,"time":3,"value":{"token":7}}`,
+		`{"type":"invoke","f":"write","process":1,"time":4,"value":{"token":7,"value":1}}`,
+		`{"type":"ok","f":"write","process":1,"time":5,"value":{"token":7,"value":1}}`,
+		`{"type":"invoke","f":"write","process":0,"time":6,"value":{"token":5,"value":1}}`,
+		`{"type":"ok","f":"write","process":0,"time":7,"value":{"token":5,"value":1}}`,
+	}, "\n") + "\n"
+	path := filepath.Join(dir, "split.jsonl")
+	os.WriteFile(path, []byte(h), 0o644)
+
+	code, stdout, stderr := runMain(t, "check", path)
+	if code != exitInvalid {
+		t.Fatalf("exit %d, want 1\n%s%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "split.results.json")); err != nil {
+		t.Errorf("no results file: %v", err)
+	}
+	// With only mutex required the exit is still 1: both checks fail here.
+	if code, _, _ := runMain(t, "check", "--require", "mutex", path); code != exitInvalid {
+		t.Errorf("--require mutex: exit %d, want 1", code)
+	}
+}

@@ -1,0 +1,130 @@
+// Package histories defines locktest's history format: JSON Lines, one
+// operation per line, with Jepsen's field names. The format is pinned; other
+// tools and the curated histories depend on it.
+package histories
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// Type is the kind of an operation record.
+type Type string
+
+// Operation types, as in Jepsen.
+const (
+	Invoke Type = "invoke"
+	OK     Type = "ok"
+	Fail   Type = "fail"
+	// Info means the outcome is unknown (a timeout, a lost connection).
+	Info Type = "info"
+)
+
+func (t Type) valid() bool {
+	switch t {
+	case Invoke, OK, Fail, Info:
+		return true
+	}
+	return false
+}
+
+// Client operation functions.
+const (
+	Acquire = "acquire"
+	Release = "release"
+	Read    = "read"
+	Write   = "write"
+)
+
+// Process identifies who performed an operation: a client process number, or
+// the nemesis. It is written as an integer, or as the string "nemesis".
+type Process int
+
+// Nemesis is the process of fault events.
+const Nemesis Process = -1
+
+// MarshalJSON writes the nemesis as "nemesis" and clients as integers.
+func (p Process) MarshalJSON() ([]byte, error) {
+	if p == Nemesis {
+		return []byte(`"nemesis"`), nil
+	}
+	return strconv.AppendInt(nil, int64(p), 10), nil
+}
+
+// UnmarshalJSON accepts a non-negative integer or "nemesis".
+func (p *Process) UnmarshalJSON(b []byte) error {
+	if string(b) == `"nemesis"` {
+		*p = Nemesis
+		return nil
+	}
+	n, err := strconv.Atoi(string(b))
+	if err != nil || n < 0 {
+		return fmt.Errorf("process must be a non-negative integer or \"nemesis\", got %s", b)
+	}
+	*p = Process(n)
+	return nil
+}
+
+func (p Process) String() string {
+	if p == Nemesis {
+		return "nemesis"
+	}
+	return strconv.Itoa(int(p))
+}
+
+// Value is an operation's value. Which fields are set depends on f and type:
+// acquire ok has Token; write has Token and Value; read ok has Value. Nemesis
+// events use Fault, Targets and Params.
+type Value struct {
+	Token *int64 `json:"token,omitempty"`
+	Value *int64 `json:"value,omitempty"`
+
+	Fault   string            `json:"fault,omitempty"`
+	Targets []string          `json:"targets,omitempty"`
+	Params  map[string]string `json:"params,omitempty"`
+}
+
+// Op is one line of a history.
+type Op struct {
+	Index   int     `json:"index"`
+	Type    Type    `json:"type"`
+	F       string  `json:"f"`
+	Process Process `json:"process"`
+	// Time is nanoseconds since the run started.
+	Time  int64  `json:"time"`
+	Key   string `json:"key,omitempty"`
+	Value *Value `json:"value,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// Token returns the op's fencing token, if it carries one.
+func (o Op) Token() (int64, bool) {
+	if o.Value == nil || o.Value.Token == nil {
+		return 0, false
+	}
+	return *o.Value.Token, true
+}
+
+// Val returns the op's data value, if it carries one.
+func (o Op) Val() (int64, bool) {
+	if o.Value == nil || o.Value.Value == nil {
+		return 0, false
+	}
+	return *o.Value.Value, true
+}
+
+// TokenValue builds a Value holding a token and optionally a data value.
+func TokenValue(token int64) *Value { return &Value{Token: &token} }
+
+// WriteValue builds the value of a write: a token and the value written.
+func WriteValue(token, v int64) *Value { return &Value{Token: &token, Value: &v} }
+
+// ReadValue builds the value of a read completion.
+func ReadValue(v int64) *Value { return &Value{Value: &v} }
+
+// DefaultKey is the key of operations that carry none.
+const DefaultKey = ""
+
+// MarshalLine encodes op as one JSON line without the trailing newline.
+func MarshalLine(op Op) ([]byte, error) { return json.Marshal(op) }

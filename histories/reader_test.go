@@ -1,0 +1,208 @@
+package histories
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func readAll(t *testing.T, text string) ([]Op, error) {
+	t.Helper()
+	var ops []Op
+	r := NewReader(strings.NewReader(text), "h.jsonl")
+	for {
+		op, err := r.Next()
+		if err == io.EOF {
+			return ops, nil
+		}
+		if err != nil {
+			return ops, err
+		}
+		ops = append(ops, op)
+	}
+}
+
+func sampleOps() []Op {
+	return []Op{
+		{Type: Invoke, F: Acquire, Process: 0, Time: 10, Key: "a"},
+		{Type: Invoke, F: "partition", Process: Nemesis, Time: 11, Value: &Value{Fault: "partition", Targets: []string{"n1", "n2"}, Params: map[string]string{"mode": "majority"}}},
+		{Type: OK, F: Acquire, Process: 0, Time: 20, Key: "a", Value: TokenValue(41)},
+		{Type: Invoke, F: Read, Process: 0, Time: 30, Key: "a"},
+		{Type: OK, F: Read, Process: 0, Time: 40, Key: "a", Value: ReadValue(7)},
+		{Type: Invoke, F: Write, Process: 0, Time: 50, Key: "a", Value: WriteValue(41, 8)},
+		{Type: Info, F: Write, Process: 0, Time: 60, Key: "a", Value: WriteValue(41, 8), Error: "context deadline exceeded"},
+		{Type: Info, F: "partition", Process: Nemesis, Time: 70},
+		{Type: Invoke, F: Release, Process: 1, Time: 80},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	want := sampleOps()
+	for i, op := range want {
+		got, err := w.Write(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Index != i {
+			t.Fatalf("op %d: index %d", i, got.Index)
+		}
+		want[i].Index = i
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(buf.String(), "\n"); n != len(want) {
+		t.Fatalf("%d lines, want %d", n, len(want))
+	}
+	got, err := readAll(t, buf.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestReadFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	w, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range sampleOps() {
+		if _, err := w.Write(op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(Op{Type: Invoke, F: Read}); err == nil {
+		t.Fatal("write after Close succeeded")
+	}
+	ops, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != len(sampleOps()) || ops[8].Index != 8 || ops[2].Value == nil || *ops[2].Value.Token != 41 {
+		t.Fatalf("ReadFile: %+v", ops)
+	}
+	if _, err := ReadFile(filepath.Join(t.TempDir(), "missing.jsonl")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestReaderLenient(t *testing.T) {
+	// Blank lines are skipped, unknown fields ignored, missing index and
+	// key filled in, nemesis ops unpaired, an invoke left open at the end
+	// accepted.
+	text := `
+{"type":"invoke","f":"acquire","process":3,"time":5,"extra":{"x":1}}
+
+{"type":"info","f":"kill","process":"nemesis","time":6,"value":{"fault":"kill","targets":["n1"]}}
+{"index":77,"type":"ok","f":"acquire","process":3,"time":9,"value":{"token":12,"other":true}}
+  {"type":"info","f":"kill","process":"nemesis","time":10}
+{"type":"invoke","f":"release","process":3,"time":11}` + "\r\n"
+	ops, err := readAll(t, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 5 {
+		t.Fatalf("%d ops: %+v", len(ops), ops)
+	}
+	for i, want := range []int{0, 1, 77, 3, 4} {
+		if ops[i].Index != want {
+			t.Errorf("op %d: index %d, want %d", i, ops[i].Index, want)
+		}
+	}
+	if ops[0].Key != DefaultKey || ops[1].Process != Nemesis || ops[1].Value.Fault != "kill" {
+		t.Errorf("ops: %+v", ops)
+	}
+	if tok, ok := ops[2].Token(); !ok || tok != 12 {
+		t.Errorf("token %d %v", tok, ok)
+	}
+}
+
+func TestReaderErrors(t *testing.T) {
+	const (
+		inv = `{"type":"invoke","f":"acquire","process":1,"time":1}`
+		ok  = `{"type":"ok","f":"acquire","process":1,"time":2,"value":{"token":5}}`
+	)
+	lines := func(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
+	for _, tc := range []struct {
+		name, text, want string
+	}{
+		{"bad JSON", lines(inv, ok, `{"type":"invoke",`), `h.jsonl:3: bad JSON: `},
+		{"truncated last line", inv + "\n" + `{"type":"ok","f":"acq`, `h.jsonl:2: bad JSON: unexpected end of JSON input`},
+		{"not an object", lines(`[1,2]`), `h.jsonl:1: bad JSON: `},
+		{"unknown type", lines(inv, "", `{"type":"okay","f":"acquire","process":1,"time":2}`), `h.jsonl:3: unknown type "okay"`},
+		{"missing type", lines(`{"f":"acquire","process":1,"time":2}`), `h.jsonl:1: missing type`},
+		{"missing f", lines(inv, ok, `{"type":"invoke","process":1,"time":3}`), `h.jsonl:3: missing f`},
+		{"missing process", lines(`{"type":"invoke","f":"read","time":3}`), `h.jsonl:1: missing process`},
+		{"bad process", lines(`{"type":"invoke","f":"read","process":-2,"time":3}`), `h.jsonl:1: bad process: `},
+		{"missing time", lines(`{"type":"invoke","f":"read","process":1}`), `h.jsonl:1: missing time`},
+		{"negative time", lines(inv, `{"type":"ok","f":"acquire","process":1,"time":-4}`), `h.jsonl:2: negative time -4`},
+		{"unknown client f", lines(`{"type":"invoke","f":"cas","process":1,"time":3}`), `h.jsonl:1: unknown f "cas" for process 1`},
+		{"completion without invoke", lines(inv, ok,
+			`{"type":"invoke","f":"read","process":2,"time":3}`,
+			`{"type":"ok","f":"read","process":2,"time":4}`,
+			`{"type":"ok","f":"read","process":2,"time":5}`),
+			`h.jsonl:5: ok for process 2 with no invoke in flight`},
+		{"double invoke", lines(
+			`{"type":"invoke","f":"acquire","process":0,"time":0}`,
+			`{"type":"invoke","f":"write","process":1,"time":1}`,
+			`{"type":"ok","f":"acquire","process":0,"time":2}`,
+			`{"type":"invoke","f":"acquire","process":1,"time":3}`),
+			`h.jsonl:4: process 1 invokes acquire while write is in flight (invoked at line 2)`},
+		{"f mismatch", lines(inv, `{"type":"ok","f":"release","process":1,"time":2}`),
+			`h.jsonl:2: completion f "release" does not match invoke f "acquire" of process 1 (invoked at line 1)`},
+		{"key mismatch", lines(inv, `{"type":"fail","f":"acquire","process":1,"time":2,"key":"b"}`),
+			`h.jsonl:2: completion key "b" does not match invoke key "" of process 1 (invoked at line 1)`},
+		{"completion before invoke", lines(`{"type":"invoke","f":"read","process":1,"time":9}`, `{"type":"info","f":"read","process":1,"time":5}`),
+			`h.jsonl:2: completion time 5 is before invoke time 9 of process 1 (invoked at line 1)`},
+		{"nemesis unknown type", lines(`{"type":"start","f":"partition","process":"nemesis","time":1}`), `h.jsonl:1: unknown type "start"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := readAll(t, tc.text)
+			var pe *ParseError
+			if !errors.As(err, &pe) {
+				t.Fatalf("error %v (%T), want a *ParseError", err, err)
+			}
+			if !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("error %q, want prefix %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestReaderErrorIsSticky(t *testing.T) {
+	r := NewReader(strings.NewReader("{\n"+`{"type":"invoke","f":"read","process":1,"time":1}`+"\n"), "x")
+	_, err1 := r.Next()
+	_, err2 := r.Next()
+	if err1 == nil || err1 != err2 {
+		t.Fatalf("errors %v, %v", err1, err2)
+	}
+}
+
+func TestReaderLongLines(t *testing.T) {
+	// A 2 MiB line (a large error message) is fine...
+	big := strings.Repeat("x", 2<<20)
+	text := `{"type":"invoke","f":"read","process":1,"time":1}` + "\n" +
+		`{"type":"fail","f":"read","process":1,"time":2,"error":"` + big + `"}` + "\n"
+	ops, err := readAll(t, text)
+	if err != nil || len(ops) != 2 || len(ops[1].Error) != len(big) {
+		t.Fatalf("long line: %d ops, %v", len(ops), err)
+	}
+	// ...but a line beyond MaxLine is reported, not silently split.
+	_, err = readAll(t, "\n"+strings.Repeat(" ", MaxLine+1)+"\n")
+	if err == nil || !strings.HasPrefix(err.Error(), "h.jsonl:2: line longer than") {
+		t.Fatalf("too long: %v", err)
+	}
+}

@@ -1,0 +1,225 @@
+// Package resource is the protected resource of locktest: a small storage
+// service, reached over loopback HTTP, that holds one value per key and an
+// ordered log of every write it accepted. In fenced mode it rejects a write
+// whose fencing token is lower than the highest it has accepted for that key,
+// which is what keeps data safe when two clients believe they hold a lock.
+package resource
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+)
+
+// Mode says whether the resource checks fencing tokens.
+type Mode string
+
+// Resource modes.
+const (
+	Fenced   Mode = "fenced"
+	Unfenced Mode = "unfenced"
+)
+
+// ParseMode validates a mode name.
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case Fenced, Unfenced:
+		return Mode(s), nil
+	}
+	return "", fmt.Errorf("unknown resource mode %q (want fenced or unfenced)", s)
+}
+
+// Entry is one accepted write, in the order the resource applied it.
+type Entry struct {
+	Seq   int       `json:"seq"`
+	Key   string    `json:"key"`
+	Token int64     `json:"token"`
+	Value int64     `json:"value"`
+	At    time.Time `json:"at"`
+}
+
+type register struct {
+	token int64
+	value int64
+}
+
+// Server is a running resource.
+type Server struct {
+	mode Mode
+	ln   net.Listener
+	srv  *http.Server
+
+	mu    sync.Mutex
+	state map[string]register
+	log   []Entry
+}
+
+// Start serves a resource on a fresh loopback port.
+func Start(mode Mode) (*Server, error) {
+	if _, err := ParseMode(string(mode)); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("resource: listen: %w", err)
+	}
+	s := &Server{mode: mode, ln: ln, state: map[string]register{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/read", s.handleRead)
+	mux.HandleFunc("POST /v1/write", s.handleWrite)
+	mux.HandleFunc("GET /v1/log", s.handleLog)
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go s.srv.Serve(ln)
+	return s, nil
+}
+
+// Addr is the address the resource listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Mode is the resource's fencing mode.
+func (s *Server) Mode() Mode { return s.mode }
+
+// Log returns a copy of the accepted writes, in order.
+func (s *Server) Log() []Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Entry(nil), s.log...)
+}
+
+// Close stops serving and closes every connection.
+func (s *Server) Close() error { return s.srv.Close() }
+
+type readReply struct {
+	Value int64 `json:"value"`
+	Token int64 `json:"token"`
+}
+
+type writeRequest struct {
+	Key   string `json:"key"`
+	Token int64  `json:"token"`
+	Value int64  `json:"value"`
+}
+
+type writeReply struct {
+	Accepted bool  `json:"accepted"`
+	Highest  int64 `json:"highest"`
+}
+
+func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) {
+	key := r.URL.Query().Get("key")
+	s.mu.Lock()
+	reg := s.state[key]
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, readReply{Value: reg.value, Token: reg.token})
+}
+
+func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) {
+	var req writeRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, "bad write request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	reg := s.state[req.Key]
+	if s.mode == Fenced && req.Token < reg.token {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusConflict, writeReply{Accepted: false, Highest: reg.token})
+		return
+	}
+	reg.value = req.Value
+	reg.token = max(reg.token, req.Token)
+	s.state[req.Key] = reg
+	s.log = append(s.log, Entry{Seq: len(s.log), Key: req.Key, Token: req.Token, Value: req.Value, At: time.Now()})
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, writeReply{Accepted: true, Highest: reg.token})
+}
+
+func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.Log())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// ErrRejected is returned by Write when the resource refused a stale token.
+var ErrRejected = errors.New("resource: write rejected: stale fencing token")
+
+// Client talks to a resource at one address (normally a toxiproxy link).
+type Client struct {
+	base string
+	http *http.Client
+}
+
+// NewClient returns a client with its own connection pool, so that its
+// connections go only through addr and can be closed with it.
+func NewClient(addr string) *Client {
+	return &Client{
+		base: "http://" + addr,
+		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2}},
+	}
+}
+
+// Read returns the current value of key.
+func (c *Client) Read(ctx context.Context, key string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/read?key="+url.QueryEscape(key), nil)
+	if err != nil {
+		return 0, err
+	}
+	var rep readReply
+	if _, err := c.do(req, &rep); err != nil {
+		return 0, err
+	}
+	return rep.Value, nil
+}
+
+// Write asks the resource to store value under key with a fencing token. It
+// returns ErrRejected when the resource refused the token; any other error
+// leaves the outcome unknown.
+func (c *Client) Write(ctx context.Context, key string, token, value int64) error {
+	body, err := json.Marshal(writeRequest{Key: key, Token: token, Value: value})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/write", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	var rep writeReply
+	status, err := c.do(req, &rep)
+	if err != nil {
+		return err
+	}
+	if status == http.StatusConflict || !rep.Accepted {
+		return ErrRejected
+	}
+	return nil
+}
+
+// Close drops the client's idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+func (c *Client) do(req *http.Request, out any) (int, error) {
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusConflict {
+		return resp.StatusCode, fmt.Errorf("resource: %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return resp.StatusCode, fmt.Errorf("resource: bad reply: %w", err)
+	}
+	return resp.StatusCode, nil
+}

@@ -1,0 +1,86 @@
+package resource
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func start(t *testing.T, mode Mode) *Client {
+	t.Helper()
+	s, err := Start(mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewClient(s.Addr())
+	t.Cleanup(func() {
+		c.Close()
+		s.Close()
+	})
+	return c
+}
+
+func TestFencedRejectsStaleToken(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c := start(t, Fenced)
+	if err := c.Write(ctx, "k", 10, 1); err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+	if err := c.Write(ctx, "k", 10, 2); err != nil {
+		t.Fatalf("write with the same token must be accepted: %v", err)
+	}
+	if err := c.Write(ctx, "k", 9, 3); !errors.Is(err, ErrRejected) {
+		t.Fatalf("stale write: got %v, want ErrRejected", err)
+	}
+	if err := c.Write(ctx, "other", 1, 7); err != nil {
+		t.Fatalf("tokens are per key: %v", err)
+	}
+	v, err := c.Read(ctx, "k")
+	if err != nil || v != 2 {
+		t.Fatalf("read = %d, %v; want 2", v, err)
+	}
+}
+
+func TestUnfencedAcceptsEverything(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c := start(t, Unfenced)
+	for i, tok := range []int64{10, 3, 7} {
+		if err := c.Write(ctx, "k", tok, int64(i)); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	v, err := c.Read(ctx, "k")
+	if err != nil || v != 2 {
+		t.Fatalf("read = %d, %v; want 2", v, err)
+	}
+}
+
+func TestLogOrder(t *testing.T) {
+	s, err := Start(Fenced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := NewClient(s.Addr())
+	defer c.Close()
+	ctx := context.Background()
+	c.Write(ctx, "a", 1, 1)
+	c.Write(ctx, "a", 0, 5) // rejected: not logged
+	c.Write(ctx, "b", 2, 2)
+	log := s.Log()
+	if len(log) != 2 || log[0].Key != "a" || log[1].Key != "b" || log[1].Seq != 1 {
+		t.Fatalf("log = %+v", log)
+	}
+}
+
+func TestParseMode(t *testing.T) {
+	if _, err := ParseMode("fencd"); err == nil {
+		t.Fatal("want error for unknown mode")
+	}
+	if m, err := ParseMode("unfenced"); err != nil || m != Unfenced {
+		t.Fatalf("ParseMode(unfenced) = %v, %v", m, err)
+	}
+}
