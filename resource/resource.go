@@ -43,6 +43,10 @@ type Entry struct {
 	Token int64     `json:"token"`
 	Value int64     `json:"value"`
 	At    time.Time `json:"at"`
+	// Stale marks a write accepted with a token lower than one accepted
+	// before for the same key: only an unfenced resource does that, and it
+	// is the moment data gets damaged.
+	Stale bool `json:"stale,omitempty"`
 }
 
 type register struct {
@@ -59,6 +63,9 @@ type Server struct {
 	mu    sync.Mutex
 	state map[string]register
 	log   []Entry
+	// stale is closed at the first stale write accepted.
+	stale     chan struct{}
+	staleOnce sync.Once
 }
 
 // Start serves a resource on a fresh loopback port.
@@ -70,7 +77,7 @@ func Start(mode Mode) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resource: listen: %w", err)
 	}
-	s := &Server{mode: mode, ln: ln, state: map[string]register{}}
+	s := &Server{mode: mode, ln: ln, state: map[string]register{}, stale: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/read", s.handleRead)
 	mux.HandleFunc("POST /v1/write", s.handleWrite)
@@ -92,6 +99,10 @@ func (s *Server) Log() []Entry {
 	defer s.mu.Unlock()
 	return append([]Entry(nil), s.log...)
 }
+
+// Stale is closed when the resource first accepts a stale write, so a run
+// can stop at the first damage.
+func (s *Server) Stale() <-chan struct{} { return s.stale }
 
 // Close stops serving and closes every connection.
 func (s *Server) Close() error { return s.srv.Close() }
@@ -133,11 +144,15 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusConflict, writeReply{Accepted: false, Highest: reg.token})
 		return
 	}
+	stale := req.Token < reg.token
 	reg.value = req.Value
 	reg.token = max(reg.token, req.Token)
 	s.state[req.Key] = reg
-	s.log = append(s.log, Entry{Seq: len(s.log), Key: req.Key, Token: req.Token, Value: req.Value, At: time.Now()})
+	s.log = append(s.log, Entry{Seq: len(s.log), Key: req.Key, Token: req.Token, Value: req.Value, At: time.Now(), Stale: stale})
 	s.mu.Unlock()
+	if stale {
+		s.staleOnce.Do(func() { close(s.stale) })
+	}
 	writeJSON(w, http.StatusOK, writeReply{Accepted: true, Highest: reg.token})
 }
 

@@ -58,6 +58,32 @@ func TestUnfencedAcceptsEverything(t *testing.T) {
 	}
 }
 
+func TestUnfencedMarksStaleWrites(t *testing.T) {
+	s, err := Start(Unfenced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := NewClient(s.Addr())
+	defer c.Close()
+	ctx := context.Background()
+	c.Write(ctx, "k", 10, 1)
+	select {
+	case <-s.Stale():
+		t.Fatal("stale signalled before any stale write")
+	default:
+	}
+	c.Write(ctx, "k", 3, 2)
+	select {
+	case <-s.Stale():
+	default:
+		t.Fatal("stale write not signalled")
+	}
+	if log := s.Log(); len(log) != 2 || log[0].Stale || !log[1].Stale {
+		t.Fatalf("log = %+v", log)
+	}
+}
+
 func TestLogOrder(t *testing.T) {
 	s, err := Start(Fenced)
 	if err != nil {
