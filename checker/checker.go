@@ -10,9 +10,18 @@
 //     linearizable fenced register, which accepts a write only if its token is
 //     at least the highest it has accepted.
 //
-// Both checks are partitioned by key. Operations with unknown outcomes are
-// modelled as possibly taking effect at any time after their invocation, or
-// never; see mutex.go and resource.go for how each check models them.
+// Both checks are partitioned by key, and each key's operations further into
+// segments that porcupine checks independently (P-compositionality in time
+// and in token order; see segment.go), which keeps long histories linear in
+// time and memory. Porcupine still decides every segment. Operations with
+// unknown outcomes are modelled as possibly taking effect at any time after
+// their invocation, or never; see mutex.go and resource.go for how each
+// check models them.
+//
+// Beside porcupine: an overlap analysis of who believed they held each lock
+// when (Overlaps), stories of each violation in plain words (Violation),
+// liveness after the final heal (Liveness) and agreement of the members'
+// final state (Consistency).
 package checker
 
 import (
@@ -21,8 +30,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -44,7 +57,7 @@ const (
 
 // Result is the outcome of one check over a history.
 type Result struct {
-	Name    string  `json:"name"` // "mutex" | "resource"
+	Name    string  `json:"name"` // "mutex" | "resource" | "liveness" | "consistency"
 	Verdict Verdict `json:"verdict"`
 	// Ops counts the operations (invocations with their completions) the
 	// check covers, including those that cannot constrain it.
@@ -54,9 +67,16 @@ type Result struct {
 	// completion, and (mutex) failed releases.
 	Unknown  int           `json:"unknown"`
 	Duration time.Duration `json:"duration_ns"`
+	// Segments is the number of independent pieces porcupine checked (see
+	// segment.go), and Checked how many of them it finished: fewer when the
+	// check ran out of time.
+	Segments int `json:"segments,omitempty"`
+	Checked  int `json:"segments_checked,omitempty"`
 	// Explanation says, for an invalid or unknown verdict, what went wrong,
 	// in a few plain sentences, one per line.
 	Explanation string `json:"explanation,omitempty"`
+	// Violations are the violations found, each with its story.
+	Violations []Violation `json:"violations,omitempty"`
 	// Visualization is the path of the HTML visualization written, if any.
 	Visualization string `json:"visualization,omitempty"`
 }
@@ -64,119 +84,48 @@ type Result struct {
 // Options tune the checks.
 type Options struct {
 	// Timeout bounds each check; 0 means no limit. A check that hits it is
-	// Unknown.
+	// Unknown, unless it found a violation in what it checked.
 	Timeout time.Duration
 	// VisualizationDir, if set, receives porcupine's visualization of each
 	// check, as NAME.html.
 	VisualizationDir string
+	// SegmentOps is the number of operations a segment collects before it
+	// is cut at the next sound point; 0 means DefaultSegmentOps.
+	SegmentOps int
+	// VisualizationOps caps the operations drawn in a visualization (the
+	// failing segments first); 0 means DefaultVisualizationOps.
+	VisualizationOps int
+	// Progress, if set, is called after each segment porcupine finishes,
+	// with the check's name, the segments finished and their total. Calls
+	// do not overlap.
+	Progress func(check string, done, total int)
 }
+
+// DefaultVisualizationOps is the default cap on the operations drawn.
+const DefaultVisualizationOps = 20000
 
 // Mutex checks that the lock behaves as a linearizable mutex with increasing
 // fencing tokens.
-func Mutex(ops []histories.Op, opt Options) Result { return run("mutex", mutexSpec, ops, opt) }
+func Mutex(ops []histories.Op, opt Options) Result { return Build(ops).Mutex(opt) }
 
 // Resource checks that the protected resource behaves as a linearizable
 // fenced register.
-func Resource(ops []histories.Op, opt Options) Result {
-	return run("resource", resourceSpec, ops, opt)
-}
+func Resource(ops []histories.Op, opt Options) Result { return Build(ops).Resource(opt) }
 
-// All runs every check: mutex, then resource.
-func All(ops []histories.Op, opt Options) []Result {
-	h, err := pair(ops)
-	return []Result{
-		h.check("mutex", mutexSpec, err, opt),
-		h.check("resource", resourceSpec, err, opt),
-	}
-}
+// All runs the linearizability checks: mutex, then resource.
+func All(ops []histories.Op, opt Options) []Result { return Build(ops).All(opt) }
 
-func run(name string, build func(*history) spec, ops []histories.Op, opt Options) Result {
-	h, err := pair(ops)
-	return h.check(name, build, err, opt)
-}
+// Mutex checks that the lock behaves as a linearizable mutex with increasing
+// fencing tokens.
+func (h *History) Mutex(opt Options) Result { return h.check("mutex", mutexSpec, opt) }
 
-// operation is a client invocation together with its completion.
-type operation struct {
-	process histories.Process
-	f, key  string
-	// status is OK, Fail or Info; Info also when the completion is missing.
-	status       histories.Type
-	invoke, done histories.Op // done is the zero Op if the completion is missing
-	missing      bool
-	call, ret    int64 // ret is the history's end if the completion is missing
-}
+// Resource checks that the protected resource behaves as a linearizable
+// fenced register.
+func (h *History) Resource(opt Options) Result { return h.check("resource", resourceSpec, opt) }
 
-func (o *operation) unknown() bool { return o.status == histories.Info }
-
-// token is the fencing token of the operation: from the completion of an
-// acquire, from the invocation (else the completion) of a write.
-func (o *operation) token() (int64, bool) {
-	if t, ok := o.invoke.Token(); ok {
-		return t, true
-	}
-	return o.done.Token()
-}
-
-// value is the value written (from the invocation) or read (completion).
-func (o *operation) value() (int64, bool) {
-	if v, ok := o.invoke.Val(); ok && o.f == histories.Write {
-		return v, true
-	}
-	return o.done.Val()
-}
-
-// history is a paired history.
-type history struct {
-	ops     []*operation // client operations, in invocation order
-	nemesis []histories.Op
-	// alive is, per process, the last time the process was seen acting: its
-	// last invocation or definite completion.
-	alive map[histories.Process]int64
-	// end is later than every event. Operations that may take effect at any
-	// time after their invocation return at end: porcupine has no notion of
-	// an operation that never returns, and one returning after every other
-	// event is the same thing.
-	end int64
-}
-
-// pair matches invocations with completions: a completion belongs to the
-// process's operation in flight. Invocations left open count as info.
-func pair(ops []histories.Op) (*history, error) {
-	h := &history{alive: map[histories.Process]int64{}}
-	inflight := map[histories.Process]*operation{}
-	for _, op := range ops {
-		if op.Time < math.MaxInt64 {
-			h.end = max(h.end, op.Time+1)
-		}
-		if op.Process == histories.Nemesis {
-			h.nemesis = append(h.nemesis, op)
-			continue
-		}
-		o := inflight[op.Process]
-		if op.Type == histories.Invoke {
-			if o != nil {
-				return h, fmt.Errorf("op %d: process %d invokes %s while %s (op %d) is in flight",
-					op.Index, op.Process, op.F, o.f, o.invoke.Index)
-			}
-			o = &operation{process: op.Process, f: op.F, key: op.Key, invoke: op, call: op.Time}
-			inflight[op.Process] = o
-			h.ops = append(h.ops, o)
-			h.alive[op.Process] = max(h.alive[op.Process], op.Time)
-			continue
-		}
-		if o == nil || o.f != op.F {
-			return h, fmt.Errorf("op %d: %s %s of process %d does not complete an invocation", op.Index, op.Type, op.F, op.Process)
-		}
-		delete(inflight, op.Process)
-		o.status, o.done, o.ret = op.Type, op, op.Time
-		if op.Type != histories.Info {
-			h.alive[op.Process] = max(h.alive[op.Process], op.Time)
-		}
-	}
-	for _, o := range inflight {
-		o.status, o.missing, o.ret = histories.Info, true, h.end
-	}
-	return h, nil
+// All runs the linearizability checks: mutex, then resource.
+func (h *History) All(opt Options) []Result {
+	return []Result{h.Mutex(opt), h.Resource(opt)}
 }
 
 // spec is what a check hands to porcupine.
@@ -188,9 +137,11 @@ type spec struct {
 	// ignored are covered operations left out of the model because they
 	// cannot constrain it; the visualization shows them as annotations.
 	ignored []*operation
-	// scan looks for a simple, direct proof of a violation, and describes it;
-	// "" if it finds none.
-	scan func() string
+	// cut cuts one key's operations into segments.
+	cut func(key string, ops []porcupine.Operation, minOps int) []segment
+	// scan looks for simple, direct proofs of violations, and tells their
+	// stories.
+	scan func() []Violation
 }
 
 // call is the input of a porcupine operation: everything the models need.
@@ -208,6 +159,9 @@ type call struct {
 	hasToken bool
 	value    int64
 	op       *operation // nil if implicit
+	// init is the state a segment's synthetic first operation sets (f is
+	// fInit).
+	init any
 }
 
 // add appends a modelled operation.
@@ -279,21 +233,28 @@ func describeMetadata(m any) string {
 	if !ok || o == nil {
 		return ""
 	}
-	s := fmt.Sprintf("history index %d → %d (%s)", o.invoke.Index, o.done.Index, o.status)
+	s := fmt.Sprintf("history index %d → %d (%s)", o.inv, o.done, o.status)
 	if o.missing {
-		s = fmt.Sprintf("history index %d, no completion", o.invoke.Index)
+		s = fmt.Sprintf("history index %d, no completion", o.inv)
 	}
-	if o.done.Error != "" {
-		s += ": " + o.done.Error
+	if o.err != "" {
+		s += ": " + o.err
 	}
 	return s
 }
 
-func (h *history) check(name string, build func(*history) spec, pairErr error, opt Options) Result {
+func (o Options) segmentOps() int {
+	if o.SegmentOps > 0 {
+		return o.SegmentOps
+	}
+	return DefaultSegmentOps
+}
+
+func (h *History) check(name string, build func(*History) spec, opt Options) Result {
 	began := time.Now()
 	res := Result{Name: name, Verdict: Unknown}
-	if pairErr != nil {
-		res.Explanation = "The history is malformed: " + pairErr.Error() + "."
+	if h.err != nil {
+		res.Explanation = "The history is malformed: " + h.err.Error() + "."
 		return res
 	}
 	s := build(h)
@@ -306,23 +267,69 @@ func (h *history) check(name string, build func(*history) spec, pairErr error, o
 	}
 	res.Ops, res.Keys = len(s.covered), len(keys)
 
-	kind, info := porcupine.CheckOperationsVerbose(s.model, s.ops, opt.Timeout)
-	switch kind {
-	case porcupine.Ok:
-		res.Verdict = Valid
-	case porcupine.Illegal:
+	segs := segmentAll(s.ops, opt.segmentOps(), s.cut)
+	res.Segments = len(segs)
+	model := s.model
+	model.Step = withInit(model.Step)
+	model.Partition = nil
+	var deadline time.Time
+	if opt.Timeout > 0 {
+		deadline = began.Add(opt.Timeout)
+	}
+	outcomes, checked := runSegments(name, model, segs, deadline, opt.Progress)
+	res.Checked = checked
+	var failing []int
+	for i, r := range outcomes {
+		if r == porcupine.Illegal {
+			failing = append(failing, i)
+		}
+	}
+	switch {
+	case len(failing) > 0:
 		res.Verdict = Invalid
-		res.Explanation = joinLines(s.scan(), explainIllegal(s.model, s.ops, info))
+		res.Violations = s.scan()
+		var lines []string
+		for _, v := range res.Violations {
+			lines = append(lines, v.Story)
+		}
+		// The first failing segment of each key, for up to maxExplained
+		// keys; later segments of a key may fail as a consequence.
+		explained, more := map[string]bool{}, 0
+		for _, i := range failing {
+			if explained[segs[i].key] || len(explained) == maxExplained {
+				more++
+				continue
+			}
+			explained[segs[i].key] = true
+			v := h.explainSegment(name, model, segs[i], remaining(deadline, opt.Timeout))
+			res.Violations = append(res.Violations, v)
+			lines = append(lines, v.Story)
+		}
+		if more > 0 {
+			lines = append(lines, fmt.Sprintf("(Porcupine found %s failing segments besides; those after a key's first may fail as a consequence of it.)", strconv.Itoa(more)))
+		}
+		res.Explanation = joinLines(lines...)
+	case checked == len(segs):
+		res.Verdict = Valid
 	default:
-		res.Explanation = fmt.Sprintf("Porcupine found no linearization and no violation within %v.", opt.Timeout)
-		if found := s.scan(); found != "" {
-			res.Explanation = joinLines(res.Explanation, "Yet a direct scan found a violation: "+found)
+		ops, total := 0, 0
+		for i, sg := range segs {
+			total += len(sg.ops)
+			if outcomes[i] == porcupine.Ok {
+				ops += len(sg.ops)
+			}
+		}
+		res.Explanation = fmt.Sprintf("Porcupine found no linearization and no violation within %v: it checked %d of %d segments (%d of %d modelled operations), and found no violation in those.",
+			opt.Timeout, checked, len(segs), ops, total)
+		if found := s.scan(); len(found) > 0 {
+			res.Violations = found
+			res.Explanation = joinLines(res.Explanation, "Yet a direct scan found a violation: "+found[0].Story)
 		}
 	}
 	res.Duration = time.Since(began)
 
 	if opt.VisualizationDir != "" {
-		path, err := h.visualize(name, s, info, opt.VisualizationDir)
+		path, err := h.visualize(name, s, model, segs, failing, opt)
 		if err != nil {
 			res.Explanation = joinLines(res.Explanation, "Writing the visualization failed: "+err.Error()+".")
 		} else {
@@ -332,31 +339,100 @@ func (h *history) check(name string, build func(*history) spec, pairErr error, o
 	return res
 }
 
+// maxExplained is how many keys' failing segments an explanation details.
+const maxExplained = 3
+
+// remaining is the time left before deadline, but at least a tenth of the
+// whole limit, for explanations and visualizations after a check; 0 (no
+// limit) without a deadline.
+func remaining(deadline time.Time, limit time.Duration) time.Duration {
+	if deadline.IsZero() {
+		return 0
+	}
+	return max(time.Until(deadline), limit/10, time.Millisecond)
+}
+
+// runSegments checks segments in parallel until the deadline (if any). It
+// returns each segment's outcome ("" if not checked) and how many finished.
+func runSegments(name string, model porcupine.Model, segs []segment, deadline time.Time, progress func(string, int, int)) ([]porcupine.CheckResult, int) {
+	out := make([]porcupine.CheckResult, len(segs))
+	var next atomic.Int64
+	var mu sync.Mutex
+	done := 0
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(segs)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(segs) {
+					return
+				}
+				var limit time.Duration
+				if !deadline.IsZero() {
+					if limit = time.Until(deadline); limit <= 0 {
+						return
+					}
+				}
+				r := porcupine.CheckOperationsTimeout(model, segs[i].operations(), limit)
+				out[i] = r
+				if r == porcupine.Unknown {
+					return
+				}
+				mu.Lock()
+				done++
+				if progress != nil {
+					progress(name, done, len(segs))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return out, done
+}
+
 func joinLines(parts ...string) string {
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), "\n")
 }
 
-// explainIllegal describes, for each key whose operations porcupine could not
-// linearize, where the longest linearization it found got stuck.
-func explainIllegal(model porcupine.Model, ops []porcupine.Operation, info porcupine.LinearizationInfo) string {
-	parts := byKey(ops)
-	partials := info.PartialLinearizationsOperations()
-	var out []string
-	for i, part := range parts {
-		if i >= len(partials) {
-			break
+// explainSegment re-checks a failing segment verbosely and says where the
+// longest linearization porcupine found got stuck, and which window of the
+// history porcupine needed to decide.
+func (h *History) explainSegment(name string, model porcupine.Model, seg segment, limit time.Duration) Violation {
+	from, to, first, last := seg.span()
+	w := &Window{Key: seg.key, From: from, To: to, FirstIndex: first, LastIndex: last, Ops: len(seg.ops)}
+	v := Violation{Check: name, Kind: "not-linearizable", Key: seg.key, From: from, To: to, Window: w}
+	seen := map[histories.Process]bool{}
+	for _, op := range seg.ops {
+		if c := op.Input.(*call); !seen[c.process] {
+			seen[c.process] = true
+			v.Processes = append(v.Processes, int(c.process))
 		}
-		best := longest(partials[i])
-		if len(best) == len(part) {
-			continue
-		}
-		if len(out) == 3 {
-			out = append(out, "(Other keys fail too.)")
-			break
-		}
-		out = append(out, explainPartition(model, part, best))
 	}
-	return joinLines(out...)
+	slices.Sort(v.Processes)
+	v.Faults = h.faultsDuring(from, min(to, h.end))
+	where := fmt.Sprintf("porcupine needed only history indices %d to %d (%s to %s, %s of key %q", first, last, h.at(from), h.at(min(to, h.end)), plural(len(seg.ops), "operation"), seg.key)
+	if !seg.initial {
+		where += ", starting from " + model.DescribeState(seg.init)
+	}
+	where += ")"
+	ops := seg.operations()
+	kind, info := porcupine.CheckOperationsVerbose(model, ops, limit)
+	detail := ""
+	if kind == porcupine.Illegal {
+		if partials := info.PartialLinearizationsOperations(); len(partials) == 1 {
+			detail = h.explainPartition(model, ops, longest(partials[0]))
+		}
+	}
+	if detail == "" {
+		detail = fmt.Sprintf("On key %q porcupine could not linearize these operations.", seg.key)
+	}
+	v.Story = strings.TrimSuffix(detail, ".") + "; " + where
+	if len(v.Faults) > 0 {
+		v.Story += "; faults active then: " + h.describeFaults(v.Faults)
+	}
+	v.Story += "."
+	return v
 }
 
 // longest picks the longest partial linearization; ties go to the one whose
@@ -373,22 +449,33 @@ func longest(partials [][]porcupine.Operation) []porcupine.Operation {
 	return best
 }
 
-// explainPartition explains why the longest linearization of one key's
+// explainPartition explains why the longest linearization of a segment's
 // operations cannot be extended: after it, none of the operations that could
 // come next (those invoked before the earliest return among the rest) can
 // take effect.
-func explainPartition(model porcupine.Model, part, best []porcupine.Operation) string {
+func (h *History) explainPartition(model porcupine.Model, part, best []porcupine.Operation) string {
 	state := model.Init()
 	done := map[*call]bool{}
+	real := 0 // operations of best that are not the synthetic first one
 	for _, op := range best {
 		_, state = model.Step(state, op.Input, op.Output)
 		done[op.Input.(*call)] = true
+		if op.Input.(*call).f != fInit {
+			real++
+		}
 	}
 	var rest []porcupine.Operation
+	total := 0
 	for _, op := range part {
+		if op.Input.(*call).f != fInit {
+			total++
+		}
 		if !done[op.Input.(*call)] {
 			rest = append(rest, op)
 		}
+	}
+	if len(rest) == 0 {
+		return ""
 	}
 	first := slices.MinFunc(rest, func(a, b porcupine.Operation) int {
 		return cmp.Or(cmp.Compare(a.Return, b.Return), cmp.Compare(a.Call, b.Call))
@@ -401,17 +488,17 @@ func explainPartition(model porcupine.Model, part, best []porcupine.Operation) s
 			continue
 		}
 		if n++; n <= 3 {
-			others = append(others, describeTimed(model, op))
+			others = append(others, h.describeTimed(model, op))
 		}
 	}
 	key := part[0].Input.(*call).key
-	s := fmt.Sprintf("On key %q porcupine linearizes at most %d of %d operations. ", key, len(best), len(part))
-	if len(best) > 0 {
-		s += fmt.Sprintf("After %s, with %s", describeTimed(model, best[len(best)-1]), model.DescribeState(state))
+	s := fmt.Sprintf("On key %q porcupine linearizes at most %d of %d operations. ", key, real, total)
+	if n := len(best); n > 0 && best[n-1].Input.(*call).f != fInit {
+		s += fmt.Sprintf("After %s, with %s", h.describeTimed(model, best[n-1]), model.DescribeState(state))
 	} else {
-		s += "In the initial state, with " + model.DescribeState(state)
+		s += "From the start, with " + model.DescribeState(state)
 	}
-	s += fmt.Sprintf(", no operation can come next: %s must take effect by %s but cannot", describeTimed(model, first), seconds(first.Return))
+	s += fmt.Sprintf(", no operation can come next: %s must take effect by %s but cannot", h.describeTimed(model, first), h.at3(first.Return))
 	switch {
 	case n == 0:
 	case n <= 3:
@@ -430,29 +517,96 @@ func plural(n int, what string) string {
 }
 
 // describeTimed describes an operation with its times.
-func describeTimed(model porcupine.Model, op porcupine.Operation) string {
+func (h *History) describeTimed(model porcupine.Model, op porcupine.Operation) string {
 	c := op.Input.(*call)
 	d := model.DescribeOperation(op.Input, op.Output)
 	switch {
 	case c.implicit:
-		return fmt.Sprintf("%s (after %s)", d, seconds(op.Call))
+		return fmt.Sprintf("%s (after %s)", d, h.at3(op.Call))
 	case c.unknown:
-		return fmt.Sprintf("%s (invoked %s)", d, seconds(op.Call))
+		return fmt.Sprintf("%s (invoked %s)", d, h.at3(op.Call))
 	}
-	return fmt.Sprintf("%s (invoked %s, returned %s)", d, seconds(op.Call), seconds(op.Return))
+	return fmt.Sprintf("%s (invoked %s, returned %s)", d, h.at3(op.Call), h.at3(op.Return))
 }
 
-// seconds formats a history time.
-func seconds(ns int64) string { return fmt.Sprintf("%.3f s", float64(ns)/1e9) }
+// origin is the time shown as 0 s: 0, unless the history's clock starts far
+// from it (more than an hour in, as with Unix-epoch times in a hand-written
+// history), in which case its first record.
+func (h *History) origin() int64 {
+	if h.start > int64(time.Hour) {
+		return h.start
+	}
+	return 0
+}
 
-// visualize writes porcupine's visualization, with nemesis events and the
-// operations left out of the model as annotations.
-func (h *history) visualize(name string, s spec, info porcupine.LinearizationInfo, dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// at formats a history time in seconds, with two decimals.
+func (h *History) at(ns int64) string {
+	return fmt.Sprintf("%.2f s", float64(ns-h.origin())/1e9)
+}
+
+// at3 formats a history time in seconds, with three decimals.
+func (h *History) at3(ns int64) string {
+	return fmt.Sprintf("%.3f s", float64(ns-h.origin())/1e9)
+}
+
+// visualize writes porcupine's visualization of the failing segments and as
+// many others as opt.VisualizationOps allows, with the nemesis's fault
+// windows and the operations left out of the model as annotations.
+func (h *History) visualize(name string, s spec, model porcupine.Model, segs []segment, failing []int, opt Options) (string, error) {
+	if err := os.MkdirAll(opt.VisualizationDir, 0o755); err != nil {
 		return "", err
 	}
+	budget := opt.VisualizationOps
+	if budget <= 0 {
+		budget = DefaultVisualizationOps
+	}
+	chosen := map[int]bool{}
+	n := 0
+	pick := func(i int) {
+		if !chosen[i] && (n == 0 || n+len(segs[i].ops) <= budget) {
+			chosen[i] = true
+			n += len(segs[i].ops)
+		}
+	}
+	for _, i := range failing {
+		pick(i)
+	}
+	for i := range segs {
+		if n >= budget {
+			break
+		}
+		pick(i)
+	}
+	var parts [][]porcupine.Operation
+	var all []porcupine.Operation
+	var lo, hi int64 = math.MaxInt64, math.MinInt64
+	for i := range segs {
+		if chosen[i] {
+			ops := segs[i].operations()
+			parts = append(parts, ops)
+			all = append(all, ops...)
+			from, to, _, _ := segs[i].span()
+			lo, hi = min(lo, from), max(hi, to)
+		}
+	}
+	m := model
+	m.Partition = func([]porcupine.Operation) [][]porcupine.Operation { return parts }
+	var limit time.Duration
+	if opt.Timeout > 0 {
+		limit = max(opt.Timeout/10, time.Second)
+	}
+	_, info := porcupine.CheckOperationsVerbose(m, all, limit)
+
 	var notes []porcupine.Annotation
+	if len(chosen) < len(segs) {
+		notes = append(notes, porcupine.Annotation{Tag: "locktest", Start: lo, End: lo,
+			Description: fmt.Sprintf("%d of %d segments drawn", len(chosen), len(segs)),
+			Details:     fmt.Sprintf("%s: the visualization shows %d of %d segments (failing ones first); see results.json for the rest", name, len(chosen), len(segs))})
+	}
 	for _, o := range s.ignored {
+		if o.call > hi || o.ret < lo {
+			continue
+		}
 		outcome := string(o.status)
 		if o.missing {
 			outcome = "without completion"
@@ -466,40 +620,13 @@ func (h *history) visualize(name string, s spec, info porcupine.LinearizationInf
 			BackgroundColor: "#e8e8e8",
 		})
 	}
-	open := map[string]histories.Op{} // nemesis invocations by f
-	for _, op := range h.nemesis {
-		if op.Type == histories.Invoke {
-			open[op.F] = op
+	for _, f := range h.faults() {
+		if f.End < lo || f.Start > hi {
 			continue
 		}
-		start := op
-		if inv, ok := open[op.F]; ok {
-			start = inv
-			delete(open, op.F)
-		}
-		notes = append(notes, nemesisNote(start, op.Time))
-	}
-	for _, op := range open {
-		notes = append(notes, nemesisNote(op, h.end))
+		notes = append(notes, h.faultNote(f))
 	}
 	info.AddAnnotations(notes)
-	path := filepath.Join(dir, name+".html")
-	return path, porcupine.VisualizePath(s.model, info, path)
-}
-
-func nemesisNote(op histories.Op, end int64) porcupine.Annotation {
-	desc := op.F
-	details := fmt.Sprintf("history index %d", op.Index)
-	if v := op.Value; v != nil {
-		if len(v.Targets) > 0 {
-			desc += " " + strings.Join(v.Targets, ",")
-		}
-		if v.Fault != "" {
-			details += fmt.Sprintf(", fault %q", v.Fault)
-		}
-		if len(v.Params) > 0 {
-			details += fmt.Sprintf(", params %v", v.Params)
-		}
-	}
-	return porcupine.Annotation{Tag: "nemesis", Start: op.Time, End: end, Description: desc, Details: details}
+	path := filepath.Join(opt.VisualizationDir, name+".html")
+	return path, porcupine.VisualizePath(m, info, path)
 }

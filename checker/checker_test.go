@@ -109,7 +109,8 @@ func TestMutexOverlappingHolders(t *testing.T) {
 		acq(4, "lock", 1000, 1900, ok, 38).rel(4, "lock", 4000, 4001, ok).
 		acq(2, "lock", 3000, 3200, ok, 41).rel(2, "lock", 3300, 3301, ok)
 	expect(t, Mutex(h.ops(), Options{}), Invalid,
-		`On key "lock", process 4 acquired token 38 at 1.900 s and had not released it when process 2 acquired token 41 at 3.200 s.`,
+		`On key "lock", processes 4 and 2 both believed they held the lock from 3.20 s to 3.30 s: process 4 acquired token 38 at 1.90 s; process 2 acquired token 41 at 3.20 s; process 2 released the lock at 3.30 s; process 4 released the lock at 4.00 s.`,
+		`porcupine needed only history indices 0 to 7`,
 		`On key "lock" porcupine linearizes at most`)
 }
 
@@ -171,7 +172,7 @@ func TestMutexReleaseUnknown(t *testing.T) {
 		h = (&hist{}).
 			acq(1, "", 0, 1, ok, 1).rel(1, "", 10, 5000, typ).
 			acq(2, "", 5, 8, ok, 2).rel(2, "", 30, 31, ok)
-		expect(t, Mutex(h.ops(), Options{}), Invalid, "had not released it when process 2 acquired token 2 at 0.008 s")
+		expect(t, Mutex(h.ops(), Options{}), Invalid, "processes 1 and 2 both believed they held the lock", "process 2 acquired token 2 at 0.01 s")
 	}
 	// A retried release: the hold ends between the first's invocation and
 	// the retry's return.
@@ -203,7 +204,7 @@ func TestMutexProcessStopsHolding(t *testing.T) {
 	h = (&hist{}).
 		acq(1, "k", 0, 10, ok, 3).read(1, "k", 20, 5000, info, 0).
 		acq(2, "k", 5, 15, ok, 4).rel(2, "k", 6001, 6002, ok)
-	expect(t, Mutex(h.ops(), Options{}), Invalid, "process 1 acquired token 3 at 0.010 s and was still acting as holder (until 0.020 s) when process 2")
+	expect(t, Mutex(h.ops(), Options{}), Invalid, "process 1 acquired token 3 at 0.01 s; process 2 acquired token 4 at 0.01 s; process 1 was last seen acting as holder at 0.02 s")
 	// A history that ends with the lock held is fine.
 	h = (&hist{}).acq(1, "k", 0, 10, ok, 3).acq(2, "k", 5, 0, none, 0)
 	expect(t, Mutex(h.ops(), Options{}), Valid)
@@ -272,7 +273,7 @@ func TestResourceLowerTokenAccepted(t *testing.T) {
 		write(4, "r", 1000, 1500, ok, 41, 6).
 		write(2, "r", 3100, 3200, ok, 38, 7)
 	expect(t, Resource(h.ops(), Options{}), Invalid,
-		`On key "r", process 2's write of 7 with token 38 (invoked 3.100 s) was accepted, although process 4's write of 6 with the higher token 41 had been accepted by 1.500 s.`)
+		`On key "r", the resource accepted process 2's write of 7 with token 38 (invoked 3.10 s, accepted 3.20 s), although process 4's write of 6 with the higher token 41 had been accepted by 1.50 s. What happened: the resource accepted process 4's write with token 41 at 1.50 s; the resource accepted process 2's write with token 38 at 3.20 s, after process 4's write with token 41 at 1.50 s.`)
 }
 
 func TestResourceEqualTimestampsOverlap(t *testing.T) {

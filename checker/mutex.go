@@ -77,6 +77,8 @@ func mutexStep(state, input, _ any) (bool, any) {
 func describeLockOp(input, _ any) string {
 	c := input.(*call)
 	switch {
+	case c.f == fInit:
+		return "segment start: " + describeLockState(c.init)
 	case c.implicit:
 		return fmt.Sprintf("p%d lock expiry (implicit release)", c.process)
 	case c.f == histories.Acquire && c.hasToken:
@@ -114,30 +116,14 @@ var mutexModel = porcupine.Model{
 	DescribeOperationMetadata: describeMetadata,
 }
 
-// hold is an interval during which a process surely held a lock: from the
-// return of its acquire to the invocation of its release (or, without one,
-// to when it was last seen acting).
-type hold struct {
-	acquire    *operation
-	token      int64
-	hasToken   bool
-	end        int64
-	unreleased bool
-}
-
-func mutexSpec(h *history) spec {
-	s := spec{model: mutexModel}
+func mutexSpec(h *History) spec {
+	s := spec{model: mutexModel, cut: mutexSegments, scan: h.mutexViolations}
 	type pk struct {
 		p   histories.Process
 		key string
 	}
 	holding := map[pk]*operation{} // acquire ok not yet followed by a release of its process
 	released := map[pk]int{}       // index in s.ops of the unknown release that ended the process's hold
-	var holds []hold
-	endHold := func(a *operation, end int64, unreleased bool) {
-		t, ok := a.done.Token()
-		holds = append(holds, hold{a, t, ok, end, unreleased})
-	}
 	for _, o := range h.ops {
 		if o.f != histories.Acquire && o.f != histories.Release {
 			continue
@@ -149,7 +135,7 @@ func mutexSpec(h *history) spec {
 		r, retry := released[k]
 		switch {
 		case o.f == histories.Acquire && o.status == histories.OK:
-			c.token, c.hasToken = o.done.Token()
+			c.token, c.hasToken = o.token()
 			s.add(c, o.call, o.ret)
 			holding[k] = o
 			delete(released, k)
@@ -170,7 +156,6 @@ func mutexSpec(h *history) spec {
 			s.ignored = append(s.ignored, o)
 		}
 		if o.f == histories.Release && a != nil {
-			endHold(a, o.call, false)
 			delete(holding, k)
 		}
 	}
@@ -184,57 +169,12 @@ func mutexSpec(h *history) spec {
 		a := holding[k]
 		seen := max(h.alive[k.p], a.ret)
 		s.add(&call{key: k.key, process: k.p, f: histories.Release, unknown: true, implicit: true}, seen, h.end)
-		endHold(a, seen, true)
 	}
 	// An unknown release takes effect before any acquire of its key invoked
 	// after it is granted: until then its process holds the lock, and only
 	// this release can free it.
 	s.bound(func(u, q *call) bool { return q.f == histories.Acquire && q.key == u.key })
-	s.scan = func() string { return scanMutex(holds) }
 	return s
-}
-
-// scanMutex looks for the two plainest violations: two processes surely
-// holding a key's lock at once, and a grant whose token is not above one
-// granted before it.
-func scanMutex(holds []hold) string {
-	var out []string
-	slices.SortStableFunc(holds, func(a, b hold) int { return cmp.Compare(a.acquire.ret, b.acquire.ret) })
-	widest := map[string]hold{} // per key, the hold reaching furthest among those started so far
-	for _, b := range holds {
-		a, ok := widest[b.acquire.key]
-		if ok && b.acquire.ret < a.end && a.acquire.ret < b.end {
-			still := "had not released it"
-			if a.unreleased {
-				still = fmt.Sprintf("was still acting as holder (until %s)", seconds(a.end))
-			}
-			out = append(out, fmt.Sprintf("On key %q, process %d acquired %s at %s and %s when process %d acquired %s at %s.",
-				a.acquire.key, a.acquire.process, tokenPhrase(a), seconds(a.acquire.ret), still,
-				b.acquire.process, tokenPhrase(b), seconds(b.acquire.ret)))
-			break
-		}
-		if !ok || b.end > a.end {
-			widest[b.acquire.key] = b
-		}
-	}
-	var grants []tokened
-	for _, g := range holds {
-		if g.hasToken {
-			grants = append(grants, tokened{g.acquire, g.token})
-		}
-	}
-	if a, b, ok := regression(grants, true); ok {
-		out = append(out, fmt.Sprintf("On key %q, process %d was granted token %d at %s, after process %d had been granted token %d at %s: tokens must grow with each grant.",
-			b.o.key, b.o.process, b.token, seconds(b.o.ret), a.o.process, a.token, seconds(a.o.ret)))
-	}
-	return joinLines(out...)
-}
-
-func tokenPhrase(h hold) string {
-	if h.hasToken {
-		return fmt.Sprintf("token %d", h.token)
-	}
-	return "the lock"
 }
 
 // tokened is an operation with its token.

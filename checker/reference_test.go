@@ -135,6 +135,11 @@ func refVerdict(name string, ops []histories.Op) Verdict {
 // process, as in the workload (after finishing its cycle, if it holds the
 // lock); a run may end with operations in flight.
 func randomHistory(rng *rand.Rand, clients int) []histories.Op {
+	return randomHistoryN(rng, clients, 2)
+}
+
+// randomHistoryN is randomHistory with each client doing 1 to cycles cycles.
+func randomHistoryN(rng *rand.Rand, clients, cycles int) []histories.Op {
 	h := &hist{}
 	next := 10
 	status := func(info int) histories.Type {
@@ -157,7 +162,7 @@ func randomHistory(rng *rand.Rand, clients int) []histories.Op {
 			t = ret + rng.Int64N(2)
 			return call, ret
 		}
-		for range 1 + rng.IntN(2) {
+		for range 1 + rng.IntN(cycles) {
 			call, ret := step()
 			st := status(20)
 			if st == histories.Info && rng.IntN(2) == 0 { // an unknown acquire that knew its token
@@ -207,17 +212,25 @@ func randomHistory(rng *rand.Rand, clients int) []histories.Op {
 func TestAgainstReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	count := map[string]map[Verdict]int{"mutex": {}, "resource": {}}
+	cut := map[string]int{} // histories the segmented path cut
 	for i := range 20000 {
 		ops := randomHistory(rng, 2+i%3)
-		for _, r := range All(ops, Options{}) {
+		// The default path, and the segmented one cutting wherever it may.
+		whole, segmented := All(ops, Options{}), All(ops, Options{SegmentOps: 1})
+		for j, r := range whole {
 			want := refVerdict(r.Name, ops)
 			count[r.Name][want]++
-			if r.Verdict != want {
+			s := segmented[j]
+			if s.Segments > s.Keys {
+				cut[r.Name]++
+			}
+			if r.Verdict != want || s.Verdict != want {
 				for _, op := range ops {
 					b, _ := histories.MarshalLine(op)
 					t.Logf("%s", b)
 				}
-				t.Fatalf("history %d: %s check says %s, reference %s; explanation:\n%s", i, r.Name, r.Verdict, want, r.Explanation)
+				t.Fatalf("history %d: %s check says %s, segmented into %d: %s, reference %s; explanations:\n%s\n%s",
+					i, r.Name, r.Verdict, s.Segments, s.Verdict, want, r.Explanation, s.Explanation)
 			}
 		}
 	}
@@ -225,6 +238,80 @@ func TestAgainstReference(t *testing.T) {
 		if c[Valid] < 2000 || c[Invalid] < 2000 {
 			t.Errorf("%s: unbalanced sample %v", name, c)
 		}
+		if cut[name] < 2000 {
+			t.Errorf("%s: only %d histories were cut into segments", name, cut[name])
+		}
 	}
-	t.Logf("verdicts: %v", count)
+	t.Logf("verdicts: %v; histories cut into segments: %v", count, cut)
+}
+
+// TestSegmentsAgainstReference checks the segmented path on longer histories,
+// with more points to cut at.
+func TestSegmentsAgainstReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 3))
+	count := map[string]map[Verdict]int{"mutex": {}, "resource": {}}
+	segs := map[string]int{}
+	for i := range 3000 {
+		ops := randomHistoryN(rng, 2+i%2, 5)
+		for _, r := range All(ops, Options{SegmentOps: 1}) {
+			want := refVerdict(r.Name, ops)
+			count[r.Name][want]++
+			segs[r.Name] += r.Segments - r.Keys
+			if r.Verdict != want {
+				for _, op := range ops {
+					b, _ := histories.MarshalLine(op)
+					t.Logf("%s", b)
+				}
+				t.Fatalf("history %d: %s check segmented into %d says %s, reference %s; explanation:\n%s", i, r.Name, r.Segments, r.Verdict, want, r.Explanation)
+			}
+		}
+	}
+	t.Logf("verdicts: %v; cuts made: %v", count, segs)
+}
+
+// TestGeneratedAgainstReference checks the segmented path on contended
+// histories (waiting acquires overlap everything, so only token cuts apply),
+// valid and mutated.
+func TestGeneratedAgainstReference(t *testing.T) {
+	count := map[string]map[Verdict]int{"mutex": {}, "resource": {}}
+	segs := map[string]int{}
+	for seed := range uint64(5000) {
+		ops := generate(30, 4, 0.1, seed)
+		rng := rand.New(rand.NewPCG(seed, 9))
+		switch seed % 4 {
+		case 1: // swap two tokens
+			var grants []int
+			for i, op := range ops {
+				if op.F == histories.Acquire && op.Type == histories.OK {
+					grants = append(grants, i)
+				}
+			}
+			a, b := grants[rng.IntN(len(grants))], grants[rng.IntN(len(grants))]
+			ops[a].Value, ops[b].Value = ops[b].Value, ops[a].Value
+		case 2: // drop a record
+			i := rng.IntN(len(ops))
+			ops = append(ops[:i:i], ops[i+1:]...)
+		case 3: // move a record's time
+			i := rng.IntN(len(ops))
+			ops[i].Time += (rng.Int64N(20) - 10) * ms
+			ops[i].Time = max(ops[i].Time, 0)
+		}
+		h, err := pair(ops)
+		if err != nil || h.err != nil {
+			continue
+		}
+		for _, r := range All(ops, Options{SegmentOps: 1}) {
+			want := refVerdict(r.Name, ops)
+			count[r.Name][want]++
+			segs[r.Name] += r.Segments - r.Keys
+			if r.Verdict != want {
+				for _, op := range ops {
+					b, _ := histories.MarshalLine(op)
+					t.Logf("%s", b)
+				}
+				t.Fatalf("seed %d: %s check segmented into %d says %s, reference %s; explanation:\n%s", seed, r.Name, r.Segments, r.Verdict, want, r.Explanation)
+			}
+		}
+	}
+	t.Logf("verdicts: %v; cuts made: %v", count, segs)
 }

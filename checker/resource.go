@@ -59,7 +59,10 @@ func registerStep(state, input, _ any) (bool, any) {
 
 func describeRegisterOp(input, _ any) string {
 	c := input.(*call)
-	if c.f == histories.Read {
+	switch c.f {
+	case fInit:
+		return "segment start: " + describeRegister(c.init)
+	case histories.Read:
 		return fmt.Sprintf("p%d read → %d", c.process, c.value)
 	}
 	s := fmt.Sprintf("p%d write %d", c.process, c.value)
@@ -90,8 +93,8 @@ var resourceModel = porcupine.Model{
 	DescribeOperationMetadata: describeMetadata,
 }
 
-func resourceSpec(h *history) spec {
-	s := spec{model: resourceModel}
+func resourceSpec(h *History) spec {
+	s := spec{model: resourceModel, cut: registerSegments}
 	type kv struct {
 		key   string
 		value int64
@@ -133,15 +136,12 @@ func resourceSpec(h *history) spec {
 	s.bound(func(u, q *call) bool {
 		return q.f == histories.Write && q.key == u.key && u.hasToken && q.hasToken && q.token > u.token
 	})
-	s.scan = func() string {
+	s.scan = func() []Violation {
 		a, b, ok := regression(accepted, false)
 		if !ok {
-			return ""
+			return nil
 		}
-		av, _ := a.o.value()
-		bv, _ := b.o.value()
-		return fmt.Sprintf("On key %q, process %d's write of %d with token %d (invoked %s) was accepted, although process %d's write of %d with the higher token %d had been accepted by %s.",
-			b.o.key, b.o.process, bv, b.token, seconds(b.o.call), a.o.process, av, a.token, seconds(a.o.ret))
+		return []Violation{h.staleWriteViolation(a, b)}
 	}
 	return s
 }

@@ -42,7 +42,10 @@ type Member struct {
 	ClientURL string // direct (unproxied) client URL, "http://127.0.0.1:port"
 	PeerURL   string // advertised peer URL, "http://127.0.0.1:port" (see relay)
 
-	etcd       *embed.Etcd
+	mu         sync.Mutex  // guards etcd and paused
+	etcd       *embed.Etcd // replaced by RestartMember
+	paused     bool        // PauseMember in force
+	closed     bool        // etcd has been closed (HardStopMember, Close)
 	dataDir    string
 	log        *logFile
 	relay      *relay
@@ -51,7 +54,18 @@ type Member struct {
 
 // Etcd returns the member's embedded etcd. Its Server field is the
 // *etcdserver.EtcdServer (HardStop, Leader, MemberID, ReadyNotify, ...).
-func (m *Member) Etcd() *embed.Etcd { return m.etcd }
+// After RestartMember it is the new instance.
+func (m *Member) Etcd() *embed.Etcd {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.etcd
+}
+
+func (m *Member) setEtcd(e *embed.Etcd) {
+	m.mu.Lock()
+	m.etcd, m.closed = e, false
+	m.mu.Unlock()
+}
 
 // ClientAddr is the member's direct client address, "127.0.0.1:port".
 func (m *Member) ClientAddr() string { return strings.TrimPrefix(m.ClientURL, "http://") }
@@ -61,11 +75,12 @@ func (m *Member) PeerAddr() string { return strings.TrimPrefix(m.PeerURL, "http:
 
 // running reports whether the member's server has not stopped.
 func (m *Member) running() bool {
-	if m.etcd == nil {
+	e := m.Etcd()
+	if e == nil {
 		return false
 	}
 	select {
-	case <-m.etcd.Server.StopNotify():
+	case <-e.Server.StopNotify():
 		return false
 	default:
 		return true
@@ -87,10 +102,18 @@ type Cluster struct {
 	tpClient *toxiclient.Client
 	tpLog    *logFile
 
+	initial string // the --initial-cluster string, for restarts
+
+	// faultMu serialises the fault methods (faults.go) with each other and
+	// with Close.
+	faultMu sync.Mutex
+	cuts    map[[2]int]bool // cut member pairs, i < j
+
 	mu      sync.Mutex
 	closed  bool
 	proxies map[string]proxyInfo // by proxy name, as created by us
 	clients []*clientv3.Client
+	admin   *clientv3.Client // direct (unproxied) client, see AdminClient
 
 	closeOnce sync.Once
 	closeErr  error
@@ -112,7 +135,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	quietGlobals()
 
-	c := &Cluster{cfg: cfg, proxies: map[string]proxyInfo{}}
+	c := &Cluster{cfg: cfg, proxies: map[string]proxyInfo{}, cuts: map[[2]int]bool{}}
 	if err := c.start(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -170,7 +193,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 		c.stopMembers()
 		for _, m := range c.members {
-			m.etcd = nil
+			m.setEtcd(nil)
 		}
 		if !isAddrInUse(err) || attempt == startAttempts {
 			return err
@@ -183,11 +206,12 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 
 	for _, m := range c.members {
+		e := m.Etcd()
 		select {
-		case <-m.etcd.Server.ReadyNotify():
-		case err := <-m.etcd.Err():
+		case <-e.Server.ReadyNotify():
+		case err := <-e.Err():
 			return fmt.Errorf("cluster: member %s failed: %v", m.Name, err)
-		case <-m.etcd.Server.StopNotify():
+		case <-e.Server.StopNotify():
 			return fmt.Errorf("cluster: member %s stopped during start", m.Name)
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: waiting for member %s to be ready: %w", m.Name, ctx.Err())
@@ -216,6 +240,7 @@ func (c *Cluster) startMembers(attempt int) error {
 	}
 
 	initial := make([]string, n)
+	defer func() { c.initial = strings.Join(initial, ",") }()
 	for i, m := range c.members {
 		m.ClientURL = "http://" + net.JoinHostPort(host, strconv.Itoa(ports[2*i]))
 		m.peerListen = "http://" + net.JoinHostPort(host, strconv.Itoa(ports[2*i+1]))
@@ -231,7 +256,7 @@ func (c *Cluster) startMembers(attempt int) error {
 		if err != nil {
 			return fmt.Errorf("cluster: starting member %s: %w", m.Name, err)
 		}
-		m.etcd = e
+		m.setEtcd(e)
 		m.ID = uint64(e.Server.MemberID())
 	}
 	return nil
@@ -303,17 +328,15 @@ func (c *Cluster) stopMembers() {
 	}
 	var wg sync.WaitGroup
 	for _, m := range c.members {
-		if m.etcd == nil {
-			continue
+		if e := m.Etcd(); e != nil {
+			wg.Go(e.Server.HardStop)
 		}
-		wg.Go(m.etcd.Server.HardStop)
 	}
 	wg.Wait()
 	for _, m := range c.members {
-		if m.etcd == nil {
-			continue
+		if e := m.Etcd(); e != nil {
+			wg.Go(m.closeEtcd)
 		}
-		wg.Go(m.etcd.Close)
 	}
 	wg.Wait()
 	releasePorts(c.ports)
@@ -359,7 +382,10 @@ func (c *Cluster) close() error {
 			m.relay.close()
 		}
 	}
+	// Wait for a RestartMember in progress; it sees c.closed afterwards.
+	c.faultMu.Lock()
 	c.stopMembers()
+	c.faultMu.Unlock()
 	for _, m := range c.members {
 		if m.log != nil {
 			m.log.f.Sync()
@@ -388,8 +414,8 @@ func (c *Cluster) Members() []*Member {
 // directories; Close removes it.
 func (c *Cluster) DataDir() string { return c.runDir }
 
-// Leader returns the member that every running member names as leader,
-// waiting until they agree. It fails when ctx ends first, reporting what the
+// Leader returns the running member that every running member names as
+// leader, waiting until they agree. It fails when ctx ends first, reporting what the
 // members last said.
 func (c *Cluster) Leader(ctx context.Context) (*Member, error) {
 	t := time.NewTicker(2 * time.Millisecond)
@@ -429,7 +455,7 @@ func (c *Cluster) leaderNow() (*Member, error) {
 		if !m.running() {
 			continue
 		}
-		l := uint64(m.etcd.Server.Leader())
+		l := uint64(m.Etcd().Server.Leader())
 		views = append(views, fmt.Sprintf("%s:%x", m.Name, l))
 		if l == 0 || (lead != 0 && l != lead) {
 			agree = false
@@ -446,6 +472,9 @@ func (c *Cluster) leaderNow() (*Member, error) {
 	}
 	for _, m := range c.members {
 		if m.ID == lead {
+			if !m.running() {
+				return nil, fmt.Errorf("cluster: members still name %s, which is down, as leader", m.Name)
+			}
 			return m, nil
 		}
 	}

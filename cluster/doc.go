@@ -27,7 +27,17 @@
 //	link.Disable()                       // connection refused until Enable
 //
 //	leader, err := c.Leader(ctx)         // member all running members agree on
-//	leader.Etcd().Server.HardStop()      // crash it
+//	c.HardStopMember(leader.Index)       // crash it (no leadership transfer)
+//	c.RestartMember(ctx, leader.Index)   // from its data dir; waits until caught up
+//
+// Member faults (faults.go): Partition/SetCuts/Heal cut raft traffic between
+// members with EtcdServer.CutPeer/MendPeer on both sides of each link (a
+// proxy in front of a peer port could not, since rafthttp streams are
+// dialled by the receiving side); PauseMember/ResumeMember stop a member's
+// raft transport (PauseSending) and hold its client links; HardStopMember
+// and RestartMember crash and restart a member; HashKV compares the
+// members' key-value stores at one revision; ClearToxics removes every
+// toxic; AdminClient and MemberClient dial members directly.
 //
 // Timing on a 2-CPU VM (3 members, TickMs 10, ElectionMs 100): Start to a
 // ready cluster with an agreed leader takes ~70-90 ms; Close ~10 ms.

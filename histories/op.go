@@ -4,6 +4,7 @@
 package histories
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -80,9 +81,48 @@ type Value struct {
 	Token *int64 `json:"token,omitempty"`
 	Value *int64 `json:"value,omitempty"`
 
-	Fault   string            `json:"fault,omitempty"`
-	Targets []string          `json:"targets,omitempty"`
-	Params  map[string]string `json:"params,omitempty"`
+	Fault   string   `json:"fault,omitempty"`
+	Targets []string `json:"targets,omitempty"`
+	Params  Params   `json:"params,omitempty"`
+}
+
+// Params are a nemesis event's parameters. They are written as a JSON object
+// of strings; a reader also accepts numbers, booleans and null as values
+// (kept as their JSON text, null as ""), so hand-written histories may write
+// {"revision": 12}.
+type Params map[string]string
+
+// UnmarshalJSON accepts an object whose values are strings or other JSON
+// scalars.
+func (p *Params) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("params must be an object of strings or numbers: %w", err)
+	}
+	if raw == nil {
+		*p = nil
+		return nil
+	}
+	out := make(Params, len(raw))
+	for k, v := range raw {
+		v = bytes.TrimSpace(v)
+		switch {
+		case len(v) > 0 && v[0] == '"':
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return err
+			}
+			out[k] = s
+		case len(v) > 0 && (v[0] == '{' || v[0] == '['):
+			return fmt.Errorf("params: value of %q must be a string or a number, got %s", k, v)
+		case string(v) == "null":
+			out[k] = ""
+		default:
+			out[k] = string(v)
+		}
+	}
+	*p = out
+	return nil
 }
 
 // Op is one line of a history.

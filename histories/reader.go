@@ -28,8 +28,13 @@ func (e *ParseError) Error() string { return fmt.Sprintf("%s:%d: %s", e.Name, e.
 // client invocations and completions: a completion (ok, fail or info) must
 // follow an invoke of the same process, f and key, and a process has at most
 // one operation in flight. Nemesis operations are only checked to be well
-// formed. An invoke left without completion at the end is not an error: it
-// counts as info.
+// formed, with any f. An invoke left without completion at the end is not an
+// error: it counts as info.
+//
+// Hand-written histories are welcome: times need not start at zero (only be
+// non-negative), index may be absent (the position is used), unknown fields
+// are ignored at every level, and nemesis params may hold numbers. Every
+// rejection is a *ParseError naming the file, the line and the reason.
 type Reader struct {
 	s        *bufio.Scanner
 	name     string

@@ -206,3 +206,35 @@ func TestReaderLongLines(t *testing.T) {
 		t.Fatalf("too long: %v", err)
 	}
 }
+
+func TestReaderHandWritten(t *testing.T) {
+	// Times far from zero, no indices, extra fields at every level, and
+	// nemesis params holding numbers, booleans and null.
+	text := `{"type":"invoke","f":"acquire","process":4,"time":1700000001000000000,"key":"lock","client":"c4","note":"x"}
+{"type":"info","f":"key-deleted","process":"nemesis","time":1700000002000000000,"value":{"targets":["c4"],"params":{"key":"lock","lease":7587,"create_revision":38,"expired":true,"by":null},"why":"test"}}
+{"type":"ok","f":"acquire","process":4,"time":1700000003000000000,"key":"lock","value":{"token":38,"extra":[1,2]}}
+{"type":"info","f":"anything-goes","process":"nemesis","time":5}
+`
+	ops, err := readAll(t, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 4 || ops[0].Index != 0 || ops[3].Index != 3 || ops[0].Time != 1700000001000000000 {
+		t.Fatalf("ops %+v", ops)
+	}
+	p := ops[1].Value.Params
+	if p["key"] != "lock" || p["lease"] != "7587" || p["create_revision"] != "38" || p["expired"] != "true" || p["by"] != "" {
+		t.Errorf("params %v", p)
+	}
+	// A params value that is an object is rejected, naming the line.
+	_, err = readAll(t, `{"type":"invoke","f":"read","process":1,"time":1}`+"\n"+
+		`{"type":"info","f":"start","process":"nemesis","time":2,"value":{"params":{"x":{"y":1}}}}`+"\n")
+	if err == nil || !strings.HasPrefix(err.Error(), `h.jsonl:2: bad JSON: `) || !strings.Contains(err.Error(), `value of "x" must be a string or a number`) {
+		t.Errorf("object param: %v", err)
+	}
+	// Params written back are strings.
+	b, _ := MarshalLine(ops[1])
+	if !strings.Contains(string(b), `"lease":"7587"`) {
+		t.Errorf("marshal: %s", b)
+	}
+}

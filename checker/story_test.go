@@ -1,0 +1,192 @@
+package checker
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/histories"
+)
+
+// fault adds a nemesis start/stop pair.
+func (h *hist) fault(kind string, targets []string, start, stop int64) *hist {
+	v := &histories.Value{Fault: kind, Targets: targets}
+	h.recs = append(h.recs,
+		histories.Op{Type: histories.Info, F: "start", Process: histories.Nemesis, Time: start * ms, Value: v},
+		histories.Op{Type: histories.Info, F: "stop", Process: histories.Nemesis, Time: stop * ms, Value: v})
+	return h
+}
+
+// event adds a nemesis point event.
+func (h *hist) event(f string, at int64, targets []string, params map[string]string) *hist {
+	h.recs = append(h.recs, histories.Op{Type: histories.Info, F: f, Process: histories.Nemesis, Time: at * ms,
+		Value: &histories.Value{Fault: f, Targets: targets, Params: params}})
+	return h
+}
+
+// pausedHolder is the issue's example: client 4 is paused while holding the
+// lock, its lease expires, client 2 acquires, and the unfenced resource
+// accepts client 4's stale write when it wakes.
+func pausedHolder() *hist {
+	return (&hist{}).
+		acq(4, "lock", 1000, 1900, ok, 38).
+		fault("pause-client", []string{"c4"}, 2950, 4200).
+		event("key-deleted", 3100, []string{"c4"}, map[string]string{"key": "lock", "lease": "7587", "revision": "40", "create_revision": "38", "by": "expiry"}).
+		acq(2, "lock", 2000, 3200, ok, 41).
+		write(2, "lock", 3500, 3600, ok, 41, 1).
+		rel(2, "lock", 3700, 3710, ok).
+		write(4, "lock", 4220, 4250, ok, 38, 2).
+		rel(4, "lock", 4300, 4310, ok)
+}
+
+func TestStoryPausedHolder(t *testing.T) {
+	ops := pausedHolder().ops()
+	want := "process 4 acquired token 38 at 1.90 s; c4 was paused 2.95-4.20 s; " +
+		"the server deleted process 4's lock key (token 38) at 3.10 s: its lease expired on the server; " +
+		"process 2 acquired token 41 at 3.20 s; the resource accepted process 2's write with token 41 at 3.60 s; " +
+		"process 2 released the lock at 3.70 s; " +
+		"the resource accepted process 4's write with token 38 at 4.25 s, after process 2's write with token 41 at 3.60 s; " +
+		"process 4 released the lock at 4.30 s."
+	m := Mutex(ops, Options{})
+	expect(t, m, Invalid, `On key "lock", processes 4 and 2 both believed they held the lock from 3.20 s to 3.70 s: `+want)
+	if len(m.Violations) == 0 || m.Violations[0].Kind != "overlap" {
+		t.Fatalf("violations %+v", m.Violations)
+	}
+	v := m.Violations[0]
+	if len(v.Processes) != 2 || v.Processes[0] != 4 || v.Processes[1] != 2 || len(v.Tokens) != 2 || v.Tokens[0] != 38 ||
+		len(v.Faults) != 1 || v.Faults[0].Fault != "pause-client" || v.Faults[0].Start != 2950*ms || v.Faults[0].End != 4200*ms {
+		t.Errorf("violation %+v", v)
+	}
+	r := Resource(ops, Options{})
+	expect(t, r, Invalid, `the resource accepted process 4's write of 2 with token 38 (invoked 4.22 s, accepted 4.25 s), although process 2's write of 1 with the higher token 41 had been accepted by 3.60 s. What happened: process 4 acquired token 38 at 1.90 s; c4 was paused 2.95-4.20 s;`,
+		"porcupine needed only history indices")
+	if r.Violations[0].Kind != "stale-write" || r.Violations[1].Kind != "not-linearizable" || r.Violations[1].Window == nil {
+		t.Errorf("violations %+v", r.Violations)
+	}
+}
+
+func TestOverlaps(t *testing.T) {
+	h := pausedHolder().
+		event("lease-lost", 4400, []string{"c4"}, map[string]string{"key": "lock", "token": "38"}).
+		acq(5, "other", 0, 10, ok, 50) // never released: held to when last seen
+	a := Overlaps(h.ops())
+	if len(a.Beliefs) != 3 || len(a.Deletions) != 1 || a.Deletions[0].Token != 38 || a.Deletions[0].By != "expiry" {
+		t.Fatalf("analysis %+v", a)
+	}
+	if len(a.Overlaps) != 1 {
+		t.Fatalf("overlaps %+v", a.Overlaps)
+	}
+	o := a.Overlaps[0]
+	if o.First.Process != 4 || o.Second.Process != 2 || o.From != 3200*ms || o.To != 3700*ms || o.First.Ended != "release" {
+		t.Errorf("overlap %+v", o)
+	}
+	// A lease-lost notice ends the belief.
+	h = (&hist{}).acq(1, "k", 0, 10, ok, 3).
+		event("lease-lost", 20, []string{"c1"}, map[string]string{"key": "k", "token": "3"}).
+		acq(2, "k", 5, 30, ok, 4).rel(2, "k", 40, 41, ok).rel(1, "k", 50, 51, fail)
+	a = Overlaps(h.ops())
+	if len(a.Overlaps) != 0 || a.Beliefs[0].Ended != "lease-lost" || a.Beliefs[0].To != 20*ms {
+		t.Errorf("lease-lost: %+v", a)
+	}
+}
+
+func TestLiveness(t *testing.T) {
+	const bound = time.Second
+	// After the heal at 5 s: p1 gets the lock in 0.5 s; p2 waits from
+	// before the heal and gets it 3 s after; p3 never gets it; p4 asks too
+	// late to judge.
+	h := (&hist{}).
+		fault("partition-leader", []string{"m0"}, 1000, 4000).
+		event("heal", 5000, nil, nil).
+		acq(1, "lock", 5100, 5600, ok, 10).rel(1, "lock", 5700, 5800, ok).
+		acq(2, "lock", 3000, 8000, ok, 11).rel(2, "lock", 8100, 8200, ok).
+		acq(3, "lock", 6000, 0, none, 0).
+		acq(4, "lock", 9500, 0, none, 0).
+		read(9, "x", 9900, 10000, ok, 0)
+	r := Liveness(h.ops(), bound)
+	expect(t, r, Invalid,
+		`Process 2 asked for lock "lock" at 5.00 s and had not got it 1s later, at 6.00 s (bound 1s after the final heal at 5.00 s); it got it only at 8.00 s.`,
+		`Process 3 asked for lock "lock" at 6.00 s and had not got it 1s later, at 7.00 s`, "it was still waiting when the history ended at 10.00 s")
+	if len(r.Violations) != 2 || strings.Contains(r.Explanation, "Process 1 ") || strings.Contains(r.Explanation, "Process 4 ") {
+		t.Errorf("violations %+v", r.Violations)
+	}
+	// Without a heal, the whole run counts.
+	h = (&hist{}).acq(1, "lock", 0, 500, ok, 1).acq(2, "lock", 100, 0, none, 0).read(9, "x", 1900, 2000, ok, 0)
+	expect(t, Liveness(h.ops(), bound), Invalid, `Process 2 asked for lock "lock" at 0.10 s`, "the start of the history")
+	expect(t, Liveness(h.ops(), 3*time.Second), Valid)
+	// A process that keeps giving up.
+	h = (&hist{}).acq(1, "lock", 0, 900, fail, 0).acq(1, "lock", 1000, 1900, fail, 0).acq(1, "lock", 2000, 2900, fail, 0).read(9, "x", 5000, 5001, ok, 0)
+	expect(t, Liveness(h.ops(), bound), Invalid, `Process 1 asked for lock "lock" 3 times from 0.00 s to 2.90 s`)
+}
+
+func TestConsistency(t *testing.T) {
+	same := []MemberHash{{"m0", 40, 0xabc, ""}, {"m1", 40, 0xabc, ""}, {"m2", 40, 0xabc, ""}}
+	expect(t, Consistency(same), Valid)
+	diverged := []MemberHash{{"m0", 40, 0xabc, ""}, {"m1", 40, 0xdef, ""}, {"m2", 40, 0xabc, ""}}
+	r := Consistency(diverged)
+	expect(t, r, Invalid, "Member m1 diverged: hash 00000def at revision 40, while m0, m2 have hash 00000abc at revision 40.")
+	if len(r.Violations) != 1 || r.Violations[0].Members[0] != "m1" {
+		t.Errorf("violations %+v", r.Violations)
+	}
+	behind := []MemberHash{{"m0", 40, 0xabc, ""}, {"m1", 40, 0xabc, ""}, {"m2", 38, 0xabc, ""}}
+	expect(t, Consistency(behind), Invalid, "Member m2 diverged: hash 00000abc at revision 38")
+	down := []MemberHash{{"m0", 40, 0xabc, ""}, {"m1", 40, 0xabc, ""}, {"m2", 0, 0, "connection refused"}}
+	expect(t, Consistency(down), Unknown, "Could not compare m2 (connection refused).")
+	expect(t, Consistency(nil), Unknown, "No member hashes")
+}
+
+func TestHandWrittenTimes(t *testing.T) {
+	// Unix-epoch times: shown from the first record.
+	const epoch = 1_700_000_000 * int64(time.Second)
+	ops := (&hist{}).acq(4, "lock", 1000, 1900, ok, 38).acq(2, "lock", 3000, 3200, ok, 41).rel(2, "lock", 3300, 3301, ok).rel(4, "lock", 4000, 4001, ok).ops()
+	for i := range ops {
+		ops[i].Time += epoch
+	}
+	expect(t, Mutex(ops, Options{}), Invalid, "process 4 acquired token 38 at 0.90 s; process 2 acquired token 41 at 2.20 s")
+}
+
+func TestSegmentsAreSmall(t *testing.T) {
+	// A contended run cuts into many segments, and an invalid one names a
+	// small window.
+	ops := generate(5000, 10, 0.02, 3)
+	r := Mutex(ops, Options{})
+	expect(t, r, Valid)
+	if r.Segments < 10 || r.Checked != r.Segments {
+		t.Errorf("mutex: %d segments, %d checked", r.Segments, r.Checked)
+	}
+	r = Resource(ops, Options{})
+	expect(t, r, Valid)
+	if r.Segments < 10 {
+		t.Errorf("resource: %d segments", r.Segments)
+	}
+	bad := benchHistory(5000, 10, true)
+	r = Mutex(bad, Options{})
+	expect(t, r, Invalid, "porcupine needed only history indices")
+	var w *Window
+	for _, v := range r.Violations {
+		if v.Window != nil {
+			w = v.Window
+			break
+		}
+	}
+	if w == nil || w.Ops > 2*DefaultSegmentOps {
+		t.Errorf("window %+v", w)
+	}
+}
+
+func TestTimeoutSaysHowFar(t *testing.T) {
+	// Many segments, one of them hard: the check says how far it got.
+	h := &hist{}
+	for i := range int64(300) {
+		h.write(int(i%5), "", 10*i, 10*i+1, ok, i+1, i+1)
+	}
+	for p := range 30 {
+		h.write(100+p, "", 5000, 6000, ok, 1000, int64(p+1000))
+	}
+	h.read(99, "", 5500, 5600, ok, 999999)
+	r := Resource(h.ops(), Options{Timeout: 100 * time.Millisecond, SegmentOps: 10})
+	expect(t, r, Unknown, "it checked", "segments")
+	if r.Checked == 0 || r.Checked >= r.Segments {
+		t.Errorf("checked %d of %d", r.Checked, r.Segments)
+	}
+}

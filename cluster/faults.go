@@ -1,0 +1,616 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	"go.etcd.io/etcd/client/pkg/v3/types"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Faults on the members themselves: partitions between members (rafthttp's
+// CutPeer/MendPeer on both sides of a link), hard stops and restarts, paused
+// members, and the consistency check (HashKV). Faults on client links are
+// toxics on the links' proxies (Link, Links, MemberLinks, Toxiproxy).
+//
+// All of them are safe for concurrent use; they are serialised with each
+// other and with Close.
+
+// pauseToxic is the name of the toxics PauseMember puts on a member's client
+// links.
+const pauseToxic = "cluster-pause"
+
+// ErrMemberDown is returned for a member that is hard-stopped.
+var ErrMemberDown = errors.New("cluster: member is down")
+
+func (c *Cluster) member(i int) (*Member, error) {
+	if i < 0 || i >= len(c.members) {
+		return nil, fmt.Errorf("cluster: no member %d", i)
+	}
+	return c.members[i], nil
+}
+
+func (c *Cluster) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// Running reports whether member i is up (not hard-stopped).
+func (c *Cluster) Running(i int) bool {
+	m, err := c.member(i)
+	return err == nil && m.running()
+}
+
+// Paused reports whether member i is paused by PauseMember.
+func (c *Cluster) Paused(i int) bool {
+	m, err := c.member(i)
+	if err != nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.paused
+}
+
+// MemberIndex returns the index of the member called name ("m0", ...).
+func (c *Cluster) MemberIndex(name string) (int, bool) {
+	for _, m := range c.members {
+		if m.Name == name {
+			return m.Index, true
+		}
+	}
+	return -1, false
+}
+
+// --- partitions between members ---
+
+func pair(a, b int) [2]int {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]int{a, b}
+}
+
+// SetCuts makes exactly the given member pairs (indices) cut: raft traffic
+// between the two members of each pair is dropped in both directions
+// (EtcdServer.CutPeer on both sides), and pairs cut before but not listed
+// are mended. Pairs with a member that is down are remembered and applied
+// when it restarts.
+func (c *Cluster) SetCuts(pairs [][2]int) error {
+	want := map[[2]int]bool{}
+	for _, p := range pairs {
+		if _, err := c.member(p[0]); err != nil {
+			return err
+		}
+		if _, err := c.member(p[1]); err != nil {
+			return err
+		}
+		if p[0] == p[1] {
+			return fmt.Errorf("cluster: cannot cut member %d from itself", p[0])
+		}
+		want[pair(p[0], p[1])] = true
+	}
+	c.faultMu.Lock()
+	defer c.faultMu.Unlock()
+	if c.isClosed() {
+		return ErrClosed
+	}
+	for p := range c.cuts {
+		if !want[p] {
+			c.setPeer(p[0], p[1], false)
+			c.setPeer(p[1], p[0], false)
+			delete(c.cuts, p)
+		}
+	}
+	for p := range want {
+		if !c.cuts[p] {
+			c.setPeer(p[0], p[1], true)
+			c.setPeer(p[1], p[0], true)
+			c.cuts[p] = true
+		}
+	}
+	return nil
+}
+
+// setPeer cuts or mends from's view of to, if from is running.
+func (c *Cluster) setPeer(from, to int, cut bool) {
+	m := c.members[from]
+	if !m.running() {
+		return
+	}
+	s := m.Etcd().Server
+	if cut {
+		s.CutPeer(types.ID(c.members[to].ID))
+	} else {
+		s.MendPeer(types.ID(c.members[to].ID))
+	}
+}
+
+// Partition splits the members into groups (lists of member indices): every
+// pair of members in different groups is cut (see SetCuts), every other pair
+// is mended. A member in no group is a group of its own.
+func (c *Cluster) Partition(groups [][]int) error {
+	group := make([]int, len(c.members))
+	for i := range group {
+		group[i] = -1
+	}
+	for g, ms := range groups {
+		for _, i := range ms {
+			if _, err := c.member(i); err != nil {
+				return err
+			}
+			if group[i] >= 0 {
+				return fmt.Errorf("cluster: member %d is in two groups", i)
+			}
+			group[i] = g
+		}
+	}
+	for i := range group {
+		if group[i] < 0 {
+			group[i] = len(groups) + i
+		}
+	}
+	var pairs [][2]int
+	for a := range group {
+		for b := a + 1; b < len(group); b++ {
+			if group[a] != group[b] {
+				pairs = append(pairs, [2]int{a, b})
+			}
+		}
+	}
+	return c.SetCuts(pairs)
+}
+
+// Heal mends every cut member pair.
+func (c *Cluster) Heal() error { return c.SetCuts(nil) }
+
+// Cuts returns the cut member pairs, sorted, each with the lower index first.
+func (c *Cluster) Cuts() [][2]int {
+	c.faultMu.Lock()
+	defer c.faultMu.Unlock()
+	var ps [][2]int
+	for p := range c.cuts {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool {
+		return ps[i][0] < ps[j][0] || ps[i][0] == ps[j][0] && ps[i][1] < ps[j][1]
+	})
+	return ps
+}
+
+// --- crashes ---
+
+// memberProxies returns the names of our proxies whose upstream is member
+// m's client address (every client's link to m).
+func (c *Cluster) memberProxies(m *Member) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var names []string
+	for name, p := range c.proxies {
+		if p.upstream == m.ClientAddr() {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// MemberLinks returns every client's proxy to member i, fetched fresh.
+func (c *Cluster) MemberLinks(i int) ([]*toxiclient.Proxy, error) {
+	m, err := c.member(i)
+	if err != nil {
+		return nil, err
+	}
+	var ps []*toxiclient.Proxy
+	for _, name := range c.memberProxies(m) {
+		p, err := c.tpClient.Proxy(name)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: link %s: %w", name, err)
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+// HardStopMember crashes member i: its raft node stops at once, without a
+// leadership transfer (EtcdServer.HardStop), its peer and client
+// connections are dropped (as the kernel would on a process crash) and its
+// listeners are closed. Its data directory is kept for RestartMember.
+// Stopping a member that is down already does nothing.
+func (c *Cluster) HardStopMember(i int) error {
+	m, err := c.member(i)
+	if err != nil {
+		return err
+	}
+	c.faultMu.Lock()
+	defer c.faultMu.Unlock()
+	if c.isClosed() {
+		return ErrClosed
+	}
+	if m.isDown() {
+		return nil
+	}
+	e := m.Etcd()
+	e.Server.HardStop()
+
+	// Drop every connection to the member, so that Close need not wait for
+	// client streams (up to the request timeout, ~5 s) or peer connections
+	// (1 s). Toggling the proxies closes their connections; re-enabled, they
+	// accept and then drop connections while the member is down, much as a
+	// host whose etcd process died.
+	m.relay.cut()
+	var links []*toxiclient.Proxy
+	for _, name := range c.memberProxies(m) {
+		p, err := c.tpClient.Proxy(name)
+		if err != nil || !p.Enabled {
+			continue
+		}
+		if p.Disable() == nil {
+			links = append(links, p)
+		}
+	}
+	m.closeEtcd()
+	var errs []error
+	for _, p := range links {
+		if err := p.Enable(); err != nil {
+			errs = append(errs, fmt.Errorf("cluster: re-enabling %s: %w", p.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// closeEtcd closes the member's embed.Etcd once.
+func (m *Member) closeEtcd() {
+	m.mu.Lock()
+	e, done := m.etcd, m.closed
+	m.closed = true
+	m.mu.Unlock()
+	if e != nil && !done {
+		e.Close()
+	}
+}
+
+func (m *Member) isDown() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
+// RestartMember restarts a hard-stopped member i from its data directory,
+// with the same configuration and ports, and waits until it is ready and
+// has applied everything the cluster had committed when it came up (so a
+// restart inside a partition that cuts it off waits until ctx ends). Cuts
+// that involve the member are applied to the new instance. Restarting a
+// running member does nothing.
+func (c *Cluster) RestartMember(ctx context.Context, i int) error {
+	m, err := c.member(i)
+	if err != nil {
+		return err
+	}
+	e, err := c.restart(m)
+	if err != nil || e == nil {
+		return err
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		return fmt.Errorf("cluster: restarted member %s failed: %v", m.Name, err)
+	case <-e.Server.StopNotify():
+		return fmt.Errorf("cluster: restarted member %s stopped", m.Name)
+	case <-ctx.Done():
+		return fmt.Errorf("cluster: waiting for restarted member %s to be ready: %w", m.Name, ctx.Err())
+	}
+	return c.waitCaughtUp(ctx, m)
+}
+
+func (c *Cluster) restart(m *Member) (*embed.Etcd, error) {
+	c.faultMu.Lock()
+	defer c.faultMu.Unlock()
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	if !m.isDown() {
+		return nil, nil
+	}
+	ecfg, err := c.memberConfig(m, c.initial)
+	if err != nil {
+		return nil, err
+	}
+	e, err := embed.StartEtcd(ecfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: restarting member %s: %w", m.Name, err)
+	}
+	m.mu.Lock()
+	m.etcd, m.closed, m.paused = e, false, false
+	m.mu.Unlock()
+	for p := range c.cuts {
+		switch m.Index {
+		case p[0]:
+			c.setPeer(p[0], p[1], true)
+		case p[1]:
+			c.setPeer(p[1], p[0], true)
+		}
+	}
+	return e, nil
+}
+
+// waitCaughtUp waits until m has applied the highest commit index any other
+// running member reported when the wait began.
+func (c *Cluster) waitCaughtUp(ctx context.Context, m *Member) error {
+	var target uint64
+	for _, o := range c.members {
+		if o != m && o.running() {
+			target = max(target, o.Etcd().Server.CommittedIndex())
+		}
+	}
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for {
+		e := m.Etcd()
+		if e.Server.AppliedIndex() >= target {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: restarted member %s applied %d of %d: %w", m.Name, e.Server.AppliedIndex(), target, ctx.Err())
+		case <-e.Server.StopNotify():
+			return fmt.Errorf("cluster: restarted member %s stopped", m.Name)
+		case <-t.C:
+		}
+	}
+}
+
+// --- pauses ---
+
+// PauseMember freezes member i as a stop-the-world pause would: its raft
+// transport stops sending and reading peer messages (EtcdServer.PauseSending)
+// and every client link to it holds its data (a latency toxic of an hour in
+// both directions) until ResumeMember. Its clock and timers go on.
+func (c *Cluster) PauseMember(i int) error {
+	m, err := c.member(i)
+	if err != nil {
+		return err
+	}
+	c.faultMu.Lock()
+	defer c.faultMu.Unlock()
+	if c.isClosed() {
+		return ErrClosed
+	}
+	if !m.running() {
+		return fmt.Errorf("%w: %s", ErrMemberDown, m.Name)
+	}
+	m.mu.Lock()
+	already := m.paused
+	m.paused = true
+	m.mu.Unlock()
+	if already {
+		return nil
+	}
+	m.Etcd().Server.PauseSending()
+	var errs []error
+	for _, name := range c.memberProxies(m) {
+		p, err := c.tpClient.Proxy(name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, dir := range []string{"upstream", "downstream"} {
+			if _, err := p.AddToxic(pauseToxic+"-"+dir, "latency", dir, 1, toxiclient.Attributes{"latency": int(time.Hour / time.Millisecond)}); err != nil {
+				errs = append(errs, fmt.Errorf("cluster: pausing link %s: %w", name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ResumeMember ends PauseMember: the transport sends again and the client
+// links are released.
+func (c *Cluster) ResumeMember(i int) error {
+	m, err := c.member(i)
+	if err != nil {
+		return err
+	}
+	c.faultMu.Lock()
+	defer c.faultMu.Unlock()
+	if c.isClosed() {
+		return ErrClosed
+	}
+	m.mu.Lock()
+	was := m.paused
+	m.paused = false
+	m.mu.Unlock()
+	if !was {
+		return nil
+	}
+	if m.running() {
+		m.Etcd().Server.ResumeSending()
+	}
+	var errs []error
+	for _, name := range c.memberProxies(m) {
+		p, err := c.tpClient.Proxy(name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, t := range p.ActiveToxics {
+			if strings.HasPrefix(t.Name, pauseToxic) {
+				if err := p.RemoveToxic(t.Name); err != nil {
+					errs = append(errs, fmt.Errorf("cluster: releasing link %s: %w", name, err))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// --- client links ---
+
+// ClearToxics removes every toxic from every proxy and enables every
+// disabled proxy.
+func (c *Cluster) ClearToxics() error {
+	if c.isClosed() {
+		return ErrClosed
+	}
+	ps, err := c.tpClient.Proxies()
+	if err != nil {
+		return fmt.Errorf("cluster: listing proxies: %w", err)
+	}
+	var errs []error
+	for _, p := range ps {
+		for _, t := range p.ActiveToxics {
+			if err := p.RemoveToxic(t.Name); err != nil {
+				errs = append(errs, fmt.Errorf("cluster: %s: removing toxic %s: %w", p.Name, t.Name, err))
+			}
+		}
+		if !p.Enabled {
+			if err := p.Enable(); err != nil {
+				errs = append(errs, fmt.Errorf("cluster: enabling %s: %w", p.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// --- direct clients ---
+
+// MemberClient dials member i directly (not through toxiproxy), pinned to
+// it. Close of the cluster closes it.
+func (c *Cluster) MemberClient(i int) (*clientv3.Client, error) {
+	m, err := c.member(i)
+	if err != nil {
+		return nil, err
+	}
+	return c.track(clientv3.New(clientv3.Config{
+		Endpoints:   []string{m.ClientURL},
+		DialTimeout: 2 * time.Second,
+		Logger:      zap.NewNop(),
+	}))
+}
+
+// AdminClient returns a client dialled directly (not through toxiproxy) to
+// all members, made once and shared; an operator's view of the cluster.
+// Do not Close it; Close of the cluster does.
+func (c *Cluster) AdminClient() (*clientv3.Client, error) {
+	c.mu.Lock()
+	if c.admin != nil {
+		defer c.mu.Unlock()
+		return c.admin, nil
+	}
+	c.mu.Unlock()
+	eps := make([]string, len(c.members))
+	for i, m := range c.members {
+		eps[i] = m.ClientURL
+	}
+	cl, err := c.track(clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}))
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.admin == nil {
+		c.admin = cl
+	}
+	return c.admin, nil
+}
+
+// --- consistency ---
+
+// MemberHash is one member's hash of its key-value store (maintenance
+// HashKV) at Revision.
+type MemberHash struct {
+	Member          string `json:"member"`
+	Revision        int64  `json:"revision"`         // the revision hashed
+	CurrentRevision int64  `json:"current_revision"` // the member's revision when asked
+	CompactRevision int64  `json:"compact_revision"`
+	Hash            uint32 `json:"hash"`
+}
+
+// Consistent reports whether every hash is of the same revision and equal.
+func Consistent(hs []MemberHash) bool {
+	if len(hs) == 0 {
+		return false
+	}
+	for _, h := range hs[1:] {
+		if h.Revision != hs[0].Revision || h.Hash != hs[0].Hash {
+			return false
+		}
+	}
+	return true
+}
+
+// HashKV waits until every member reports the same revision and then hashes
+// each member's key-value store at that revision, asking each member
+// directly. Members should be quiet (no writes): with writes going on they
+// may never agree. If they do not agree before ctx ends, each member is
+// hashed at the lowest revision any reported, and the error says so; a
+// member that is down or cannot answer fails HashKV.
+func (c *Cluster) HashKV(ctx context.Context) ([]MemberHash, error) {
+	clis := make([]*clientv3.Client, len(c.members))
+	for i, m := range c.members {
+		if !m.running() {
+			return nil, fmt.Errorf("%w: %s", ErrMemberDown, m.Name)
+		}
+		cl, err := c.MemberClient(i)
+		if err != nil {
+			return nil, err
+		}
+		defer cl.Close()
+		clis[i] = cl
+	}
+	revs := make([]int64, len(c.members))
+	var agreeErr error
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var errs []error
+		for i, m := range c.members {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := clis[i].Status(sctx, m.ClientURL)
+			cancel()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", m.Name, err))
+				continue
+			}
+			revs[i] = st.Header.Revision
+		}
+		if len(errs) == 0 && slices.Min(revs) == slices.Max(revs) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			if len(errs) > 0 {
+				return nil, fmt.Errorf("cluster: HashKV: status: %w", errors.Join(errs...))
+			}
+			agreeErr = fmt.Errorf("cluster: HashKV: members did not reach the same revision (%v): %w", revs, ctx.Err())
+		case <-t.C:
+		}
+		if agreeErr != nil {
+			break
+		}
+	}
+	rev := slices.Min(revs)
+	hctx := ctx
+	if agreeErr != nil {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+	}
+	hs := make([]MemberHash, len(c.members))
+	for i, m := range c.members {
+		r, err := clis[i].HashKV(hctx, m.ClientURL, rev)
+		if err != nil {
+			return nil, errors.Join(agreeErr, fmt.Errorf("cluster: HashKV of %s at %d: %w", m.Name, rev, err))
+		}
+		hs[i] = MemberHash{Member: m.Name, Revision: rev, CurrentRevision: revs[i], CompactRevision: r.CompactRevision, Hash: r.Hash}
+	}
+	return hs, agreeErr
+}

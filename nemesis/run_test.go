@@ -1,0 +1,663 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+
+	"github.com/locktest/locktest/cluster"
+	"github.com/locktest/locktest/histories"
+)
+
+// --- helpers ---
+
+type memRec struct {
+	mu  sync.Mutex
+	ops []histories.Op
+	ch  chan histories.Op
+}
+
+func newRec() *memRec { return &memRec{ch: make(chan histories.Op, 1000)} }
+
+func (r *memRec) Record(op histories.Op) (histories.Op, error) {
+	r.mu.Lock()
+	op.Index = len(r.ops)
+	r.ops = append(r.ops, op)
+	r.mu.Unlock()
+	r.ch <- op
+	return op, nil
+}
+
+func (r *memRec) all() []histories.Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.ops)
+}
+
+// wait returns the next recorded op with f and fault.
+func (r *memRec) wait(t *testing.T, f, fault string, timeout time.Duration) histories.Op {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case op := <-r.ch:
+			if op.F == f && op.Value != nil && op.Value.Fault == fault {
+				return op
+			}
+		case <-deadline:
+			t.Fatalf("no %s %s within %v", f, fault, timeout)
+		}
+	}
+}
+
+type fakeClients struct {
+	mu     sync.Mutex
+	names  []string
+	holder string
+	leases map[string]clientv3.LeaseID
+	calls  []string
+}
+
+func (f *fakeClients) call(format string, args ...any) {
+	f.mu.Lock()
+	f.calls = append(f.calls, fmt.Sprintf(format, args...))
+	f.mu.Unlock()
+}
+
+func (f *fakeClients) Names() []string { return f.names }
+func (f *fakeClients) Holder(string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.holder, f.holder != ""
+}
+func (f *fakeClients) Pause(c string, d time.Duration, bw bool) error {
+	f.call("pause %s %v %v", c, d, bw)
+	return nil
+}
+func (f *fakeClients) BumpClock(c string, d time.Duration) { f.call("bump %s %v", c, d) }
+func (f *fakeClients) SetClockRate(c string, r float64)    { f.call("rate %s %v", c, r) }
+func (f *fakeClients) ResetClock(c string)                 { f.call("reset %s", c) }
+func (f *fakeClients) Crash(c string) error                { f.call("crash %s", c); return nil }
+func (f *fakeClients) Lease(c string) (clientv3.LeaseID, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.leases[c]
+	return l, ok
+}
+
+func (f *fakeClients) callList() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+func startCluster(t *testing.T) (*cluster.Cluster, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	t.Cleanup(cancel)
+	c, err := cluster.Start(ctx, cluster.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, ctx
+}
+
+type runResult struct {
+	rep Report
+	err error
+}
+
+// goRun runs sched in the background; cancel ends it.
+func goRun(c *cluster.Cluster, cl Clients, rec Recorder, sched Schedule) (cancel func() runResult) {
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan runResult, 1)
+	go func() {
+		rep, err := Run(ctx, Config{}, c, cl, rec, sched)
+		done <- runResult{rep, err}
+	}()
+	return func() runResult { stop(); return <-done }
+}
+
+func putWithin(ctx context.Context, cl *clientv3.Client, d time.Duration, k, v string) error {
+	pctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	_, err := cl.Put(pctx, k, v)
+	return err
+}
+
+// checkHealed checks that all members agree and run, nothing is cut or
+// paused, no proxy has a toxic or is disabled, and every link of names
+// passes traffic.
+func checkHealed(t *testing.T, ctx context.Context, c *cluster.Cluster, names ...string) {
+	t.Helper()
+	if cuts := c.Cuts(); len(cuts) > 0 {
+		t.Fatalf("cuts left: %v", cuts)
+	}
+	for i, m := range c.Members() {
+		if !c.Running(i) || c.Paused(i) {
+			t.Fatalf("%s: running %v paused %v", m.Name, c.Running(i), c.Paused(i))
+		}
+	}
+	ps, err := c.Toxiproxy().Proxies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if !p.Enabled || len(p.ActiveToxics) > 0 {
+			t.Fatalf("proxy %s: enabled %v, toxics %v", p.Name, p.Enabled, p.ActiveToxics)
+		}
+	}
+	for _, name := range names {
+		eps, err := c.ClientEndpoints(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, ep := range eps {
+			cl, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = putWithin(ctx, cl, 5*time.Second, "check/"+name, "v")
+			cl.Close()
+			if err != nil {
+				t.Fatalf("link %s->m%d: %v", name, i, err)
+			}
+		}
+	}
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	hs, err := c.HashKV(hctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cluster.Consistent(hs) {
+		t.Fatalf("members disagree: %+v", hs)
+	}
+}
+
+// checkPairs checks the nemesis events: start/stop pairs in order, then one
+// heal at the end.
+func checkPairs(t *testing.T, ops []histories.Op, kinds ...string) {
+	t.Helper()
+	var got []string
+	for _, op := range ops {
+		if op.Process != histories.Nemesis || op.Type != histories.Info || op.Value == nil {
+			t.Fatalf("bad nemesis op %+v", op)
+		}
+		got = append(got, op.F+" "+op.Value.Fault)
+	}
+	var want []string
+	for _, k := range kinds {
+		want = append(want, "start "+k, "stop "+k)
+	}
+	want = append(want, "heal all")
+	if !slices.Equal(got, want) {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// --- tests ---
+
+// TestRunClientFaults checks our own scheduling of the faults carried out
+// by the workload (clocks, pauses, client crashes) against a fake.
+func TestRunClientFaults(t *testing.T) {
+	c, _ := startCluster(t)
+	fc := &fakeClients{names: []string{"c0", "c1", "c2", "c3"}, holder: "c3"}
+	ms := 20 * time.Millisecond
+	sched := Schedule{Members: 3, Clients: fc.names, Entries: []Entry{
+		{At: 0, Fault: ClockBump, Target: TargetHolder, Fallback: "c0", Duration: ms, Params: map[string]string{"delta": "1.5s"}},
+		{At: 0, Fault: ClockStrobe, Target: "c1", Duration: 5 * ms, Params: map[string]string{"delta": "500ms", "period": "10ms"}},
+		{At: 0, Fault: ClockRate, Target: "c2", Duration: ms, Params: map[string]string{"rate": "0.5"}},
+		{At: 0, Fault: PauseClient, Target: TargetHolder, Fallback: "c0", Duration: 5 * ms, Params: map[string]string{"before_write": "true"}},
+		{At: 0, Fault: CrashClient, Target: TargetHolder, Fallback: "c1"},
+		{At: 500 * time.Millisecond, Fault: Isolate, Target: TargetHolder, Fallback: "c2", Duration: ms},
+	}}
+	rec := newRec()
+	cancel := goRun(c, fc, rec, sched)
+	rec.wait(t, FStart, CrashClient, 5*time.Second)
+	fc.mu.Lock()
+	fc.holder = "" // nobody holds a lock now: the fallback is used
+	fc.mu.Unlock()
+	rec.wait(t, FStart, Isolate, 5*time.Second)
+	rec.wait(t, FStop, Isolate, 5*time.Second)
+	res := cancel()
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	ops := rec.all()
+	checkPairs(t, ops, ClockBump, ClockStrobe, ClockRate, PauseClient, CrashClient, Isolate)
+	if v := ops[0].Value; !slices.Equal(v.Targets, []string{"c3"}) || v.Params["selector"] != "holder" || v.Params["delta"] != "1.5s" {
+		t.Fatalf("clock-bump start: %+v", v)
+	}
+	if v := ops[10].Value; !slices.Equal(v.Targets, []string{"c2"}) || v.Params["resolved"] != "fallback" {
+		t.Fatalf("isolate start: %+v", v)
+	}
+	if len(res.rep.Faults) != 6 || res.rep.Faults[5].Error != "" {
+		t.Fatalf("report: %+v", res.rep)
+	}
+
+	calls := fc.callList()
+	strobes := 0
+	var rest []string
+	for _, cl := range calls {
+		if strings.HasPrefix(cl, "bump c1 ") {
+			strobes++
+			continue
+		}
+		rest = append(rest, cl)
+	}
+	want := []string{
+		"bump c3 1.5s", "reset c3",
+		"reset c1",
+		"rate c2 0.5", "reset c2",
+		"pause c3 100ms true",
+		"crash c3",
+		"reset c0", "reset c1", "reset c2", "reset c3", // heal
+	}
+	if !slices.Equal(rest, want) || strobes < 2 {
+		t.Fatalf("calls %q (%d strobe bumps), want %q", rest, strobes, want)
+	}
+	checkHealed(t, context.Background(), c, "c2")
+}
+
+// TestRunPartitionLeader isolates the leader with one client on its side:
+// the majority elects a new leader, the client on the majority side
+// commits, the one with the old leader cannot; heal restores everything.
+func TestRunPartitionLeader(t *testing.T) {
+	c, ctx := startCluster(t)
+	old, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := &fakeClients{names: []string{"c0", "c1"}}
+	c0, err := c.Client("c0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, err := c.Client("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := Schedule{Members: 3, Entries: []Entry{{
+		Fault: PartitionLeader, Target: TargetLeader, Fallback: "m0", Duration: time.Minute,
+		Sides: map[string]int{"c0": 0, "c1": 1},
+	}}}
+	rec := newRec()
+	cancel := goRun(c, fc, rec, sched)
+	start := rec.wait(t, FStart, PartitionLeader, 5*time.Second)
+	cut := time.Now()
+	if !slices.Equal(start.Value.Targets, []string{old.Name}) || start.Value.Params["selector"] != "leader" {
+		t.Fatalf("start: %+v", start.Value)
+	}
+	t.Logf("start params: %v", start.Value.Params)
+
+	// The majority elects a new leader.
+	var rest []*cluster.Member
+	for _, m := range c.Members() {
+		if m != old {
+			rest = append(rest, m)
+		}
+	}
+	for {
+		l0, l1 := rest[0].Etcd().Server.Leader(), rest[1].Etcd().Server.Leader()
+		if l0 != 0 && l0 == l1 && uint64(l0) != old.ID {
+			break
+		}
+		if time.Since(cut) > 5*time.Second {
+			t.Fatal("no new leader in the majority")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Logf("new leader %v after the partition started", time.Since(cut).Round(time.Millisecond))
+	began := time.Now()
+	if err := putWithin(ctx, c1, 5*time.Second, "k", "majority"); err != nil {
+		t.Fatalf("client on the majority side: %v", err)
+	}
+	t.Logf("majority-side put took %v", time.Since(began).Round(time.Millisecond))
+	if err := putWithin(ctx, c0, time.Second, "k", "minority"); err == nil {
+		t.Fatal("client on the old leader's side committed")
+	}
+
+	res := cancel()
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	checkPairs(t, rec.all(), PartitionLeader)
+	t.Logf("heal took %v", res.rep.Heal.Round(time.Millisecond))
+	if err := putWithin(ctx, c0, 5*time.Second, "k", "healed"); err != nil {
+		t.Fatalf("c0 after heal: %v", err)
+	}
+	checkHealed(t, ctx, c, "c0", "c1")
+}
+
+// TestRunCrashLeader crashes the leader, writes while it is down, and checks
+// it restarted and caught up.
+func TestRunCrashLeader(t *testing.T) {
+	c, ctx := startCluster(t)
+	old, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := c.AdminClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := Schedule{Members: 3, Entries: []Entry{{Fault: CrashLeader, Target: TargetLeader, Fallback: "m1", Duration: 700 * time.Millisecond}}}
+	rec := newRec()
+	cancel := goRun(c, nil, rec, sched)
+	rec.wait(t, FStart, CrashLeader, 5*time.Second)
+	if c.Running(old.Index) {
+		t.Fatal("leader still running")
+	}
+	// A put proposed while there is no leader is dropped by raft and the
+	// server answers only at its request timeout (~5 s): wait for the new
+	// leader first.
+	began := time.Now()
+	if err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("new leader %v after the crash was recorded", time.Since(began).Round(time.Millisecond))
+	for i := range 30 {
+		if err := putWithin(ctx, admin, 5*time.Second, fmt.Sprintf("down/%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := rec.wait(t, FStop, CrashLeader, 10*time.Second)
+	t.Logf("stop params %v", stop.Value.Params)
+	if stop.Error != "" || stop.Value.Params["restart_took"] == "" {
+		t.Fatalf("stop: %+v", stop)
+	}
+	if res := cancel(); res.err != nil {
+		t.Fatal(res.err)
+	}
+	checkHealed(t, ctx, c, "c0")
+}
+
+// TestRunLease revokes a real session's lease from outside, then starves
+// another session's keepalives until the server expires it, while a second
+// client waits for the lock.
+func TestRunLease(t *testing.T) {
+	c, ctx := startCluster(t)
+	admin, err := c.AdminClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := map[string]*clientv3.Client{}
+	sess := map[string]*concurrency.Session{}
+	for _, n := range []string{"c0", "c1"} {
+		if cli[n], err = c.Client(n); err != nil {
+			t.Fatal(err)
+		}
+		if sess[n], err = concurrency.NewSession(cli[n], concurrency.WithTTL(2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", leases: map[string]clientv3.LeaseID{"c0": sess["c0"].Lease()}}
+	m := concurrency.NewMutex(sess["c0"], "/lock")
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys := func() int64 {
+		r, err := admin.Get(ctx, "/lock", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Count
+	}
+	if keys() != 1 {
+		t.Fatal("no lock key")
+	}
+
+	// Revoke.
+	rec := newRec()
+	res := goRun(c, fc, rec, Schedule{Members: 3, Entries: []Entry{{Fault: LeaseRevoke, Target: TargetHolder, Fallback: "c1"}}})
+	stop := rec.wait(t, FStop, LeaseRevoke, 5*time.Second)
+	if stop.Error != "" || !slices.Equal(stop.Value.Targets, []string{"c0"}) {
+		t.Fatalf("stop %+v", stop)
+	}
+	if n := keys(); n != 0 {
+		t.Fatalf("%d lock keys after revoke", n)
+	}
+	select {
+	case <-sess["c0"].Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("session not done after its lease was revoked")
+	}
+	if r := res(); r.err != nil {
+		t.Fatal(r.err)
+	}
+	checkPairs(t, rec.all(), LeaseRevoke)
+
+	// Starve: c1 holds the lock, c0 (new session) waits for it.
+	m1 := concurrency.NewMutex(sess["c1"], "/lock")
+	if err := m1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s0, err := concurrency.NewSession(cli["c0"], concurrency.WithTTL(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Time, 1)
+	go func() {
+		if err := concurrency.NewMutex(s0, "/lock").Lock(ctx); err == nil {
+			got <- time.Now()
+		}
+	}()
+	fc.mu.Lock()
+	fc.holder, fc.leases["c1"] = "c1", sess["c1"].Lease()
+	fc.mu.Unlock()
+	rec = newRec()
+	res = goRun(c, fc, rec, Schedule{Members: 3, Entries: []Entry{{Fault: LeaseStarve, Target: TargetHolder, Fallback: "c0", Duration: 8 * time.Second}}})
+	start := rec.wait(t, FStart, LeaseStarve, 5*time.Second)
+	began := time.Now()
+	stop = rec.wait(t, FStop, LeaseStarve, 10*time.Second)
+	t.Logf("starve: start %v, stop %v", start.Value.Params, stop.Value.Params)
+	if stop.Value.Params["expired"] != "true" || !slices.Equal(stop.Value.Targets, []string{"c1"}) {
+		t.Fatalf("stop %+v", stop.Value)
+	}
+	select {
+	case at := <-got:
+		t.Logf("waiting client got the lock %v after the starvation began", at.Sub(began).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiting client did not get the lock")
+	}
+	select {
+	case <-sess["c1"].Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("starved session not done")
+	}
+	if r := res(); r.err != nil {
+		t.Fatal(r.err)
+	}
+	checkPairs(t, rec.all(), LeaseStarve)
+	checkHealed(t, ctx, c, "c0", "c1")
+}
+
+// TestHealRestoresEverything leaves a mess behind (partition, paused member,
+// crashed member, toxics, a disabled proxy) and checks that the heal at the
+// end of Run clears all of it.
+func TestHealRestoresEverything(t *testing.T) {
+	c, ctx := startCluster(t)
+	if err := c.Partition([][]int{{0}, {1, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PauseMember(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HardStopMember(2); err != nil {
+		t.Fatal(err)
+	}
+	links, err := c.Links("c0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts toxics
+	for _, p := range links {
+		if err := ts.cut(p, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := c.Link("c1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Disable(); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRec()
+	fc := &fakeClients{names: []string{"c0", "c1"}}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	rep, err := Run(done, Config{}, c, fc, rec, Schedule{Members: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("heal took %v", rep.Heal.Round(time.Millisecond))
+	ops := rec.all()
+	checkPairs(t, ops)
+	if v := ops[0].Value; !slices.Equal(v.Targets, []string{"m1", "m2"}) {
+		t.Fatalf("heal targets %v", v.Targets)
+	}
+	checkHealed(t, ctx, c, "c0", "c1")
+}
+
+// TestRunFiveMemberRing runs a majorities ring and a bridge on five members;
+// the cluster keeps a leader and commits through both.
+func TestRunFiveMemberRing(t *testing.T) {
+	ctx, cancelCtx := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelCtx()
+	c, err := cluster.Start(ctx, cluster.Config{Members: 5, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fc := &fakeClients{names: []string{"c0"}}
+	sched := Schedule{Members: 5, Entries: []Entry{
+		{Fault: PartitionMajoritiesRing, Groups: [][]int{{3, 0, 4, 1, 2}}, Sides: map[string]int{"c0": 0}, Duration: time.Minute},
+	}}
+	rec := newRec()
+	cancel := goRun(c, fc, rec, sched)
+	start := rec.wait(t, FStart, PartitionMajoritiesRing, 5*time.Second)
+	t.Logf("ring: %v", start.Value.Params)
+	if got := len(c.Cuts()); got != 5 {
+		t.Fatalf("%d cut pairs", got)
+	}
+	if start.Value.Params["clients"] != "c0:m0+m2+m3" {
+		t.Fatalf("client placement %q", start.Value.Params["clients"])
+	}
+	// Write through the leader: a member that cannot reach it forwards
+	// proposals into the void (they time out after ~5 s).
+	var lc *clientv3.Client
+	for lc == nil {
+		for i, m := range c.Members() {
+			if uint64(m.Etcd().Server.Leader()) == m.ID {
+				if lc, err = c.MemberClient(i); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no leader")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err := putWithin(ctx, lc, 5*time.Second, "ring", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if r := cancel(); r.err != nil {
+		t.Fatal(r.err)
+	}
+	checkHealed(t, ctx, c, "c0")
+}
+
+// TestRunEveryKind fires every fault kind once, briefly, on a 5-member
+// cluster and checks that each started and stopped without error and that
+// the heal leaves a sound cluster.
+func TestRunEveryKind(t *testing.T) {
+	ctx, cancelCtx := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancelCtx()
+	c, err := cluster.Start(ctx, cluster.Config{Members: 5, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	names := []string{"c0", "c1"}
+	leases := map[string]clientv3.LeaseID{}
+	for _, n := range names {
+		cli, err := c.Client(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttl := int64(60) // c0's lease is revoked
+		if n == "c1" {
+			ttl = 2 // c1's lease is starved (without keepalives: expires anyway)
+		}
+		g, err := cli.Grant(ctx, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases[n] = g.ID
+		if _, err := c.Proxy(n+"-resource", c.Members()[0].ClientAddr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fc := &fakeClients{names: names, holder: "c1", leases: leases}
+	cfg := Config{Faults: Categories, Members: 5, Clients: names, Time: 2 * time.Hour}
+	full, err := Generate(3, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One entry of each kind, in kind order, 150 ms apart, each 100 ms long.
+	var sched Schedule
+	sched.Members = 5
+	var kinds []string
+	for _, k := range AllKinds() {
+		for _, e := range full.Entries {
+			if e.Fault != k {
+				continue
+			}
+			if e.Duration > 0 {
+				e.Duration = 100 * time.Millisecond
+			}
+			switch k {
+			case LeaseStarve:
+				e.Duration = 5 * time.Second // until the lease expired
+			case LeaseRevoke:
+				e.Target, e.Fallback = "c0", "" // c1's lease is starved first
+			}
+			e.At = 0
+			sched.Entries = append(sched.Entries, e)
+			kinds = append(kinds, k)
+			break
+		}
+	}
+	if len(kinds) != len(AllKinds()) {
+		t.Fatalf("generated kinds %v", kinds)
+	}
+	rec := newRec()
+	cancel := goRun(c, fc, rec, sched)
+	last := kinds[len(kinds)-1]
+	rec.wait(t, FStop, last, 30*time.Second)
+	res := cancel()
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	for _, f := range res.rep.Faults {
+		t.Logf("%-26s %v %v %v..%v %s", f.Fault, f.Targets, f.Params, f.Start.Round(time.Millisecond), f.Stop.Round(time.Millisecond), f.Error)
+		if f.Error != "" {
+			t.Errorf("%s: %s", f.Fault, f.Error)
+		}
+	}
+	checkPairs(t, rec.all(), kinds...)
+	checkHealed(t, ctx, c, names...)
+}

@@ -1,0 +1,167 @@
+package nemesis
+
+import (
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFaults(t *testing.T) {
+	for in, want := range map[string][]string{
+		"":                     {},
+		"none":                 {},
+		"all":                  Categories,
+		"slow,partition":       {"partition", "slow"},
+		" crash , crash,lease": {"lease", "crash"},
+	} {
+		got, err := ParseFaults(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("ParseFaults(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for in, frag := range map[string]string{
+		"partition,bogus": `unknown fault "bogus"`,
+		"all,slow":        `"all" cannot be combined`,
+		"slow,,lease":     "empty fault name",
+		"Partition":       `unknown fault "Partition"`,
+	} {
+		_, err := ParseFaults(in)
+		if err == nil || !strings.Contains(err.Error(), frag) {
+			t.Errorf("ParseFaults(%q) error %v, want one containing %q", in, err, frag)
+		}
+	}
+}
+
+func genConfig(members int) Config {
+	return Config{Faults: Categories, Members: members, Clients: []string{"c0", "c1", "c2", "c3", "c4"}, Time: 20 * time.Minute}
+}
+
+func TestGenerateIsPureAndSeeded(t *testing.T) {
+	cfg := genConfig(3)
+	a, err := Generate(42, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Generate(42, cfg)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("same seed, different schedules")
+	}
+	c, _ := Generate(43, cfg)
+	if reflect.DeepEqual(a.Entries, c.Entries) {
+		t.Fatal("different seeds, same schedule")
+	}
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// A different client list or cluster size changes the schedule.
+	cfg2 := cfg
+	cfg2.Clients = cfg.Clients[:2]
+	d, _ := Generate(42, cfg2)
+	if reflect.DeepEqual(a.Entries, d.Entries) {
+		t.Fatal("client list ignored")
+	}
+
+	kinds := map[string]int{}
+	prevEnd := time.Duration(0)
+	for _, e := range a.Entries {
+		kinds[e.Fault]++
+		if e.At < prevEnd+3*time.Second || e.At >= cfg.Time {
+			t.Fatalf("entry at %v, previous ended %v", e.At, prevEnd)
+		}
+		prevEnd = e.At + e.Duration
+		if e.Fault == PauseClient && (e.Duration < 2500*time.Millisecond || e.Duration > 4*time.Second) {
+			t.Fatalf("pause of %v", e.Duration)
+		}
+	}
+	for _, k := range AllKinds() {
+		ring := k == PartitionMajoritiesRing || k == PartitionBridge
+		if ring != (kinds[k] == 0) {
+			t.Errorf("3 members: %d × %s in %d entries", kinds[k], k, len(a.Entries))
+		}
+	}
+
+	five, _ := Generate(7, genConfig(5))
+	kinds = map[string]int{}
+	for _, e := range five.Entries {
+		kinds[e.Fault]++
+	}
+	if kinds[PartitionMajoritiesRing] == 0 || kinds[PartitionBridge] == 0 {
+		t.Errorf("5 members: %v", kinds)
+	}
+	if err := five.Validate(); err != nil {
+		t.Fatal(err)
+	}
+
+	none, _ := Generate(1, Config{Faults: []string{}, Clients: cfg.Clients})
+	if len(none.Entries) != 0 {
+		t.Fatalf("no faults, %d entries", len(none.Entries))
+	}
+	only, _ := Generate(1, Config{Faults: []string{"crash"}, Clients: cfg.Clients, Time: time.Minute})
+	for _, e := range only.Entries {
+		if !strings.HasPrefix(e.Fault, "crash-") {
+			t.Fatalf("crash only, got %s", e.Fault)
+		}
+	}
+}
+
+func TestScheduleRoundTrip(t *testing.T) {
+	s, err := Generate(9, genConfig(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "schedule.json")
+	if err := s.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(s, got) {
+		t.Fatalf("round trip changed the schedule:\n%+v\n%+v", s, got)
+	}
+
+	s.Entries = append(s.Entries, Entry{Fault: "partition-nowhere"})
+	if err := s.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(path); err == nil || !strings.Contains(err.Error(), "unknown fault kind") {
+		t.Fatalf("bad kind read back: %v", err)
+	}
+}
+
+func TestReach(t *testing.T) {
+	ring := Reach(PartitionMajoritiesRing, [][]int{{3, 0, 4, 1, 2}}, 5)
+	views := map[string]bool{}
+	for x := range 5 {
+		var v []byte
+		for y := range 5 {
+			if ring[x][y] != ring[y][x] {
+				t.Fatal("not symmetric")
+			}
+			if ring[x][y] {
+				v = append(v, byte('0'+y))
+			}
+		}
+		if len(v) != 3 || views[string(v)] {
+			t.Fatalf("member %d sees %s", x, v)
+		}
+		views[string(v)] = true
+	}
+	if !ring[3][0] || !ring[3][2] || ring[3][4] {
+		t.Fatalf("ring neighbours wrong: %v", ring[3])
+	}
+
+	bridge := Reach(PartitionBridge, [][]int{{0, 1}, {2}, {3, 4}}, 5)
+	for y := range 5 {
+		if !bridge[2][y] {
+			t.Fatal("bridge does not see everyone")
+		}
+	}
+	if bridge[0][3] || !bridge[0][1] || !bridge[4][3] {
+		t.Fatalf("bridge sides wrong: %v", bridge)
+	}
+}
