@@ -12,8 +12,9 @@ import (
 
 func checkCmd(args []string, stdout io.Writer) (int, error) {
 	fs := newFlags("check", "check [flags] PATH\n\nRe-checks a stored history: a history.jsonl file, or a run directory holding one.\nResults go beside it: results.json in a run directory, NAME.results.json for a file.", stdout)
-	require := fs.String("require", "resource", "checks whose failure makes the exit status 1: a comma list of mutex, resource, or all")
+	require := fs.String("require", "resource", "checks whose failure makes the exit status 1: a comma list of mutex, resource, liveness, consistency (when the results carry member hashes), or all")
 	timeout := fs.Duration("timeout", time.Minute, "time limit for each check; a check that hits it is unknown")
+	bound := fs.Duration("liveness-bound", DefaultLivenessBound, "after the final heal, every process that asks for a lock must get it within this")
 	if err := parseFlags(fs, args); err != nil {
 		return exitUnknown, err
 	}
@@ -26,6 +27,9 @@ func checkCmd(args []string, stdout io.Writer) (int, error) {
 	}
 	if *timeout <= 0 {
 		return exitUnknown, fmt.Errorf("--timeout must be positive, got %v", *timeout)
+	}
+	if *bound <= 0 {
+		return exitUnknown, fmt.Errorf("--liveness-bound must be positive, got %v", *bound)
 	}
 
 	path := fs.Arg(0)
@@ -41,7 +45,11 @@ func checkCmd(args []string, stdout io.Writer) (int, error) {
 		out = filepath.Join(dir, strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))+".results.json")
 	}
 
-	res, err := check(history, dir, *timeout, required)
+	co := checkOptions{livenessBound: *bound}
+	if isTerminal(os.Stderr) {
+		co.progress = os.Stderr
+	}
+	res, err := checkWith(history, dir, *timeout, required, co)
 	if err != nil {
 		return exitUnknown, err
 	}
@@ -68,4 +76,5 @@ func keepRunFacts(path string, res *Results) {
 		return
 	}
 	res.Seed, res.Config, res.Run, res.Interrupted = old.Seed, old.Config, old.Run, old.Interrupted
+	addConsistency(res, old.Hashes)
 }

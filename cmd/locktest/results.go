@@ -16,8 +16,10 @@ import (
 	"github.com/locktest/locktest/histories"
 )
 
-// checkNames are the checks --require accepts, besides "all".
-var checkNames = []string{"mutex", "resource"}
+// checkNames are the checks --require accepts, besides "all". A required
+// check that a run's results do not carry (consistency, without member
+// hashes) does not affect the verdict.
+var checkNames = []string{"mutex", "resource", "liveness", "consistency"}
 
 // parseRequire turns "mutex,resource" or "all" into check names.
 func parseRequire(s string) ([]string, error) {
@@ -46,6 +48,9 @@ type Results struct {
 	Interrupted bool              `json:"interrupted,omitempty"`
 	Run         *RunStats         `json:"run,omitempty"`
 	Checks      []checker.Result  `json:"checks"`
+	// Hashes are the members' hashes of their final key-value state, for
+	// the consistency check; absent if the run did not collect them.
+	Hashes []checker.MemberHash `json:"member_hashes,omitempty"`
 	// WritesRejected counts writes the resource refused for a stale token.
 	WritesRejected int             `json:"writes_rejected"`
 	CheckTime      time.Duration   `json:"check_ns"`
@@ -93,28 +98,123 @@ func versions() map[string]string {
 	return v
 }
 
+// DefaultLivenessBound is how soon after the final heal every process that
+// asks for a lock must get it.
+const DefaultLivenessBound = 10 * time.Second
+
+// checkOptions tune check beyond its arguments.
+type checkOptions struct {
+	livenessBound time.Duration
+	// progress, if set, receives progress lines while reading and checking.
+	progress io.Writer
+}
+
 // check reads a history and runs every check on it.
 func check(path, vizDir string, timeout time.Duration, required []string) (*Results, error) {
-	ops, err := histories.ReadFile(path)
+	return checkWith(path, vizDir, timeout, required, checkOptions{})
+}
+
+// checkWith reads a history in one pass into the checker's compact form (the
+// records themselves are not kept) and runs every check on it.
+func checkWith(path, vizDir string, timeout time.Duration, required []string, co checkOptions) (*Results, error) {
+	if co.livenessBound <= 0 {
+		co.livenessBound = DefaultLivenessBound
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	began := time.Now()
-	checks := checker.All(ops, checker.Options{Timeout: timeout, VisualizationDir: vizDir})
-	res := &Results{
-		Versions:  versions(),
-		History:   path,
-		Checks:    checks,
-		CheckTime: time.Since(began),
-		Required:  required,
-	}
-	for _, op := range ops {
-		if op.F == histories.Write && op.Type == histories.Fail {
-			res.WritesRejected++
+	defer f.Close()
+	p := newProgress(co.progress)
+	r := histories.NewReader(f, path)
+	b := checker.NewBuilder()
+	for n := 1; ; n++ {
+		op, err := r.Next()
+		if err == io.EOF {
+			break
 		}
+		if err != nil {
+			p.done()
+			return nil, err
+		}
+		if err := b.Add(op); err != nil {
+			// The Reader checks pairing, so this is not expected; say
+			// where anyway.
+			p.done()
+			return nil, fmt.Errorf("%s: record %d: %w", path, n, err)
+		}
+		p.report("reading %s: %d records", relPath(path), n)
+	}
+	h := b.Finish()
+	began := time.Now()
+	opt := checker.Options{Timeout: timeout, VisualizationDir: vizDir}
+	if co.progress != nil {
+		opt.Progress = func(name string, done, total int) {
+			p.report("checking %s: %d of %d segments", name, done, total)
+		}
+	}
+	checks := h.All(opt)
+	checks = append(checks, h.Liveness(co.livenessBound))
+	p.done()
+	res := &Results{
+		Versions:       versions(),
+		History:        path,
+		Checks:         checks,
+		CheckTime:      time.Since(began),
+		Required:       required,
+		WritesRejected: h.WritesRejected(),
 	}
 	res.Verdict, res.Exit = verdict(checks, required)
 	return res, nil
+}
+
+// addConsistency adds the consistency check of the members' final hashes to
+// the results, and recomputes the verdict.
+func addConsistency(res *Results, hashes []checker.MemberHash) {
+	if len(hashes) == 0 {
+		return
+	}
+	res.Hashes = hashes
+	res.Checks = slices.DeleteFunc(res.Checks, func(c checker.Result) bool { return c.Name == "consistency" })
+	res.Checks = append(res.Checks, checker.Consistency(hashes))
+	interrupted := res.Verdict == checker.Unknown && res.Interrupted
+	res.Verdict, res.Exit = verdict(res.Checks, res.Required)
+	if interrupted && res.Exit == exitValid {
+		res.Verdict, res.Exit = checker.Unknown, exitUnknown
+	}
+}
+
+// progress writes a self-overwriting status line at most every 200 ms.
+type progress struct {
+	w    io.Writer
+	last time.Time
+	wide int
+}
+
+func newProgress(w io.Writer) *progress { return &progress{w: w, last: time.Now()} }
+
+func (p *progress) report(format string, args ...any) {
+	if p.w == nil || time.Since(p.last) < 200*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	line := fmt.Sprintf(format, args...)
+	fmt.Fprintf(p.w, "\r%-*s", p.wide, line)
+	p.wide = max(p.wide, len(line))
+}
+
+// done clears the status line.
+func (p *progress) done() {
+	if p.w != nil && p.wide > 0 {
+		fmt.Fprintf(p.w, "\r%*s\r", p.wide, "")
+		p.wide = 0
+	}
+}
+
+// isTerminal says whether f is a terminal (a character device).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func writeResults(path string, r *Results) error {
@@ -133,11 +233,20 @@ func printChecks(w io.Writer, r *Results) {
 		if slices.Contains(r.Required, c.Name) {
 			req = " (required)"
 		}
-		fmt.Fprintf(w, "  %-9s %-8s %d ops, %d keys, %d unknown outcomes, checked in %s%s\n",
-			c.Name, c.Verdict, c.Ops, c.Keys, c.Unknown, c.Duration.Round(time.Millisecond), req)
+		switch {
+		case c.Name == "consistency":
+			fmt.Fprintf(w, "  %-11s %-8s %d members compared%s\n", c.Name, c.Verdict, c.Ops, req)
+		default:
+			segs := ""
+			if c.Segments > 0 && c.Checked < c.Segments {
+				segs = fmt.Sprintf(" (%d of %d segments)", c.Checked, c.Segments)
+			}
+			fmt.Fprintf(w, "  %-11s %-8s %d ops, %d keys, %d unknown outcomes, checked in %s%s%s\n",
+				c.Name, c.Verdict, c.Ops, c.Keys, c.Unknown, c.Duration.Round(time.Millisecond), segs, req)
+		}
 		if c.Verdict != checker.Valid && c.Explanation != "" {
 			for _, line := range strings.Split(c.Explanation, "\n") {
-				fmt.Fprintf(w, "            %s\n", line)
+				fmt.Fprintf(w, "              %s\n", line)
 			}
 		}
 	}

@@ -207,7 +207,12 @@ func execute(ctx context.Context, rc *RunConfig, cfg workload.Config, dir string
 	timer := time.AfterFunc(rc.Time, func() { close(stop) })
 	defer timer.Stop()
 	workStart := time.Now()
-	stats, err := workload.Run(ctx, cfg, cl, res.Addr(), rec, stop)
+	wl, err := workload.New(ctx, cfg, cl, res.Addr(), rec)
+	if err != nil {
+		return nil, err
+	}
+	defer wl.Close()
+	stats, err := wl.Run(ctx, stop)
 	st.Workload = time.Since(workStart)
 	st.Stats = stats
 	if secs := st.Workload.Seconds(); secs > 0 {

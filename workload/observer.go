@@ -1,0 +1,217 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/locktest/locktest/histories"
+)
+
+// observer watches the lock keys over direct connections to the members (not
+// through any client's proxies, so client faults do not blind it) and records
+// every deletion of a lock key as a key-deleted nemesis event: the server's
+// truth about when a holder lost its key. It watches through every member,
+// each over a client of its own, from one start revision, and records each
+// deletion on its first arrival, so that one member cut off or stopped by the
+// nemesis does not delay the record.
+type observer struct {
+	w        *Workload
+	admin    *clientv3.Client // all members: TimeToLive, sync
+	watchers []*clientv3.Client
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+
+	mu      sync.Mutex
+	seen    map[string]bool // "revision/key" of deletions recorded
+	rev     int64           // revision some watch has delivered up to
+	changed chan struct{}   // closed and replaced when rev advances
+	err     error           // first recording error
+}
+
+func newDirectClient(endpoints ...string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+}
+
+func startObserver(ctx context.Context, w *Workload, endpoints []string) (_ *observer, err error) {
+	wctx, cancel := context.WithCancel(context.Background())
+	o := &observer{w: w, cancel: cancel, seen: map[string]bool{}, changed: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			o.close()
+			err = fmt.Errorf("workload: observer: %w", err)
+		}
+	}()
+	if o.admin, err = newDirectClient(endpoints...); err != nil {
+		return nil, err
+	}
+	gctx, gcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer gcancel()
+	resp, err := o.admin.Get(gctx, w.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return nil, err
+	}
+	from := resp.Header.Revision + 1
+	o.rev = resp.Header.Revision
+	var chans []clientv3.WatchChan
+	for _, ep := range endpoints {
+		cli, err := newDirectClient(ep)
+		if err != nil {
+			return nil, err
+		}
+		o.watchers = append(o.watchers, cli)
+		chans = append(chans, cli.Watch(wctx, w.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(),
+			clientv3.WithRev(from), clientv3.WithCreatedNotify()))
+	}
+	// Wait until every watch is in place.
+	for i, wch := range chans {
+		select {
+		case resp, ok := <-wch:
+			if !ok || resp.Err() != nil {
+				return nil, fmt.Errorf("watch %s via %s: %v", w.cfg.Prefix, endpoints[i], resp.Err())
+			}
+		case <-gctx.Done():
+			return nil, fmt.Errorf("waiting for the watch via %s: %w", endpoints[i], gctx.Err())
+		}
+	}
+	for _, wch := range chans {
+		o.wg.Go(func() { o.loop(wch) })
+	}
+	return o, nil
+}
+
+func (o *observer) loop(wch clientv3.WatchChan) {
+	for resp := range wch {
+		if resp.Err() != nil {
+			continue // clientv3 re-establishes the watch; a canceled one closes wch
+		}
+		for _, ev := range resp.Events {
+			if ev.Type == clientv3.EventTypeDelete {
+				o.deleted(ev)
+			}
+		}
+		o.advance(resp.Header.Revision)
+	}
+}
+
+func (o *observer) advance(rev int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if rev > o.rev {
+		o.rev = rev
+		close(o.changed)
+		o.changed = make(chan struct{})
+	}
+}
+
+// deleted records the deletion of a lock key, unless another watch did.
+func (o *observer) deleted(ev *clientv3.Event) {
+	key := string(ev.Kv.Key)
+	id := strconv.FormatInt(ev.Kv.ModRevision, 10) + "/" + key
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.seen[id] {
+		return
+	}
+	o.seen[id] = true
+	var (
+		lease     clientv3.LeaseID
+		createRev int64
+	)
+	rest := strings.TrimPrefix(key, o.w.cfg.Prefix)
+	lock, leaseHex := rest, ""
+	if i := strings.LastIndexByte(rest, '/'); i >= 0 {
+		lock, leaseHex = rest[:i], rest[i+1:]
+	}
+	if ev.PrevKv != nil {
+		lease, createRev = clientv3.LeaseID(ev.PrevKv.Lease), ev.PrevKv.CreateRevision
+	} else if id, err := strconv.ParseInt(leaseHex, 16, 64); err == nil {
+		lease = clientv3.LeaseID(id)
+	}
+	owner, by := o.w.deleted(key, createRev, lease, o.leaseAlive(lease))
+	params := map[string]string{
+		"key":             lock,
+		"lease":           strconv.FormatInt(int64(lease), 16),
+		"revision":        strconv.FormatInt(ev.Kv.ModRevision, 10),
+		"create_revision": strconv.FormatInt(createRev, 10),
+		"by":              by,
+	}
+	v := &histories.Value{Params: params}
+	if owner.client != "" {
+		v.Targets = []string{owner.client}
+		params["process"] = owner.process.String()
+	}
+	_, err := o.w.rec.Record(histories.Op{Type: histories.Info, F: FKeyDeleted, Process: histories.Nemesis, Key: lock, Value: v})
+	if err != nil && o.err == nil {
+		o.err = fmt.Errorf("workload: observer: %w", err)
+	}
+}
+
+// leaseAlive asks whether lease still exists (nil if the answer does not
+// come quickly). A lease that expires or is revoked takes its keys with it in
+// the same step, so a key deleted while its lease lives was deleted by its
+// owner.
+func (o *observer) leaseAlive(lease clientv3.LeaseID) *bool {
+	if lease == clientv3.NoLease {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	resp, err := o.admin.TimeToLive(ctx, lease)
+	if err != nil {
+		return nil
+	}
+	alive := resp.TTL >= 0 // -1: not found
+	return &alive
+}
+
+// sync waits until the observer has seen every change made before the call,
+// or ctx ends.
+func (o *observer) sync(ctx context.Context) {
+	resp, err := o.admin.Get(ctx, o.w.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return
+	}
+	target := resp.Header.Revision
+	for {
+		o.mu.Lock()
+		rev, changed := o.rev, o.changed
+		o.mu.Unlock()
+		if rev >= target {
+			return
+		}
+		// A progress notification tells a watch how far the store is.
+		for _, cli := range o.watchers {
+			cli.RequestProgress(ctx)
+		}
+		select {
+		case <-changed:
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (o *observer) error() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
+}
+
+func (o *observer) close() {
+	o.cancel()
+	for _, cli := range o.watchers {
+		cli.Close()
+	}
+	o.wg.Wait()
+	if o.admin != nil {
+		o.admin.Close()
+	}
+}
