@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/locktest/locktest/harness"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,16 +13,16 @@ import (
 
 func checkCmd(args []string, stdout io.Writer) (int, error) {
 	fs := newFlags("check", "check [flags] PATH\n\nRe-checks a stored history: a history.jsonl file, or a run directory holding one.\nResults go beside it: results.json in a run directory, NAME.results.json for a file.", stdout)
-	require := fs.String("require", "resource", "checks whose failure makes the exit status 1: a comma list of mutex, resource, liveness, consistency (when the results carry member hashes), or all")
+	require := fs.String("require", "resource", "checks whose failure makes the exit status 1: a comma list of "+strings.Join(harness.CheckNames, ", ")+" (consistency only when the results carry member hashes), or all")
 	timeout := fs.Duration("timeout", time.Minute, "time limit for each check; a check that hits it is unknown")
-	bound := fs.Duration("liveness-bound", DefaultLivenessBound, "after the final heal, every process that asks for a lock must get it within this")
+	bound := fs.Duration("liveness-bound", harness.DefaultLivenessBound, "after the final heal, every process that asks for a lock must get it within this")
 	if err := parseFlags(fs, args); err != nil {
 		return exitUnknown, err
 	}
 	if fs.NArg() != 1 {
 		return exitUnknown, fmt.Errorf("check: want exactly one PATH (a history file or a run directory), got %d (see locktest check --help)", fs.NArg())
 	}
-	required, err := parseRequire(*require)
+	required, err := harness.ParseRequire(*require)
 	if err != nil {
 		return exitUnknown, err
 	}
@@ -45,16 +46,16 @@ func checkCmd(args []string, stdout io.Writer) (int, error) {
 		out = filepath.Join(dir, strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))+".results.json")
 	}
 
-	co := checkOptions{livenessBound: *bound}
+	co := harness.CheckOptions{VisualizationDir: dir, Timeout: *timeout, Required: required, LivenessBound: *bound}
 	if isTerminal(os.Stderr) {
-		co.progress = os.Stderr
+		co.Progress = os.Stderr
 	}
-	res, err := checkWith(history, dir, *timeout, required, co)
+	res, err := harness.Check(history, co)
 	if err != nil {
 		return exitUnknown, err
 	}
 	keepRunFacts(out, res)
-	if err := writeResults(out, res); err != nil {
+	if err := res.WriteFile(out); err != nil {
 		return exitUnknown, fmt.Errorf("check: writing results: %w", err)
 	}
 	fmt.Fprintf(stdout, "locktest check %s\n", relPath(history))
@@ -66,15 +67,21 @@ func checkCmd(args []string, stdout io.Writer) (int, error) {
 // keepRunFacts carries the seed, configuration and run figures of an earlier
 // results file into a re-check, so re-checking a run directory does not lose
 // what produced it.
-func keepRunFacts(path string, res *Results) {
+func keepRunFacts(path string, res *harness.Results) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return
 	}
-	var old Results
+	var old struct {
+		harness.Results
+		Config json.RawMessage `json:"config"`
+	}
 	if json.Unmarshal(b, &old) != nil {
 		return
 	}
-	res.Seed, res.Config, res.Run, res.Interrupted = old.Seed, old.Config, old.Run, old.Interrupted
-	addConsistency(res, old.Hashes)
+	res.Seed, res.Run, res.Interrupted = old.Seed, old.Run, old.Interrupted
+	if len(old.Config) > 0 {
+		res.Config = old.Config
+	}
+	res.AddConsistency(old.Hashes)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
 )
 
 // A hand-written history in the story: client 4 is paused while it
@@ -57,7 +58,7 @@ func TestCheckHandWrittenInvalid(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, stdout)
 		}
 	}
-	var res Results
+	var res harness.Results
 	b, err := os.ReadFile(filepath.Join(dir, "paused.results.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -91,26 +92,12 @@ func TestCheckHandWrittenInvalid(t *testing.T) {
 
 	// Member hashes carried in an earlier results file are re-checked.
 	res.Hashes = []checker.MemberHash{{Member: "m0", Revision: 40, Hash: 1}, {Member: "m1", Revision: 40, Hash: 2}, {Member: "m2", Revision: 40, Hash: 1}}
-	if err := writeResults(filepath.Join(dir, "paused.results.json"), &res); err != nil {
+	if err := res.WriteFile(filepath.Join(dir, "paused.results.json")); err != nil {
 		t.Fatal(err)
 	}
 	_, stdout, _ = runMain(t, "check", "--require", "all", path)
 	if !strings.Contains(stdout, "Member m1 diverged") {
 		t.Errorf("consistency not re-checked:\n%s", stdout)
-	}
-}
-
-func TestParseRequire(t *testing.T) {
-	got, err := parseRequire("all")
-	if err != nil || strings.Join(got, ",") != "consistency,liveness,mutex,resource" {
-		t.Errorf("all: %v %v", got, err)
-	}
-	if got, err := parseRequire("liveness, mutex"); err != nil || strings.Join(got, ",") != "liveness,mutex" {
-		t.Errorf("list: %v %v", got, err)
-	}
-	// A required check the results lack does not change the verdict.
-	if v, code := verdict([]checker.Result{{Name: "mutex", Verdict: checker.Valid}}, []string{"mutex", "consistency"}); v != checker.Valid || code != exitValid {
-		t.Errorf("verdict %s %d", v, code)
 	}
 }
 

@@ -13,13 +13,15 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/locktest/locktest/harness"
 )
 
 // Exit statuses.
 const (
-	exitValid   = 0
-	exitInvalid = 1
-	exitUnknown = 2
+	exitValid   = harness.ExitValid
+	exitInvalid = harness.ExitInvalid
+	exitUnknown = harness.ExitUnknown
 )
 
 const usage = `locktest: a fault-injection and correctness testbed for locks on etcd

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
 )
 
@@ -65,7 +66,7 @@ func TestRunEndToEnd(t *testing.T) {
 	goroutines, socks := runtime.NumGoroutine(), sockets(t)
 
 	out := filepath.Join(tmp, "runs")
-	code, stdout, stderr := runMain(t, "run", "--time", "2s", "--seed", "42", "--out", out, "--require", "all")
+	code, stdout, stderr := runMain(t, "run", "--time", "2s", "--nemesis", "none", "--seed", "42", "--out", out, "--require", "all")
 	if code != exitValid {
 		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -89,7 +90,10 @@ func TestRunEndToEnd(t *testing.T) {
 		}
 	}
 
-	var res Results
+	var res struct {
+		harness.Results
+		Config struct{ Workload struct{ Clients int } } `json:"config"`
+	}
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +101,7 @@ func TestRunEndToEnd(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Seed == nil || *res.Seed != 42 || res.Config == nil || res.Config.Clients != 5 {
+	if res.Seed == nil || *res.Seed != 42 || res.Config.Workload.Clients != 5 {
 		t.Errorf("results lack the seed or configuration: %+v", res)
 	}
 	if res.Run == nil || res.Run.Stats.Acquisitions < 5 {

@@ -2,138 +2,161 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
-	"github.com/locktest/locktest/cluster"
-	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/workload"
 )
 
-// RunConfig is the configuration of a run, as stored in results.json.
-type RunConfig struct {
-	Members       int           `json:"members"`
-	Clients       int           `json:"clients"`
-	Locks         []string      `json:"locks"`
-	Time          time.Duration `json:"time_ns"`
-	Resource      resource.Mode `json:"resource"`
-	TTL           int           `json:"ttl_s"`
-	ThinkMin      time.Duration `json:"think_min_ns"`
-	ThinkMax      time.Duration `json:"think_max_ns"`
-	OpTimeout     time.Duration `json:"op_timeout_ns"`
-	CheckTimeout  time.Duration `json:"check_timeout_ns"`
-	TickMs        uint          `json:"tick_ms"`
-	ElectionMs    uint          `json:"election_ms"`
-	RunDirectory  string        `json:"run_directory"`
-	CommandLine   []string      `json:"command_line"`
-	StartedAtUnix int64         `json:"started_at_unix"`
+// Defaults of a plain `locktest run`: faults that break the lock's own mutual
+// exclusion, and a fenced resource that stays safe.
+const (
+	defaultNemesis = "pause,lease,isolate"
+	defaultTime    = 15 * time.Second
+)
+
+// runFlags are the flags run and sweep share.
+type runFlags struct {
+	fs           *flag.FlagSet
+	clients      *int
+	locks        *int
+	members      *int
+	runTime      *time.Duration
+	seed         *int64
+	out          *string
+	mode         *string
+	require      *string
+	guard        *string
+	ttl          *int
+	thinkMax     *time.Duration
+	opTimeout    *time.Duration
+	faults       *string
+	interval     *time.Duration
+	durations    *string
+	quiet        *time.Duration
+	schedule     *string
+	checkTimeout *time.Duration
+	bound        *time.Duration
 }
 
-// RunStats are the figures of the run itself.
-type RunStats struct {
-	ClusterStart  time.Duration  `json:"cluster_start_ns"`
-	ClusterClose  time.Duration  `json:"cluster_close_ns"`
-	Leader        string         `json:"leader"`
-	Workload      time.Duration  `json:"workload_ns"`
-	OpsPerSecond  float64        `json:"ops_per_second"`
-	AcquirePerSec float64        `json:"acquisitions_per_second"`
-	Stats         workload.Stats `json:"stats"`
-}
-
-func runCmd(args []string, stdout io.Writer) (int, error) {
+func addRunFlags(fs *flag.FlagSet) *runFlags {
 	def := workload.DefaultConfig()
-	fs := newFlags("run", "run [flags]\n\nStarts a 3-member etcd cluster behind toxiproxy, lets clients contend for locks and\nwrite to a protected resource, records every operation and checks the history.", stdout)
-	clients := fs.Int("clients", def.Clients, "number of contending clients")
-	locks := fs.Int("locks", len(def.Locks), "number of distinct locks the clients contend for")
-	runTime := fs.Duration("time", 10*time.Second, "how long clients contend before the run winds down")
-	seed := fs.Int64("seed", 0, "seed for every random choice (default: drawn from the clock, and printed)")
-	out := fs.String("out", "runs", "directory under which the run directory is created")
-	mode := fs.String("resource", string(resource.Fenced), "protected resource: fenced (rejects stale tokens) or unfenced")
-	require := fs.String("require", "resource", "checks whose failure makes the exit status 1: a comma list of mutex, resource, or all")
-	ttl := fs.Int("ttl", def.TTL, "session lease TTL in seconds")
-	thinkMax := fs.Duration("think", def.ThinkMax, "longest think time between a holder's read and write (drawn uniformly from 0)")
-	opTimeout := fs.Duration("op-timeout", def.OpTimeout, "time limit of each acquire, read, write and release")
-	checkTimeout := fs.Duration("check-timeout", time.Minute, "time limit for each check; a check that hits it is unknown")
-	if err := parseFlags(fs, args); err != nil {
-		return exitUnknown, err
+	return &runFlags{
+		fs:           fs,
+		clients:      fs.Int("clients", def.Clients, "number of contending clients"),
+		locks:        fs.Int("locks", len(def.Locks), "number of distinct locks the clients contend for"),
+		members:      fs.Int("members", 3, "etcd cluster size: 3 or 5"),
+		runTime:      fs.Duration("time", defaultTime, "how long clients contend under faults; then faults are healed and a quiet period follows"),
+		seed:         fs.Int64("seed", 0, "seed for every random choice (default: drawn from the clock, and printed)"),
+		out:          fs.String("out", "runs", "directory under which each run's directory is created"),
+		mode:         fs.String("resource", string(resource.Fenced), "protected resource: fenced (rejects stale tokens) or unfenced"),
+		require:      fs.String("require", "resource", "checks whose failure makes the exit status 1: a comma list of "+strings.Join(harness.CheckNames, ", ")+", or all"),
+		guard:        fs.String("guard", workload.GuardNone, "what a holder checks just before writing: none, session (its session is alive) or clock (its lease has time left on its own clock)"),
+		ttl:          fs.Int("ttl", def.TTL, "session lease TTL in seconds"),
+		thinkMax:     fs.Duration("think", def.ThinkMax, "longest think time between a holder's read and write (drawn uniformly from 0)"),
+		opTimeout:    fs.Duration("op-timeout", def.OpTimeout, "time limit of each acquire, read, write and release"),
+		faults:       fs.String("nemesis", defaultNemesis, "faults: a comma list of "+strings.Join(nemesis.Categories, ", ")+", or all, or none"),
+		interval:     fs.Duration("nemesis-interval", 3*time.Second, "quiet time before each fault"),
+		durations:    fs.String("fault-durations", "", "fault durations, e.g. pause=3s-5s,partition=2s-4s (kinds: "+strings.Join(nemesis.Categories, ", ")+")"),
+		quiet:        fs.Duration("quiet", 5*time.Second, "how long clients go on after the final heal (liveness is judged there)"),
+		schedule:     fs.String("schedule", "", "replay the fault schedule in this file (a run's schedule.json) instead of drawing one"),
+		checkTimeout: fs.Duration("check-timeout", time.Minute, "time limit for each check; a check that hits it is unknown"),
+		bound:        fs.Duration("liveness-bound", harness.DefaultLivenessBound, "after the final heal, every process that asks for a lock must get it within this"),
 	}
-	if fs.NArg() > 0 {
-		return exitUnknown, fmt.Errorf("run: unexpected argument %q (see locktest run --help)", fs.Arg(0))
-	}
+}
+
+// options turns the flags into harness options, or says what is wrong.
+func (f *runFlags) options() (harness.Options, error) {
 	seedSet := false
-	fs.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
+	f.fs.Visit(func(fl *flag.Flag) { seedSet = seedSet || fl.Name == "seed" })
 	if !seedSet {
-		*seed = time.Now().UnixNano() % 1_000_000
+		*f.seed = time.Now().UnixNano() % 1_000_000
 	}
-
-	cfg := def
-	cfg.Clients, cfg.TTL, cfg.ThinkMax, cfg.OpTimeout, cfg.Seed = *clients, *ttl, *thinkMax, *opTimeout, *seed
-	if *locks < 1 {
-		return exitUnknown, fmt.Errorf("--locks must be at least 1, got %d", *locks)
+	wc := workload.DefaultConfig()
+	wc.Clients, wc.TTL, wc.ThinkMax, wc.OpTimeout, wc.Seed, wc.Guard = *f.clients, *f.ttl, *f.thinkMax, *f.opTimeout, *f.seed, *f.guard
+	if *f.locks < 1 {
+		return harness.Options{}, fmt.Errorf("--locks must be at least 1, got %d", *f.locks)
 	}
-	cfg.Locks = lockNames(*locks)
-	if err := cfg.Validate(); err != nil {
-		return exitUnknown, fmt.Errorf("run: %w", err)
+	wc.Locks = lockNames(*f.locks)
+	if err := wc.Validate(); err != nil {
+		return harness.Options{}, err
 	}
-	if *runTime <= 0 {
-		return exitUnknown, fmt.Errorf("--time must be positive, got %v", *runTime)
+	o := harness.Options{
+		Members: *f.members, Workload: wc, Time: *f.runTime, Quiet: *f.quiet,
+		CheckTimeout: *f.checkTimeout, LivenessBound: *f.bound,
 	}
-	if *checkTimeout <= 0 {
-		return exitUnknown, fmt.Errorf("--check-timeout must be positive, got %v", *checkTimeout)
+	if *f.members != 3 && *f.members != 5 {
+		return o, fmt.Errorf("--members must be 3 or 5, got %d", *f.members)
 	}
-	resMode, err := resource.ParseMode(*mode)
+	for name, d := range map[string]time.Duration{"time": *f.runTime, "check-timeout": *f.checkTimeout, "liveness-bound": *f.bound, "nemesis-interval": *f.interval} {
+		if d <= 0 {
+			return o, fmt.Errorf("--%s must be positive, got %v", name, d)
+		}
+	}
+	if *f.quiet < 0 {
+		return o, fmt.Errorf("--quiet must not be negative, got %v", *f.quiet)
+	}
+	mode, err := resource.ParseMode(*f.mode)
 	if err != nil {
-		return exitUnknown, fmt.Errorf("--resource: %w", err)
+		return o, fmt.Errorf("--resource: %w", err)
 	}
-	required, err := parseRequire(*require)
-	if err != nil {
-		return exitUnknown, err
+	o.Resource = mode
+	if o.Required, err = harness.ParseRequire(*f.require); err != nil {
+		return o, err
 	}
-	dir, err := newRunDir(*out, *seed)
-	if err != nil {
-		return exitUnknown, err
+	if o.Nemesis.Faults, err = nemesis.ParseFaults(*f.faults); err != nil {
+		return o, fmt.Errorf("--nemesis: %w", err)
 	}
+	o.Nemesis.Interval = *f.interval
+	if err := parseDurations(*f.durations, &o.Nemesis); err != nil {
+		return o, fmt.Errorf("--fault-durations: %w", err)
+	}
+	if *f.schedule != "" {
+		s, err := nemesis.ReadFile(*f.schedule)
+		if err != nil {
+			return o, fmt.Errorf("--schedule: %w", err)
+		}
+		o.Schedule = &s
+	}
+	return o, nil
+}
 
-	rc := &RunConfig{
-		Members: 3, Clients: cfg.Clients, Locks: cfg.Locks, Time: *runTime, Resource: resMode,
-		TTL: cfg.TTL, ThinkMin: cfg.ThinkMin, ThinkMax: cfg.ThinkMax, OpTimeout: cfg.OpTimeout,
-		CheckTimeout: *checkTimeout, TickMs: 10, ElectionMs: 100,
-		RunDirectory: dir, CommandLine: os.Args, StartedAtUnix: time.Now().Unix(),
+// parseDurations reads "pause=3s-5s,partition=2s" into the nemesis ranges.
+func parseDurations(s string, c *nemesis.Config) error {
+	if s == "" {
+		return nil
 	}
-	fmt.Fprintf(stdout, "locktest run: seed %d, %d clients, %d lock(s), resource %s, %s (run directory %s)\n",
-		*seed, cfg.Clients, len(cfg.Locks), resMode, *runTime, relPath(dir))
-
-	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stopSignals()
-	stats, runErr := execute(ctx, rc, cfg, dir, stdout)
-	interrupted := ctx.Err() != nil
-	if runErr != nil && !interrupted {
-		return exitUnknown, runErr
+	ranges := map[string]*nemesis.Range{
+		"partition": &c.Partition, "isolate": &c.Isolate, "lease": &c.Lease, "clock": &c.Clock,
+		"pause": &c.Pause, "crash": &c.Crash, "slow": &c.Slow,
 	}
-
-	history := filepath.Join(dir, "history.jsonl")
-	res, err := check(history, dir, *checkTimeout, required)
-	if err != nil {
-		return exitUnknown, fmt.Errorf("checking %s: %w", relPath(history), err)
+	for _, item := range strings.Split(s, ",") {
+		kind, span, ok := strings.Cut(strings.TrimSpace(item), "=")
+		r := ranges[kind]
+		if !ok || r == nil {
+			return fmt.Errorf("%q: want KIND=MIN-MAX with KIND one of %s", item, strings.Join(nemesis.Categories, ", "))
+		}
+		lo, hi, isRange := strings.Cut(span, "-")
+		if !isRange {
+			hi = lo
+		}
+		min, err1 := time.ParseDuration(lo)
+		max, err2 := time.ParseDuration(hi)
+		if err1 != nil || err2 != nil || min <= 0 || max < min {
+			return fmt.Errorf("%q: want a duration or MIN-MAX with 0 < MIN <= MAX", item)
+		}
+		*r = nemesis.Range{Min: min, Max: max}
 	}
-	res.Seed, res.Config, res.Run, res.Interrupted = seed, rc, stats, interrupted
-	if interrupted && res.Exit == exitValid {
-		res.Verdict, res.Exit = "unknown", exitUnknown
-	}
-	if err := writeResults(filepath.Join(dir, "results.json"), res); err != nil {
-		return exitUnknown, fmt.Errorf("writing results: %w", err)
-	}
-	printSummary(stdout, res)
-	return res.Exit, nil
+	return nil
 }
 
 func lockNames(n int) []string {
@@ -147,107 +170,42 @@ func lockNames(n int) []string {
 	return names
 }
 
-// newRunDir creates a fresh directory for one run under out.
-func newRunDir(out string, seed int64) (string, error) {
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return "", fmt.Errorf("--out: %w", err)
-	}
-	base := filepath.Join(out, fmt.Sprintf("%s-seed%d", time.Now().Format("20060102-150405"), seed))
-	dir := base
-	for i := 1; ; i++ {
-		err := os.Mkdir(dir, 0o755)
-		if err == nil {
-			return filepath.Abs(dir)
-		}
-		if !errors.Is(err, os.ErrExist) {
-			return "", fmt.Errorf("--out: %w", err)
-		}
-		dir = fmt.Sprintf("%s.%d", base, i)
-	}
+// signalContext is cancelled by Ctrl-C or SIGTERM, so a run stops, keeps its
+// history and checks it.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// execute runs the cluster, the resource and the workload, recording into the
-// run directory. Everything it starts is stopped before it returns.
-func execute(ctx context.Context, rc *RunConfig, cfg workload.Config, dir string, stdout io.Writer) (*RunStats, error) {
-	w, err := histories.Create(filepath.Join(dir, "history.jsonl"))
+func runCmd(args []string, stdout io.Writer) (int, error) {
+	fs := newFlags("run", "run [flags]\n\nStarts a 3-member etcd cluster behind toxiproxy, lets clients contend for locks and\nwrite to a protected resource under faults, records every operation and checks the history.", stdout)
+	rf := addRunFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return exitUnknown, err
+	}
+	if fs.NArg() > 0 {
+		return exitUnknown, fmt.Errorf("run: unexpected argument %q (see locktest run --help)", fs.Arg(0))
+	}
+	o, err := rf.options()
 	if err != nil {
-		return nil, err
+		return exitUnknown, fmt.Errorf("run: %w", err)
 	}
-	defer w.Close()
+	if o.Dir, err = harness.NewRunDir(*rf.out, o.Workload.Seed); err != nil {
+		return exitUnknown, err
+	}
+	o.Log = stdout
+	faults := "no faults"
+	if len(o.Nemesis.Faults) > 0 {
+		faults = "faults " + strings.Join(o.Nemesis.Faults, ",")
+	}
+	fmt.Fprintf(stdout, "locktest run: seed %d, %d clients, %d lock(s), resource %s, guard %s, %s for %s (run directory %s)\n",
+		o.Workload.Seed, o.Workload.Clients, len(o.Workload.Locks), o.Resource, o.Workload.Guard, faults, o.Time, relPath(o.Dir))
 
-	st := &RunStats{}
-	began := time.Now()
-	cl, err := cluster.Start(ctx, cluster.Config{Members: rc.Members, LogDir: filepath.Join(dir, "logs"), TickMs: rc.TickMs, ElectionMs: rc.ElectionMs})
+	ctx, stop := signalContext()
+	defer stop()
+	res, err := harness.Run(ctx, o)
 	if err != nil {
-		return nil, fmt.Errorf("starting the cluster: %w", err)
+		return exitUnknown, err
 	}
-	st.ClusterStart = time.Since(began)
-	defer func() {
-		closing := time.Now()
-		cl.Close()
-		st.ClusterClose = time.Since(closing)
-	}()
-	if m, err := cl.Leader(ctx); err == nil {
-		st.Leader = m.Name
-	}
-	fmt.Fprintf(stdout, "cluster: %d members ready in %s, leader %s; logs in %s\n",
-		rc.Members, st.ClusterStart.Round(time.Millisecond), st.Leader, relPath(filepath.Join(dir, "logs")))
-
-	res, err := resource.Start(rc.Resource)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		res.Close()
-		writeResourceLog(filepath.Join(dir, "resource-log.jsonl"), res.Log())
-	}()
-
-	rec := histories.NewRecorder(w, time.Now())
-	stop := make(chan struct{})
-	timer := time.AfterFunc(rc.Time, func() { close(stop) })
-	defer timer.Stop()
-	workStart := time.Now()
-	wl, err := workload.New(ctx, cfg, cl, res.Addr(), rec)
-	if err != nil {
-		return nil, err
-	}
-	defer wl.Close()
-	stats, err := wl.Run(ctx, stop)
-	st.Workload = time.Since(workStart)
-	st.Stats = stats
-	if secs := st.Workload.Seconds(); secs > 0 {
-		st.OpsPerSecond = float64(stats.Operations) / secs
-		st.AcquirePerSec = float64(stats.Acquisitions) / secs
-	}
-	return st, err
-}
-
-// writeResourceLog stores the writes the resource accepted, in its order.
-func writeResourceLog(path string, log []resource.Entry) {
-	f, err := os.Create(path)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	enc := json.NewEncoder(f)
-	for _, e := range log {
-		enc.Encode(e)
-	}
-}
-
-func printSummary(w io.Writer, r *Results) {
-	if r.Interrupted {
-		fmt.Fprintln(w, "interrupted: the history recorded so far was kept and checked")
-	}
-	if s := r.Run; s != nil {
-		fmt.Fprintf(w, "workload: %s, %d operations (%.0f/s), %d acquisitions (%.1f/s), acquire p50 %s p99 %s, %d unknown outcomes\n",
-			s.Workload.Round(10*time.Millisecond), s.Stats.Operations, s.OpsPerSecond, s.Stats.Acquisitions, s.AcquirePerSec,
-			s.Stats.AcquireP50.Round(100*time.Microsecond), s.Stats.AcquireP99.Round(100*time.Microsecond), s.Stats.Unknown)
-		fmt.Fprintf(w, "cluster closed in %s\n", s.ClusterClose.Round(time.Millisecond))
-	}
-	fmt.Fprintln(w, "checks:")
-	printChecks(w, r)
-	if r.Config != nil {
-		fmt.Fprintf(w, "files: %s/ (history.jsonl, results.json, mutex.html, resource.html, resource-log.jsonl, logs/)\n", relPath(r.Config.RunDirectory))
-	}
+	printSummary(stdout, res)
+	return res.Exit, nil
 }

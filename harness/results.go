@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"encoding/json"
@@ -16,23 +16,23 @@ import (
 	"github.com/locktest/locktest/histories"
 )
 
-// checkNames are the checks --require accepts, besides "all". A required
+// CheckNames are the checks --require accepts, besides "all". A required
 // check that a run's results do not carry (consistency, without member
 // hashes) does not affect the verdict.
-var checkNames = []string{"mutex", "resource", "liveness", "consistency"}
+var CheckNames = []string{"mutex", "resource", "liveness", "consistency"}
 
-// parseRequire turns "mutex,resource" or "all" into check names.
-func parseRequire(s string) ([]string, error) {
+// ParseRequire turns "mutex,resource" or "all" into check names.
+func ParseRequire(s string) ([]string, error) {
 	var out []string
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		switch {
 		case name == "all":
-			out = append(out, checkNames...)
-		case slices.Contains(checkNames, name):
+			out = append(out, CheckNames...)
+		case slices.Contains(CheckNames, name):
 			out = append(out, name)
 		default:
-			return nil, fmt.Errorf("--require: unknown check %q (want %s or all)", name, strings.Join(checkNames, ", "))
+			return nil, fmt.Errorf("--require: unknown check %q (want %s or all)", name, strings.Join(CheckNames, ", "))
 		}
 	}
 	slices.Sort(out)
@@ -41,8 +41,9 @@ func parseRequire(s string) ([]string, error) {
 
 // Results is what results.json holds.
 type Results struct {
-	Seed        *int64            `json:"seed,omitempty"`
-	Config      *RunConfig        `json:"config,omitempty"`
+	Seed *int64 `json:"seed,omitempty"`
+	// Config is the run's Options (as stored JSON when re-checked).
+	Config      any               `json:"config,omitempty"`
 	Versions    map[string]string `json:"versions"`
 	History     string            `json:"history"`
 	Interrupted bool              `json:"interrupted,omitempty"`
@@ -62,16 +63,16 @@ type Results struct {
 // verdict combines the required checks: any invalid makes the whole invalid;
 // otherwise any unknown makes it unknown.
 func verdict(checks []checker.Result, required []string) (checker.Verdict, int) {
-	v, code := checker.Valid, exitValid
+	v, code := checker.Valid, ExitValid
 	for _, r := range checks {
 		if !slices.Contains(required, r.Name) {
 			continue
 		}
 		switch r.Verdict {
 		case checker.Invalid:
-			return checker.Invalid, exitInvalid
+			return checker.Invalid, ExitInvalid
 		case checker.Unknown:
-			v, code = checker.Unknown, exitUnknown
+			v, code = checker.Unknown, ExitUnknown
 		}
 	}
 	return v, code
@@ -102,30 +103,34 @@ func versions() map[string]string {
 // asks for a lock must get it.
 const DefaultLivenessBound = 10 * time.Second
 
-// checkOptions tune check beyond its arguments.
-type checkOptions struct {
-	livenessBound time.Duration
-	// progress, if set, receives progress lines while reading and checking.
-	progress io.Writer
+// CheckOptions tune Check.
+type CheckOptions struct {
+	// VisualizationDir receives porcupine's HTML for each check ("" = none).
+	VisualizationDir string
+	// Timeout limits each check; one that hits it is unknown (0 = none).
+	Timeout time.Duration
+	// Required are the checks whose failure decides the verdict.
+	Required []string
+	// LivenessBound is how soon after the final heal every process asking
+	// for a lock must get it (default DefaultLivenessBound).
+	LivenessBound time.Duration
+	// Progress, if set, receives a self-overwriting status line on long
+	// checks (meant for a terminal).
+	Progress io.Writer
 }
 
-// check reads a history and runs every check on it.
-func check(path, vizDir string, timeout time.Duration, required []string) (*Results, error) {
-	return checkWith(path, vizDir, timeout, required, checkOptions{})
-}
-
-// checkWith reads a history in one pass into the checker's compact form (the
+// Check reads a history in one pass into the checker's compact form (the
 // records themselves are not kept) and runs every check on it.
-func checkWith(path, vizDir string, timeout time.Duration, required []string, co checkOptions) (*Results, error) {
-	if co.livenessBound <= 0 {
-		co.livenessBound = DefaultLivenessBound
+func Check(path string, o CheckOptions) (*Results, error) {
+	if o.LivenessBound <= 0 {
+		o.LivenessBound = DefaultLivenessBound
 	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	p := newProgress(co.progress)
+	p := newProgress(o.Progress)
 	r := histories.NewReader(f, path)
 	b := checker.NewBuilder()
 	for n := 1; ; n++ {
@@ -143,34 +148,34 @@ func checkWith(path, vizDir string, timeout time.Duration, required []string, co
 			p.done()
 			return nil, fmt.Errorf("%s: record %d: %w", path, n, err)
 		}
-		p.report("reading %s: %d records", relPath(path), n)
+		p.report("reading %s: %d records", filepath.Base(path), n)
 	}
 	h := b.Finish()
 	began := time.Now()
-	opt := checker.Options{Timeout: timeout, VisualizationDir: vizDir}
-	if co.progress != nil {
+	opt := checker.Options{Timeout: o.Timeout, VisualizationDir: o.VisualizationDir}
+	if o.Progress != nil {
 		opt.Progress = func(name string, done, total int) {
 			p.report("checking %s: %d of %d segments", name, done, total)
 		}
 	}
 	checks := h.All(opt)
-	checks = append(checks, h.Liveness(co.livenessBound))
+	checks = append(checks, h.Liveness(o.LivenessBound))
 	p.done()
 	res := &Results{
 		Versions:       versions(),
 		History:        path,
 		Checks:         checks,
 		CheckTime:      time.Since(began),
-		Required:       required,
+		Required:       o.Required,
 		WritesRejected: h.WritesRejected(),
 	}
-	res.Verdict, res.Exit = verdict(checks, required)
+	res.Verdict, res.Exit = verdict(checks, o.Required)
 	return res, nil
 }
 
-// addConsistency adds the consistency check of the members' final hashes to
+// AddConsistency adds the consistency check of the members' final hashes to
 // the results, and recomputes the verdict.
-func addConsistency(res *Results, hashes []checker.MemberHash) {
+func (res *Results) AddConsistency(hashes []checker.MemberHash) {
 	if len(hashes) == 0 {
 		return
 	}
@@ -179,8 +184,8 @@ func addConsistency(res *Results, hashes []checker.MemberHash) {
 	res.Checks = append(res.Checks, checker.Consistency(hashes))
 	interrupted := res.Verdict == checker.Unknown && res.Interrupted
 	res.Verdict, res.Exit = verdict(res.Checks, res.Required)
-	if interrupted && res.Exit == exitValid {
-		res.Verdict, res.Exit = checker.Unknown, exitUnknown
+	if interrupted && res.Exit == ExitValid {
+		res.Verdict, res.Exit = checker.Unknown, ExitUnknown
 	}
 }
 
@@ -211,56 +216,11 @@ func (p *progress) done() {
 	}
 }
 
-// isTerminal says whether f is a terminal (a character device).
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-func writeResults(path string, r *Results) error {
+// WriteFile stores the results as indented JSON.
+func (r *Results) WriteFile(path string) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
-
-// printChecks writes one line per check, and the explanation of any check
-// that is not valid.
-func printChecks(w io.Writer, r *Results) {
-	for _, c := range r.Checks {
-		req := ""
-		if slices.Contains(r.Required, c.Name) {
-			req = " (required)"
-		}
-		switch {
-		case c.Name == "consistency":
-			fmt.Fprintf(w, "  %-11s %-8s %d members compared%s\n", c.Name, c.Verdict, c.Ops, req)
-		default:
-			segs := ""
-			if c.Segments > 0 && c.Checked < c.Segments {
-				segs = fmt.Sprintf(" (%d of %d segments)", c.Checked, c.Segments)
-			}
-			fmt.Fprintf(w, "  %-11s %-8s %d ops, %d keys, %d unknown outcomes, checked in %s%s%s\n",
-				c.Name, c.Verdict, c.Ops, c.Keys, c.Unknown, c.Duration.Round(time.Millisecond), segs, req)
-		}
-		if c.Verdict != checker.Valid && c.Explanation != "" {
-			for _, line := range strings.Split(c.Explanation, "\n") {
-				fmt.Fprintf(w, "              %s\n", line)
-			}
-		}
-	}
-	if r.WritesRejected > 0 {
-		fmt.Fprintf(w, "  the resource rejected %d writes that carried a stale fencing token\n", r.WritesRejected)
-	}
-	fmt.Fprintf(w, "verdict: %s (required: %s)\n", r.Verdict, strings.Join(r.Required, ", "))
-}
-
-func relPath(p string) string {
-	if wd, err := os.Getwd(); err == nil {
-		if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
-			return rel
-		}
-	}
-	return p
 }

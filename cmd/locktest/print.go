@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
+)
+
+// printChecks writes one line per check, and the explanation of any check
+// that is not valid.
+func printChecks(w io.Writer, r *harness.Results) {
+	for _, c := range r.Checks {
+		req := ""
+		if slices.Contains(r.Required, c.Name) {
+			req = " (required)"
+		}
+		switch {
+		case c.Name == "consistency":
+			fmt.Fprintf(w, "  %-11s %-8s %d members compared%s\n", c.Name, c.Verdict, c.Ops, req)
+		default:
+			segs := ""
+			if c.Segments > 0 && c.Checked < c.Segments {
+				segs = fmt.Sprintf(" (%d of %d segments)", c.Checked, c.Segments)
+			}
+			fmt.Fprintf(w, "  %-11s %-8s %d ops, %d keys, %d unknown outcomes, checked in %s%s%s\n",
+				c.Name, c.Verdict, c.Ops, c.Keys, c.Unknown, c.Duration.Round(time.Millisecond), segs, req)
+		}
+		if c.Verdict != checker.Valid && c.Explanation != "" {
+			for _, line := range strings.Split(c.Explanation, "\n") {
+				fmt.Fprintf(w, "              %s\n", line)
+			}
+		}
+	}
+	if r.WritesRejected > 0 {
+		fmt.Fprintf(w, "  the resource rejected %d writes that carried a stale fencing token\n", r.WritesRejected)
+	}
+	fmt.Fprintf(w, "verdict: %s (required: %s)\n", r.Verdict, strings.Join(r.Required, ", "))
+}
+
+// printSummary writes what a run did, its checks, a plain reading of them,
+// and where the files are.
+func printSummary(w io.Writer, r *harness.Results) {
+	if r.Interrupted {
+		fmt.Fprintln(w, "interrupted: the history recorded so far was kept and checked")
+	}
+	if s := r.Run; s != nil {
+		fmt.Fprintf(w, "workload: %s, %d operations (%.0f/s), %d acquisitions (%.1f/s), acquire p50 %s p99 %s, %d unknown outcomes\n",
+			s.Workload.Round(10*time.Millisecond), s.Stats.Operations, s.OpsPerSecond, s.Stats.Acquisitions, s.AcquirePerSec,
+			s.Stats.AcquireP50.Round(100*time.Microsecond), s.Stats.AcquireP99.Round(100*time.Microsecond), s.Stats.Unknown)
+		if s.Nemesis != nil {
+			fmt.Fprintf(w, "nemesis: %d faults, all healed in %s%s\n", len(s.Nemesis.Faults), s.Nemesis.Heal.Round(time.Millisecond), errSuffix(s.Nemesis.HealError))
+		}
+		fmt.Fprintf(w, "cluster closed in %s\n", s.ClusterClose.Round(time.Millisecond))
+	}
+	fmt.Fprintln(w, "checks:")
+	printChecks(w, r)
+	for _, line := range reading(r) {
+		fmt.Fprintln(w, line)
+	}
+	dir := filepath.Dir(r.History)
+	fmt.Fprintf(w, "files: %s/ (history.jsonl, results.json, mutex.html, resource.html, resource-log.jsonl, schedule.json, logs/)\n", relPath(dir))
+}
+
+// reading says in words what the checks mean together: how often the lock's
+// own mutual exclusion broke, and whether the resource kept the data safe.
+func reading(r *harness.Results) []string {
+	var lines []string
+	get := func(name string) *checker.Result {
+		for i := range r.Checks {
+			if r.Checks[i].Name == name {
+				return &r.Checks[i]
+			}
+		}
+		return nil
+	}
+	if m := get("mutex"); m != nil && m.Verdict == checker.Invalid {
+		n := 0
+		for _, v := range m.Violations {
+			if v.Kind == "overlap" {
+				n++
+			}
+		}
+		what := "the lock's own mutual exclusion broke"
+		if n > 0 {
+			what = fmt.Sprintf("the lock's own mutual exclusion broke %d times (two clients believed they held it at once)", n)
+		}
+		lines = append(lines, "in words: "+what+"; etcd documents this for leases: a lock alone is not mutual exclusion.")
+	}
+	if res := get("resource"); res != nil {
+		switch {
+		case res.Verdict == checker.Valid && r.WritesRejected > 0:
+			lines = append(lines, fmt.Sprintf("in words: fencing kept the resource safe: it rejected %d stale writes.", r.WritesRejected))
+		case res.Verdict == checker.Valid:
+			lines = append(lines, "in words: the resource stayed safe.")
+		case res.Verdict == checker.Invalid:
+			lines = append(lines, "in words: the resource was damaged: it accepted a write from a client that no longer held the lock. Fencing tokens checked by the resource prevent this.")
+		}
+	}
+	return lines
+}
+
+func errSuffix(e string) string {
+	if e == "" {
+		return ""
+	}
+	return " (heal error: " + e + ")"
+}
+
+func relPath(p string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
+			return rel
+		}
+	}
+	return p
+}
+
+// isTerminal says whether f is a terminal (a character device).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

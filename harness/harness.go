@@ -1,0 +1,280 @@
+// Package harness runs locktest end to end: a real etcd cluster behind
+// toxiproxy, the contending clients and their protected resource, the
+// nemesis' faults on a seeded schedule, and the checks of the recorded
+// history. The CLI is a thin layer over it, and a team can call Run from its
+// own tests.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/cluster"
+	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/resource"
+	"github.com/locktest/locktest/workload"
+)
+
+// Exit statuses, as in Jepsen.
+const (
+	ExitValid   = 0
+	ExitInvalid = 1
+	ExitUnknown = 2
+)
+
+// Options describe one run.
+type Options struct {
+	// Dir is the run directory; it must exist. NewRunDir makes one.
+	Dir string `json:"dir"`
+	// Members is the cluster size: 3 (default) or 5.
+	Members int `json:"members"`
+	// Workload configures the clients; its Seed is the run's seed.
+	Workload workload.Config `json:"workload"`
+	// Resource is the protected resource's mode (default fenced).
+	Resource resource.Mode `json:"resource"`
+	// Time is how long the clients contend, under faults if any.
+	Time time.Duration `json:"time_ns"`
+	// Nemesis configures the faults; no Faults means none. Members, Clients,
+	// TTL and Time are filled in by Run.
+	Nemesis nemesis.Config `json:"nemesis"`
+	// Schedule replays a stored schedule instead of drawing one.
+	Schedule *nemesis.Schedule `json:"-"`
+	// Quiet is how long the clients go on after the final heal (default 5 s
+	// when there are faults): the window in which liveness is judged.
+	Quiet time.Duration `json:"quiet_ns"`
+	// StopOnViolation ends the fault phase as soon as the resource accepts a
+	// stale write, for sweeps that look for the first violation.
+	StopOnViolation bool `json:"stop_on_violation,omitempty"`
+	// Required are the checks whose failure decides the verdict (default
+	// resource).
+	Required []string `json:"required"`
+	// CheckTimeout limits each check (default 1 min).
+	CheckTimeout time.Duration `json:"check_timeout_ns"`
+	// LivenessBound is how soon after the final heal every process asking
+	// for a lock must get it (default DefaultLivenessBound).
+	LivenessBound time.Duration `json:"liveness_bound_ns"`
+	// Log, if set, receives a line as each phase starts and each fault fires.
+	Log io.Writer `json:"-"`
+}
+
+func (o *Options) defaults() error {
+	if o.Dir == "" {
+		return errors.New("harness: Options.Dir is required")
+	}
+	if o.Members == 0 {
+		o.Members = 3
+	}
+	if o.Members != 3 && o.Members != 5 {
+		return fmt.Errorf("members must be 3 or 5, got %d", o.Members)
+	}
+	if o.Resource == "" {
+		o.Resource = resource.Fenced
+	}
+	if _, err := resource.ParseMode(string(o.Resource)); err != nil {
+		return err
+	}
+	if o.Time <= 0 {
+		return fmt.Errorf("time must be positive, got %v", o.Time)
+	}
+	if err := o.Workload.Validate(); err != nil {
+		return err
+	}
+	if len(o.Nemesis.Faults) > 0 && o.Quiet == 0 {
+		o.Quiet = 5 * time.Second
+	}
+	if o.Quiet < 0 {
+		return fmt.Errorf("quiet period must not be negative, got %v", o.Quiet)
+	}
+	if o.Required == nil {
+		o.Required = []string{"resource"}
+	}
+	if o.CheckTimeout == 0 {
+		o.CheckTimeout = time.Minute
+	}
+	if o.LivenessBound == 0 {
+		o.LivenessBound = DefaultLivenessBound
+	}
+	return nil
+}
+
+// RunStats are the figures of the run itself.
+type RunStats struct {
+	ClusterStart  time.Duration  `json:"cluster_start_ns"`
+	ClusterClose  time.Duration  `json:"cluster_close_ns"`
+	Leader        string         `json:"leader"`
+	Workload      time.Duration  `json:"workload_ns"`
+	OpsPerSecond  float64        `json:"ops_per_second"`
+	AcquirePerSec float64        `json:"acquisitions_per_second"`
+	Stats         workload.Stats `json:"stats"`
+	// Schedule is the file holding the fault schedule, if there were faults.
+	Schedule string          `json:"schedule,omitempty"`
+	Nemesis  *nemesis.Report `json:"nemesis,omitempty"`
+	// FirstViolation is when, after the clients started, the resource first
+	// accepted a stale write (0: never).
+	FirstViolation time.Duration `json:"first_violation_ns,omitempty"`
+}
+
+// Run carries out one run in o.Dir and checks it. Everything it starts is
+// stopped before it returns. Cancelling ctx interrupts the run: the history
+// recorded so far is kept and checked, and the results say so. The error is
+// for a run that could not be carried out at all.
+func Run(ctx context.Context, o Options) (*Results, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	history := filepath.Join(o.Dir, "history.jsonl")
+	st, runErr := execute(ctx, &o, history)
+	interrupted := ctx.Err() != nil
+	if runErr != nil && !interrupted {
+		return nil, runErr
+	}
+	res, err := Check(history, CheckOptions{
+		VisualizationDir: o.Dir, Timeout: o.CheckTimeout, Required: o.Required, LivenessBound: o.LivenessBound,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("checking %s: %w", history, err)
+	}
+	seed := o.Workload.Seed
+	res.Seed, res.Config, res.Interrupted = &seed, &o, interrupted
+	if st != nil {
+		res.Run = &st.RunStats
+		res.AddConsistency(st.hashes)
+	}
+	if interrupted && res.Exit == ExitValid {
+		res.Verdict, res.Exit = checker.Unknown, ExitUnknown
+	}
+	if err := res.WriteFile(filepath.Join(o.Dir, "results.json")); err != nil {
+		return nil, fmt.Errorf("writing results: %w", err)
+	}
+	return res, nil
+}
+
+// runStats adds what is collected for the checks but not reported as such.
+type runStats struct {
+	RunStats
+	hashes []checker.MemberHash
+}
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, format+"\n", args...)
+	}
+}
+
+// execute runs the cluster, the resource, the workload and the nemesis,
+// recording into history.
+func execute(ctx context.Context, o *Options, history string) (*runStats, error) {
+	w, err := histories.Create(history)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+
+	st := &runStats{}
+	began := time.Now()
+	logs := filepath.Join(o.Dir, "logs")
+	cl, err := cluster.Start(ctx, cluster.Config{Members: o.Members, LogDir: logs})
+	if err != nil {
+		return nil, fmt.Errorf("starting the cluster: %w", err)
+	}
+	st.ClusterStart = time.Since(began)
+	defer func() {
+		closing := time.Now()
+		cl.Close()
+		st.ClusterClose = time.Since(closing)
+	}()
+	if m, err := cl.Leader(ctx); err == nil {
+		st.Leader = m.Name
+	}
+	o.logf("cluster: %d members ready in %s, leader %s; logs in %s", o.Members, st.ClusterStart.Round(time.Millisecond), st.Leader, logs)
+
+	res, err := resource.Start(o.Resource)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		res.Close()
+		writeResourceLog(filepath.Join(o.Dir, "resource-log.jsonl"), res.Log())
+	}()
+
+	rec := histories.NewRecorder(w, time.Now())
+	wl, err := workload.New(ctx, o.Workload, cl, res.Addr(), rec)
+	if err != nil {
+		return nil, err
+	}
+	defer wl.Close()
+
+	sched, err := o.schedule(wl.Names())
+	if err != nil {
+		return nil, err
+	}
+	if sched != nil {
+		st.Schedule = filepath.Join(o.Dir, "schedule.json")
+		if err := sched.WriteFile(st.Schedule); err != nil {
+			return nil, err
+		}
+	}
+
+	// The fault phase ends after Time, or at the first stale write when
+	// asked; the nemesis then heals everything and the clients go on for the
+	// quiet period.
+	workStart := time.Now()
+	faultCtx, endFaults := context.WithTimeout(ctx, o.Time)
+	defer endFaults()
+	if o.StopOnViolation {
+		go func() {
+			select {
+			case <-res.Stale():
+				endFaults()
+			case <-faultCtx.Done():
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	nemesisDone := make(chan error, 1)
+	go func() {
+		var err error
+		if sched != nil {
+			var rep nemesis.Report
+			rep, err = nemesis.Run(faultCtx, o.nemesisConfig(wl.Names()), cl, wl, rec, *sched)
+			st.Nemesis = &rep
+		} else {
+			<-faultCtx.Done()
+		}
+		quiet := o.Quiet
+		if sched == nil || (o.StopOnViolation && isClosed(res.Stale())) {
+			quiet = 0
+		}
+		select {
+		case <-time.After(quiet):
+		case <-ctx.Done():
+		}
+		close(stop)
+		nemesisDone <- err
+	}()
+
+	stats, err := wl.Run(ctx, stop)
+	nemErr := <-nemesisDone
+	st.Workload = time.Since(workStart)
+	st.Stats = stats
+	if secs := st.Workload.Seconds(); secs > 0 {
+		st.OpsPerSecond = float64(stats.Operations) / secs
+		st.AcquirePerSec = float64(stats.Acquisitions) / secs
+	}
+	for _, e := range res.Log() {
+		if e.Stale {
+			st.FirstViolation = e.At.Sub(workStart)
+			break
+		}
+	}
+	if ctx.Err() == nil {
+		st.hashes = memberHashes(ctx, cl)
+	}
+	return st, errors.Join(err, nemErr)
+}

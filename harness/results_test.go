@@ -1,0 +1,22 @@
+package harness
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/locktest/locktest/checker"
+)
+
+func TestParseRequire(t *testing.T) {
+	got, err := ParseRequire("all")
+	if err != nil || strings.Join(got, ",") != "consistency,liveness,mutex,resource" {
+		t.Errorf("all: %v %v", got, err)
+	}
+	if got, err := ParseRequire("liveness, mutex"); err != nil || strings.Join(got, ",") != "liveness,mutex" {
+		t.Errorf("list: %v %v", got, err)
+	}
+	// A required check the results lack does not change the verdict.
+	if v, code := verdict([]checker.Result{{Name: "mutex", Verdict: checker.Valid}}, []string{"mutex", "consistency"}); v != checker.Valid || code != ExitValid {
+		t.Errorf("verdict %s %d", v, code)
+	}
+}

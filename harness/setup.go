@@ -1,0 +1,110 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/cluster"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/resource"
+)
+
+// NewRunDir creates a fresh directory for one run under out, named after the
+// time and the seed.
+func NewRunDir(out string, seed int64) (string, error) {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", fmt.Errorf("--out: %w", err)
+	}
+	base := filepath.Join(out, fmt.Sprintf("%s-seed%d", time.Now().Format("20060102-150405"), seed))
+	dir := base
+	for i := 1; ; i++ {
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return filepath.Abs(dir)
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("--out: %w", err)
+		}
+		dir = fmt.Sprintf("%s.%d", base, i)
+	}
+}
+
+// nemesisConfig completes the nemesis configuration with the run's facts.
+func (o *Options) nemesisConfig(clients []string) nemesis.Config {
+	c := o.Nemesis
+	c.Members = o.Members
+	c.Clients = clients
+	c.TTL = time.Duration(o.Workload.TTL) * time.Second
+	c.Time = o.Time
+	if o.Log != nil && c.Logf == nil {
+		c.Logf = o.logf
+	}
+	return c
+}
+
+// schedule is the replayed schedule, or one drawn from the seed; nil when
+// there are no faults.
+func (o *Options) schedule(clients []string) (*nemesis.Schedule, error) {
+	if o.Schedule != nil {
+		if o.Schedule.Members != o.Members {
+			return nil, fmt.Errorf("the schedule is for %d members, the run has %d", o.Schedule.Members, o.Members)
+		}
+		return o.Schedule, nil
+	}
+	if len(o.Nemesis.Faults) == 0 {
+		return nil, nil
+	}
+	s, err := nemesis.Generate(o.Workload.Seed, o.nemesisConfig(clients))
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// memberHashes asks every member for the hash of its key-value state at one
+// revision, for the consistency check.
+func memberHashes(ctx context.Context, cl *cluster.Cluster) []checker.MemberHash {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	hs, err := cl.HashKV(ctx)
+	if err != nil {
+		out := make([]checker.MemberHash, 0, len(cl.Members()))
+		for _, m := range cl.Members() {
+			out = append(out, checker.MemberHash{Member: m.Name, Err: err.Error()})
+		}
+		return out
+	}
+	out := make([]checker.MemberHash, len(hs))
+	for i, h := range hs {
+		out[i] = checker.MemberHash{Member: h.Member, Revision: h.Revision, Hash: h.Hash}
+	}
+	return out
+}
+
+// writeResourceLog stores the writes the resource accepted, in its order.
+func writeResourceLog(path string, log []resource.Entry) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	for _, e := range log {
+		enc.Encode(e)
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
