@@ -133,7 +133,7 @@ func (r *runner) fire(ctx context.Context, i int, e Entry) {
 		fired.Error = err.Error()
 		r.cfg.logf("nemesis: %s: %v", e.Fault, err)
 	} else {
-		r.cfg.logf("nemesis: %s %v %v for %v", e.Fault, a.targets, params, e.Duration)
+		r.cfg.logf("nemesis %6.2fs: %s %s%s", fired.Start.Seconds(), e.Fault, strings.Join(a.targets, ","), formatParams(params))
 		if a.hold != nil {
 			extra := a.hold(ctx, e.Duration)
 			params = maps.Clone(params)
@@ -805,4 +805,13 @@ func (r *runner) slow(e Entry, a *active) error {
 		}
 	}
 	return nil
+}
+
+// formatParams renders params as " k=v k=v", sorted, for log lines.
+func formatParams(p map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		fmt.Fprintf(&b, " %s=%s", k, p[k])
+	}
+	return b.String()
 }

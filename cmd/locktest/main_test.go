@@ -176,6 +176,12 @@ func TestBadInput(t *testing.T) {
 		{"missing history", []string{"check", filepath.Join(tmp, "nope.jsonl")}, "no such file"},
 		{"malformed history", []string{"check", bad}, "bad.jsonl:2:"},
 		{"check without path", []string{"check"}, "want exactly one PATH"},
+		{"bad nemesis", []string{"run", "--nemesis", "pause,meteor"}, `unknown fault "meteor"`},
+		{"bad guard", []string{"run", "--guard", "hope"}, "guard"},
+		{"bad durations", []string{"run", "--fault-durations", "pause=5s-1s"}, "--fault-durations"},
+		{"five is the other size", []string{"run", "--members", "4"}, "--members must be 3 or 5"},
+		{"missing schedule", []string{"run", "--schedule", filepath.Join(tmp, "nope.json")}, "--schedule"},
+		{"zero seeds", []string{"sweep", "--seeds", "0"}, "--seeds must be at least 1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -200,7 +206,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, cmd := range []string{"run", "check"} {
+	for _, cmd := range []string{"run", "check", "sweep"} {
 		code, stdout, _ := runMain(t, cmd, "--help")
 		if code != exitValid || !strings.Contains(stdout, "-require") {
 			t.Errorf("%s --help: exit %d, output %q", cmd, code, stdout)
@@ -235,5 +241,67 @@ func TestCheckExitStatus(t *testing.T) {
 	// With only mutex required the exit is still 1: both checks fail here.
 	if code, _, _ := runMain(t, "check", "--require", "mutex", path); code != exitInvalid {
 		t.Errorf("--require mutex: exit %d, want 1", code)
+	}
+}
+
+// TestRunWithFaults runs a short faulty run against the fenced resource: the
+// resource must stay safe whatever the faults do, every fault is recorded and
+// healed, the members agree at the end, and the stored schedule replays.
+func TestRunWithFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real etcd cluster")
+	}
+	out := t.TempDir()
+	args := []string{"run", "--nemesis", "pause,lease,isolate", "--nemesis-interval", "500ms", "--fault-durations", "pause=2.5s,isolate=1s",
+		"--time", "5s", "--quiet", "1s", "--resource", "fenced", "--require", "resource,consistency", "--out", out}
+	code, stdout, stderr := runMain(t, append(args, "--seed", "11")...)
+	if code != exitValid {
+		t.Fatalf("exit %d, want 0 (the fenced resource must stay safe)\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(out, "*-seed11"))
+	if len(dirs) != 1 {
+		t.Fatalf("want one run directory, got %v", dirs)
+	}
+	faults := func(dir string) []string {
+		ops, err := histories.ReadFile(filepath.Join(dir, "history.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var started []string
+		stops, heals := 0, 0
+		for _, op := range ops {
+			if op.Process != histories.Nemesis {
+				continue
+			}
+			switch op.F {
+			case "start":
+				started = append(started, op.Value.Fault)
+			case "stop":
+				stops++
+			case "heal":
+				heals++
+			}
+		}
+		if len(started) == 0 || stops != len(started) || heals != 1 {
+			t.Fatalf("%s: %d faults started, %d stopped, %d heals", dir, len(started), stops, heals)
+		}
+		return started
+	}
+	first := faults(dirs[0])
+	if !strings.Contains(stdout, "consistency valid") {
+		t.Errorf("members did not agree at the end:\n%s", stdout)
+	}
+
+	// Replaying the stored schedule fires the same faults in the same order.
+	replay := append(args, "--seed", "12", "--schedule", filepath.Join(dirs[0], "schedule.json"))
+	if code, stdout, _ := runMain(t, replay...); code != exitValid {
+		t.Fatalf("replay: exit %d\n%s", code, stdout)
+	}
+	dirs, _ = filepath.Glob(filepath.Join(out, "*-seed12"))
+	if len(dirs) != 1 {
+		t.Fatalf("want one replay directory, got %v", dirs)
+	}
+	if again := faults(dirs[0]); strings.Join(again, ",") != strings.Join(first, ",") {
+		t.Errorf("replay fired %v, the original %v", again, first)
 	}
 }

@@ -81,12 +81,7 @@ func reading(r *harness.Results) []string {
 		return nil
 	}
 	if m := get("mutex"); m != nil && m.Verdict == checker.Invalid {
-		n := 0
-		for _, v := range m.Violations {
-			if v.Kind == "overlap" {
-				n++
-			}
-		}
+		n := overlaps(*m)
 		what := "the lock's own mutual exclusion broke"
 		if n > 0 {
 			what = fmt.Sprintf("the lock's own mutual exclusion broke %d times (two clients believed they held it at once)", n)

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
+)
+
+// sweepRun is one seed's outcome in sweep.json.
+type sweepRun struct {
+	Seed           int64                      `json:"seed"`
+	Dir            string                     `json:"dir"`
+	Verdicts       map[string]checker.Verdict `json:"verdicts"`
+	Exit           int                        `json:"exit"`
+	FirstViolation time.Duration              `json:"first_violation_ns,omitempty"`
+	MutexBroke     int                        `json:"mutex_overlaps"`
+	Acquisitions   int                        `json:"acquisitions"`
+	Faults         int                        `json:"faults"`
+}
+
+func sweepCmd(args []string, stdout io.Writer) (int, error) {
+	fs := newFlags("sweep", "sweep [flags]\n\nRuns the same configuration over many seeds, one after another on fresh clusters, and\nreports in how many a check failed and how soon the resource was first damaged.\nTakes every flag of run, and these:", stdout)
+	rf := addRunFlags(fs)
+	seeds := fs.Int("seeds", 10, "number of seeds")
+	first := fs.Int64("first-seed", 1, "first seed; the others follow it")
+	stopEarly := fs.Bool("stop-on-violation", true, "end each run's fault phase at the resource's first stale write")
+	if err := parseFlags(fs, args); err != nil {
+		return exitUnknown, err
+	}
+	if fs.NArg() > 0 {
+		return exitUnknown, fmt.Errorf("sweep: unexpected argument %q (see locktest sweep --help)", fs.Arg(0))
+	}
+	if *seeds < 1 {
+		return exitUnknown, fmt.Errorf("--seeds must be at least 1, got %d", *seeds)
+	}
+	*rf.seed = *first
+	base, err := rf.options()
+	if err != nil {
+		return exitUnknown, fmt.Errorf("sweep: %w", err)
+	}
+	if err := os.MkdirAll(*rf.out, 0o755); err != nil {
+		return exitUnknown, fmt.Errorf("--out: %w", err)
+	}
+	base.StopOnViolation = *stopEarly
+	fmt.Fprintf(stdout, "locktest sweep: seeds %d-%d, resource %s, guard %s, faults %v, up to %s each\n",
+		*first, *first+int64(*seeds)-1, base.Resource, base.Workload.Guard, base.Nemesis.Faults, base.Time)
+
+	ctx, stop := signalContext()
+	defer stop()
+	var runs []sweepRun
+	code := exitValid
+	for i := range *seeds {
+		if ctx.Err() != nil {
+			break
+		}
+		o := base
+		o.Workload.Seed = *first + int64(i)
+		if o.Dir, err = harness.NewRunDir(*rf.out, o.Workload.Seed); err != nil {
+			return exitUnknown, err
+		}
+		res, err := harness.Run(ctx, o)
+		if err != nil {
+			return exitUnknown, fmt.Errorf("seed %d: %w", o.Workload.Seed, err)
+		}
+		r := sweepRun{Seed: o.Workload.Seed, Dir: o.Dir, Verdicts: map[string]checker.Verdict{}, Exit: res.Exit}
+		for _, c := range res.Checks {
+			r.Verdicts[c.Name] = c.Verdict
+			if c.Name == "mutex" {
+				r.MutexBroke = overlaps(c)
+			}
+		}
+		if res.Run != nil {
+			r.FirstViolation, r.Acquisitions = res.Run.FirstViolation, res.Run.Stats.Acquisitions
+			if res.Run.Nemesis != nil {
+				r.Faults = len(res.Run.Nemesis.Faults)
+			}
+		}
+		runs = append(runs, r)
+		code = max(code, res.Exit)
+		if res.Exit == exitUnknown {
+			code = exitUnknown
+		}
+		first := "-"
+		if r.FirstViolation > 0 {
+			first = fmt.Sprintf("%.2fs", r.FirstViolation.Seconds())
+		}
+		fmt.Fprintf(stdout, "seed %-4d resource %-8s mutex %-8s liveness %-8s consistency %-8s first stale write %-7s %d overlaps, %d faults, %d acquisitions\n",
+			r.Seed, r.Verdicts["resource"], r.Verdicts["mutex"], r.Verdicts["liveness"], r.Verdicts["consistency"], first, r.MutexBroke, r.Faults, r.Acquisitions)
+	}
+	printSweep(stdout, runs)
+	b, _ := json.MarshalIndent(runs, "", "  ")
+	path := filepath.Join(*rf.out, fmt.Sprintf("sweep-%s.json", time.Now().Format("20060102-150405")))
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return exitUnknown, err
+	}
+	fmt.Fprintf(stdout, "sweep results: %s\n", relPath(path))
+	if ctx.Err() != nil {
+		return exitUnknown, nil
+	}
+	return code, nil
+}
+
+func overlaps(c checker.Result) int {
+	n := 0
+	for _, v := range c.Violations {
+		if v.Kind == "overlap" {
+			n++
+		}
+	}
+	return n
+}
+
+// printSweep says for each check in how many seeds it failed, and the
+// median time to the resource's first stale write.
+func printSweep(w io.Writer, runs []sweepRun) {
+	for _, name := range harness.CheckNames {
+		invalid := 0
+		for _, r := range runs {
+			if r.Verdicts[name] == checker.Invalid {
+				invalid++
+			}
+		}
+		fmt.Fprintf(w, "%-11s invalid in %d of %d seeds\n", name, invalid, len(runs))
+	}
+	var firsts []time.Duration
+	for _, r := range runs {
+		if r.FirstViolation > 0 {
+			firsts = append(firsts, r.FirstViolation)
+		}
+	}
+	if len(firsts) > 0 {
+		slices.Sort(firsts)
+		fmt.Fprintf(w, "first stale write accepted: in %d of %d seeds, median %.2f s after the clients started (min %.2f s, max %.2f s)\n",
+			len(firsts), len(runs), firsts[len(firsts)/2].Seconds(), firsts[0].Seconds(), firsts[len(firsts)-1].Seconds())
+	}
+}
