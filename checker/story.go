@@ -233,6 +233,8 @@ func (h *History) buildStory() *storyData {
 				delete(open, k)
 			}
 			sd.heal = op.Time
+		case op.F == "setup":
+			// What the run does (see Invariant), not a fault.
 		case op.F == "key-deleted":
 			tok, _ := paramInt(v, "create_revision")
 			sd.deletions = append(sd.deletions, Deletion{Key: param(v, "key"), Token: tok, Lease: param(v, "lease"), By: param(v, "by"), Targets: targets, Time: op.Time, Index: op.Index})
@@ -458,6 +460,8 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 			why = ": its session was closed"
 		case "acquire":
 			why = ": cleaned up after a failed wait"
+		case "other-release":
+			why = ": another client's release deleted it"
 		}
 		evs = append(evs, event{d.Time, fmt.Sprintf("the server deleted process %d's lock key (token %d) at %s%s", p, d.Token, h.at(d.Time), why)})
 	}
@@ -470,9 +474,15 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 	// order they completed.
 	var writes []*operation
 	for _, o := range h.ops {
-		if o.f == histories.Write && o.key == key && procs[o.process] && o.call >= from && o.call <= to {
-			writes = append(writes, o)
+		if o.f != histories.Write || o.key != key || !procs[o.process] || o.call < from || o.call > to {
+			continue
 		}
+		// Only the writes made under the grants the story is about: a
+		// holder's later cycles would bury them.
+		if _, told := tokens[o.tok]; len(tokens) > 0 && o.hasTok && !told {
+			continue
+		}
+		writes = append(writes, o)
 	}
 	slices.SortStableFunc(writes, func(a, b *operation) int { return cmp.Compare(a.ret, b.ret) })
 	var acc []*operation // accepted so far

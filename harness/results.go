@@ -52,6 +52,9 @@ type Results struct {
 	// Hashes are the members' hashes of their final key-value state, for
 	// the consistency check; absent if the run did not collect them.
 	Hashes []checker.MemberHash `json:"member_hashes,omitempty"`
+	// MutexOverlaps counts the pairs of processes that believed they held a
+	// lock at once: how often the lock's own mutual exclusion broke.
+	MutexOverlaps int `json:"mutex_overlaps"`
 	// WritesRejected counts writes the resource refused for a stale token.
 	WritesRejected int             `json:"writes_rejected"`
 	CheckTime      time.Duration   `json:"check_ns"`
@@ -168,6 +171,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 		CheckTime:      time.Since(began),
 		Required:       o.Required,
 		WritesRejected: h.WritesRejected(),
+		MutexOverlaps:  len(h.Overlaps().Overlaps),
 	}
 	res.Verdict, res.Exit = verdict(checks, o.Required)
 	return res, nil

@@ -81,10 +81,9 @@ func reading(r *harness.Results) []string {
 		return nil
 	}
 	if m := get("mutex"); m != nil && m.Verdict == checker.Invalid {
-		n := overlaps(*m)
 		what := "the lock's own mutual exclusion broke"
-		if n > 0 {
-			what = fmt.Sprintf("the lock's own mutual exclusion broke %d times (two clients believed they held it at once)", n)
+		if n := r.MutexOverlaps; n > 0 {
+			what = fmt.Sprintf("the lock's own mutual exclusion broke: %d times two clients believed they held it at once", n)
 		}
 		lines = append(lines, "in words: "+what+"; etcd documents this for leases: a lock alone is not mutual exclusion.")
 	}

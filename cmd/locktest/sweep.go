@@ -69,12 +69,9 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		if err != nil {
 			return exitUnknown, fmt.Errorf("seed %d: %w", o.Workload.Seed, err)
 		}
-		r := sweepRun{Seed: o.Workload.Seed, Dir: o.Dir, Verdicts: map[string]checker.Verdict{}, Exit: res.Exit}
+		r := sweepRun{Seed: o.Workload.Seed, Dir: o.Dir, Verdicts: map[string]checker.Verdict{}, Exit: res.Exit, MutexBroke: res.MutexOverlaps}
 		for _, c := range res.Checks {
 			r.Verdicts[c.Name] = c.Verdict
-			if c.Name == "mutex" {
-				r.MutexBroke = overlaps(c)
-			}
 		}
 		if res.Run != nil {
 			r.FirstViolation, r.Acquisitions = res.Run.FirstViolation, res.Run.Stats.Acquisitions
@@ -105,16 +102,6 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		return exitUnknown, nil
 	}
 	return code, nil
-}
-
-func overlaps(c checker.Result) int {
-	n := 0
-	for _, v := range c.Violations {
-		if v.Kind == "overlap" {
-			n++
-		}
-	}
-	return n
 }
 
 // printSweep says for each check in how many seeds it failed, and the
