@@ -18,22 +18,31 @@ import (
 	"time"
 )
 
-// Mode says whether the resource checks fencing tokens.
+// Mode says where the protected value lives and how writes to it are
+// fenced.
 type Mode string
 
 // Resource modes.
 const (
-	Fenced   Mode = "fenced"
+	// Fenced: the HTTP store, rejecting writes with stale tokens.
+	Fenced Mode = "fenced"
+	// Unfenced: the HTTP store, accepting every write.
 	Unfenced Mode = "unfenced"
+	// EtcdTxn: the value lives in etcd and every write is a Txn guarded by
+	// the lock (see Etcd); no HTTP store is started.
+	EtcdTxn Mode = "etcd-txn"
 )
+
+// Modes lists the resource modes.
+func Modes() []Mode { return []Mode{Fenced, Unfenced, EtcdTxn} }
 
 // ParseMode validates a mode name.
 func ParseMode(s string) (Mode, error) {
 	switch Mode(s) {
-	case Fenced, Unfenced:
+	case Fenced, Unfenced, EtcdTxn:
 		return Mode(s), nil
 	}
-	return "", fmt.Errorf("unknown resource mode %q (want fenced or unfenced)", s)
+	return "", fmt.Errorf("unknown resource mode %q (want fenced, unfenced or etcd-txn)", s)
 }
 
 // Entry is one accepted write, in the order the resource applied it.
@@ -68,10 +77,14 @@ type Server struct {
 	staleOnce sync.Once
 }
 
-// Start serves a resource on a fresh loopback port.
+// Start serves a resource on a fresh loopback port. The etcd-txn resource
+// has no server: etcd is its store (see Etcd).
 func Start(mode Mode) (*Server, error) {
 	if _, err := ParseMode(string(mode)); err != nil {
 		return nil, err
+	}
+	if mode == EtcdTxn {
+		return nil, errors.New("resource: the etcd-txn resource lives in etcd; there is no HTTP store to start")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

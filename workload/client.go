@@ -10,53 +10,66 @@ import (
 	"sync/atomic"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/resource"
 )
 
 type client struct {
-	w     *Workload
-	name  string
-	cfg   Config
-	rng   *rand.Rand
-	etcd  *clientv3.Client
-	lease *clockLease
-	clock *clock.Clock
-	ctl   *control
-	res   *resource.Client
-	rec   Recorder
+	w      *Workload
+	name   string
+	cfg    Config
+	recipe lock.Recipe
+	rng    *rand.Rand
+	etcd   *clientv3.Client
+	lease  *clockLease
+	clock  *clock.Clock
+	ctl    *control
+	store  store
+	rec    Recorder
 
-	// mu guards what other goroutines read: the process, the session, the
+	// mu guards what other goroutines read: the process, the locker, the
 	// lock the client believes it holds, and the stats (lease-lost events
 	// come from another goroutine). Only the client's goroutine writes
-	// process and session.
+	// process and locker.
 	mu      sync.Mutex
 	process histories.Process
-	session *session
+	locker  *locker
 	held    *holding
 	stats   Stats
 }
 
-// session is a concurrency.Session with its cancel and whether the client
-// ended it on purpose.
-type session struct {
-	*concurrency.Session
-	cancel  context.CancelFunc
+// locker is the client's current lock.Locker, with its LeaseHolder side if
+// it has one, and whether the client has dropped it on purpose.
+type locker struct {
+	lock.Locker
+	lh      lock.LeaseHolder // nil if the recipe keeps no lease of its own
 	dropped atomic.Bool
+}
+
+// done is closed when the locker's lease is gone (never, without one).
+func (l *locker) done() <-chan struct{} {
+	if l.lh == nil {
+		return nil
+	}
+	return l.lh.Done()
 }
 
 // holding is a lock the client believes it holds.
 type holding struct {
 	key     string // lock name
+	etcdKey string // the grant's etcd key, if the recipe tells (lock.Keyed)
 	token   int64
-	lease   clientv3.LeaseID
+	lease   clientv3.LeaseID // the grant's lease, if known; else 0
 	process histories.Process
 	lost    bool // lease-lost recorded
+	held    lock.Held
+	locker  *locker
+	since   time.Time     // client clock: when the acquire returned
+	gone    chan struct{} // closed when the client stops believing
 }
 
 func newClient(w *Workload, i int, cl Cluster, resourceAddr string) (*client, error) {
@@ -65,42 +78,56 @@ func newClient(w *Workload, i int, cl Cluster, resourceAddr string) (*client, er
 	if err != nil {
 		return nil, fmt.Errorf("client %s: %w", name, err)
 	}
-	addr, err := cl.Proxy(name+"-resource", resourceAddr)
-	if err != nil {
-		cli.Close()
-		return nil, fmt.Errorf("client %s: resource link: %w", name, err)
-	}
 	c := &client{
 		w:       w,
 		name:    name,
 		cfg:     w.cfg,
+		recipe:  w.cfg.Recipe,
 		rng:     rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(i))),
 		etcd:    cli,
 		clock:   clock.New(),
 		ctl:     newControl(),
-		res:     resource.NewClient(addr),
 		rec:     w.rec,
 		process: histories.Process(i),
 	}
-	// concurrency.NewSession grants and keeps its lease alive through the
-	// client's embedded Lease: this puts the client's clock in charge.
+	if w.cfg.Resource == resource.EtcdTxn {
+		// The value lives in etcd: the client reaches it over its own etcd
+		// links.
+		c.store = etcdStore{resource.NewEtcd(cli, resource.EtcdPrefix(w.cfg.Prefix))}
+	} else {
+		addr, err := cl.Proxy(name+"-resource", resourceAddr)
+		if err != nil {
+			cli.Close()
+			return nil, fmt.Errorf("client %s: resource link: %w", name, err)
+		}
+		c.store = httpStore{resource.NewClient(addr)}
+	}
+	// Sessions grant and keep their leases alive through the client's
+	// embedded Lease: this puts the client's clock in charge.
 	c.lease = newClockLease(cli.Lease, c.clock, c.ctl)
 	cli.Lease = c.lease
 	return c, nil
 }
 
-// finish ends the client's session at the end of Run and returns its stats.
+// env is what the recipe gets for this client.
+func (c *client) env() lock.Env {
+	return lock.Env{Client: c.etcd, Clock: c.clock, TTL: c.cfg.TTL, Prefix: c.cfg.Prefix, Name: c.name}
+}
+
+// finish ends the client's locker at the end of Run and returns its stats.
 func (c *client) finish() Stats {
-	c.dropSession()
+	c.forgetHeld()
+	c.dropLocker()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stats
 }
 
 func (c *client) close() {
-	// Closing the session revokes its lease so no lock key outlives the run.
-	c.dropSession()
-	c.res.Close()
+	// Closing the locker revokes its lease so no lock key outlives the run.
+	c.forgetHeld()
+	c.dropLocker()
+	c.store.Close()
 	c.etcd.Close()
 }
 
@@ -126,21 +153,38 @@ func (c *client) run(ctx context.Context, stop <-chan struct{}) error {
 }
 
 // crash makes a requested crash take effect: the client forgets its lock,
-// orphans its session (no revoke: its keys stay until the lease expires) and
-// goes on as a new process.
+// orphans its locker (its lease is not revoked, so its keys stay until the
+// lease expires; a locker without a lease is just abandoned) and goes on as
+// a new process.
 func (c *client) crash() {
 	c.mu.Lock()
-	s := c.session
-	c.session, c.held = nil, nil
+	l := c.locker
+	c.locker = nil
+	c.forgetHeldLocked()
 	c.process = histories.Process(c.w.next.Add(1) - 1)
 	c.stats.Crashes++
 	c.mu.Unlock()
-	if s != nil {
-		s.dropped.Store(true)
-		s.Orphan()
-		s.cancel()
+	if l != nil {
+		l.dropped.Store(true)
+		if l.lh != nil {
+			l.lh.Orphan()
+		}
 	}
 	c.ctl.crashDone()
+}
+
+// forgetHeld drops the client's belief that it holds a lock.
+func (c *client) forgetHeld() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forgetHeldLocked()
+}
+
+func (c *client) forgetHeldLocked() {
+	if h := c.held; h != nil {
+		close(h.gone)
+		c.held = nil
+	}
 }
 
 // record appends op for the client's current process.
@@ -190,70 +234,66 @@ func opError(ctx context.Context, err error) error {
 }
 
 // newProcess gives the client a fresh process number after an operation with
-// an unknown outcome, as in Jepsen, and a fresh session: the old one may
+// an unknown outcome, as in Jepsen, and a fresh locker: the old one may
 // still hold a lock key, so it is closed, which revokes its lease.
 func (c *client) newProcess() {
 	c.mu.Lock()
 	c.process = histories.Process(c.w.next.Add(1) - 1)
 	c.mu.Unlock()
-	c.dropSession()
+	c.dropLocker()
 }
 
-// dropSession closes the current session, revoking its lease (which fails
+// dropLocker closes the current locker, revoking its lease (which fails
 // fast if the lease is gone already).
-func (c *client) dropSession() {
+func (c *client) dropLocker() {
 	c.mu.Lock()
-	s := c.session
-	c.session = nil
+	l := c.locker
+	c.locker = nil
 	c.mu.Unlock()
-	if s == nil {
+	if l == nil {
 		return
 	}
-	s.dropped.Store(true)
-	c.w.intendRevoke(s.Lease())
-	s.Close()
-	s.cancel()
-	c.lease.forget(s.Lease())
+	l.dropped.Store(true)
+	if l.lh != nil {
+		id := l.lh.LeaseID()
+		c.w.intendRevoke(id)
+		defer c.lease.forget(id)
+	}
+	l.Close()
 }
 
-// ensureSession creates a session, retrying until it works, the run is
-// stopped, a crash is requested or the run is interrupted; faults can make
-// lease grants fail for a while.
-func (c *client) ensureSession(ctx context.Context, stop <-chan struct{}) (*session, error) {
+// ensureLocker makes a locker, retrying until it works, the run is stopped,
+// a crash is requested or the run is interrupted; faults can make lease
+// grants fail for a while. A locker whose lease is gone is replaced.
+func (c *client) ensureLocker(ctx context.Context, stop <-chan struct{}) (*locker, error) {
 	for {
 		c.mu.Lock()
-		s := c.session
+		l := c.locker
 		c.mu.Unlock()
-		if s != nil && !isDone(s.Done()) {
-			return s, nil
+		if l != nil && !isDone(l.done()) {
+			return l, nil
 		}
-		c.dropSession()
+		c.dropLocker()
 		if err := c.ctl.step(ctx); err != nil {
 			return nil, err
 		}
-		// The session's context also drives its keepalives, so it cannot
-		// carry a deadline; a timer cancels it only if the grant hangs.
-		sctx, cancel := context.WithCancel(ctx)
-		timer := c.clock.AfterFunc(c.cfg.OpTimeout, cancel)
-		cs, err := concurrency.NewSession(c.etcd, concurrency.WithTTL(c.cfg.TTL), concurrency.WithContext(sctx))
-		if timer.Stop() && err == nil {
-			s := &session{Session: cs, cancel: cancel}
+		nctx, cancel := c.opContext(ctx)
+		lk, err := c.recipe.New(nctx, c.env())
+		cancel()
+		if err == nil {
+			l := &locker{Locker: lk}
+			l.lh, _ = lk.(lock.LeaseHolder)
 			c.mu.Lock()
-			c.session = s
+			c.locker = l
 			p := c.process
 			c.mu.Unlock()
-			c.w.registerLease(cs.Lease(), c.name, p)
-			go func() {
-				<-cs.Done()
-				if ctx.Err() == nil { // not the end of an interrupted run
-					c.sessionDone(s)
-				}
-			}()
-			return s, nil
+			if l.lh != nil {
+				c.w.registerLease(l.lh.LeaseID(), c.name, p)
+			}
+			return l, nil
 		}
-		cancel()
 		_, crashed := c.ctl.crashState()
-		t := c.clock.NewTimer(100 * time.Millisecond) // back off before the next grant
+		t := c.clock.NewTimer(100 * time.Millisecond) // back off before the next try
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -268,23 +308,35 @@ func (c *client) ensureSession(ctx context.Context, stop <-chan struct{}) (*sess
 	}
 }
 
-// sessionDone runs when a session ends. If the client ended it on purpose,
-// nothing happens; otherwise, if the client believes it holds a lock under
-// it, the client has just found out that its lease is gone: lease-lost.
-func (c *client) sessionDone(s *session) {
-	if s.dropped.Load() {
+// watchHeld records lease-lost if the grant's Done closes while the client
+// still believes it holds it, unless the client dropped its locker on
+// purpose.
+func (c *client) watchHeld(h *holding) {
+	w, ok := h.held.(lock.Watched)
+	if !ok {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.leaseLostLocked(s.Lease())
+	done := w.Done()
+	if done == nil {
+		return
+	}
+	go func() {
+		select {
+		case <-done:
+		case <-h.gone:
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.held == h && !h.locker.dropped.Load() {
+			c.leaseLostLocked(h)
+		}
+	}()
 }
 
-// leaseLostLocked records lease-lost once for the lock held under lease, if
-// any. c.mu is held.
-func (c *client) leaseLostLocked(lease clientv3.LeaseID) {
-	h := c.held
-	if h == nil || h.lease != lease || h.lost {
+// leaseLostLocked records lease-lost once for h. c.mu is held.
+func (c *client) leaseLostLocked(h *holding) {
+	if h.lost {
 		return
 	}
 	h.lost = true
@@ -293,7 +345,7 @@ func (c *client) leaseLostLocked(lease clientv3.LeaseID) {
 		Value: &histories.Value{Targets: []string{c.name}, Params: map[string]string{
 			"key":     h.key,
 			"token":   strconv.FormatInt(h.token, 10),
-			"lease":   strconv.FormatInt(int64(lease), 16),
+			"lease":   strconv.FormatInt(int64(h.lease), 16),
 			"process": h.process.String(),
 		}}})
 }
@@ -324,15 +376,24 @@ func (c *client) think(ctx context.Context, d time.Duration) error {
 	return c.ctl.step(ctx)
 }
 
-// guard reports whether the client, by its guard, still holds the lock
-// under lease.
-func (c *client) guard(s *session) bool {
+// guard reports whether the client, by its guard, still holds h.
+func (c *client) guard(h *holding) bool {
 	switch c.cfg.Guard {
 	case GuardSession:
-		return !isDone(s.Done())
+		if w, ok := h.held.(lock.Watched); ok && w.Done() != nil {
+			return !isDone(w.Done())
+		}
+		return true // the recipe cannot tell
 	case GuardClock:
-		end, alive := c.lease.believed(s.Lease())
-		return alive && c.clock.Now().Before(end.Add(-c.cfg.margin()))
+		if h.lease != 0 {
+			if end, alive, known := c.lease.belief(h.lease); known {
+				return alive && c.clock.Now().Before(end.Add(-c.cfg.margin()))
+			}
+		}
+		// No lease the client keeps: trust the grant for the TTL from
+		// when it was granted.
+		ttl := time.Duration(c.cfg.TTL) * time.Second
+		return c.clock.Since(h.since) < ttl-c.cfg.margin()
 	default:
 		return true
 	}
@@ -343,12 +404,11 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	if err := c.ctl.step(ctx); err != nil {
 		return err
 	}
-	s, err := c.ensureSession(ctx, stop)
-	if s == nil {
+	l, err := c.ensureLocker(ctx, stop)
+	if l == nil {
 		return err
 	}
 	key := c.cfg.Locks[c.rng.IntN(len(c.cfg.Locks))]
-	m := concurrency.NewMutex(s.Session, c.cfg.Prefix+key)
 
 	if err := c.ctl.step(ctx); err != nil {
 		return err
@@ -358,16 +418,17 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	}
 	began := time.Now() // stats are measured on host time
 	lctx, cancel := c.opContext(ctx)
-	err = opError(lctx, m.Lock(lctx))
+	held, err := l.Acquire(lctx, key)
+	err = opError(lctx, err)
 	cancel()
 	switch {
-	case errors.Is(err, concurrency.ErrSessionExpired):
-		// Lock re-read its own key after waiting and found it gone: it
-		// definitely does not hold the lock.
+	case errors.Is(err, lock.ErrNotAcquired):
+		// The client definitely does not hold the lock (for a session
+		// recipe, its lease is gone): start over with a new locker.
 		if err := c.complete(histories.Fail, histories.Acquire, key, nil, err); err != nil {
 			return err
 		}
-		c.dropSession()
+		c.dropLocker()
 		return nil
 	case err != nil:
 		if err := c.complete(histories.Info, histories.Acquire, key, nil, err); err != nil {
@@ -376,20 +437,34 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 		c.newProcess()
 		return nil
 	}
-	token := fencingToken(m)
+	token := held.Token()
+	h := &holding{key: key, token: token, held: held, locker: l, since: c.clock.Now(), gone: make(chan struct{})}
+	if k, ok := held.(lock.Keyed); ok {
+		h.etcdKey, h.lease = k.Key(), k.LeaseID()
+	} else if l.lh != nil {
+		h.lease = l.lh.LeaseID()
+	}
+	if h.lease != 0 {
+		c.mu.Lock()
+		p := c.process
+		c.mu.Unlock()
+		c.w.registerLease(h.lease, c.name, p)
+	}
+	if h.etcdKey != "" {
+		c.w.granted(h.etcdKey, token)
+	}
 	if err := c.complete(histories.OK, histories.Acquire, key, histories.TokenValue(token), nil); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	c.stats.Acquisitions++
 	c.stats.acquireWaits = append(c.stats.acquireWaits, time.Since(began))
-	c.held = &holding{key: key, token: token, lease: s.Lease(), process: c.process}
-	if isDone(s.Done()) && !s.dropped.Load() {
-		c.leaseLostLocked(s.Lease()) // the session ended before the belief was noted
-	}
+	h.process = c.process
+	c.held = h
 	c.mu.Unlock()
+	c.watchHeld(h)
 
-	unknown, err := c.criticalSection(ctx, s, key, token)
+	unknown, err := c.criticalSection(ctx, h)
 	if err != nil {
 		return err
 	}
@@ -403,9 +478,11 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	if err := c.record(histories.Invoke, histories.Release, key, nil, nil); err != nil {
 		return err
 	}
-	c.w.intendRelease(m.Key(), token)
+	if h.etcdKey != "" {
+		c.w.intendRelease(h.etcdKey, token)
+	}
 	uctx, cancel := c.opContext(ctx)
-	err = opError(uctx, m.Unlock(uctx))
+	err = opError(uctx, held.Release(uctx))
 	cancel()
 	if err != nil {
 		err = c.complete(histories.Info, histories.Release, key, nil, err)
@@ -413,9 +490,10 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	} else {
 		err = c.complete(histories.OK, histories.Release, key, nil, nil)
 	}
-	c.mu.Lock()
-	c.held = nil
-	c.mu.Unlock()
+	c.forgetHeld()
+	if l.lh == nil || h.lease != l.lh.LeaseID() {
+		c.lease.forget(h.lease) // a lease of the grant's own
+	}
 	if err != nil {
 		return err
 	}
@@ -426,9 +504,11 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 }
 
 // criticalSection reads the resource, thinks, checks its guard and writes
-// value+1 with the fencing token. It reports whether an operation's outcome
-// was unknown.
-func (c *client) criticalSection(ctx context.Context, s *session, key string, token int64) (unknown bool, err error) {
+// with the fencing token: value+1 (counter), or, in the stock workload, the
+// sold count+1 if any stock is left (a sale). It reports whether an
+// operation's outcome was unknown.
+func (c *client) criticalSection(ctx context.Context, h *holding) (unknown bool, err error) {
+	key, token := h.key, h.token
 	if err := c.ctl.step(ctx); err != nil {
 		return false, err
 	}
@@ -436,7 +516,7 @@ func (c *client) criticalSection(ctx context.Context, s *session, key string, to
 		return false, err
 	}
 	rctx, cancel := c.opContext(ctx)
-	v, rerr := c.res.Read(rctx, key)
+	v, rerr := c.store.Read(rctx, key)
 	rerr = opError(rctx, rerr)
 	cancel()
 	if rerr != nil {
@@ -446,11 +526,18 @@ func (c *client) criticalSection(ctx context.Context, s *session, key string, to
 	if err := c.complete(histories.OK, histories.Read, key, histories.ReadValue(v), nil); err != nil {
 		return false, err
 	}
+	stock := c.cfg.Workload == WorkloadStock
+	if stock && v >= int64(c.cfg.items()) {
+		c.mu.Lock()
+		c.stats.SoldOut++
+		c.mu.Unlock()
+		return false, nil // sold out: nothing to write
+	}
 
 	if err := c.think(ctx, c.thinkTime()); err != nil {
 		return false, err
 	}
-	if !c.guard(s) {
+	if !c.guard(h) {
 		c.mu.Lock()
 		c.stats.GuardRefusals++
 		c.mu.Unlock()
@@ -467,10 +554,15 @@ func (c *client) criticalSection(ctx context.Context, s *session, key string, to
 		return false, err
 	}
 	wctx, cancel := c.opContext(ctx)
-	werr := opError(wctx, c.res.Write(wctx, key, token, v+1))
+	werr := opError(wctx, c.store.Write(wctx, key, token, v+1, h.held))
 	cancel()
 	switch {
 	case werr == nil:
+		if stock {
+			c.mu.Lock()
+			c.stats.Sales++
+			c.mu.Unlock()
+		}
 		return false, c.complete(histories.OK, histories.Write, key, wv, nil)
 	case errors.Is(werr, resource.ErrRejected):
 		return false, c.complete(histories.Fail, histories.Write, key, wv, werr)
@@ -487,12 +579,31 @@ func (c *client) thinkTime() time.Duration {
 	return c.cfg.ThinkMin + time.Duration(c.rng.Int64N(int64(span)+1))
 }
 
-// fencingToken is the create revision of the mutex's own key. Mutex keeps it
-// privately, but its IsOwner comparison carries it, which spares an RPC.
-func fencingToken(m *concurrency.Mutex) int64 {
-	cmp := pb.Compare(m.IsOwner())
-	if cr, ok := cmp.TargetUnion.(*pb.Compare_CreateRevision); ok {
-		return cr.CreateRevision
-	}
-	return 0
+// store is the protected resource as a client reaches it.
+type store interface {
+	Read(ctx context.Context, key string) (int64, error)
+	// Write returns resource.ErrRejected if the resource refused the write.
+	Write(ctx context.Context, key string, token, value int64, held lock.Held) error
+	Close()
 }
+
+// httpStore is the HTTP resource, fenced or not, over the client's link.
+type httpStore struct{ *resource.Client }
+
+func (s httpStore) Write(ctx context.Context, key string, token, value int64, _ lock.Held) error {
+	return s.Client.Write(ctx, key, token, value)
+}
+
+// etcdStore is the etcd-txn resource: a write commits only if the grant's
+// compare holds (lock.Fenced), or, for a recipe without one, if its token
+// is at least the highest accepted.
+type etcdStore struct{ *resource.Etcd }
+
+func (s etcdStore) Write(ctx context.Context, key string, token, value int64, held lock.Held) error {
+	if f, ok := held.(lock.Fenced); ok {
+		return s.Etcd.Write(ctx, key, value, f.Guard())
+	}
+	return s.WriteFenced(ctx, key, token, value)
+}
+
+func (etcdStore) Close() {}

@@ -97,19 +97,25 @@ func setup(t *testing.T, mode resource.Mode, cfg Config) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	res, err := resource.Start(mode)
-	if err != nil {
-		t.Fatal(err)
+	e := &env{t: t, cl: cl, path: filepath.Join(dir, "history.jsonl")}
+	addr := ""
+	if mode == resource.EtcdTxn {
+		cfg.Resource = resource.EtcdTxn
+	} else {
+		res, err := resource.Start(mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { res.Close() })
+		e.res, addr = res, res.Addr()
 	}
-	t.Cleanup(func() { res.Close() })
-	e := &env{t: t, cl: cl, res: res, path: filepath.Join(dir, "history.jsonl")}
 	e.w, err = histories.Create(e.path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.w.Close() })
 	e.rec = &memRecorder{rec: histories.NewRecorder(e.w, time.Now()), changed: make(chan struct{})}
-	e.wl, err = New(ctx, cfg, cl, res.Addr(), e.rec)
+	e.wl, err = New(ctx, cfg, cl, addr, e.rec)
 	if err != nil {
 		t.Fatal(err)
 	}

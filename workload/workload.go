@@ -1,7 +1,12 @@
-// Package workload runs locktest's clients: each contends for etcd locks with
-// concurrency.Mutex, takes the lock key's create revision as its fencing
-// token, and does a read-think-write critical section against the protected
-// resource. Every acquire, release, read and write is recorded as it happens.
+// Package workload runs locktest's clients: each contends for etcd locks
+// with a lock recipe (package lock; concurrency.Mutex by default), takes the
+// grant's fencing token, and does a read-think-write critical section
+// against the protected resource: the HTTP store (fenced or not) or a value
+// in etcd written by a Txn guarded by the lock (etcd-txn). The critical
+// section is a counter (write value+1) or a sale from a stock of items
+// (write sold+1 while any is left). Every acquire, release, read and write
+// is recorded as it happens; when the run stops, one final read of each key
+// records where the value ended.
 //
 // Each client has a clock of its own (package clock) that a nemesis can bump
 // or make run fast or slow. Everything in the client that decides by time
@@ -10,7 +15,8 @@
 // in place of clientv3's built-in keepalive, which runs on the host's clock.
 // A nemesis can also pause a client (stop the world) and crash it (drop its
 // session without revoking it; a new process number takes over). *Workload
-// provides those controls.
+// provides those controls. A recipe's lease is the client's clock-driven one
+// when the recipe grants it through the client (sessions do).
 //
 // An observer watches the lock keys over direct (unproxied) connections to
 // the members and records, as nemesis info events, when the server really
@@ -23,6 +29,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +40,8 @@ import (
 	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/cluster"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/resource"
 )
 
 // Cluster is what the workload needs from an etcd cluster: an etcd client and
@@ -71,14 +81,32 @@ const (
 	// delete), create_revision (the token of a holder), process (the
 	// process that owned the lease) and by: "release" (the client's own
 	// Unlock), "acquire" (Mutex.Lock's clean-up after a failed wait),
-	// "revoke" (the client closed its session) or "expiry" (the lease ran
-	// out on the server).
+	// "revoke" (the client closed its session), "expiry" (the lease ran
+	// out on the server) or "other-release" (another client's release
+	// deleted it: unlock-any).
 	FKeyDeleted = "key-deleted"
 	// FLeaseLost: a client's session ended (its keepalives found the lease
 	// gone, or its own clock said the lease was over) while it believed it
 	// held a lock. Value targets [client]; params key, token, lease,
 	// process.
 	FLeaseLost = "lease-lost"
+	// FSetup: recorded first, it says what the run does, for the checks
+	// that need it (the invariant). Params workload ("counter" or
+	// "stock"), items (stock), recipe, resource ("http" or "etcd-txn"),
+	// locks (comma-separated).
+	FSetup = "setup"
+)
+
+// Workloads: what a critical section does.
+const (
+	// WorkloadCounter reads the value and writes value+1.
+	WorkloadCounter = "counter"
+	// WorkloadStock sells from a stock of Items per key: the resource
+	// holds the number sold; a client reads it and, if it is below Items,
+	// writes it +1: a sale.
+	WorkloadStock = "stock"
+	// DefaultItems is the stock workload's default inventory.
+	DefaultItems = 100
 )
 
 // Config describes the clients and their critical section.
@@ -106,6 +134,18 @@ type Config struct {
 	// GuardMargin is the clock guard's safety margin: the lease must have
 	// more than this left on the client's clock. 0 means TTL/5.
 	GuardMargin time.Duration
+	// Recipe is the lock under test; nil means lock.Mutex().
+	Recipe lock.Recipe
+	// Workload is what a critical section does: WorkloadCounter ("" too)
+	// or WorkloadStock.
+	Workload string
+	// Items is the stock workload's inventory per key; 0 means
+	// DefaultItems.
+	Items int
+	// Resource is resource.EtcdTxn to keep the protected values in etcd
+	// (New then takes no resource address); anything else ("" too) means
+	// the HTTP store at the address New is given.
+	Resource resource.Mode
 }
 
 // DefaultConfig is the configuration of a plain `locktest run`.
@@ -151,7 +191,36 @@ func (c Config) Validate() error {
 			return errors.New("lock names must not be empty")
 		}
 	}
+	switch c.Workload {
+	case "", WorkloadCounter, WorkloadStock:
+	default:
+		return fmt.Errorf("unknown workload %q (want %s or %s)", c.Workload, WorkloadCounter, WorkloadStock)
+	}
+	if c.Items < 0 {
+		return fmt.Errorf("items must not be negative, got %d", c.Items)
+	}
+	if c.Resource != "" {
+		if _, err := resource.ParseMode(string(c.Resource)); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// items is the stock workload's effective inventory.
+func (c Config) items() int {
+	if c.Items > 0 {
+		return c.Items
+	}
+	return DefaultItems
+}
+
+// workload is the effective workload name.
+func (c Config) workload() string {
+	if c.Workload == "" {
+		return WorkloadCounter
+	}
+	return c.Workload
 }
 
 // margin is the clock guard's effective margin.
@@ -176,7 +245,11 @@ type Stats struct {
 	// client believed it held.
 	LeasesLost int `json:"leases_lost"`
 	// Crashes counts crashes that took effect.
-	Crashes      int `json:"crashes"`
+	Crashes int `json:"crashes"`
+	// Sales counts the stock workload's accepted writes (each a sale), and
+	// SoldOut its critical sections that found no stock left.
+	Sales        int `json:"sales,omitempty"`
+	SoldOut      int `json:"sold_out,omitempty"`
 	acquireWaits []time.Duration
 }
 
@@ -187,6 +260,8 @@ func (s *Stats) add(o Stats) {
 	s.GuardRefusals += o.GuardRefusals
 	s.LeasesLost += o.LeasesLost
 	s.Crashes += o.Crashes
+	s.Sales += o.Sales
+	s.SoldOut += o.SoldOut
 	s.acquireWaits = append(s.acquireWaits, o.acquireWaits...)
 }
 
@@ -204,6 +279,8 @@ type Workload struct {
 	owners   map[clientv3.LeaseID]leaseOwner
 	releases map[keyRev]bool // lock keys their owner is deleting in a release
 	revoking map[clientv3.LeaseID]bool
+
+	resourceAddr string
 
 	ran       atomic.Bool
 	closeOnce sync.Once
@@ -225,8 +302,9 @@ type leaseOwner struct {
 
 // New connects cfg.Clients clients ("c0", "c1", ...) to cl, each with its own
 // etcd client and resource link (a proxy named "<client>-resource" in front
-// of resourceAddr), and starts the observer. Nothing is recorded and no
-// session exists until Run. Close releases everything.
+// of resourceAddr; with cfg.Resource resource.EtcdTxn there is none, and
+// resourceAddr is ignored: pass ""), and starts the observer. Nothing is
+// recorded and no lock recipe runs until Run. Close releases everything.
 func New(ctx context.Context, cfg Config, cl Cluster, resourceAddr string, rec Recorder) (*Workload, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -234,13 +312,21 @@ func New(ctx context.Context, cfg Config, cl Cluster, resourceAddr string, rec R
 	if cfg.Guard == "" {
 		cfg.Guard = GuardNone
 	}
+	if cfg.Recipe == nil {
+		cfg.Recipe = lock.Mutex()
+	}
+	cfg.Workload = cfg.workload()
+	if cfg.Resource != resource.EtcdTxn && resourceAddr == "" {
+		return nil, errors.New("workload: no resource address (the etcd-txn resource needs none: set Config.Resource)")
+	}
 	w := &Workload{
-		cfg:      cfg,
-		rec:      rec,
-		byName:   map[string]*client{},
-		owners:   map[clientv3.LeaseID]leaseOwner{},
-		releases: map[keyRev]bool{},
-		revoking: map[clientv3.LeaseID]bool{},
+		cfg:          cfg,
+		rec:          rec,
+		byName:       map[string]*client{},
+		owners:       map[clientv3.LeaseID]leaseOwner{},
+		releases:     map[keyRev]bool{},
+		revoking:     map[clientv3.LeaseID]bool{},
+		resourceAddr: resourceAddr,
 	}
 	w.next.Store(int64(cfg.Clients))
 	for i := range cfg.Clients {
@@ -265,14 +351,20 @@ func New(ctx context.Context, cfg Config, cl Cluster, resourceAddr string, rec R
 	return w, nil
 }
 
-// Run lets the clients work until stop is closed; each then finishes the
-// cycle it is in (so locks are released and the history ends quietly), closes
-// its session, and Run returns once the observer has seen every deletion up
-// to then. Cancelling ctx interrupts everything at once: operations in flight
-// are recorded as info. Run can be called once.
+// Run records the setup event, then lets the clients work until stop is
+// closed; each then finishes the cycle it is in (so locks are released and
+// the history ends quietly) and closes its locker. Then one final read of
+// each key, by a fresh process over a direct link, records the value the
+// run left (the invariant check needs it), and Run returns once the observer
+// has seen every deletion up to then. Cancelling ctx interrupts everything
+// at once: operations in flight are recorded as info. Run can be called
+// once.
 func (w *Workload) Run(ctx context.Context, stop <-chan struct{}) (Stats, error) {
 	if !w.ran.CompareAndSwap(false, true) {
 		return Stats{}, errors.New("workload: Run called twice")
+	}
+	if _, err := w.rec.Record(w.setupEvent()); err != nil {
+		return Stats{}, err
 	}
 	var (
 		wg    sync.WaitGroup
@@ -300,6 +392,9 @@ func (w *Workload) Run(ctx context.Context, stop <-chan struct{}) (Stats, error)
 		})
 	}
 	wg.Wait()
+	if err := w.finalReads(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	w.obs.sync(sctx)
 	cancel()
@@ -426,7 +521,8 @@ func (w *Workload) Crash(client string) error {
 	return nil
 }
 
-// Lease returns the lease of client's current session.
+// Lease returns the lease of client's current locker (its session), or,
+// for a recipe without one, the lease of the grant it holds, if any.
 func (w *Workload) Lease(client string) (clientv3.LeaseID, bool) {
 	c, ok := w.byName[client]
 	if !ok {
@@ -434,10 +530,13 @@ func (w *Workload) Lease(client string) (clientv3.LeaseID, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.session == nil {
-		return 0, false
+	if c.locker != nil && c.locker.lh != nil {
+		return c.locker.lh.LeaseID(), true
 	}
-	return c.session.Lease(), true
+	if c.held != nil && c.held.lease != 0 {
+		return c.held.lease, true
+	}
+	return 0, false
 }
 
 func (w *Workload) client(name string) (*client, error) {
@@ -463,6 +562,18 @@ func (w *Workload) intendRelease(key string, rev int64) {
 	w.releases[keyRev{key, rev}] = true
 }
 
+// granted notes a grant of etcd key at revision rev: intents to release
+// older grants of the same key are stale (their release found the key gone).
+func (w *Workload) granted(key string, rev int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k := range w.releases {
+		if k.key == key && k.rev < rev {
+			delete(w.releases, k)
+		}
+	}
+}
+
 // intendRevoke notes that the owner of lease is about to revoke it.
 func (w *Workload) intendRevoke(id clientv3.LeaseID) {
 	w.mu.Lock()
@@ -471,23 +582,82 @@ func (w *Workload) intendRevoke(id clientv3.LeaseID) {
 }
 
 // deleted says who deleted etcd key, created at revision rev and attached to
-// lease: its owner in a release, its owner otherwise (Mutex.Lock's clean-up
-// of its key after a failed wait: the lease is still alive), its owner by
-// revoking the lease, or the server when the lease expired. alive reports
-// whether the lease exists after the deletion (nil: unknown).
+// lease: its owner in a release, another client in a release of an older
+// grant of the same key (a release that deletes whatever is there), its
+// owner otherwise (Mutex.Lock's clean-up of its key after a failed wait: the
+// lease is still alive), its owner by revoking the lease, or the server when
+// the lease expired. alive reports whether the lease exists after the
+// deletion (nil: unknown).
 func (w *Workload) deleted(key string, rev int64, lease clientv3.LeaseID, alive *bool) (leaseOwner, string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	owner := w.owners[lease]
 	k := keyRev{key, rev}
-	switch {
-	case w.releases[k]:
+	if w.releases[k] {
 		delete(w.releases, k)
 		return owner, "release"
+	}
+	for r := range w.releases {
+		if r.key == key && r.rev < rev && (alive == nil || *alive) {
+			delete(w.releases, r)
+			return owner, "other-release"
+		}
+	}
+	switch {
 	case alive != nil && *alive:
 		return owner, "acquire"
 	case w.revoking[lease]:
 		return owner, "revoke"
 	}
 	return owner, "expiry"
+}
+
+// setupEvent says what the run does.
+func (w *Workload) setupEvent() histories.Op {
+	params := map[string]string{
+		"workload": w.cfg.Workload,
+		"recipe":   w.cfg.Recipe.Name(),
+		"resource": "http",
+		"locks":    strings.Join(w.cfg.Locks, ","),
+	}
+	if w.cfg.Workload == WorkloadStock {
+		params["items"] = strconv.Itoa(w.cfg.items())
+	}
+	if w.cfg.Resource == resource.EtcdTxn {
+		params["resource"] = string(resource.EtcdTxn)
+	}
+	return histories.Op{Type: histories.Info, F: FSetup, Process: histories.Nemesis, Value: &histories.Value{Params: params}}
+}
+
+// finalReads reads each key once after the clients stopped, as a fresh
+// process, over a direct link (faults on the clients' links do not block
+// it), and records the reads.
+func (w *Workload) finalReads(ctx context.Context) error {
+	var st store
+	if w.cfg.Resource == resource.EtcdTxn {
+		st = etcdStore{resource.NewEtcd(w.obs.admin, resource.EtcdPrefix(w.cfg.Prefix))}
+	} else {
+		st = httpStore{resource.NewClient(w.resourceAddr)}
+	}
+	defer st.Close()
+	keys := slices.Clone(w.cfg.Locks)
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	p := histories.Process(w.next.Add(1) - 1)
+	for _, key := range keys {
+		if _, err := w.rec.Record(histories.Op{Type: histories.Invoke, F: histories.Read, Process: p, Key: key}); err != nil {
+			return err
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		v, err := st.Read(rctx, key)
+		cancel()
+		op := histories.Op{Type: histories.OK, F: histories.Read, Process: p, Key: key, Value: histories.ReadValue(v)}
+		if err != nil {
+			op = histories.Op{Type: histories.Fail, F: histories.Read, Process: p, Key: key, Error: err.Error()}
+		}
+		if _, err := w.rec.Record(op); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,0 +1,320 @@
+package checker
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/locktest/locktest/histories"
+)
+
+// The invariant check: what the application behind the lock cares about,
+// counted from the history alone. The run's "setup" nemesis event says what
+// the critical section did (params workload and items); without one, the
+// history is taken for the counter workload.
+//
+//   - counter: a client reads the value and writes value+1. Every accepted
+//     write (write ok) should add one, so the final value should equal the
+//     number of accepted writes, or exceed it by at most the writes whose
+//     outcome is unknown. A lower final value means updates were lost: two
+//     holders read the same value, or a stale write set the value back.
+//   - stock: each key has an inventory of items; the resource holds the
+//     number sold. A client reads it and, if it is below items, writes it
+//     +1: a sale, counted when the write is accepted. Sales must never
+//     exceed items (oversold), and the final stock must be items minus the
+//     sales (else sales were lost from the count, and the stock shows items
+//     that are gone).
+//
+// The final value of a key is its last read ok invoked after every write of
+// the key was invoked, and after every write with a known outcome returned:
+// the workload makes one such read of each key when the run stops.
+
+// Workload names in the setup event.
+const (
+	WorkloadCounter = "counter"
+	WorkloadStock   = "stock"
+)
+
+// InvariantCount is the invariant check's accounting of one key.
+type InvariantCount struct {
+	Key      string `json:"key"`
+	Workload string `json:"workload"`
+	// Items is the stock workload's inventory.
+	Items int64 `json:"items,omitempty"`
+	// Accepted counts the writes the resource accepted (write ok): in the
+	// stock workload, the sales. Unknown counts writes whose outcome is
+	// unknown, Rejected those refused.
+	Accepted int64 `json:"accepted"`
+	Unknown  int64 `json:"unknown"`
+	Rejected int64 `json:"rejected"`
+	// Final is the final value (the number sold, for stock), if HasFinal.
+	Final    int64 `json:"final"`
+	HasFinal bool  `json:"has_final"`
+	// Lost counts accepted writes the final value does not reflect (at
+	// least; lost sales for stock); Oversold the sales beyond the
+	// inventory (at least). Excess is a final value above every write that
+	// may have been applied.
+	Lost     int64 `json:"lost"`
+	Oversold int64 `json:"oversold,omitempty"`
+	Excess   int64 `json:"excess,omitempty"`
+}
+
+// Invariant checks a history; see History.Invariant.
+func Invariant(ops []histories.Op) Result { return Build(ops).Invariant() }
+
+// setup returns the run's workload and stock inventory, from its setup
+// event (the last, if several).
+func (h *History) setup() (workload string, items int64) {
+	workload = WorkloadCounter
+	for _, op := range h.nemesis {
+		if op.F != "setup" || op.Value == nil {
+			continue
+		}
+		if w := op.Value.Params["workload"]; w != "" {
+			workload = w
+		}
+		if n, err := strconv.ParseInt(op.Value.Params["items"], 10, 64); err == nil {
+			items = n
+		}
+	}
+	return workload, items
+}
+
+// InvariantCounts returns the invariant check's accounting of each key, in
+// key order.
+func (h *History) InvariantCounts() []InvariantCount {
+	workload, items := h.setup()
+	type keyOps struct {
+		writes, reads []*operation
+	}
+	byKey := map[string]*keyOps{}
+	get := func(k string) *keyOps {
+		if byKey[k] == nil {
+			byKey[k] = &keyOps{}
+		}
+		return byKey[k]
+	}
+	for _, o := range h.ops {
+		switch o.f {
+		case histories.Write:
+			get(o.key).writes = append(get(o.key).writes, o)
+		case histories.Read:
+			get(o.key).reads = append(get(o.key).reads, o)
+		}
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var out []InvariantCount
+	for _, k := range keys {
+		ko := byKey[k]
+		c := InvariantCount{Key: k, Workload: workload}
+		if workload == WorkloadStock {
+			c.Items = items
+		}
+		var lastCall, lastKnownRet int64 = -1, -1
+		for _, w := range ko.writes {
+			lastCall = max(lastCall, w.call)
+			switch w.status {
+			case histories.OK:
+				c.Accepted++
+				lastKnownRet = max(lastKnownRet, w.ret)
+			case histories.Fail:
+				c.Rejected++
+				lastKnownRet = max(lastKnownRet, w.ret)
+			default:
+				c.Unknown++
+			}
+		}
+		var final *operation
+		for _, r := range ko.reads {
+			if r.status != histories.OK || !r.hasVal || r.call <= lastCall || r.call < lastKnownRet {
+				continue
+			}
+			if final == nil || r.call > final.call {
+				final = r
+			}
+		}
+		if final != nil {
+			c.Final, c.HasFinal = final.val, true
+			c.Lost = max(0, c.Accepted-c.Final)
+			c.Excess = max(0, c.Final-c.Accepted-c.Unknown)
+		}
+		if workload == WorkloadStock {
+			c.Oversold = max(0, c.Accepted-items)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Invariant checks the application's invariant, counted from the history:
+// for the counter workload that no accepted update was lost; for the stock
+// workload that no item was sold twice over (oversold) and that the final
+// stock is the inventory minus the sales. It is invalid if any key breaks
+// it, unknown if some key has no final read to judge by, and valid
+// otherwise. Its explanation gives the numbers.
+func (h *History) Invariant() Result {
+	began := time.Now()
+	res := Result{Name: "invariant", Verdict: Unknown}
+	if h.err != nil {
+		res.Explanation = "The history is malformed: " + h.err.Error() + "."
+		return res
+	}
+	counts := h.InvariantCounts()
+	res.Keys = len(counts)
+	for _, o := range h.ops {
+		if o.f == histories.Write || o.f == histories.Read {
+			res.Ops++
+			if o.f == histories.Write && o.unknown() {
+				res.Unknown++
+			}
+		}
+	}
+	var undecided []string
+	for _, c := range counts {
+		res.Violations = append(res.Violations, h.invariantViolations(c)...)
+		if !c.HasFinal && c.Oversold == 0 {
+			undecided = append(undecided, fmt.Sprintf("On key %q no read followed the last write, so the final value is unknown (%s).", c.Key, describeCount(c)))
+		}
+	}
+	var lines []string
+	for _, v := range res.Violations {
+		lines = append(lines, v.Story)
+	}
+	switch {
+	case len(res.Violations) > 0:
+		res.Verdict = Invalid
+		lines = append(lines, undecided...)
+	case len(undecided) > 0:
+		lines = undecided
+	default:
+		res.Verdict = Valid
+	}
+	res.Explanation = joinLines(lines...)
+	res.Duration = time.Since(began)
+	return res
+}
+
+// describeCount gives a key's numbers in words.
+func describeCount(c InvariantCount) string {
+	what := "writes"
+	if c.Workload == WorkloadStock {
+		what = "sales"
+	}
+	s := fmt.Sprintf("%d %s accepted", c.Accepted, what)
+	if c.Workload == WorkloadStock {
+		s = fmt.Sprintf("%d items, %d sales accepted", c.Items, c.Accepted)
+	}
+	if c.Unknown > 0 {
+		s += fmt.Sprintf(", %d with unknown outcomes", c.Unknown)
+	}
+	if c.Rejected > 0 {
+		s += fmt.Sprintf(", %d writes rejected", c.Rejected)
+	}
+	return s
+}
+
+// invariantViolations tells what is wrong with one key, if anything.
+func (h *History) invariantViolations(c InvariantCount) []Violation {
+	var out []Violation
+	stock := c.Workload == WorkloadStock
+	unknown := ""
+	if c.Unknown > 0 {
+		unknown = fmt.Sprintf(" (possibly more: %s had unknown outcomes)", count(c.Unknown, "write", "writes"))
+	}
+	if stock && c.Oversold > 0 {
+		v := Violation{Check: "invariant", Kind: "oversold", Key: c.Key}
+		v.Story = fmt.Sprintf("On key %q, the resource accepted %d sales of %d items: %d oversold%s.",
+			c.Key, c.Accepted, c.Items, c.Oversold, unknown)
+		h.invariantScene(&v, c.Key)
+		out = append(out, v)
+	}
+	if c.HasFinal && c.Lost > 0 {
+		v := Violation{Check: "invariant", Kind: "lost-update", Key: c.Key}
+		if stock {
+			due := fmt.Sprintf(", where %d was due", c.Items-c.Accepted)
+			if c.Accepted > c.Items {
+				due = ""
+			}
+			v.Story = fmt.Sprintf("On key %q, %d sales were accepted but the stock fell by only %d (final stock %d of %d items%s): %s lost from the count, and the stock shows %s.",
+				c.Key, c.Accepted, c.Final, c.Items-c.Final, c.Items, due, count(c.Lost, "sale was", "sales were"), count(c.Lost, "item that is gone", "items that are gone"))
+		} else {
+			v.Story = fmt.Sprintf("On key %q, %d writes were accepted but the final value is %d: %s lost.",
+				c.Key, c.Accepted, c.Final, count(c.Lost, "update was", "updates were"))
+		}
+		h.invariantScene(&v, c.Key)
+		out = append(out, v)
+	}
+	if c.HasFinal && c.Excess > 0 {
+		v := Violation{Check: "invariant", Kind: "excess", Key: c.Key}
+		v.Story = fmt.Sprintf("On key %q, the final value is %d, more than the %d writes that may have taken effect (%d accepted, %d unknown): something else wrote to the resource.",
+			c.Key, c.Final, c.Accepted+c.Unknown, c.Accepted, c.Unknown)
+		out = append(out, v)
+	}
+	return out
+}
+
+// count says n things, in the singular or the plural.
+func count(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// invariantScene adds to v the first moment the key's value went backwards
+// or stood still under an accepted write (the write that lost updates), with
+// the processes, tokens and faults then.
+func (h *History) invariantScene(v *Violation, key string) {
+	var acc []*operation
+	for _, o := range h.ops {
+		if o.f == histories.Write && o.key == key && o.status == histories.OK && o.hasVal {
+			acc = append(acc, o)
+		}
+	}
+	slices.SortStableFunc(acc, func(a, b *operation) int { return cmp.Compare(a.ret, b.ret) })
+	for i, o := range acc {
+		// The highest value accepted definitely before o was invoked.
+		var prev *operation
+		for _, a := range acc[:i] {
+			if a.ret < o.call && (prev == nil || a.val > prev.val) {
+				prev = a
+			}
+		}
+		if prev == nil || o.val > prev.val {
+			continue
+		}
+		v.Processes = []int{int(o.process), int(prev.process)}
+		if o.hasTok && prev.hasTok {
+			v.Tokens = []int64{o.tok, prev.tok}
+		}
+		v.From, v.To = prev.ret, o.ret
+		v.Faults = h.faultsDuring(o.call, o.ret)
+		tok := func(x *operation) string {
+			if x.hasTok {
+				return fmt.Sprintf(" with token %d", x.tok)
+			}
+			return ""
+		}
+		s := fmt.Sprintf(" The first lost update: the resource accepted process %d's write of %d%s at %s, although process %d's write of %d%s had been accepted at %s",
+			o.process, o.val, tok(o), h.at(o.ret), prev.process, prev.val, tok(prev), h.at(prev.ret))
+		switch {
+		case o.hasTok && prev.hasTok && o.tok < prev.tok:
+			s += ": a stale write, with a lower token"
+		case o.val == prev.val:
+			s += ": both had read the same value"
+		default:
+			s += ": it set the value back"
+		}
+		if len(v.Faults) > 0 {
+			s += "; faults active then: " + h.describeFaults(v.Faults)
+		}
+		v.Story += s + "."
+		return
+	}
+}

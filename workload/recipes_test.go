@@ -1,0 +1,395 @@
+package workload
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/resource"
+)
+
+func recipe(t *testing.T, name string) lock.Recipe {
+	t.Helper()
+	r, err := lock.Builtin(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// results runs every check of a history but liveness.
+func results(ops []histories.Op) map[string]checker.Result {
+	h := checker.Build(ops)
+	out := map[string]checker.Result{}
+	for _, r := range append(h.All(checker.Options{Timeout: 20 * time.Second}), h.Invariant()) {
+		out[r.Name] = r
+	}
+	return out
+}
+
+// countOK counts the ok completions of f.
+func countOK(ops []histories.Op, f string) int {
+	n := 0
+	for _, op := range ops {
+		if op.F == f && op.Type == histories.OK {
+			n++
+		}
+	}
+	return n
+}
+
+// waitReleases waits for n releases in all.
+func (e *env) waitReleases(n int, timeout time.Duration) {
+	e.t.Helper()
+	e.rec.waitFor(e.t, timeout, 0, "releases", func(histories.Op) bool {
+		ops, _ := e.rec.snapshot()
+		return countOK(ops, histories.Release) >= n
+	})
+}
+
+// waitOverlap waits until two processes believe they hold a lock at once.
+func (e *env) waitOverlap(timeout time.Duration) checker.Overlap {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ops, _ := e.rec.snapshot()
+		if a := checker.Overlaps(ops); len(a.Overlaps) > 0 {
+			return a.Overlaps[0]
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("no overlap within %v; history:\n%s", timeout, dump(ops))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Every correct recipe hands the lock from client to client with growing
+// tokens, and with the fenced resource every check passes.
+func TestRecipes(t *testing.T) {
+	for _, name := range lock.Names() {
+		if lock.Broken(name) {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Clients = 3
+			cfg.Recipe = recipe(t, name)
+			cfg.Guard = GuardSession
+			e := setup(t, resource.Fenced, cfg)
+			e.start()
+			e.waitReleases(15, 10*time.Second)
+			st, ops := e.finish()
+			last := int64(0)
+			procs := map[histories.Process]bool{}
+			for _, op := range ops {
+				if op.F == histories.Acquire && op.Type == histories.OK {
+					if tok := tokenOf(op); tok <= last {
+						t.Errorf("token %d granted after %d", tok, last)
+					} else {
+						last = tok
+					}
+					procs[op.Process] = true
+				}
+				if op.F == histories.Write && op.Type == histories.Fail {
+					t.Errorf("write rejected in a quiet run: %+v", op)
+				}
+			}
+			if len(procs) < 2 {
+				t.Errorf("only %d processes acquired", len(procs))
+			}
+			for n, r := range results(ops) {
+				if r.Verdict != checker.Valid {
+					t.Errorf("%s: %s\n%s", n, r.Verdict, r.Explanation)
+				}
+			}
+			t.Logf("%s: %d acquisitions, acquire p50 %v p99 %v", name, st.Acquisitions, st.AcquireP50.Round(time.Millisecond), st.AcquireP99.Round(time.Millisecond))
+		})
+	}
+}
+
+// check-then-set: waiters woken by the same delete all find the key absent
+// and all Put it: two holders at once, without any fault.
+func TestCheckThenSetCaught(t *testing.T) {
+	cfg := testConfig()
+	cfg.Clients = 3
+	cfg.Recipe = recipe(t, lock.CheckThenSetName)
+	cfg.ThinkMin, cfg.ThinkMax = 20*time.Millisecond, 50*time.Millisecond
+	e := setup(t, resource.Unfenced, cfg)
+	e.start()
+	o := e.waitOverlap(8 * time.Second)
+	t.Logf("processes %d and %d held %q at once from %v", o.First.Process, o.Second.Process, o.Key, ms(o.From))
+	_, ops := e.finish()
+	r := results(ops)["mutex"]
+	if r.Verdict != checker.Invalid {
+		t.Fatalf("mutex check %s, want invalid", r.Verdict)
+	}
+	t.Logf("mutex: %s", firstLine(r.Explanation))
+}
+
+// unlock-any: a holder paused past its lease comes back and releases by
+// deleting the key, now another client's; a third takes it while the
+// second still holds, and so on down the line.
+func TestUnlockAnyCaught(t *testing.T) {
+	cfg := testConfig()
+	cfg.Clients = 3
+	cfg.Recipe = recipe(t, lock.UnlockAnyName)
+	cfg.ThinkMin, cfg.ThinkMax = 50*time.Millisecond, 100*time.Millisecond
+	e := setup(t, resource.Fenced, cfg)
+	e.start()
+	first := e.rec.waitFor(t, 5*time.Second, 0, "an acquire", func(op histories.Op) bool {
+		return op.Type == histories.OK && op.F == histories.Acquire
+	})
+	paused := nameOf(first.Process)
+	if err := e.wl.Pause(paused, 3*time.Second, true); err != nil {
+		t.Fatal(err)
+	}
+	del := e.rec.waitFor(t, 8*time.Second, first.Index, "a key deleted by another client's release", func(op histories.Op) bool {
+		return op.F == FKeyDeleted && op.Value.Params["by"] == "other-release"
+	})
+	t.Logf("%s's release deleted %v's key (process %s)", paused, del.Value.Targets, del.Value.Params["process"])
+	_, ops := e.finish()
+	r := results(ops)["mutex"]
+	if r.Verdict != checker.Invalid {
+		t.Fatalf("mutex check %s, want invalid", r.Verdict)
+	}
+	// Beyond the paused holder's own overlap: two clients that were never
+	// paused held the lock at once.
+	pausedProc := first.Process
+	found := false
+	for _, o := range checker.Overlaps(ops).Overlaps {
+		if histories.Process(o.First.Process) != pausedProc && histories.Process(o.Second.Process) != pausedProc {
+			found = true
+			t.Logf("processes %d and %d (neither paused) held the lock at once from %v", o.First.Process, o.Second.Process, ms(o.From))
+			break
+		}
+	}
+	if !found {
+		t.Error("no overlap between clients that were not paused")
+	}
+}
+
+// no-renew: critical sections longer than the TTL outlive the lock.
+func TestNoRenewCaught(t *testing.T) {
+	cfg := testConfig()
+	cfg.TTL = 1
+	cfg.Recipe = recipe(t, lock.NoRenewName)
+	cfg.ThinkMin, cfg.ThinkMax = 1500*time.Millisecond, 1500*time.Millisecond
+	e := setup(t, resource.Fenced, cfg)
+	e.start()
+	o := e.waitOverlap(8 * time.Second)
+	t.Logf("processes %d and %d held %q at once from %v", o.First.Process, o.Second.Process, o.Key, ms(o.From))
+	_, ops := e.finish()
+	expired := false
+	for _, op := range ops {
+		if op.F == FKeyDeleted && op.Value.Params["by"] == "expiry" {
+			expired = true
+		}
+	}
+	if !expired {
+		t.Error("no key-deleted by expiry")
+	}
+	if r := results(ops)["mutex"]; r.Verdict != checker.Invalid {
+		t.Fatalf("mutex check %s, want invalid", r.Verdict)
+	}
+}
+
+// pauseFirstHolder arms a pause of d before the write of the first client to
+// acquire, waits for it to begin, and returns the client's last grant then.
+func (e *env) pauseFirstHolder(d time.Duration) (histories.Op, int) {
+	t := e.t
+	t.Helper()
+	first := e.rec.waitFor(t, 5*time.Second, 0, "an acquire", func(op histories.Op) bool {
+		return op.Type == histories.OK && op.F == histories.Acquire
+	})
+	name := nameOf(first.Process)
+	if err := e.wl.Pause(name, d, true); err != nil {
+		t.Fatal(err)
+	}
+	c := e.client(name)
+	deadline := time.Now().Add(5 * time.Second)
+	for !c.ctl.paused() {
+		if time.Now().After(deadline) {
+			t.Fatal("the armed pause did not begin within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ops, _ := e.rec.snapshot()
+	var held histories.Op
+	for _, op := range ops {
+		if op.Process == first.Process && op.F == histories.Acquire && op.Type == histories.OK {
+			held = op
+		}
+	}
+	return held, len(ops)
+}
+
+// etcd-txn: a holder paused between its guard and its write past its lease
+// writes with a Txn whose compare (mutex.IsOwner) fails: rejected, and the
+// resource and invariant checks pass; the mutex check still sees the
+// overlap.
+func TestEtcdTxnRejectsPausedHolder(t *testing.T) {
+	cfg := testConfig()
+	cfg.ThinkMin, cfg.ThinkMax = 20*time.Millisecond, 20*time.Millisecond
+	e := setup(t, resource.EtcdTxn, cfg)
+	e.start()
+	held, from := e.pauseFirstHolder(3500 * time.Millisecond)
+	other := histories.Process(1 - int(held.Process))
+	acq := e.rec.waitFor(t, 5*time.Second, from, "the other client's acquire", isOp(histories.OK, histories.Acquire, other))
+	e.rec.waitFor(t, 3*time.Second, acq.Index, "the other client's write", isOp(histories.OK, histories.Write, other))
+	w := e.rec.waitFor(t, 5*time.Second, from, "the paused client's write", func(op histories.Op) bool {
+		return op.Process == held.Process && op.F == histories.Write && op.Type != histories.Invoke
+	})
+	if w.Type != histories.Fail || tokenOf(w) != tokenOf(held) {
+		t.Errorf("paused holder's write: %+v, want a fail with token %d", w, tokenOf(held))
+	}
+	t.Logf("stale write: %s", w.Error)
+	_, ops := e.finish()
+	r := results(ops)
+	for _, n := range []string{"resource", "invariant"} {
+		if r[n].Verdict != checker.Valid {
+			t.Errorf("%s: %s\n%s", n, r[n].Verdict, r[n].Explanation)
+		}
+	}
+	if r["mutex"].Verdict != checker.Invalid {
+		t.Errorf("mutex: %s, want invalid (the paused holder overlapped)", r["mutex"].Verdict)
+	}
+	// The value in etcd is the final read's.
+	cli, err := e.cl.Client("check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	v, err := resource.NewEtcd(cli, resource.EtcdPrefix(cfg.Prefix)).Read(context.Background(), "lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final := finalRead(t, ops, "lock"); final != v {
+		t.Errorf("final read %d, etcd holds %d", final, v)
+	}
+}
+
+func finalRead(t *testing.T, ops []histories.Op, key string) int64 {
+	t.Helper()
+	for i := len(ops) - 1; i >= 0; i-- {
+		if op := ops[i]; op.F == histories.Read && op.Type == histories.OK && op.Key == key {
+			v, _ := op.Val()
+			return v
+		}
+	}
+	t.Fatal("no final read")
+	return 0
+}
+
+// A recipe without a compare of its own (no lock.Fenced) is fenced in etcd
+// by its token.
+func TestEtcdTxnTokenFenceForPlainRecipe(t *testing.T) {
+	plain := lock.RecipeFunc("plain", func(ctx context.Context, env lock.Env) (lock.Locker, error) {
+		l, err := lock.Mutex().New(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		return plainLocker{l}, nil
+	})
+	cfg := testConfig()
+	cfg.Recipe = plain
+	e := setup(t, resource.EtcdTxn, cfg)
+	e.start()
+	e.waitReleases(10, 10*time.Second)
+	_, ops := e.finish()
+	if countOK(ops, histories.Write) < 10 {
+		t.Errorf("only %d writes accepted", countOK(ops, histories.Write))
+	}
+	for n, r := range results(ops) {
+		if r.Verdict != checker.Valid {
+			t.Errorf("%s: %s\n%s", n, r.Verdict, r.Explanation)
+		}
+	}
+}
+
+// plainLocker hides everything but the Locker and Held methods.
+type plainLocker struct{ l lock.Locker }
+
+func (p plainLocker) Close() error { return p.l.Close() }
+func (p plainLocker) Acquire(ctx context.Context, name string) (lock.Held, error) {
+	h, err := p.l.Acquire(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return plainHeld{h}, nil
+}
+
+type plainHeld struct{ h lock.Held }
+
+func (p plainHeld) Token() int64                      { return p.h.Token() }
+func (p plainHeld) Release(ctx context.Context) error { return p.h.Release(ctx) }
+
+// The stock workload in a quiet run sells exactly its items, then finds
+// itself sold out; the invariant holds.
+func TestStockQuiet(t *testing.T) {
+	cfg := testConfig()
+	cfg.Clients = 3
+	cfg.Workload = WorkloadStock
+	cfg.Items = 6
+	e := setup(t, resource.Fenced, cfg)
+	e.start()
+	e.waitReleases(10, 10*time.Second)
+	st, ops := e.finish()
+	if st.Sales != 6 || st.SoldOut == 0 {
+		t.Errorf("sales %d, sold out %d; want 6 sales, then sold out", st.Sales, st.SoldOut)
+	}
+	if ops[0].F != FSetup || ops[0].Value.Params["workload"] != "stock" || ops[0].Value.Params["items"] != "6" {
+		t.Errorf("first op %+v, want the setup event", ops[0])
+	}
+	r := results(ops)
+	for n, res := range r {
+		if res.Verdict != checker.Valid {
+			t.Errorf("%s: %s\n%s", n, res.Verdict, res.Explanation)
+		}
+	}
+	c := checker.Build(ops).InvariantCounts()
+	if len(c) != 1 || c[0].Accepted != 6 || c[0].Final != 6 || c[0].Items != 6 {
+		t.Errorf("counts %+v", c)
+	}
+}
+
+// The stock workload on the unfenced resource: a holder paused before its
+// write past its lease writes its stale count back; the invariant check
+// says how many sales were lost.
+func TestStockUnfencedLosesSales(t *testing.T) {
+	cfg := testConfig()
+	cfg.Workload = WorkloadStock
+	cfg.ThinkMin, cfg.ThinkMax = 20*time.Millisecond, 20*time.Millisecond
+	e := setup(t, resource.Unfenced, cfg)
+	e.start()
+	held, from := e.pauseFirstHolder(3500 * time.Millisecond)
+	w := e.rec.waitFor(t, 6*time.Second, from, "the paused client's write", func(op histories.Op) bool {
+		return op.Process == held.Process && op.F == histories.Write && op.Type != histories.Invoke
+	})
+	if w.Type != histories.OK {
+		t.Fatalf("stale write %+v, want accepted", w)
+	}
+	st, ops := e.finish()
+	r := results(ops)["invariant"]
+	if r.Verdict != checker.Invalid {
+		t.Fatalf("invariant %s, want invalid\n%s", r.Verdict, r.Explanation)
+	}
+	c := checker.Build(ops).InvariantCounts()[0]
+	if c.Lost < 1 || c.Accepted != int64(st.Sales) || c.Final != c.Accepted-c.Lost {
+		t.Errorf("counts %+v, stats sales %d", c, st.Sales)
+	}
+	if !strings.Contains(r.Explanation, "lost from the count") {
+		t.Errorf("explanation: %s", r.Explanation)
+	}
+	t.Logf("invariant: %s", r.Explanation)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
