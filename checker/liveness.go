@@ -54,8 +54,8 @@ func (h *History) Liveness(bound time.Duration) Result {
 		}
 		asked := max(o.call, from)
 		deadline := asked + int64(bound)
-		if deadline >= h.end {
-			continue // not enough history after it to judge
+		if deadline >= h.end && o.missing {
+			continue // still waiting at the end, but not yet for bound
 		}
 		res.Ops++
 		keys[o.key] = true

@@ -16,6 +16,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/cluster"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/workload"
@@ -34,9 +35,14 @@ type Options struct {
 	Dir string `json:"dir"`
 	// Members is the cluster size: 3 (default) or 5.
 	Members int `json:"members"`
-	// Workload configures the clients; its Seed is the run's seed.
+	// Workload configures the clients; its Seed is the run's seed, its
+	// Recipe the lock under test (nil: concurrency.Mutex).
 	Workload workload.Config `json:"workload"`
-	// Resource is the protected resource's mode (default fenced).
+	// RecipeName is filled in by Run from Workload.Recipe, for the record.
+	RecipeName string `json:"recipe"`
+	// Resource is the protected resource's mode (default fenced); etcd-txn
+	// keeps the protected values in etcd, written by Txns guarded by the
+	// lock.
 	Resource resource.Mode `json:"resource"`
 	// Time is how long the clients contend, under faults if any.
 	Time time.Duration `json:"time_ns"`
@@ -81,6 +87,11 @@ func (o *Options) defaults() error {
 	}
 	if o.Time <= 0 {
 		return fmt.Errorf("time must be positive, got %v", o.Time)
+	}
+	o.Workload.Resource = o.Resource
+	o.RecipeName = lock.MutexName
+	if o.Workload.Recipe != nil {
+		o.RecipeName = o.Workload.Recipe.Name()
 	}
 	if err := o.Workload.Validate(); err != nil {
 		return err
@@ -194,17 +205,26 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	}
 	o.logf("cluster: %d members ready in %s, leader %s; logs in %s", o.Members, st.ClusterStart.Round(time.Millisecond), st.Leader, logs)
 
-	res, err := resource.Start(o.Resource)
-	if err != nil {
-		return nil, err
+	// The HTTP resource; with etcd-txn the values live in etcd instead, and
+	// a stale write is one whose Txn compare failed.
+	var (
+		res     *resource.Server
+		resAddr string
+		stale   <-chan struct{} // stays nil, never ready, with etcd-txn
+	)
+	if o.Resource != resource.EtcdTxn {
+		if res, err = resource.Start(o.Resource); err != nil {
+			return nil, err
+		}
+		resAddr, stale = res.Addr(), res.Stale()
+		defer func() {
+			res.Close()
+			writeResourceLog(filepath.Join(o.Dir, "resource-log.jsonl"), res.Log())
+		}()
 	}
-	defer func() {
-		res.Close()
-		writeResourceLog(filepath.Join(o.Dir, "resource-log.jsonl"), res.Log())
-	}()
 
 	rec := histories.NewRecorder(w, time.Now())
-	wl, err := workload.New(ctx, o.Workload, cl, res.Addr(), rec)
+	wl, err := workload.New(ctx, o.Workload, cl, resAddr, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +250,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	if o.StopOnViolation {
 		go func() {
 			select {
-			case <-res.Stale():
+			case <-stale:
 				endFaults()
 			case <-faultCtx.Done():
 			}
@@ -248,7 +268,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 			<-faultCtx.Done()
 		}
 		quiet := o.Quiet
-		if sched == nil || (o.StopOnViolation && isClosed(res.Stale())) {
+		if sched == nil || (o.StopOnViolation && isClosed(stale)) {
 			quiet = 0
 		}
 		select {
@@ -267,10 +287,12 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 		st.OpsPerSecond = float64(stats.Operations) / secs
 		st.AcquirePerSec = float64(stats.Acquisitions) / secs
 	}
-	for _, e := range res.Log() {
-		if e.Stale {
-			st.FirstViolation = e.At.Sub(workStart)
-			break
+	if res != nil {
+		for _, e := range res.Log() {
+			if e.Stale {
+				st.FirstViolation = e.At.Sub(workStart)
+				break
+			}
 		}
 	}
 	if ctx.Err() == nil {

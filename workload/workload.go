@@ -134,8 +134,9 @@ type Config struct {
 	// GuardMargin is the clock guard's safety margin: the lease must have
 	// more than this left on the client's clock. 0 means TTL/5.
 	GuardMargin time.Duration
-	// Recipe is the lock under test; nil means lock.Mutex().
-	Recipe lock.Recipe
+	// Recipe is the lock under test; nil means lock.Mutex(). Results record
+	// its name, not the value.
+	Recipe lock.Recipe `json:"-"`
 	// Workload is what a critical section does: WorkloadCounter ("" too)
 	// or WorkloadStock.
 	Workload string

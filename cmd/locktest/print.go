@@ -24,6 +24,8 @@ func printChecks(w io.Writer, r *harness.Results) {
 		switch {
 		case c.Name == "consistency":
 			fmt.Fprintf(w, "  %-11s %-8s %d members compared%s\n", c.Name, c.Verdict, c.Ops, req)
+		case c.Name == "liveness":
+			fmt.Fprintf(w, "  %-11s %-8s %d acquires judged after the final heal (or the start, without faults)%s\n", c.Name, c.Verdict, c.Ops, req)
 		default:
 			segs := ""
 			if c.Segments > 0 && c.Checked < c.Segments {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/workload"
@@ -46,6 +47,10 @@ type runFlags struct {
 	schedule     *string
 	checkTimeout *time.Duration
 	bound        *time.Duration
+	recipe       *string
+	work         *string
+	items        *int
+	poll         *time.Duration
 }
 
 func addRunFlags(fs *flag.FlagSet) *runFlags {
@@ -58,7 +63,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		runTime:      fs.Duration("time", defaultTime, "how long clients contend under faults; then faults are healed and a quiet period follows"),
 		seed:         fs.Int64("seed", 0, "seed for every random choice (default: drawn from the clock, and printed)"),
 		out:          fs.String("out", "runs", "directory under which each run's directory is created"),
-		mode:         fs.String("resource", string(resource.Fenced), "protected resource: fenced (rejects stale tokens) or unfenced"),
+		mode:         fs.String("resource", string(resource.Fenced), "protected resource: fenced (rejects stale tokens), unfenced, or etcd-txn (values in etcd, written by Txns guarded by the lock)"),
 		require:      fs.String("require", "resource", "checks whose failure makes the exit status 1: a comma list of "+strings.Join(harness.CheckNames, ", ")+", or all"),
 		guard:        fs.String("guard", workload.GuardNone, "what a holder checks just before writing: none, session (its session is alive) or clock (its lease has time left on its own clock)"),
 		ttl:          fs.Int("ttl", def.TTL, "session lease TTL in seconds"),
@@ -71,6 +76,10 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		schedule:     fs.String("schedule", "", "replay the fault schedule in this file (a run's schedule.json) instead of drawing one"),
 		checkTimeout: fs.Duration("check-timeout", time.Minute, "time limit for each check; a check that hits it is unknown"),
 		bound:        fs.Duration("liveness-bound", harness.DefaultLivenessBound, "after the final heal, every process that asks for a lock must get it within this"),
+		recipe:       fs.String("recipe", lock.MutexName, "lock recipe under test: "+strings.Join(lock.Names(), ", ")),
+		work:         fs.String("workload", workload.WorkloadCounter, "critical section: counter (read, write value+1) or stock (sell one of --items if any is left)"),
+		items:        fs.Int("items", workload.DefaultItems, "initial stock per key of the stock workload"),
+		poll:         fs.Duration("poll-interval", lock.DefaultPollInterval, "retry interval of the polling recipe"),
 	}
 }
 
@@ -87,6 +96,12 @@ func (f *runFlags) options() (harness.Options, error) {
 		return harness.Options{}, fmt.Errorf("--locks must be at least 1, got %d", *f.locks)
 	}
 	wc.Locks = lockNames(*f.locks)
+	wc.Workload, wc.Items = *f.work, *f.items
+	recipe, err := recipeNamed(*f.recipe, *f.poll)
+	if err != nil {
+		return harness.Options{}, fmt.Errorf("--recipe: %w", err)
+	}
+	wc.Recipe = recipe
 	if err := wc.Validate(); err != nil {
 		return harness.Options{}, err
 	}
@@ -104,6 +119,9 @@ func (f *runFlags) options() (harness.Options, error) {
 	}
 	if *f.quiet < 0 {
 		return o, fmt.Errorf("--quiet must not be negative, got %v", *f.quiet)
+	}
+	if *f.poll <= 0 {
+		return o, fmt.Errorf("--poll-interval must be positive, got %v", *f.poll)
 	}
 	mode, err := resource.ParseMode(*f.mode)
 	if err != nil {
@@ -159,6 +177,15 @@ func parseDurations(s string, c *nemesis.Config) error {
 	return nil
 }
 
+// recipeNamed is the built-in recipe of that name, with the polling
+// recipe's interval applied.
+func recipeNamed(name string, poll time.Duration) (lock.Recipe, error) {
+	if name == lock.PollingName {
+		return lock.Polling(poll), nil
+	}
+	return lock.Builtin(name)
+}
+
 func lockNames(n int) []string {
 	if n == 1 {
 		return []string{"lock"}
@@ -197,8 +224,8 @@ func runCmd(args []string, stdout io.Writer) (int, error) {
 	if len(o.Nemesis.Faults) > 0 {
 		faults = "faults " + strings.Join(o.Nemesis.Faults, ",")
 	}
-	fmt.Fprintf(stdout, "locktest run: seed %d, %d clients, %d lock(s), resource %s, guard %s, %s for %s (run directory %s)\n",
-		o.Workload.Seed, o.Workload.Clients, len(o.Workload.Locks), o.Resource, o.Workload.Guard, faults, o.Time, relPath(o.Dir))
+	fmt.Fprintf(stdout, "locktest run: seed %d, recipe %s, %s workload, %d clients, %d lock(s), resource %s, guard %s, %s for %s (run directory %s)\n",
+		o.Workload.Seed, *rf.recipe, *rf.work, o.Workload.Clients, len(o.Workload.Locks), o.Resource, o.Workload.Guard, faults, o.Time, relPath(o.Dir))
 
 	ctx, stop := signalContext()
 	defer stop()
