@@ -126,6 +126,10 @@ type RunStats struct {
 	// Schedule is the file holding the fault schedule, if there were faults.
 	Schedule string          `json:"schedule,omitempty"`
 	Nemesis  *nemesis.Report `json:"nemesis,omitempty"`
+	// CPU is the process's CPU time (user and system) while the clients
+	// ran: the clients, and the etcd members and toxiproxy that share the
+	// process.
+	CPU time.Duration `json:"cpu_ns"`
 	// FirstViolation is when, after the clients started, the resource first
 	// accepted a stale write (0: never).
 	FirstViolation time.Duration `json:"first_violation_ns,omitempty"`
@@ -279,8 +283,10 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 		nemesisDone <- err
 	}()
 
+	cpu := cpuTime()
 	stats, err := wl.Run(ctx, stop)
 	nemErr := <-nemesisDone
+	st.CPU = cpuTime() - cpu
 	st.Workload = time.Since(workStart)
 	st.Stats = stats
 	if secs := st.Workload.Seconds(); secs > 0 {

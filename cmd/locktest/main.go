@@ -30,6 +30,7 @@ Usage:
   locktest run [flags]            start a cluster, run the workload, check the history
   locktest check [flags] PATH     re-check a stored history (a file or a run directory)
   locktest sweep [flags]          run one configuration over many seeds and summarise
+  locktest compare [flags]        run several recipes, resources, client counts side by side
 
 Run 'locktest COMMAND --help' for a command's flags.
 Exit status: 0 valid, 1 a required check found a violation, 2 unknown or an error.
@@ -53,11 +54,13 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		code, err = checkCmd(args[1:], stdout)
 	case "sweep":
 		code, err = sweepCmd(args[1:], stdout)
+	case "compare":
+		code, err = compareCmd(args[1:], stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitValid
 	default:
-		err = fmt.Errorf("unknown command %q (want run, check or sweep)", args[0])
+		err = fmt.Errorf("unknown command %q (want run, check, sweep or compare)", args[0])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return exitValid

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,7 +29,7 @@ const (
 // runFlags are the flags run and sweep share.
 type runFlags struct {
 	fs           *flag.FlagSet
-	clients      *int
+	clients      *string
 	locks        *int
 	members      *int
 	runTime      *time.Duration
@@ -57,7 +58,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 	def := workload.DefaultConfig()
 	return &runFlags{
 		fs:           fs,
-		clients:      fs.Int("clients", def.Clients, "number of contending clients"),
+		clients:      fs.String("clients", strconv.Itoa(def.Clients), "number of contending clients"),
 		locks:        fs.Int("locks", len(def.Locks), "number of distinct locks the clients contend for"),
 		members:      fs.Int("members", 3, "etcd cluster size: 3 or 5"),
 		runTime:      fs.Duration("time", defaultTime, "how long clients contend under faults; then faults are healed and a quiet period follows"),
@@ -90,8 +91,12 @@ func (f *runFlags) options() (harness.Options, error) {
 	if !seedSet {
 		*f.seed = time.Now().UnixNano() % 1_000_000
 	}
+	clients, err := strconv.Atoi(*f.clients)
+	if err != nil {
+		return harness.Options{}, fmt.Errorf("--clients: want a number, got %q", *f.clients)
+	}
 	wc := workload.DefaultConfig()
-	wc.Clients, wc.TTL, wc.ThinkMax, wc.OpTimeout, wc.Seed, wc.Guard = *f.clients, *f.ttl, *f.thinkMax, *f.opTimeout, *f.seed, *f.guard
+	wc.Clients, wc.TTL, wc.ThinkMax, wc.OpTimeout, wc.Seed, wc.Guard = clients, *f.ttl, *f.thinkMax, *f.opTimeout, *f.seed, *f.guard
 	if *f.locks < 1 {
 		return harness.Options{}, fmt.Errorf("--locks must be at least 1, got %d", *f.locks)
 	}
@@ -123,7 +128,8 @@ func (f *runFlags) options() (harness.Options, error) {
 	if *f.poll <= 0 {
 		return o, fmt.Errorf("--poll-interval must be positive, got %v", *f.poll)
 	}
-	mode, err := resource.ParseMode(*f.mode)
+	var mode resource.Mode
+	mode, err = resource.ParseMode(*f.mode)
 	if err != nil {
 		return o, fmt.Errorf("--resource: %w", err)
 	}
