@@ -109,7 +109,7 @@ func TestMutexOverlappingHolders(t *testing.T) {
 		acq(4, "lock", 1000, 1900, ok, 38).rel(4, "lock", 4000, 4001, ok).
 		acq(2, "lock", 3000, 3200, ok, 41).rel(2, "lock", 3300, 3301, ok)
 	expect(t, Mutex(h.ops(), Options{}), Invalid,
-		`On key "lock", processes 4 and 2 both believed they held the lock from 3.20 s to 3.30 s: process 4 acquired token 38 at 1.90 s; process 2 acquired token 41 at 3.20 s; process 2 released the lock at 3.30 s; process 4 released the lock at 4.00 s.`,
+		`On key "lock", process 4 and process 2 both believed they held the lock from 3.20 s to 3.30 s: process 4 acquired token 38 at 1.90 s; process 2 acquired token 41 at 3.20 s; process 2 released the lock at 3.30 s; process 4 released the lock at 4.00 s.`,
 		`porcupine needed only history indices 0 to 7`,
 		`On key "lock" porcupine linearizes at most`)
 }
@@ -172,7 +172,7 @@ func TestMutexReleaseUnknown(t *testing.T) {
 		h = (&hist{}).
 			acq(1, "", 0, 1, ok, 1).rel(1, "", 10, 5000, typ).
 			acq(2, "", 5, 8, ok, 2).rel(2, "", 30, 31, ok)
-		expect(t, Mutex(h.ops(), Options{}), Invalid, "processes 1 and 2 both believed they held the lock", "process 2 acquired token 2 at 0.01 s")
+		expect(t, Mutex(h.ops(), Options{}), Invalid, "process 1 and process 2 both believed they held the lock", "process 2 acquired token 2 at 0.01 s")
 	}
 	// A retried release: the hold ends between the first's invocation and
 	// the retry's return.

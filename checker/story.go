@@ -162,6 +162,9 @@ type leaseLost struct {
 
 // storyData is what stories draw on, computed once per History.
 type storyData struct {
+	// clients names the client behind each process, from the workload's
+	// "process" events.
+	clients   map[histories.Process]string
 	faults    []Fault
 	heal      int64 // time of the last "heal"; -1 if none
 	deletions []Deletion
@@ -172,6 +175,15 @@ type storyData struct {
 func (h *History) story() *storyData {
 	h.storyOnce.Do(func() { h.storyData = h.buildStory() })
 	return h.storyData
+}
+
+// who names a process in a story: "process 7 (c2)" when the history says
+// which client it belongs to.
+func (h *History) who(p histories.Process) string {
+	if c, ok := h.story().clients[p]; ok {
+		return fmt.Sprintf("process %d (%s)", p, c)
+	}
+	return fmt.Sprintf("process %d", p)
 }
 
 func param(v *histories.Value, name string) string {
@@ -187,7 +199,7 @@ func paramInt(v *histories.Value, name string) (int64, bool) {
 }
 
 func (h *History) buildStory() *storyData {
-	sd := &storyData{heal: -1}
+	sd := &storyData{heal: -1, clients: map[histories.Process]string{}}
 	open := map[string][]int{} // open fault windows by fault and targets
 	closeAt := func(i int, t int64) {
 		sd.faults[i].End = max(t, sd.faults[i].Start)
@@ -235,6 +247,10 @@ func (h *History) buildStory() *storyData {
 			sd.heal = op.Time
 		case op.F == "setup":
 			// What the run does (see Invariant), not a fault.
+		case op.F == "process":
+			if p, ok := paramInt(v, "process"); ok && len(targets) == 1 {
+				sd.clients[histories.Process(p)] = targets[0]
+			}
 		case op.F == "key-deleted":
 			tok, _ := paramInt(v, "create_revision")
 			sd.deletions = append(sd.deletions, Deletion{Key: param(v, "key"), Token: tok, Lease: param(v, "lease"), By: param(v, "by"), Targets: targets, Time: op.Time, Index: op.Index})
@@ -428,15 +444,15 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 		procs[histories.Process(b.Process)] = true
 		if b.HasToken {
 			tokens[b.Token] = b.Process
-			evs = append(evs, event{b.From, fmt.Sprintf("process %d acquired token %d at %s", b.Process, b.Token, h.at(b.From))})
+			evs = append(evs, event{b.From, fmt.Sprintf("%s acquired token %d at %s", h.who(histories.Process(b.Process)), b.Token, h.at(b.From))})
 		} else {
-			evs = append(evs, event{b.From, fmt.Sprintf("process %d acquired the lock at %s", b.Process, h.at(b.From))})
+			evs = append(evs, event{b.From, fmt.Sprintf("%s acquired the lock at %s", h.who(histories.Process(b.Process)), h.at(b.From))})
 		}
 		switch b.Ended {
 		case "release":
-			evs = append(evs, event{b.To, fmt.Sprintf("process %d released the lock at %s", b.Process, h.at(b.To))})
+			evs = append(evs, event{b.To, fmt.Sprintf("%s released the lock at %s", h.who(histories.Process(b.Process)), h.at(b.To))})
 		case "last-seen":
-			evs = append(evs, event{b.To, fmt.Sprintf("process %d was last seen acting as holder at %s", b.Process, h.at(b.To))})
+			evs = append(evs, event{b.To, fmt.Sprintf("%s was last seen acting as holder at %s", h.who(histories.Process(b.Process)), h.at(b.To))})
 		}
 	}
 	for i, f := range h.faultsDuring(from, to) {
@@ -463,11 +479,11 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 		case "other-release":
 			why = ": another client's release deleted it"
 		}
-		evs = append(evs, event{d.Time, fmt.Sprintf("the server deleted process %d's lock key (token %d) at %s%s", p, d.Token, h.at(d.Time), why)})
+		evs = append(evs, event{d.Time, fmt.Sprintf("the server deleted %s's lock key (token %d) at %s%s", h.who(histories.Process(p)), d.Token, h.at(d.Time), why)})
 	}
 	for _, l := range sd.lost {
 		if p, ok := tokens[l.token]; ok && l.key == key {
-			evs = append(evs, event{l.time, fmt.Sprintf("process %d's session noticed at %s that its lease was gone", p, h.at(l.time))})
+			evs = append(evs, event{l.time, fmt.Sprintf("%s's session noticed at %s that its lease was gone", h.who(histories.Process(p)), h.at(l.time))})
 		}
 	}
 	// Writes of these processes to the key while the story lasts, in the
@@ -493,19 +509,19 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 		}
 		switch o.status {
 		case histories.OK:
-			text := fmt.Sprintf("the resource accepted process %d's write%s at %s", o.process, tok, h.at(o.ret))
+			text := fmt.Sprintf("the resource accepted %s's write%s at %s", h.who(o.process), tok, h.at(o.ret))
 			for _, a := range acc {
 				if o.hasTok && a.hasTok && a.tok > o.tok && a.ret < o.call {
-					text += fmt.Sprintf(", after process %d's write with token %d at %s", a.process, a.tok, h.at(a.ret))
+					text += fmt.Sprintf(", after %s's write with token %d at %s", h.who(a.process), a.tok, h.at(a.ret))
 					break
 				}
 			}
 			acc = append(acc, o)
 			evs = append(evs, event{o.ret, text})
 		case histories.Fail:
-			evs = append(evs, event{o.ret, fmt.Sprintf("the resource rejected process %d's write%s at %s", o.process, tok, h.at(o.ret))})
+			evs = append(evs, event{o.ret, fmt.Sprintf("the resource rejected %s's write%s at %s", h.who(o.process), tok, h.at(o.ret))})
 		default:
-			evs = append(evs, event{o.call, fmt.Sprintf("process %d's write%s invoked at %s had an unknown outcome", o.process, tok, h.at(o.call))})
+			evs = append(evs, event{o.call, fmt.Sprintf("%s's write%s invoked at %s had an unknown outcome", h.who(o.process), tok, h.at(o.call))})
 		}
 	}
 	return evs
@@ -522,8 +538,8 @@ func (h *History) overlapViolation(o Overlap) Violation {
 			v.Tokens = append(v.Tokens, x.Token)
 		}
 	}
-	lead := fmt.Sprintf("On key %q, processes %d and %d both believed they held the lock from %s to %s: ",
-		o.Key, a.Process, b.Process, h.at(o.From), h.at(o.To))
+	lead := fmt.Sprintf("On key %q, %s and %s both believed they held the lock from %s to %s: ",
+		o.Key, h.who(histories.Process(a.Process)), h.who(histories.Process(b.Process)), h.at(o.From), h.at(o.To))
 	v.Story = tell(lead, h.scene(o.Key, []Belief{a, b}, nil, a.From, to))
 	return v
 }
@@ -577,8 +593,8 @@ func (h *History) mutexViolations() []Violation {
 	if a, b, ok := regression(grants, true); ok {
 		v := Violation{Check: "mutex", Kind: "token-order", Key: b.o.key, Processes: []int{int(a.o.process), int(b.o.process)},
 			Tokens: []int64{a.token, b.token}, From: a.o.ret, To: b.o.ret, Faults: h.faultsDuring(a.o.ret, b.o.ret)}
-		lead := fmt.Sprintf("On key %q, process %d was granted token %d at %s, after process %d had been granted token %d at %s: tokens must grow with each grant. ",
-			b.o.key, b.o.process, b.token, h.at(b.o.ret), a.o.process, a.token, h.at(a.o.ret))
+		lead := fmt.Sprintf("On key %q, %s was granted token %d at %s, after %s had been granted token %d at %s: tokens must grow with each grant. ",
+			b.o.key, h.who(b.o.process), b.token, h.at(b.o.ret), h.who(a.o.process), a.token, h.at(a.o.ret))
 		var bs []Belief
 		for _, g := range []tokened{a, b} {
 			if x, ok := h.beliefOf(g.o); ok {
@@ -598,8 +614,8 @@ func (h *History) staleWriteViolation(a, b tokened) Violation {
 	bv, _ := b.o.value()
 	v := Violation{Check: "resource", Kind: "stale-write", Key: b.o.key, Processes: []int{int(b.o.process), int(a.o.process)},
 		Tokens: []int64{b.token, a.token}, From: a.o.ret, To: b.o.ret}
-	lead := fmt.Sprintf("On key %q, the resource accepted process %d's write of %d with token %d (invoked %s, accepted %s), although process %d's write of %d with the higher token %d had been accepted by %s. ",
-		b.o.key, b.o.process, bv, b.token, h.at(b.o.call), h.at(b.o.ret), a.o.process, av, a.token, h.at(a.o.ret))
+	lead := fmt.Sprintf("On key %q, the resource accepted %s's write of %d with token %d (invoked %s, accepted %s), although %s's write of %d with the higher token %d had been accepted by %s. ",
+		b.o.key, h.who(b.o.process), bv, b.token, h.at(b.o.call), h.at(b.o.ret), h.who(a.o.process), av, a.token, h.at(a.o.ret))
 	var bs []Belief
 	from, to := a.o.call, b.o.ret
 	for _, w := range []tokened{b, a} {

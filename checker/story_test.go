@@ -48,7 +48,7 @@ func TestStoryPausedHolder(t *testing.T) {
 		"the resource accepted process 4's write with token 38 at 4.25 s, after process 2's write with token 41 at 3.60 s; " +
 		"process 4 released the lock at 4.30 s."
 	m := Mutex(ops, Options{})
-	expect(t, m, Invalid, `On key "lock", processes 4 and 2 both believed they held the lock from 3.20 s to 3.70 s: `+want)
+	expect(t, m, Invalid, `On key "lock", process 4 and process 2 both believed they held the lock from 3.20 s to 3.70 s: `+want)
 	if len(m.Violations) == 0 || m.Violations[0].Kind != "overlap" {
 		t.Fatalf("violations %+v", m.Violations)
 	}
@@ -57,6 +57,11 @@ func TestStoryPausedHolder(t *testing.T) {
 		len(v.Faults) != 1 || v.Faults[0].Fault != "pause-client" || v.Faults[0].Start != 2950*ms || v.Faults[0].End != 4200*ms {
 		t.Errorf("violation %+v", v)
 	}
+	// With the workload's process events, stories name the clients.
+	named := pausedHolder().
+		event("process", 0, []string{"c4"}, map[string]string{"process": "4"}).
+		event("process", 0, []string{"c1"}, map[string]string{"process": "2"}).ops()
+	expect(t, Mutex(named, Options{}), Invalid, `On key "lock", process 4 (c4) and process 2 (c1) both believed they held the lock from 3.20 s to 3.70 s: process 4 (c4) acquired token 38`)
 	r := Resource(ops, Options{})
 	expect(t, r, Invalid, `the resource accepted process 4's write of 2 with token 38 (invoked 4.22 s, accepted 4.25 s), although process 2's write of 1 with the higher token 41 had been accepted by 3.60 s. What happened: process 4 acquired token 38 at 1.90 s; c4 was paused 2.95-4.20 s;`,
 		"porcupine needed only history indices")

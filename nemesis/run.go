@@ -278,6 +278,31 @@ func (r *runner) member(ctx context.Context, e Entry, params map[string]string) 
 
 func (r *runner) admin() (*clientv3.Client, error) { return r.c.AdminClient() }
 
+// targetClient resolves the entry's client target and records it.
+func (r *runner) targetClient(e Entry, a *active) (string, error) {
+	if err := r.needClients(); err != nil {
+		return "", err
+	}
+	name, err := r.client(e, a.params)
+	if err != nil {
+		return "", err
+	}
+	a.targets = []string{name}
+	return name, nil
+}
+
+// leaseOf is a client's session lease, noted in the fault's params, and the
+// admin client that acts on it from outside.
+func (r *runner) leaseOf(name string, a *active) (clientv3.LeaseID, *clientv3.Client, error) {
+	lease, ok := r.cl.Lease(name)
+	if !ok {
+		return 0, nil, fmt.Errorf("client %s has no session lease", name)
+	}
+	a.params["lease"] = strconv.FormatInt(int64(lease), 16)
+	admin, err := r.admin()
+	return lease, admin, err
+}
+
 // --- toxics ---
 
 // toxics are the toxics a fault added (and proxies it disabled), to remove
@@ -529,14 +554,10 @@ func formatGroups(fault string, groups [][]int, ms []*cluster.Member) string {
 
 // isolate cuts one client from every member; its resource link stays.
 func (r *runner) isolate(e Entry, a *active) error {
-	if err := r.needClients(); err != nil {
-		return err
-	}
-	name, err := r.client(e, a.params)
+	name, err := r.targetClient(e, a)
 	if err != nil {
 		return err
 	}
-	a.targets = []string{name}
 	var ts toxics
 	a.stop = func(context.Context) error { return ts.remove() }
 	links, err := r.c.Links(name)
@@ -554,20 +575,11 @@ func (r *runner) isolate(e Entry, a *active) error {
 // leaseStarve cuts the holder's etcd links until the server has expired
 // its session lease (or the entry's duration passes).
 func (r *runner) leaseStarve(e Entry, a *active) error {
-	if err := r.needClients(); err != nil {
-		return err
-	}
-	name, err := r.client(e, a.params)
+	name, err := r.targetClient(e, a)
 	if err != nil {
 		return err
 	}
-	a.targets = []string{name}
-	lease, ok := r.cl.Lease(name)
-	if !ok {
-		return fmt.Errorf("client %s has no session lease", name)
-	}
-	a.params["lease"] = strconv.FormatInt(int64(lease), 16)
-	admin, err := r.admin()
+	lease, admin, err := r.leaseOf(name, a)
 	if err != nil {
 		return err
 	}
@@ -603,20 +615,11 @@ func (r *runner) leaseStarve(e Entry, a *active) error {
 
 // leaseRevoke revokes the holder's session lease with an admin client.
 func (r *runner) leaseRevoke(ctx context.Context, e Entry, a *active) error {
-	if err := r.needClients(); err != nil {
-		return err
-	}
-	name, err := r.client(e, a.params)
+	name, err := r.targetClient(e, a)
 	if err != nil {
 		return err
 	}
-	a.targets = []string{name}
-	lease, ok := r.cl.Lease(name)
-	if !ok {
-		return fmt.Errorf("client %s has no session lease", name)
-	}
-	a.params["lease"] = strconv.FormatInt(int64(lease), 16)
-	admin, err := r.admin()
+	lease, admin, err := r.leaseOf(name, a)
 	if err != nil {
 		return err
 	}
@@ -629,14 +632,10 @@ func (r *runner) leaseRevoke(ctx context.Context, e Entry, a *active) error {
 }
 
 func (r *runner) clock(e Entry, a *active) error {
-	if err := r.needClients(); err != nil {
-		return err
-	}
-	name, err := r.client(e, a.params)
+	name, err := r.targetClient(e, a)
 	if err != nil {
 		return err
 	}
-	a.targets = []string{name}
 	reset := func(context.Context) error { r.cl.ResetClock(name); return nil }
 	switch e.Fault {
 	case ClockBump:
@@ -691,14 +690,10 @@ func (r *runner) clock(e Entry, a *active) error {
 }
 
 func (r *runner) pauseClient(e Entry, a *active) error {
-	if err := r.needClients(); err != nil {
-		return err
-	}
-	name, err := r.client(e, a.params)
+	name, err := r.targetClient(e, a)
 	if err != nil {
 		return err
 	}
-	a.targets = []string{name}
 	bw := e.Params["before_write"] == "true"
 	if err := r.cl.Pause(name, e.Duration, bw); err != nil {
 		return err
@@ -740,28 +735,20 @@ func (r *runner) crashMember(ctx context.Context, e Entry, a *active) error {
 }
 
 func (r *runner) crashClient(e Entry, a *active) error {
-	if err := r.needClients(); err != nil {
-		return err
-	}
-	name, err := r.client(e, a.params)
+	name, err := r.targetClient(e, a)
 	if err != nil {
 		return err
 	}
-	a.targets = []string{name}
 	return r.cl.Crash(name)
 }
 
 // slow puts a latency (with jitter), bandwidth or reset toxic on a client's
 // etcd links, its resource link, or both.
 func (r *runner) slow(e Entry, a *active) error {
-	if err := r.needClients(); err != nil {
-		return err
-	}
-	name, err := r.client(e, a.params)
+	name, err := r.targetClient(e, a)
 	if err != nil {
 		return err
 	}
-	a.targets = []string{name}
 	var links []*toxiclient.Proxy
 	if l := e.Params["link"]; l == "etcd" || l == "all" {
 		ps, err := r.c.Links(name)

@@ -132,6 +132,7 @@ func (c *client) close() {
 }
 
 func (c *client) run(ctx context.Context, stop <-chan struct{}) error {
+	c.announce()
 	for {
 		select {
 		case <-stop:
@@ -164,6 +165,7 @@ func (c *client) crash() {
 	c.process = histories.Process(c.w.next.Add(1) - 1)
 	c.stats.Crashes++
 	c.mu.Unlock()
+	c.announce()
 	if l != nil {
 		l.dropped.Store(true)
 		if l.lh != nil {
@@ -240,7 +242,17 @@ func (c *client) newProcess() {
 	c.mu.Lock()
 	c.process = histories.Process(c.w.next.Add(1) - 1)
 	c.mu.Unlock()
+	c.announce()
 	c.dropLocker()
+}
+
+// announce records which process number the client works under now.
+func (c *client) announce() {
+	c.mu.Lock()
+	p := c.process
+	c.mu.Unlock()
+	c.rec.Record(histories.Op{Type: histories.Info, F: FProcess, Process: histories.Nemesis,
+		Value: &histories.Value{Targets: []string{c.name}, Params: map[string]string{"process": p.String()}}})
 }
 
 // dropLocker closes the current locker, revoking its lease (which fails

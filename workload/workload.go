@@ -95,6 +95,10 @@ const (
 	// "stock"), items (stock), recipe, resource ("http" or "etcd-txn"),
 	// locks (comma-separated).
 	FSetup = "setup"
+	// FProcess records which client works under a process number: at the
+	// start and after every unknown outcome, so stories can name clients.
+	// Value targets [client]; params process.
+	FProcess = "process"
 )
 
 // Workloads: what a critical section does.

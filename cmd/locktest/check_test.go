@@ -46,7 +46,7 @@ func TestCheckHandWrittenInvalid(t *testing.T) {
 	// Times are shown from the first record: the history's clock starts
 	// days from zero.
 	for _, want := range []string{
-		"processes 4 and 2 both believed they held the lock from 2.20 s to 2.70 s",
+		"process 4 and process 2 both believed they held the lock from 2.20 s to 2.70 s",
 		"process 4 acquired token 38 at 0.90 s",
 		"c4 was paused 1.95-3.20 s",
 		"the server deleted process 4's lock key (token 38) at 2.10 s: its lease expired on the server",

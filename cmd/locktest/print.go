@@ -35,8 +35,11 @@ func printChecks(w io.Writer, r *harness.Results) {
 				c.Name, c.Verdict, c.Ops, c.Keys, c.Unknown, c.Duration.Round(time.Millisecond), segs, req)
 		}
 		if c.Verdict != checker.Valid && c.Explanation != "" {
-			for _, line := range strings.Split(c.Explanation, "\n") {
-				fmt.Fprintf(w, "              %s\n", line)
+			// The first story in full; the rest are in results.json.
+			lines := strings.Split(c.Explanation, "\n")
+			fmt.Fprintf(w, "              %s\n", lines[0])
+			if len(lines) > 1 {
+				fmt.Fprintf(w, "              (%d more lines of explanation in results.json)\n", len(lines)-1)
 			}
 		}
 	}

@@ -88,8 +88,8 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		if r.FirstViolation > 0 {
 			first = fmt.Sprintf("%.2fs", r.FirstViolation.Seconds())
 		}
-		fmt.Fprintf(stdout, "seed %-4d resource %-8s mutex %-8s liveness %-8s consistency %-8s first stale write %-7s %d overlaps, %d faults, %d acquisitions\n",
-			r.Seed, r.Verdicts["resource"], r.Verdicts["mutex"], r.Verdicts["liveness"], r.Verdicts["consistency"], first, r.MutexBroke, r.Faults, r.Acquisitions)
+		fmt.Fprintf(stdout, "seed %-4d resource %-8s mutex %-8s invariant %-8s liveness %-8s consistency %-8s first stale write %-7s %d overlaps, %d faults, %d acquisitions\n",
+			r.Seed, r.Verdicts["resource"], r.Verdicts["mutex"], r.Verdicts["invariant"], r.Verdicts["liveness"], r.Verdicts["consistency"], first, r.MutexBroke, r.Faults, r.Acquisitions)
 	}
 	printSweep(stdout, runs)
 	b, _ := json.MarshalIndent(runs, "", "  ")
