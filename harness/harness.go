@@ -35,6 +35,10 @@ type Options struct {
 	Dir string `json:"dir"`
 	// Members is the cluster size: 3 (default) or 5.
 	Members int `json:"members"`
+	// TickMs and ElectionMs are the raft heartbeat and election timeout
+	// (defaults 10 and 100 ms).
+	TickMs     uint `json:"tick_ms,omitempty"`
+	ElectionMs uint `json:"election_ms,omitempty"`
 	// Workload configures the clients; its Seed is the run's seed, its
 	// Recipe the lock under test (nil: concurrency.Mutex).
 	Workload workload.Config `json:"workload"`
@@ -194,7 +198,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	st := &runStats{}
 	began := time.Now()
 	logs := filepath.Join(o.Dir, "logs")
-	cl, err := cluster.Start(ctx, cluster.Config{Members: o.Members, LogDir: logs})
+	cl, err := cluster.Start(ctx, cluster.Config{Members: o.Members, LogDir: logs, TickMs: o.TickMs, ElectionMs: o.ElectionMs})
 	if err != nil {
 		return nil, fmt.Errorf("starting the cluster: %w", err)
 	}
@@ -261,6 +265,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 		}()
 	}
 	stop := make(chan struct{})
+	workDone := make(chan struct{}) // the clients stopped early, on an error
 	nemesisDone := make(chan error, 1)
 	go func() {
 		var err error
@@ -278,6 +283,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 		select {
 		case <-time.After(quiet):
 		case <-ctx.Done():
+		case <-workDone:
 		}
 		close(stop)
 		nemesisDone <- err
@@ -285,6 +291,8 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 
 	cpu := cpuTime()
 	stats, err := wl.Run(ctx, stop)
+	endFaults()
+	close(workDone)
 	nemErr := <-nemesisDone
 	st.CPU = cpuTime() - cpu
 	st.Workload = time.Since(workStart)

@@ -52,6 +52,8 @@ type runFlags struct {
 	work         *string
 	items        *int
 	poll         *time.Duration
+	tick         *uint
+	election     *uint
 }
 
 func addRunFlags(fs *flag.FlagSet) *runFlags {
@@ -81,6 +83,8 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		work:         fs.String("workload", workload.WorkloadCounter, "critical section: counter (read, write value+1) or stock (sell one of --items if any is left)"),
 		items:        fs.Int("items", workload.DefaultItems, "initial stock per key of the stock workload"),
 		poll:         fs.Duration("poll-interval", lock.DefaultPollInterval, "retry interval of the polling recipe"),
+		tick:         fs.Uint("raft-tick", 10, "raft heartbeat interval of the members, in ms"),
+		election:     fs.Uint("raft-election", 100, "raft election timeout of the members, in ms (at least 5 ticks)"),
 	}
 }
 
@@ -111,11 +115,14 @@ func (f *runFlags) options() (harness.Options, error) {
 		return harness.Options{}, err
 	}
 	o := harness.Options{
-		Members: *f.members, Workload: wc, Time: *f.runTime, Quiet: *f.quiet,
+		Members: *f.members, TickMs: *f.tick, ElectionMs: *f.election, Workload: wc, Time: *f.runTime, Quiet: *f.quiet,
 		CheckTimeout: *f.checkTimeout, LivenessBound: *f.bound,
 	}
 	if *f.members != 3 && *f.members != 5 {
 		return o, fmt.Errorf("--members must be 3 or 5, got %d", *f.members)
+	}
+	if *f.tick == 0 || *f.election < 5**f.tick {
+		return o, fmt.Errorf("--raft-tick must be positive and --raft-election at least 5 ticks, got %d and %d ms", *f.tick, *f.election)
 	}
 	for name, d := range map[string]time.Duration{"time": *f.runTime, "check-timeout": *f.checkTimeout, "liveness-bound": *f.bound, "nemesis-interval": *f.interval} {
 		if d <= 0 {
