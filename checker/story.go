@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -175,6 +176,18 @@ type storyData struct {
 func (h *History) story() *storyData {
 	h.storyOnce.Do(func() { h.storyData = h.buildStory() })
 	return h.storyData
+}
+
+// revokedAt says whether a lease-revoke fault on the key's owner explains a
+// deletion the observer could only attribute to the lease ending.
+func (h *History) revokedAt(d Deletion) bool {
+	for _, f := range h.story().faults {
+		if f.Fault == "lease-revoke" && slices.Equal(f.Targets, d.Targets) && f.Start <= d.Time && d.Time-f.Start < int64(time.Second) &&
+			(f.Params["lease"] == "" || f.Params["lease"] == d.Lease) {
+			return true
+		}
+	}
+	return false
 }
 
 // who names a process in a story: "process 7 (c2)" when the history says
@@ -470,6 +483,9 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 		switch d.By {
 		case "expiry":
 			why = ": its lease expired on the server"
+			if h.revokedAt(d) {
+				why = ": the nemesis revoked its lease"
+			}
 		case "release":
 			why = ": released"
 		case "revoke":

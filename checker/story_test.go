@@ -62,6 +62,9 @@ func TestStoryPausedHolder(t *testing.T) {
 		event("process", 0, []string{"c4"}, map[string]string{"process": "4"}).
 		event("process", 0, []string{"c1"}, map[string]string{"process": "2"}).ops()
 	expect(t, Mutex(named, Options{}), Invalid, `On key "lock", process 4 (c4) and process 2 (c1) both believed they held the lock from 3.20 s to 3.70 s: process 4 (c4) acquired token 38`)
+	// A deletion right after a lease-revoke of its owner is told as such.
+	revoked := pausedHolder().event("lease-revoke", 3050, []string{"c4"}, map[string]string{"lease": "7587"}).ops()
+	expect(t, Mutex(revoked, Options{}), Invalid, "the server deleted process 4's lock key (token 38) at 3.10 s: the nemesis revoked its lease")
 	r := Resource(ops, Options{})
 	expect(t, r, Invalid, `the resource accepted process 4's write of 2 with token 38 (invoked 4.22 s, accepted 4.25 s), although process 2's write of 1 with the higher token 41 had been accepted by 3.60 s. What happened: process 4 acquired token 38 at 1.90 s; c4 was paused 2.95-4.20 s;`,
 		"porcupine needed only history indices")
