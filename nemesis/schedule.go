@@ -187,22 +187,24 @@ func (g *gen) entry(kind string) Entry {
 		e.Duration = g.dur(g.cfg.Lease)
 	case LeaseRevoke:
 		g.clientTarget(&e, 1)
+	// Clock faults favour the holder and the slow direction: a holder whose
+	// clock falls behind renews its lease late and trusts it too long.
 	case ClockBump:
-		g.clientTarget(&e, 0.6)
+		g.clientTarget(&e, 0.8)
 		d := g.between(200*time.Millisecond, 2*g.cfg.TTL+time.Second)
-		if g.chance(0.5) {
+		if g.chance(0.75) {
 			d = -d
 		}
 		e.Params["delta"] = d.String()
 		e.Duration = g.dur(g.cfg.Clock)
 	case ClockStrobe:
-		g.clientTarget(&e, 0.6)
+		g.clientTarget(&e, 0.8)
 		e.Params["delta"] = g.between(200*time.Millisecond, 2*g.cfg.TTL).String()
 		e.Params["period"] = g.between(10*time.Millisecond, 200*time.Millisecond).String()
 		e.Duration = g.dur(g.cfg.Clock)
 	case ClockRate:
-		g.clientTarget(&e, 0.6)
-		rates := []string{"0.25", "0.5", "0.75", "0.9", "1.5", "2"}
+		g.clientTarget(&e, 0.8)
+		rates := []string{"0.1", "0.2", "0.25", "0.5", "0.75", "1.5", "2"}
 		e.Params["rate"] = rates[g.rng.IntN(len(rates))]
 		e.Duration = g.dur(g.cfg.Clock)
 	case PauseClient:
