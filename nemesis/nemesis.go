@@ -205,7 +205,8 @@ func (c Config) WithDefaults() Config {
 	}
 	ttl := c.TTL
 	def(&c.Partition, 2*time.Second, 4*time.Second)
-	def(&c.Isolate, 2*time.Second, 4*time.Second)
+	// An isolated holder matters once its lease has run out: outlast it.
+	def(&c.Isolate, ttl+ttl/2, 2*ttl+2*time.Second)
 	def(&c.Lease, ttl+2*time.Second, 2*ttl+2*time.Second)
 	def(&c.Clock, 2*time.Second, 5*time.Second)
 	// Pauses outlast the lease, so the holder wakes up with its lease gone.
