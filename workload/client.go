@@ -397,13 +397,9 @@ func (c *client) guard(h *holding) bool {
 		}
 		return true // the recipe cannot tell
 	case GuardClock:
-		if h.lease != 0 {
-			if end, alive, known := c.lease.belief(h.lease); known {
-				return alive && c.clock.Now().Before(end.Add(-c.cfg.margin()))
-			}
-		}
-		// No lease the client keeps: trust the grant for the TTL from
-		// when it was granted.
+		// The grant is trusted for the TTL from when it was granted, less
+		// the margin, as measured on the client's own clock: right while
+		// that clock keeps time, wrong when it falls behind.
 		ttl := time.Duration(c.cfg.TTL) * time.Second
 		return c.clock.Since(h.since) < ttl-c.cfg.margin()
 	default:

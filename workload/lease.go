@@ -100,18 +100,6 @@ func (l *clockLease) believed(id clientv3.LeaseID) (time.Time, bool) {
 	return v.expiry, !v.gone
 }
 
-// belief is believed, and whether the client has a view of lease id at all
-// (it has one of every lease granted or kept alive through it).
-func (l *clockLease) belief(id clientv3.LeaseID) (end time.Time, alive, known bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	v, ok := l.leases[id]
-	if !ok {
-		return time.Time{}, false, false
-	}
-	return v.expiry, !v.gone, true
-}
-
 // forget drops the view of a lease the client no longer uses.
 func (l *clockLease) forget(id clientv3.LeaseID) {
 	l.mu.Lock()

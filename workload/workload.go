@@ -68,9 +68,8 @@ const (
 	// its keepalives have not found the lease gone (or gone unanswered past
 	// the lease's end on the client's clock).
 	GuardSession = "session"
-	// GuardClock checks, on the client's own clock, that the lease still has
-	// more than the guard margin to run: the lease ends TTL after the last
-	// keepalive that the server answered was sent (or after the grant).
+	// GuardClock checks, on the client's own clock, that the time elapsed
+	// since the lock was granted is below the TTL minus the guard margin.
 	GuardClock = "clock"
 )
 
