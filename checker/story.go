@@ -71,7 +71,7 @@ type Belief struct {
 	HasToken     bool   `json:"-"`
 	From         int64  `json:"from_ns"`
 	To           int64  `json:"to_ns"`
-	Ended        string `json:"ended"` // "release", "lease-lost", "last-seen"
+	Ended        string `json:"ended"` // "release" or "last-seen"
 	AcquireIndex int    `json:"acquire_index"`
 }
 
@@ -285,20 +285,12 @@ func (h *History) buildStory() *storyData {
 		key string
 	}
 	holding := map[pk]*operation{}
-	lostAt := func(key string, token int64, after int64) (int64, bool) {
-		for _, l := range sd.lost {
-			if l.key == key && l.token == token && l.time >= after {
-				return l.time, true
-			}
-		}
-		return 0, false
-	}
+	// A belief lasts from the grant to the release's invocation, even when
+	// the client's session noticed the lease was gone: a client that does
+	// not check goes on acting as the holder (the story tells when it
+	// noticed).
 	end := func(a *operation, to int64, how string) {
-		b := Belief{Key: a.key, Process: int(a.process), Token: a.tok, HasToken: a.hasTok, From: a.ret, To: to, Ended: how, AcquireIndex: a.inv}
-		if t, ok := lostAt(a.key, a.tok, a.ret); ok && a.hasTok && t < to {
-			b.To, b.Ended = t, "lease-lost"
-		}
-		sd.beliefs = append(sd.beliefs, b)
+		sd.beliefs = append(sd.beliefs, Belief{Key: a.key, Process: int(a.process), Token: a.tok, HasToken: a.hasTok, From: a.ret, To: to, Ended: how, AcquireIndex: a.inv})
 	}
 	for _, o := range h.ops {
 		k := pk{o.process, o.key}

@@ -88,12 +88,13 @@ func TestOverlaps(t *testing.T) {
 	if o.First.Process != 4 || o.Second.Process != 2 || o.From != 3200*ms || o.To != 3700*ms || o.First.Ended != "release" {
 		t.Errorf("overlap %+v", o)
 	}
-	// A lease-lost notice ends the belief.
+	// A lease-lost notice does not end the belief: until it releases, the
+	// client goes on as the holder, and may still write.
 	h = (&hist{}).acq(1, "k", 0, 10, ok, 3).
 		event("lease-lost", 20, []string{"c1"}, map[string]string{"key": "k", "token": "3"}).
 		acq(2, "k", 5, 30, ok, 4).rel(2, "k", 40, 41, ok).rel(1, "k", 50, 51, fail)
 	a = Overlaps(h.ops())
-	if len(a.Overlaps) != 0 || a.Beliefs[0].Ended != "lease-lost" || a.Beliefs[0].To != 20*ms {
+	if len(a.Overlaps) != 1 || a.Beliefs[0].Ended != "release" || a.Beliefs[0].To != 50*ms || a.Overlaps[0].From != 30*ms {
 		t.Errorf("lease-lost: %+v", a)
 	}
 }
