@@ -45,8 +45,9 @@ func (e *Etcd) fenceKey(key string) string { return e.prefix + "fence/" + key }
 
 func padToken(t int64) string { return fmt.Sprintf("%020d", t) }
 
-// Read returns key's value (0 if it was never written).
-func (e *Etcd) Read(ctx context.Context, key string) (int64, error) {
+// Read returns key's value (0 if it was never written). The token is not
+// needed: the guarded Txn of the write fences it.
+func (e *Etcd) Read(ctx context.Context, key string, _ int64) (int64, error) {
 	resp, err := e.cli.Get(ctx, e.DataKey(key))
 	if err != nil {
 		return 0, err

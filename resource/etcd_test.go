@@ -26,7 +26,7 @@ func TestEtcdResource(t *testing.T) {
 	}
 	defer cli.Close()
 	e := resource.NewEtcd(cli, resource.EtcdPrefix("/locks/"))
-	if v, err := e.Read(ctx, "k"); err != nil || v != 0 {
+	if v, err := e.Read(ctx, "k", 0); err != nil || v != 0 {
 		t.Fatalf("read of a fresh key: %d %v", v, err)
 	}
 
@@ -43,7 +43,7 @@ func TestEtcdResource(t *testing.T) {
 	if err := e.Write(ctx, "k", 2, stale); !errors.Is(err, resource.ErrRejected) {
 		t.Fatalf("write with a failing compare: %v, want rejected", err)
 	}
-	if v, _ := e.Read(ctx, "k"); v != 1 {
+	if v, _ := e.Read(ctx, "k", 0); v != 1 {
 		t.Errorf("value %d, want 1", v)
 	}
 
@@ -60,7 +60,7 @@ func TestEtcdResource(t *testing.T) {
 			t.Errorf("token %d: %v, want rejected", w.token, err)
 		}
 	}
-	if v, _ := e.Read(ctx, "f"); v != 13 {
+	if v, _ := e.Read(ctx, "f", 0); v != 13 {
 		t.Errorf("value %d, want 13", v)
 	}
 	if _, err := resource.Start(resource.EtcdTxn); err == nil {

@@ -1,8 +1,9 @@
 // Package resource is the protected resource of locktest: a small storage
 // service, reached over loopback HTTP, that holds one value per key and an
-// ordered log of every write it accepted. In fenced mode it rejects a write
-// whose fencing token is lower than the highest it has accepted for that key,
-// which is what keeps data safe when two clients believe they hold a lock.
+// ordered log of every write it accepted. In fenced mode it rejects a read or
+// a write whose fencing token is lower than the highest it has seen for that
+// key, which is what keeps data safe when two clients believe they hold a
+// lock.
 package resource
 
 import (
@@ -14,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -136,10 +138,32 @@ type writeReply struct {
 	Highest  int64 `json:"highest"`
 }
 
+// handleRead returns a key's value. A read may carry the reader's fencing
+// token: a fenced resource then refuses it if the token is stale, and
+// otherwise remembers it, so that a holder that read under a newer token
+// cannot lose its update to an older holder's late write (fencing only the
+// writes leaves read-modify-write open to lost updates).
 func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) {
 	key := r.URL.Query().Get("key")
+	var token int64
+	if t := r.URL.Query().Get("token"); t != "" {
+		var err error
+		if token, err = strconv.ParseInt(t, 10, 64); err != nil {
+			http.Error(w, "bad token: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+	}
 	s.mu.Lock()
 	reg := s.state[key]
+	if s.mode == Fenced && token > 0 {
+		if token < reg.token {
+			s.mu.Unlock()
+			writeJSON(w, http.StatusConflict, readReply{Value: reg.value, Token: reg.token})
+			return
+		}
+		reg.token = token
+		s.state[key] = reg
+	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, readReply{Value: reg.value, Token: reg.token})
 }
@@ -179,7 +203,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// ErrRejected is returned by Write when the resource refused a stale token.
+// ErrRejected is returned by Read and Write when the resource refused a
+// stale token.
 var ErrRejected = errors.New("resource: write rejected: stale fencing token")
 
 // Client talks to a resource at one address (normally a toxiproxy link).
@@ -197,15 +222,24 @@ func NewClient(addr string) *Client {
 	}
 }
 
-// Read returns the current value of key.
-func (c *Client) Read(ctx context.Context, key string) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/read?key="+url.QueryEscape(key), nil)
+// Read returns the current value of key, read under a fencing token (0 for
+// none). It returns ErrRejected when a fenced resource refused the token.
+func (c *Client) Read(ctx context.Context, key string, token int64) (int64, error) {
+	q := url.Values{"key": {key}}
+	if token > 0 {
+		q.Set("token", strconv.FormatInt(token, 10))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/read?"+q.Encode(), nil)
 	if err != nil {
 		return 0, err
 	}
 	var rep readReply
-	if _, err := c.do(req, &rep); err != nil {
+	status, err := c.do(req, &rep)
+	if err != nil {
 		return 0, err
+	}
+	if status == http.StatusConflict {
+		return 0, ErrRejected
 	}
 	return rep.Value, nil
 }

@@ -37,9 +37,38 @@ func TestFencedRejectsStaleToken(t *testing.T) {
 	if err := c.Write(ctx, "other", 1, 7); err != nil {
 		t.Fatalf("tokens are per key: %v", err)
 	}
-	v, err := c.Read(ctx, "k")
+	v, err := c.Read(ctx, "k", 0)
 	if err != nil || v != 2 {
 		t.Fatalf("read = %d, %v; want 2", v, err)
+	}
+}
+
+// A fenced resource remembers the tokens of reads too: an older holder's
+// late write must not overwrite what a newer holder read and is about to
+// update (a lost update that fencing only the writes would let through).
+func TestFencedReadRaisesTheFence(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c := start(t, Fenced)
+	if _, err := c.Read(ctx, "k", 10); err != nil {
+		t.Fatalf("read with token 10: %v", err)
+	}
+	if err := c.Write(ctx, "k", 9, 1); !errors.Is(err, ErrRejected) {
+		t.Fatalf("write with token 9 after a read with 10: got %v, want ErrRejected", err)
+	}
+	if _, err := c.Read(ctx, "k", 8); !errors.Is(err, ErrRejected) {
+		t.Fatalf("read with token 8 after one with 10: got %v, want ErrRejected", err)
+	}
+	if err := c.Write(ctx, "k", 10, 1); err != nil {
+		t.Fatalf("write with token 10: %v", err)
+	}
+	if v, err := c.Read(ctx, "k", 0); err != nil || v != 1 {
+		t.Fatalf("untokened read = %d, %v; want 1", v, err)
+	}
+	u := start(t, Unfenced)
+	u.Read(ctx, "k", 10)
+	if err := u.Write(ctx, "k", 9, 1); err != nil {
+		t.Fatalf("unfenced write after a read: %v", err)
 	}
 }
 
@@ -52,7 +81,7 @@ func TestUnfencedAcceptsEverything(t *testing.T) {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
-	v, err := c.Read(ctx, "k")
+	v, err := c.Read(ctx, "k", 0)
 	if err != nil || v != 2 {
 		t.Fatalf("read = %d, %v; want 2", v, err)
 	}

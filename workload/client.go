@@ -520,11 +520,11 @@ func (c *client) criticalSection(ctx context.Context, h *holding) (unknown bool,
 	if err := c.ctl.step(ctx); err != nil {
 		return false, err
 	}
-	if err := c.record(histories.Invoke, histories.Read, key, nil, nil); err != nil {
+	if err := c.record(histories.Invoke, histories.Read, key, histories.TokenValue(token), nil); err != nil {
 		return false, err
 	}
 	rctx, cancel := c.opContext(ctx)
-	v, rerr := c.store.Read(rctx, key)
+	v, rerr := c.store.Read(rctx, key, token)
 	rerr = opError(rctx, rerr)
 	cancel()
 	if rerr != nil {
@@ -589,7 +589,9 @@ func (c *client) thinkTime() time.Duration {
 
 // store is the protected resource as a client reaches it.
 type store interface {
-	Read(ctx context.Context, key string) (int64, error)
+	// Read reads under the holder's fencing token; it returns
+	// resource.ErrRejected if the resource refused the token.
+	Read(ctx context.Context, key string, token int64) (int64, error)
 	// Write returns resource.ErrRejected if the resource refused the write.
 	Write(ctx context.Context, key string, token, value int64, held lock.Held) error
 	Close()

@@ -263,7 +263,7 @@ func TestEtcdTxnRejectsPausedHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	v, err := resource.NewEtcd(cli, resource.EtcdPrefix(cfg.Prefix)).Read(context.Background(), "lock")
+	v, err := resource.NewEtcd(cli, resource.EtcdPrefix(cfg.Prefix)).Read(context.Background(), "lock", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

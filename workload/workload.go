@@ -655,7 +655,7 @@ func (w *Workload) finalReads(ctx context.Context) error {
 			return err
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		v, err := st.Read(rctx, key)
+		v, err := st.Read(rctx, key, 0)
 		cancel()
 		op := histories.Op{Type: histories.OK, F: histories.Read, Process: p, Key: key, Value: histories.ReadValue(v)}
 		if err != nil {
