@@ -301,8 +301,8 @@ func (h *History) invariantScene(v *Violation, key string) {
 			}
 			return ""
 		}
-		s := fmt.Sprintf(" The first lost update: the resource accepted process %d's write of %d%s at %s, although process %d's write of %d%s had been accepted at %s",
-			o.process, o.val, tok(o), h.at(o.ret), prev.process, prev.val, tok(prev), h.at(prev.ret))
+		s := fmt.Sprintf(" The first lost update: the resource accepted %s's write of %d%s at %s, although %s's write of %d%s had been accepted at %s",
+			h.who(o.process), o.val, tok(o), h.at(o.ret), h.who(prev.process), prev.val, tok(prev), h.at(prev.ret))
 		switch {
 		case o.hasTok && prev.hasTok && o.tok < prev.tok:
 			s += ": a stale write, with a lower token"
