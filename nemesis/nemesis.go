@@ -208,7 +208,9 @@ func (c Config) WithDefaults() Config {
 	// An isolated holder matters once its lease has run out: outlast it.
 	def(&c.Isolate, ttl+ttl/2, 2*ttl+2*time.Second)
 	def(&c.Lease, ttl+2*time.Second, 2*ttl+2*time.Second)
-	def(&c.Clock, 2*time.Second, 5*time.Second)
+	// A skewed clock matters over several lease periods: that long, a slow
+	// holder's renewals fall behind while its own clock vouches for it.
+	def(&c.Clock, 2*ttl, 5*ttl)
 	// Pauses outlast the lease, so the holder wakes up with its lease gone.
 	def(&c.Pause, ttl+ttl/4, 2*ttl)
 	def(&c.Crash, 2*time.Second, 4*time.Second)
