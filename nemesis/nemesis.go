@@ -21,7 +21,7 @@ import (
 // Clients is what the nemesis needs from the running workload.
 type Clients interface {
 	Names() []string                                              // "c0", "c1", ...
-	Holder(key string) (client string, ok bool)                   // the client that currently believes it holds lock key ("" key = any lock)
+	Holder(key string) (client string, token int64, ok bool)      // the client that currently believes it holds lock key ("" key = any lock), and its token
 	Pause(client string, d time.Duration, beforeWrite bool) error // stop-the-world pause of d; if beforeWrite, armed to hit between the client's guard check and its write (the call returns once armed/started; the client resumes by itself after d)
 	BumpClock(client string, d time.Duration)                     // jump the client's clock by d
 	SetClockRate(client string, rate float64)                     // 1.0 normal, 0.5 runs slow

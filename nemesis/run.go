@@ -234,14 +234,34 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 
 // --- targets ---
 
-// client resolves a client target, noting how in params.
-func (r *runner) client(e Entry, params map[string]string) (string, error) {
+// freshGrantWait bounds how long a fault that should hit a holder early in
+// its critical section waits for the next grant.
+const freshGrantWait = 2 * time.Second
+
+// client resolves a client target, noting how in params. Isolation and
+// lease faults wait (briefly) for a fresh grant and strike its holder, so
+// that the holder still has its critical section ahead of it when its lease
+// runs out: that is when it does damage.
+func (r *runner) client(ctx context.Context, e Entry, params map[string]string) (string, error) {
 	if e.Target != TargetHolder {
 		return e.Target, nil
 	}
 	params["selector"] = TargetHolder
 	if r.cl != nil {
-		if h, ok := r.cl.Holder(""); ok {
+		h, tok, ok := r.cl.Holder("")
+		if e.Fault == Isolate || e.Fault == LeaseStarve || e.Fault == LeaseRevoke {
+			wctx, cancel := context.WithTimeout(ctx, freshGrantWait)
+			for wctx.Err() == nil {
+				if nh, ntok, nok := r.cl.Holder(""); nok && ntok != tok {
+					h, ok = nh, true
+					params["fresh_grant"] = "true"
+					break
+				}
+				sleepUntil(wctx, time.Now().Add(5*time.Millisecond))
+			}
+			cancel()
+		}
+		if ok {
 			return h, nil
 		}
 	}
@@ -279,11 +299,11 @@ func (r *runner) member(ctx context.Context, e Entry, params map[string]string) 
 func (r *runner) admin() (*clientv3.Client, error) { return r.c.AdminClient() }
 
 // targetClient resolves the entry's client target and records it.
-func (r *runner) targetClient(e Entry, a *active) (string, error) {
+func (r *runner) targetClient(ctx context.Context, e Entry, a *active) (string, error) {
 	if err := r.needClients(); err != nil {
 		return "", err
 	}
-	name, err := r.client(e, a.params)
+	name, err := r.client(ctx, e, a.params)
 	if err != nil {
 		return "", err
 	}
@@ -367,23 +387,23 @@ func (r *runner) startFault(ctx context.Context, e Entry) (*active, error) {
 	case PartitionOne, PartitionLeader, PartitionMajority, PartitionMajoritiesRing, PartitionBridge:
 		err = r.partition(ctx, e, a)
 	case Isolate:
-		err = r.isolate(e, a)
+		err = r.isolate(ctx, e, a)
 	case LeaseStarve:
-		err = r.leaseStarve(e, a)
+		err = r.leaseStarve(ctx, e, a)
 	case LeaseRevoke:
 		err = r.leaseRevoke(ctx, e, a)
 	case ClockBump, ClockStrobe, ClockRate:
-		err = r.clock(e, a)
+		err = r.clock(ctx, e, a)
 	case PauseClient:
-		err = r.pauseClient(e, a)
+		err = r.pauseClient(ctx, e, a)
 	case PauseMember:
 		err = r.pauseMember(ctx, e, a)
 	case CrashMember, CrashLeader:
 		err = r.crashMember(ctx, e, a)
 	case CrashClient:
-		err = r.crashClient(e, a)
+		err = r.crashClient(ctx, e, a)
 	case Slow:
-		err = r.slow(e, a)
+		err = r.slow(ctx, e, a)
 	default:
 		err = fmt.Errorf("unknown fault %q", e.Fault)
 	}
@@ -553,8 +573,8 @@ func formatGroups(fault string, groups [][]int, ms []*cluster.Member) string {
 }
 
 // isolate cuts one client from every member; its resource link stays.
-func (r *runner) isolate(e Entry, a *active) error {
-	name, err := r.targetClient(e, a)
+func (r *runner) isolate(ctx context.Context, e Entry, a *active) error {
+	name, err := r.targetClient(ctx, e, a)
 	if err != nil {
 		return err
 	}
@@ -574,8 +594,8 @@ func (r *runner) isolate(e Entry, a *active) error {
 
 // leaseStarve cuts the holder's etcd links until the server has expired
 // its session lease (or the entry's duration passes).
-func (r *runner) leaseStarve(e Entry, a *active) error {
-	name, err := r.targetClient(e, a)
+func (r *runner) leaseStarve(ctx context.Context, e Entry, a *active) error {
+	name, err := r.targetClient(ctx, e, a)
 	if err != nil {
 		return err
 	}
@@ -615,7 +635,7 @@ func (r *runner) leaseStarve(e Entry, a *active) error {
 
 // leaseRevoke revokes the holder's session lease with an admin client.
 func (r *runner) leaseRevoke(ctx context.Context, e Entry, a *active) error {
-	name, err := r.targetClient(e, a)
+	name, err := r.targetClient(ctx, e, a)
 	if err != nil {
 		return err
 	}
@@ -631,8 +651,8 @@ func (r *runner) leaseRevoke(ctx context.Context, e Entry, a *active) error {
 	return nil
 }
 
-func (r *runner) clock(e Entry, a *active) error {
-	name, err := r.targetClient(e, a)
+func (r *runner) clock(ctx context.Context, e Entry, a *active) error {
+	name, err := r.targetClient(ctx, e, a)
 	if err != nil {
 		return err
 	}
@@ -689,8 +709,8 @@ func (r *runner) clock(e Entry, a *active) error {
 	return nil
 }
 
-func (r *runner) pauseClient(e Entry, a *active) error {
-	name, err := r.targetClient(e, a)
+func (r *runner) pauseClient(ctx context.Context, e Entry, a *active) error {
+	name, err := r.targetClient(ctx, e, a)
 	if err != nil {
 		return err
 	}
@@ -734,8 +754,8 @@ func (r *runner) crashMember(ctx context.Context, e Entry, a *active) error {
 	return r.c.HardStopMember(i)
 }
 
-func (r *runner) crashClient(e Entry, a *active) error {
-	name, err := r.targetClient(e, a)
+func (r *runner) crashClient(ctx context.Context, e Entry, a *active) error {
+	name, err := r.targetClient(ctx, e, a)
 	if err != nil {
 		return err
 	}
@@ -744,8 +764,8 @@ func (r *runner) crashClient(e Entry, a *active) error {
 
 // slow puts a latency (with jitter), bandwidth or reset toxic on a client's
 // etcd links, its resource link, or both.
-func (r *runner) slow(e Entry, a *active) error {
-	name, err := r.targetClient(e, a)
+func (r *runner) slow(ctx context.Context, e Entry, a *active) error {
+	name, err := r.targetClient(ctx, e, a)
 	if err != nil {
 		return err
 	}

@@ -73,10 +73,10 @@ func (f *fakeClients) call(format string, args ...any) {
 }
 
 func (f *fakeClients) Names() []string { return f.names }
-func (f *fakeClients) Holder(string) (string, bool) {
+func (f *fakeClients) Holder(string) (string, int64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.holder, f.holder != ""
+	return f.holder, 1, f.holder != ""
 }
 func (f *fakeClients) Pause(c string, d time.Duration, bw bool) error {
 	f.call("pause %s %v %v", c, d, bw)

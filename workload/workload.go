@@ -446,8 +446,9 @@ func (w *Workload) Names() []string {
 // Holder returns the client that believes it holds lock key (any lock if key
 // is ""): one whose acquire succeeded and whose release has not completed,
 // whether or not its session has ended since. If several believe so (a lease
-// expired under one of them), it returns the one holding the newest grant.
-func (w *Workload) Holder(key string) (string, bool) {
+// expired under one of them), it returns the one holding the newest grant,
+// with that grant's token.
+func (w *Workload) Holder(key string) (string, int64, bool) {
 	best, tok := "", int64(-1)
 	for _, c := range w.clients {
 		c.mu.Lock()
@@ -457,7 +458,7 @@ func (w *Workload) Holder(key string) (string, bool) {
 			best, tok = c.name, h.token
 		}
 	}
-	return best, best != ""
+	return best, tok, best != ""
 }
 
 // Pause stops client's world for d of host time: its own goroutine blocks at
