@@ -670,7 +670,10 @@ func (r *runner) clock(ctx context.Context, e Entry, a *active) error {
 		if err != nil {
 			return err
 		}
-		a.stop = reset
+		// The drift stops, but the time the clock lost stays lost until the
+		// final heal steps it back: a stepped clock would end the holder's
+		// critical section early, which no drifting clock does.
+		a.stop = func(context.Context) error { r.cl.SetClockRate(name, 1); return nil }
 		r.cl.SetClockRate(name, rate)
 	case ClockStrobe:
 		d, err := time.ParseDuration(e.Params["delta"])

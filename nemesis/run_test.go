@@ -258,7 +258,7 @@ func TestRunClientFaults(t *testing.T) {
 	want := []string{
 		"bump c3 1.5s", "reset c3",
 		"reset c1",
-		"rate c2 0.5", "reset c2",
+		"rate c2 0.5", "rate c2 1",
 		"pause c3 100ms true",
 		"crash c3",
 		"reset c0", "reset c1", "reset c2", "reset c3", // heal
