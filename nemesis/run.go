@@ -578,6 +578,11 @@ func (r *runner) isolate(ctx context.Context, e Entry, a *active) error {
 	if err != nil {
 		return err
 	}
+	return r.cutClient(name, Isolate, a)
+}
+
+// cutClient cuts every etcd link of a client until the fault stops.
+func (r *runner) cutClient(name, fault string, a *active) error {
 	var ts toxics
 	a.stop = func(context.Context) error { return ts.remove() }
 	links, err := r.c.Links(name)
@@ -585,7 +590,7 @@ func (r *runner) isolate(ctx context.Context, e Entry, a *active) error {
 		return err
 	}
 	for _, p := range links {
-		if err := ts.cut(p, "isolate"); err != nil {
+		if err := ts.cut(p, fault); err != nil {
 			return err
 		}
 	}
@@ -603,16 +608,8 @@ func (r *runner) leaseStarve(ctx context.Context, e Entry, a *active) error {
 	if err != nil {
 		return err
 	}
-	var ts toxics
-	a.stop = func(context.Context) error { return ts.remove() }
-	links, err := r.c.Links(name)
-	if err != nil {
+	if err := r.cutClient(name, LeaseStarve, a); err != nil {
 		return err
-	}
-	for _, p := range links {
-		if err := ts.cut(p, "lease-starve"); err != nil {
-			return err
-		}
 	}
 	cutAt := time.Now()
 	a.hold = func(ctx context.Context, d time.Duration) map[string]string {
