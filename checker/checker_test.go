@@ -47,6 +47,15 @@ func (h *hist) write(p int, key string, inv, ret int64, typ histories.Type, toke
 	return h.op(p, key, histories.Write, inv, ret, typ, histories.WriteValue(token, v), histories.WriteValue(token, v))
 }
 
+// readTok is a read made under a fencing token.
+func (h *hist) readTok(p int, key string, inv, ret int64, typ histories.Type, token, v int64) *hist {
+	var rv *histories.Value
+	if typ == histories.OK {
+		rv = histories.ReadValue(v)
+	}
+	return h.op(p, key, histories.Read, inv, ret, typ, histories.TokenValue(token), rv)
+}
+
 func (h *hist) read(p int, key string, inv, ret int64, typ histories.Type, v int64) *hist {
 	var rv *histories.Value
 	if typ == histories.OK {
@@ -266,6 +275,23 @@ func TestResourceStaleRead(t *testing.T) {
 	// A failed write had no effect.
 	h = (&hist{}).write(1, "", 0, 1, fail, 5, 1).read(3, "", 4, 5, ok, 1)
 	expect(t, Resource(h.ops(), Options{}), Invalid)
+}
+
+// A read made under a newer token raises the fence: an older holder's write
+// accepted after it is a lost update the fenced resource would have refused.
+func TestResourceReadRaisesFence(t *testing.T) {
+	lost := (&hist{}).
+		readTok(1, "k", 0, 10, histories.OK, 5, 0).
+		readTok(2, "k", 20, 30, histories.OK, 7, 0).
+		write(1, "k", 40, 50, histories.OK, 5, 1).
+		write(2, "k", 60, 70, histories.OK, 7, 1).ops()
+	expect(t, Resource(lost, Options{}), Invalid)
+	refused := (&hist{}).
+		readTok(1, "k", 0, 10, histories.OK, 5, 0).
+		readTok(2, "k", 20, 30, histories.OK, 7, 0).
+		write(1, "k", 40, 50, histories.Fail, 5, 1).
+		write(2, "k", 60, 70, histories.OK, 7, 1).ops()
+	expect(t, Resource(refused, Options{}), Valid)
 }
 
 func TestResourceLowerTokenAccepted(t *testing.T) {

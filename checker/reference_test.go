@@ -184,7 +184,11 @@ func randomHistoryN(rng *rand.Rand, clients, cycles int) []histories.Op {
 				h.read(p, key, call, ret, st, 0)
 				break
 			}
-			h.read(p, key, call, ret, st, rng.Int64N(3))
+			if rng.IntN(2) == 0 {
+				h.readTok(p, key, call, ret, st, 1+rng.Int64N(5), rng.Int64N(3))
+			} else {
+				h.read(p, key, call, ret, st, rng.Int64N(3))
+			}
 			call, ret = step()
 			st = status(25)
 			h.write(p, key, call, ret, st, 1+rng.Int64N(5), rng.Int64N(3))

@@ -15,7 +15,12 @@ import (
 //   - write ok with token T: legal only if T is at least the highest token;
 //     sets both. A write without a token is accepted unfenced: it sets the
 //     value only.
-//   - read ok: legal only if it returns the current value.
+//   - read ok: legal only if it returns the current value. A read made
+//     under a token raises the highest token to it: a fenced resource
+//     remembers the tokens it has seen, so that an older holder's late
+//     write cannot overwrite what a newer holder read and is updating (a
+//     lost update). An unfenced resource that accepts such a write fails
+//     the check.
 //   - write with unknown outcome (info, no completion): returns at the
 //     history's end; when linearized, it takes effect if its token passes
 //     the fence, and is otherwise rejected, a no-op. That covers "it never
@@ -43,6 +48,9 @@ type register struct {
 func registerStep(state, input, _ any) (bool, any) {
 	s, c := state.(register), input.(*call)
 	if c.f == histories.Read {
+		if c.hasToken {
+			s.token = max(s.token, c.token)
+		}
 		return s.value == c.value, s
 	}
 	switch {

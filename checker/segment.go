@@ -356,6 +356,9 @@ func (t *registerTracker) add(op porcupine.Operation) {
 	c := op.Input.(*call)
 	if c.f == histories.Read {
 		t.lastRead, t.lastReadCall = c, op.Call
+		if c.hasToken {
+			t.token = max(t.token, c.token)
+		}
 		return
 	}
 	if c.hasToken {

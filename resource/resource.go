@@ -54,9 +54,9 @@ type Entry struct {
 	Token int64     `json:"token"`
 	Value int64     `json:"value"`
 	At    time.Time `json:"at"`
-	// Stale marks a write accepted with a token lower than one accepted
-	// before for the same key: only an unfenced resource does that, and it
-	// is the moment data gets damaged.
+	// Stale marks a write accepted with a token lower than one seen before
+	// for the same key (on a write or a read): only an unfenced resource
+	// does that, and it is the moment data gets damaged.
 	Stale bool `json:"stale,omitempty"`
 }
 
@@ -155,13 +155,15 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	reg := s.state[key]
-	if s.mode == Fenced && token > 0 {
-		if token < reg.token {
+	if token > 0 {
+		if s.mode == Fenced && token < reg.token {
 			s.mu.Unlock()
 			writeJSON(w, http.StatusConflict, readReply{Value: reg.value, Token: reg.token})
 			return
 		}
-		reg.token = token
+		// Unfenced, the token only marks later writes with lower ones
+		// as stale in the log.
+		reg.token = max(reg.token, token)
 		s.state[key] = reg
 	}
 	s.mu.Unlock()

@@ -65,10 +65,19 @@ func TestFencedReadRaisesTheFence(t *testing.T) {
 	if v, err := c.Read(ctx, "k", 0); err != nil || v != 1 {
 		t.Fatalf("untokened read = %d, %v; want 1", v, err)
 	}
-	u := start(t, Unfenced)
+	us, err := Start(Unfenced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer us.Close()
+	u := NewClient(us.Addr())
+	defer u.Close()
 	u.Read(ctx, "k", 10)
 	if err := u.Write(ctx, "k", 9, 1); err != nil {
 		t.Fatalf("unfenced write after a read: %v", err)
+	}
+	if log := us.Log(); len(log) != 1 || !log[0].Stale {
+		t.Fatalf("an unfenced write below a read's token is not marked stale: %+v", log)
 	}
 }
 
