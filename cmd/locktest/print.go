@@ -44,7 +44,7 @@ func printChecks(w io.Writer, r *harness.Results) {
 		}
 	}
 	if r.WritesRejected > 0 {
-		fmt.Fprintf(w, "  the resource rejected %d writes that carried a stale fencing token\n", r.WritesRejected)
+		fmt.Fprintf(w, "  the resource rejected %s that carried a stale fencing token\n", plural(r.WritesRejected, "write"))
 	}
 	fmt.Fprintf(w, "verdict: %s (required: %s)\n", r.Verdict, strings.Join(r.Required, ", "))
 }
@@ -87,7 +87,10 @@ func reading(r *harness.Results) []string {
 	}
 	if m := get("mutex"); m != nil && m.Verdict == checker.Invalid {
 		what := "the lock's own mutual exclusion broke"
-		if n := r.MutexOverlaps; n > 0 {
+		switch n := r.MutexOverlaps; {
+		case n == 1:
+			what = "the lock's own mutual exclusion broke: once two clients believed they held it at once"
+		case n > 1:
 			what = fmt.Sprintf("the lock's own mutual exclusion broke: %d times two clients believed they held it at once", n)
 		}
 		lines = append(lines, "in words: "+what+"; etcd documents this for leases: a lock alone is not mutual exclusion.")
@@ -95,7 +98,7 @@ func reading(r *harness.Results) []string {
 	if res := get("resource"); res != nil {
 		switch {
 		case res.Verdict == checker.Valid && r.WritesRejected > 0:
-			lines = append(lines, fmt.Sprintf("in words: fencing kept the resource safe: it rejected %d stale writes.", r.WritesRejected))
+			lines = append(lines, fmt.Sprintf("in words: fencing kept the resource safe: it rejected %s.", plural(r.WritesRejected, "stale write")))
 		case res.Verdict == checker.Valid:
 			lines = append(lines, "in words: the resource stayed safe.")
 		case res.Verdict == checker.Invalid:
@@ -125,4 +128,11 @@ func relPath(p string) string {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
