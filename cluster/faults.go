@@ -61,6 +61,21 @@ func (c *Cluster) Paused(i int) bool {
 	return m.paused
 }
 
+// faultMember looks member i up and takes the fault lock, which keeps faults
+// on members and Close from interleaving; it fails on a closed cluster.
+func (c *Cluster) faultMember(i int) (*Member, func(), error) {
+	m, err := c.member(i)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.faultMu.Lock()
+	if c.isClosed() {
+		c.faultMu.Unlock()
+		return nil, nil, ErrClosed
+	}
+	return m, c.faultMu.Unlock, nil
+}
+
 // MemberIndex returns the index of the member called name ("m0", ...).
 func (c *Cluster) MemberIndex(name string) (int, bool) {
 	for _, m := range c.members {
@@ -227,15 +242,11 @@ func (c *Cluster) MemberLinks(i int) ([]*toxiclient.Proxy, error) {
 // listeners are closed. Its data directory is kept for RestartMember.
 // Stopping a member that is down already does nothing.
 func (c *Cluster) HardStopMember(i int) error {
-	m, err := c.member(i)
+	m, unlock, err := c.faultMember(i)
 	if err != nil {
 		return err
 	}
-	c.faultMu.Lock()
-	defer c.faultMu.Unlock()
-	if c.isClosed() {
-		return ErrClosed
-	}
+	defer unlock()
 	if m.isDown() {
 		return nil
 	}
@@ -376,15 +387,11 @@ func (c *Cluster) waitCaughtUp(ctx context.Context, m *Member) error {
 // and every client link to it holds its data (a latency toxic of an hour in
 // both directions) until ResumeMember. Its clock and timers go on.
 func (c *Cluster) PauseMember(i int) error {
-	m, err := c.member(i)
+	m, unlock, err := c.faultMember(i)
 	if err != nil {
 		return err
 	}
-	c.faultMu.Lock()
-	defer c.faultMu.Unlock()
-	if c.isClosed() {
-		return ErrClosed
-	}
+	defer unlock()
 	if !m.running() {
 		return fmt.Errorf("%w: %s", ErrMemberDown, m.Name)
 	}
@@ -415,15 +422,11 @@ func (c *Cluster) PauseMember(i int) error {
 // ResumeMember ends PauseMember: the transport sends again and the client
 // links are released.
 func (c *Cluster) ResumeMember(i int) error {
-	m, err := c.member(i)
+	m, unlock, err := c.faultMember(i)
 	if err != nil {
 		return err
 	}
-	c.faultMu.Lock()
-	defer c.faultMu.Unlock()
-	if c.isClosed() {
-		return ErrClosed
-	}
+	defer unlock()
 	m.mu.Lock()
 	was := m.paused
 	m.paused = false
