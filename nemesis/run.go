@@ -311,16 +311,21 @@ func (r *runner) targetClient(ctx context.Context, e Entry, a *active) (string, 
 	return name, nil
 }
 
-// leaseOf is a client's session lease, noted in the fault's params, and the
-// admin client that acts on it from outside.
-func (r *runner) leaseOf(name string, a *active) (clientv3.LeaseID, *clientv3.Client, error) {
+// holderLease resolves the entry's client target and its session lease,
+// noted in the fault's params, and the admin client that acts on the lease
+// from outside.
+func (r *runner) holderLease(ctx context.Context, e Entry, a *active) (string, clientv3.LeaseID, *clientv3.Client, error) {
+	name, err := r.targetClient(ctx, e, a)
+	if err != nil {
+		return "", 0, nil, err
+	}
 	lease, ok := r.cl.Lease(name)
 	if !ok {
-		return 0, nil, fmt.Errorf("client %s has no session lease", name)
+		return "", 0, nil, fmt.Errorf("client %s has no session lease", name)
 	}
 	a.params["lease"] = strconv.FormatInt(int64(lease), 16)
 	admin, err := r.admin()
-	return lease, admin, err
+	return name, lease, admin, err
 }
 
 // --- toxics ---
@@ -600,11 +605,7 @@ func (r *runner) cutClient(name, fault string, a *active) error {
 // leaseStarve cuts the holder's etcd links until the server has expired
 // its session lease (or the entry's duration passes).
 func (r *runner) leaseStarve(ctx context.Context, e Entry, a *active) error {
-	name, err := r.targetClient(ctx, e, a)
-	if err != nil {
-		return err
-	}
-	lease, admin, err := r.leaseOf(name, a)
+	name, lease, admin, err := r.holderLease(ctx, e, a)
 	if err != nil {
 		return err
 	}
@@ -632,11 +633,7 @@ func (r *runner) leaseStarve(ctx context.Context, e Entry, a *active) error {
 
 // leaseRevoke revokes the holder's session lease with an admin client.
 func (r *runner) leaseRevoke(ctx context.Context, e Entry, a *active) error {
-	name, err := r.targetClient(ctx, e, a)
-	if err != nil {
-		return err
-	}
-	lease, admin, err := r.leaseOf(name, a)
+	name, lease, admin, err := r.holderLease(ctx, e, a)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,12 @@ import (
 )
 
 func start(t *testing.T, mode Mode) *Client {
+	_, c := startServer(t, mode)
+	return c
+}
+
+// startServer starts a resource and a client of it, both closed with the test.
+func startServer(t *testing.T, mode Mode) (*Server, *Client) {
 	t.Helper()
 	s, err := Start(mode)
 	if err != nil {
@@ -18,7 +24,7 @@ func start(t *testing.T, mode Mode) *Client {
 		c.Close()
 		s.Close()
 	})
-	return c
+	return s, c
 }
 
 func TestFencedRejectsStaleToken(t *testing.T) {
@@ -65,13 +71,7 @@ func TestFencedReadRaisesTheFence(t *testing.T) {
 	if v, err := c.Read(ctx, "k", 0); err != nil || v != 1 {
 		t.Fatalf("untokened read = %d, %v; want 1", v, err)
 	}
-	us, err := Start(Unfenced)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer us.Close()
-	u := NewClient(us.Addr())
-	defer u.Close()
+	us, u := startServer(t, Unfenced)
 	u.Read(ctx, "k", 10)
 	if err := u.Write(ctx, "k", 9, 1); err != nil {
 		t.Fatalf("unfenced write after a read: %v", err)
@@ -97,13 +97,7 @@ func TestUnfencedAcceptsEverything(t *testing.T) {
 }
 
 func TestUnfencedMarksStaleWrites(t *testing.T) {
-	s, err := Start(Unfenced)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	c := NewClient(s.Addr())
-	defer c.Close()
+	s, c := startServer(t, Unfenced)
 	ctx := context.Background()
 	c.Write(ctx, "k", 10, 1)
 	select {
@@ -123,13 +117,7 @@ func TestUnfencedMarksStaleWrites(t *testing.T) {
 }
 
 func TestLogOrder(t *testing.T) {
-	s, err := Start(Fenced)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	c := NewClient(s.Addr())
-	defer c.Close()
+	s, c := startServer(t, Fenced)
 	ctx := context.Background()
 	c.Write(ctx, "a", 1, 1)
 	c.Write(ctx, "a", 0, 5) // rejected: not logged
