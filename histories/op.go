@@ -75,11 +75,16 @@ func (p Process) String() string {
 }
 
 // Value is an operation's value. Which fields are set depends on f and type:
-// acquire ok has Token; write has Token and Value; read ok has Value. Nemesis
-// events use Fault, Targets and Params.
+// acquire ok has Token and, in histories that record it, Revision; write has
+// Token and Value; read ok has Value. Nemesis events use Fault, Targets and
+// Params.
 type Value struct {
 	Token *int64 `json:"token,omitempty"`
 	Value *int64 `json:"value,omitempty"`
+	// Revision is, for an acquire ok, the grant's decision revision: the
+	// newest etcd revision the client's lock had read from the server when
+	// Acquire returned.
+	Revision *int64 `json:"revision,omitempty"`
 
 	Fault   string   `json:"fault,omitempty"`
 	Targets []string `json:"targets,omitempty"`
@@ -152,6 +157,24 @@ func (o Op) Val() (int64, bool) {
 		return 0, false
 	}
 	return *o.Value.Value, true
+}
+
+// Revision returns an acquire's decision revision, if the op carries one.
+func (o Op) Revision() (int64, bool) {
+	if o.Value == nil || o.Value.Revision == nil {
+		return 0, false
+	}
+	return *o.Value.Revision, true
+}
+
+// GrantValue builds the value of an acquire ok: the token and, if rev > 0,
+// the decision revision.
+func GrantValue(token, rev int64) *Value {
+	v := &Value{Token: &token}
+	if rev > 0 {
+		v.Revision = &rev
+	}
+	return v
 }
 
 // TokenValue builds a Value holding a token and optionally a data value.

@@ -132,6 +132,15 @@ type Keyed interface {
 	LeaseID() clientv3.LeaseID
 }
 
+// Decided is implemented by a Held whose grant was decided on a server
+// response the harness cannot see (a raw gRPC call, as lock-rpc's Lock):
+// Revision is that response's header revision. The harness records the
+// newest revision the client read during Acquire, or this if newer, as the
+// state the grant was decided on (the contract check's promises 2 and 3).
+type Decided interface {
+	Revision() int64
+}
+
 // LeaseHolder is implemented by a Locker whose grants all hang on one lease
 // it keeps alive (a session): the harness's lease faults target LeaseID, the
 // clock guard reads the client's belief about its end, a crash calls Orphan

@@ -43,13 +43,14 @@ func (l *lockRPCLocker) Acquire(ctx context.Context, name string) (Held, error) 
 		// Gone already: its lease ended. Nothing can grant it any more.
 		return nil, fmt.Errorf("%w: lock key %s gone right after the grant", ErrNotAcquired, key)
 	}
-	return &lockRPCHeld{l: l, key: key, token: g.Kvs[0].CreateRevision}, nil
+	return &lockRPCHeld{l: l, key: key, token: g.Kvs[0].CreateRevision, rev: resp.Header.GetRevision()}, nil
 }
 
 type lockRPCHeld struct {
 	l     *lockRPCLocker
 	key   string
 	token int64
+	rev   int64 // the Lock response's header revision
 }
 
 func (h *lockRPCHeld) Token() int64 { return h.token }
@@ -61,5 +62,6 @@ func (h *lockRPCHeld) Done() <-chan struct{} { return h.l.s.Done() }
 func (h *lockRPCHeld) Guard() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(h.key), "=", h.token)
 }
+func (h *lockRPCHeld) Revision() int64           { return h.rev }
 func (h *lockRPCHeld) Key() string               { return h.key }
 func (h *lockRPCHeld) LeaseID() clientv3.LeaseID { return h.l.s.Lease() }

@@ -26,6 +26,7 @@ type client struct {
 	rng    *rand.Rand
 	etcd   *clientv3.Client
 	lease  *clockLease
+	revs   *revisions
 	clock  *clock.Clock
 	ctl    *control
 	store  store
@@ -106,6 +107,11 @@ func newClient(w *Workload, i int, cl Cluster, resourceAddr string) (*client, er
 	// embedded Lease: this puts the client's clock in charge.
 	c.lease = newClockLease(cli.Lease, c.clock, c.ctl)
 	cli.Lease = c.lease
+	// Every read the client's lock makes is noted, for the decision
+	// revision of its grants.
+	c.revs = &revisions{}
+	cli.KV = trackedKV{cli.KV, c.revs}
+	cli.Watcher = trackedWatcher{cli.Watcher, c.revs}
 	return c, nil
 }
 
@@ -426,7 +432,9 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	}
 	began := time.Now() // stats are measured on host time
 	lctx, cancel := c.opContext(ctx)
+	c.revs.reset()
 	held, err := l.Acquire(lctx, key)
+	decided := max(c.revs.newest(), decisionRevision(held))
 	err = opError(lctx, err)
 	cancel()
 	switch {
@@ -461,7 +469,7 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	if h.etcdKey != "" {
 		c.w.granted(h.etcdKey, token)
 	}
-	if err := c.complete(histories.OK, histories.Acquire, key, histories.TokenValue(token), nil); err != nil {
+	if err := c.complete(histories.OK, histories.Acquire, key, histories.GrantValue(token, decided), nil); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -487,7 +495,7 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 		return err
 	}
 	if h.etcdKey != "" {
-		c.w.intendRelease(h.etcdKey, token)
+		c.w.intendRelease(h.etcdKey, token, c.name)
 	}
 	uctx, cancel := c.opContext(ctx)
 	err = opError(uctx, held.Release(uctx))
@@ -509,6 +517,15 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 		c.newProcess()
 	}
 	return nil
+}
+
+// decisionRevision is the revision a Held says its grant was decided on
+// (lock.Decided), or 0.
+func decisionRevision(held lock.Held) int64 {
+	if d, ok := held.(lock.Decided); ok {
+		return d.Revision()
+	}
+	return 0
 }
 
 // criticalSection reads the resource, thinks, checks its guard and writes

@@ -134,18 +134,26 @@ func (o *observer) deleted(ev *clientv3.Event) {
 	} else if id, err := strconv.ParseInt(leaseHex, 16, 64); err == nil {
 		lease = clientv3.LeaseID(id)
 	}
-	owner, by := o.w.deleted(key, createRev, lease, o.leaseAlive(lease))
+	alive := o.leaseAlive(lease)
+	d := o.w.deleted(key, createRev, lease, alive)
 	params := map[string]string{
 		"key":             lock,
 		"lease":           strconv.FormatInt(int64(lease), 16),
 		"revision":        strconv.FormatInt(ev.Kv.ModRevision, 10),
 		"create_revision": strconv.FormatInt(createRev, 10),
-		"by":              by,
+		"by":              d.by,
+	}
+	if alive != nil {
+		params["lease_alive"] = strconv.FormatBool(*alive)
+	}
+	if d.releaser != "" {
+		params["released_by"] = d.releaser
+		params["released_token"] = strconv.FormatInt(d.released, 10)
 	}
 	v := &histories.Value{Params: params}
-	if owner.client != "" {
-		v.Targets = []string{owner.client}
-		params["process"] = owner.process.String()
+	if d.owner.client != "" {
+		v.Targets = []string{d.owner.client}
+		params["process"] = d.owner.process.String()
 	}
 	_, err := o.w.rec.Record(histories.Op{Type: histories.Info, F: FKeyDeleted, Process: histories.Nemesis, Key: lock, Value: v})
 	if err != nil && o.err == nil {
@@ -171,12 +179,12 @@ func (o *observer) leaseAlive(lease clientv3.LeaseID) *bool {
 	return &alive
 }
 
-// sync waits until the observer has seen every change made before the call,
-// or ctx ends.
-func (o *observer) sync(ctx context.Context) {
+// sync waits until the observer has seen every change made before the call;
+// it returns ctx's error if ctx ends first.
+func (o *observer) sync(ctx context.Context) error {
 	resp, err := o.admin.Get(ctx, o.w.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
-		return
+		return err
 	}
 	target := resp.Header.Revision
 	for {
@@ -184,7 +192,7 @@ func (o *observer) sync(ctx context.Context) {
 		rev, changed := o.rev, o.changed
 		o.mu.Unlock()
 		if rev >= target {
-			return
+			return nil
 		}
 		// A progress notification tells a watch how far the store is.
 		for _, cli := range o.watchers {
@@ -194,8 +202,22 @@ func (o *observer) sync(ctx context.Context) {
 		case <-changed:
 		case <-time.After(50 * time.Millisecond):
 		case <-ctx.Done():
-			return
+			return ctx.Err()
 		}
+	}
+}
+
+// recordObserved records how far the observer has seen every change: each
+// watch delivers events in revision order, and a deletion is recorded
+// before its watch's revision advances, so every deletion at or below that
+// revision is in the history.
+func (o *observer) recordObserved() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, err := o.w.rec.Record(histories.Op{Type: histories.Info, F: FObserved, Process: histories.Nemesis,
+		Value: &histories.Value{Params: map[string]string{"revision": strconv.FormatInt(o.rev, 10)}}})
+	if err != nil && o.err == nil {
+		o.err = fmt.Errorf("workload: observer: %w", err)
 	}
 }
 

@@ -94,6 +94,10 @@ const (
 	// "stock"), items (stock), recipe, resource ("http" or "etcd-txn"),
 	// locks (comma-separated).
 	FSetup = "setup"
+	// FObserved: recorded last, after the observer has seen every change
+	// up to params revision: a lock key whose deletion is not in the
+	// history was not deleted at or before that revision.
+	FObserved = "observed"
 	// FProcess records which client works under a process number: at the
 	// start and after every unknown outcome, so stories can name clients.
 	// Value targets [client]; params process.
@@ -282,7 +286,7 @@ type Workload struct {
 
 	mu       sync.Mutex
 	owners   map[clientv3.LeaseID]leaseOwner
-	releases map[keyRev]bool // lock keys their owner is deleting in a release
+	releases map[keyRev]string // lock keys their owner (this client) is deleting in a release
 	revoking map[clientv3.LeaseID]bool
 
 	resourceAddr string
@@ -329,7 +333,7 @@ func New(ctx context.Context, cfg Config, cl Cluster, resourceAddr string, rec R
 		rec:          rec,
 		byName:       map[string]*client{},
 		owners:       map[clientv3.LeaseID]leaseOwner{},
-		releases:     map[keyRev]bool{},
+		releases:     map[keyRev]string{},
 		revoking:     map[clientv3.LeaseID]bool{},
 		resourceAddr: resourceAddr,
 	}
@@ -401,7 +405,9 @@ func (w *Workload) Run(ctx context.Context, stop <-chan struct{}) (Stats, error)
 		errs = append(errs, err)
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	w.obs.sync(sctx)
+	if err := w.obs.sync(sctx); err == nil {
+		w.obs.recordObserved()
+	}
 	cancel()
 	if err := w.obs.error(); err != nil {
 		errs = append(errs, err)
@@ -561,12 +567,12 @@ func (w *Workload) registerLease(id clientv3.LeaseID, client string, p histories
 	w.owners[id] = leaseOwner{client, p}
 }
 
-// intendRelease notes that the owner of etcd key, created at revision rev
-// (its fencing token), is about to delete it in a release.
-func (w *Workload) intendRelease(key string, rev int64) {
+// intendRelease notes that client, the owner of etcd key created at
+// revision rev (its fencing token), is about to delete it in a release.
+func (w *Workload) intendRelease(key string, rev int64, client string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.releases[keyRev{key, rev}] = true
+	w.releases[keyRev{key, rev}] = client
 }
 
 // granted notes a grant of etcd key at revision rev: intents to release
@@ -588,6 +594,16 @@ func (w *Workload) intendRevoke(id clientv3.LeaseID) {
 	w.revoking[id] = true
 }
 
+// deletion is who deleted a lock key, as the observer records it.
+type deletion struct {
+	owner leaseOwner
+	by    string
+	// releaser is, for "other-release", the client whose release deleted
+	// it, and released the token that release was for.
+	releaser string
+	released int64
+}
+
 // deleted says who deleted etcd key, created at revision rev and attached to
 // lease: its owner in a release, another client in a release of an older
 // grant of the same key (a release that deletes whatever is there), its
@@ -595,28 +611,34 @@ func (w *Workload) intendRevoke(id clientv3.LeaseID) {
 // lease is still alive), its owner by revoking the lease, or the server when
 // the lease expired. alive reports whether the lease exists after the
 // deletion (nil: unknown).
-func (w *Workload) deleted(key string, rev int64, lease clientv3.LeaseID, alive *bool) (leaseOwner, string) {
+//
+// "other-release" is definite, for the contract check: the lease was alive
+// after the deletion (so neither expiry nor a revoke deleted the key), the
+// owner had no release of this grant in progress, and another client was
+// releasing an older grant of the same key.
+func (w *Workload) deleted(key string, rev int64, lease clientv3.LeaseID, alive *bool) deletion {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	owner := w.owners[lease]
 	k := keyRev{key, rev}
-	if w.releases[k] {
+	if _, ok := w.releases[k]; ok {
 		delete(w.releases, k)
-		return owner, "release"
+		return deletion{owner: owner, by: "release"}
 	}
-	for r := range w.releases {
-		if r.key == key && r.rev < rev && (alive == nil || *alive) {
+	isAlive := alive != nil && *alive
+	for r, client := range w.releases {
+		if r.key == key && r.rev < rev && isAlive && client != owner.client {
 			delete(w.releases, r)
-			return owner, "other-release"
+			return deletion{owner: owner, by: "other-release", releaser: client, released: r.rev}
 		}
 	}
 	switch {
-	case alive != nil && *alive:
-		return owner, "acquire"
+	case isAlive:
+		return deletion{owner: owner, by: "acquire"}
 	case w.revoking[lease]:
-		return owner, "revoke"
+		return deletion{owner: owner, by: "revoke"}
 	}
-	return owner, "expiry"
+	return deletion{owner: owner, by: "expiry"}
 }
 
 // setupEvent says what the run does.
@@ -626,6 +648,7 @@ func (w *Workload) setupEvent() histories.Op {
 		"recipe":   w.cfg.Recipe.Name(),
 		"resource": "http",
 		"locks":    strings.Join(w.cfg.Locks, ","),
+		"ttl":      strconv.Itoa(w.cfg.TTL),
 	}
 	if w.cfg.Workload == WorkloadStock {
 		params["items"] = strconv.Itoa(w.cfg.items())
