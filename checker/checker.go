@@ -57,7 +57,7 @@ const (
 
 // Result is the outcome of one check over a history.
 type Result struct {
-	Name    string  `json:"name"` // "mutex" | "resource" | "liveness" | "consistency"
+	Name    string  `json:"name"` // "mutex" | "resource" | "invariant" | "liveness" | "consistency" | "contract"
 	Verdict Verdict `json:"verdict"`
 	// Ops counts the operations (invocations with their completions) the
 	// check covers, including those that cannot constrain it.
@@ -77,6 +77,13 @@ type Result struct {
 	Explanation string `json:"explanation,omitempty"`
 	// Violations are the violations found, each with its story.
 	Violations []Violation `json:"violations,omitempty"`
+	// LeaseRaces and LockBugs are, for the contract check, how many
+	// overlaps of two holders the lease race explains (the earlier claim
+	// was lost first) and how many were bugs in the lock; Unjudged names
+	// the promises it could not judge.
+	LeaseRaces int      `json:"lease_races,omitempty"`
+	LockBugs   int      `json:"lock_bugs,omitempty"`
+	Unjudged   []string `json:"unjudged,omitempty"`
 	// Visualization is the path of the HTML visualization written, if any.
 	Visualization string `json:"visualization,omitempty"`
 }

@@ -51,6 +51,10 @@ type operation struct {
 	tok, val       int64
 	hasTok, hasVal bool
 	err            string
+	// rev is an acquire ok's decision revision (0: not recorded); keyed
+	// says the grant named its etcd key (lock.Keyed).
+	rev   int64
+	keyed bool
 }
 
 func (o *operation) unknown() bool { return o.status == histories.Info }
@@ -147,6 +151,12 @@ func (b *Builder) Add(op histories.Op) error {
 	o.status, o.done, o.ret, o.err = op.Type, op.Index, op.Time, op.Error
 	if t, ok := op.Token(); ok && (!o.hasTok || op.F == histories.Acquire) {
 		o.tok, o.hasTok = t, true
+	}
+	if r, ok := op.Revision(); ok && op.F == histories.Acquire {
+		o.rev = r
+	}
+	if op.F == histories.Acquire && op.Value != nil && op.Value.Claim != "" {
+		o.keyed = true
 	}
 	if v, ok := op.Val(); ok && !o.hasVal {
 		o.val, o.hasVal = v, true

@@ -78,13 +78,17 @@ type Belief struct {
 // Deletion is the server's truth that a lock key was deleted: a
 // "key-deleted" nemesis event.
 type Deletion struct {
-	Key     string   `json:"key"`
-	Token   int64    `json:"token"` // the key's create revision
-	Lease   string   `json:"lease,omitempty"`
-	By      string   `json:"by,omitempty"` // "release" | "expiry"
-	Targets []string `json:"targets,omitempty"`
-	Time    int64    `json:"time_ns"`
-	Index   int      `json:"index"`
+	Key      string   `json:"key"`
+	Token    int64    `json:"token"`              // the key's create revision
+	Revision int64    `json:"revision,omitempty"` // of the delete; 0 if not recorded
+	Lease    string   `json:"lease,omitempty"`
+	By       string   `json:"by,omitempty"` // "release" | "expiry" | ...
+	Targets  []string `json:"targets,omitempty"`
+	Time     int64    `json:"time_ns"`
+	Index    int      `json:"index"`
+	// params are the event's other parameters (lease_alive, released_by,
+	// released_token).
+	params histories.Params
 }
 
 // Overlap is a pair of processes that believed they held the same lock at
@@ -171,6 +175,11 @@ type storyData struct {
 	deletions []Deletion
 	lost      []leaseLost
 	beliefs   []Belief
+	// ttl is the lease TTL from the setup event (0: not recorded);
+	// observed the revision up to which the history holds every deletion
+	// of a lock key (0: not recorded).
+	ttl      time.Duration
+	observed int64
 }
 
 func (h *History) story() *storyData {
@@ -262,13 +271,22 @@ func (h *History) buildStory() *storyData {
 			sd.heal = op.Time
 		case op.F == "setup":
 			// What the run does (see Invariant), not a fault.
+			if ttl, ok := paramInt(v, "ttl"); ok && ttl > 0 {
+				sd.ttl = time.Duration(ttl) * time.Second
+			}
+		case op.F == "observed":
+			if rev, ok := paramInt(v, "revision"); ok {
+				sd.observed = rev
+			}
 		case op.F == "process":
 			if p, ok := paramInt(v, "process"); ok && len(targets) == 1 {
 				sd.clients[histories.Process(p)] = targets[0]
 			}
 		case op.F == "key-deleted":
 			tok, _ := paramInt(v, "create_revision")
-			sd.deletions = append(sd.deletions, Deletion{Key: param(v, "key"), Token: tok, Lease: param(v, "lease"), By: param(v, "by"), Targets: targets, Time: op.Time, Index: op.Index})
+			rev, _ := paramInt(v, "revision")
+			sd.deletions = append(sd.deletions, Deletion{Key: param(v, "key"), Token: tok, Revision: rev, Lease: param(v, "lease"), By: param(v, "by"),
+				Targets: targets, Time: op.Time, Index: op.Index, params: params})
 		case op.F == "lease-lost":
 			tok, _ := paramInt(v, "token")
 			sd.lost = append(sd.lost, leaseLost{key: param(v, "key"), token: tok, targets: targets, time: op.Time})

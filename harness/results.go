@@ -19,7 +19,7 @@ import (
 // CheckNames are the checks --require accepts, besides "all". A required
 // check that a run's results do not carry (consistency, without member
 // hashes) does not affect the verdict.
-var CheckNames = []string{"mutex", "resource", "invariant", "liveness", "consistency"}
+var CheckNames = []string{"mutex", "resource", "invariant", "liveness", "consistency", "contract"}
 
 // ParseRequire turns "mutex,resource" or "all" into check names.
 func ParseRequire(s string) ([]string, error) {
@@ -162,7 +162,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 		}
 	}
 	checks := h.All(opt)
-	checks = append(checks, h.Invariant(), h.Liveness(o.LivenessBound))
+	checks = append(checks, h.Invariant(), h.Liveness(o.LivenessBound), h.Contract())
 	p.done()
 	res := &Results{
 		Versions:       versions(),

@@ -85,6 +85,10 @@ type Value struct {
 	// newest etcd revision the client's lock had read from the server when
 	// Acquire returned.
 	Revision *int64 `json:"revision,omitempty"`
+	// Claim is, for an acquire ok, the etcd key the grant holds, when the
+	// lock says (lock.Keyed): its deletion (a key-deleted event whose
+	// create_revision is the token) ends the grant's claim on the server.
+	Claim string `json:"claim,omitempty"`
 
 	Fault   string   `json:"fault,omitempty"`
 	Targets []string `json:"targets,omitempty"`
@@ -167,10 +171,10 @@ func (o Op) Revision() (int64, bool) {
 	return *o.Value.Revision, true
 }
 
-// GrantValue builds the value of an acquire ok: the token and, if rev > 0,
-// the decision revision.
-func GrantValue(token, rev int64) *Value {
-	v := &Value{Token: &token}
+// GrantValue builds the value of an acquire ok: the token, the claim's etcd
+// key (if known) and, if rev > 0, the decision revision.
+func GrantValue(token, rev int64, claim string) *Value {
+	v := &Value{Token: &token, Claim: claim}
 	if rev > 0 {
 		v.Revision = &rev
 	}

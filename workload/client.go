@@ -469,7 +469,7 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	if h.etcdKey != "" {
 		c.w.granted(h.etcdKey, token)
 	}
-	if err := c.complete(histories.OK, histories.Acquire, key, histories.GrantValue(token, decided), nil); err != nil {
+	if err := c.complete(histories.OK, histories.Acquire, key, histories.GrantValue(token, decided, h.etcdKey), nil); err != nil {
 		return err
 	}
 	c.mu.Lock()

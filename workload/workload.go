@@ -626,11 +626,24 @@ func (w *Workload) deleted(key string, rev int64, lease clientv3.LeaseID, alive 
 		return deletion{owner: owner, by: "release"}
 	}
 	isAlive := alive != nil && *alive
+	var other *keyRev
 	for r, client := range w.releases {
-		if r.key == key && r.rev < rev && isAlive && client != owner.client {
+		switch {
+		case r.key != key:
+		case client == owner.client:
+			// The owner is releasing a grant of this key whose token is
+			// not the key's create revision (check-then-set's token is
+			// its Put's revision): its own release.
 			delete(w.releases, r)
-			return deletion{owner: owner, by: "other-release", releaser: client, released: r.rev}
+			return deletion{owner: owner, by: "release"}
+		case r.rev < rev && isAlive && other == nil:
+			other = &r
 		}
+	}
+	if other != nil {
+		client := w.releases[*other]
+		delete(w.releases, *other)
+		return deletion{owner: owner, by: "other-release", releaser: client, released: other.rev}
 	}
 	switch {
 	case isAlive:
