@@ -1,0 +1,174 @@
+package checker
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/locktest/locktest/histories"
+)
+
+// grant adds an acquire of lock "lock" by process p, granted token on a
+// state at revision rev, holding etcd key claim ("" for a lock that does
+// not say).
+func (h *hist) grant(p int, inv, ret, token, rev int64, claim string) *hist {
+	return h.op(p, "lock", histories.Acquire, inv, ret, ok, nil, histories.GrantValue(token, rev, claim))
+}
+
+// deleted adds the observer's record of the deletion of the key of token at
+// revision rev.
+func (h *hist) deleted(at int64, owner string, token, rev int64, by string, extra ...string) *hist {
+	params := map[string]string{"key": "lock", "create_revision": strconv.FormatInt(token, 10),
+		"revision": strconv.FormatInt(rev, 10), "by": by}
+	for i := 0; i+1 < len(extra); i += 2 {
+		params[extra[i]] = extra[i+1]
+	}
+	return h.event("key-deleted", at, []string{owner}, params)
+}
+
+// recorded adds what a current run records around its operations: the
+// setup (TTL 2 s), the process events and the observer's last revision.
+func (h *hist) recorded(observed int64, procs ...int) *hist {
+	h.event("setup", 0, nil, map[string]string{"ttl": "2", "recipe": "test"})
+	for _, p := range procs {
+		h.event("process", 0, []string{"c" + strconv.Itoa(p)}, map[string]string{"process": strconv.Itoa(p)})
+	}
+	return h.event("observed", 100000, nil, map[string]string{"revision": strconv.FormatInt(observed, 10)})
+}
+
+// twoHolders: c1 holds token 10 (granted on revision 10) until 2 s; c2,
+// queued, is granted token 12 at 2.1 s on a state at revision 13.
+func twoHolders() *hist {
+	return (&hist{}).recorded(100, 1, 2).
+		grant(1, 1000, 1100, 10, 10, "/l/lock/a").
+		grant(2, 1050, 2100, 12, 13, "/l/lock/b").
+		rel(1, "lock", 2000, 2010, ok).
+		deleted(2005, "c1", 10, 13, "release").
+		rel(2, "lock", 3000, 3010, ok).
+		deleted(3005, "c2", 12, 14, "release")
+}
+
+func TestContractValid(t *testing.T) {
+	r := Contract(twoHolders().ops())
+	expect(t, r, Valid)
+	if r.Ops != 2 || r.LeaseRaces != 0 || r.LockBugs != 0 {
+		t.Errorf("result %+v", r)
+	}
+}
+
+func TestContractTokensGrow(t *testing.T) {
+	// c3 asks after c2's grant of token 12 returned, and gets token 11.
+	h := twoHolders().recorded(100, 3).grant(3, 4000, 4100, 11, 15, "/l/lock/c").rel(3, "lock", 4200, 4210, ok).deleted(4205, "c3", 11, 16, "release")
+	r := Contract(h.ops())
+	expect(t, r, Invalid, `Promise 1 (tokens grow): on key "lock", process 3 (c3) was granted token 11 at 4.10 s (invoked 4.00 s), but process 2 (c2) had been granted the higher or equal token 12 at 2.10 s.`)
+	if r.Violations[0].Kind != "promise 1" {
+		t.Errorf("kind %q", r.Violations[0].Kind)
+	}
+}
+
+func TestContractGrantOfLostLock(t *testing.T) {
+	// c2's key expired at revision 11, while it waited; it was granted on
+	// a state at revision 13 anyway: etcd#11456.
+	h := (&hist{}).recorded(100, 1, 2).
+		grant(1, 1000, 1100, 10, 10, "/l/lock/a").
+		grant(2, 1050, 2100, 12, 13, "/l/lock/b").
+		deleted(1900, "c2", 12, 11, "expiry", "lease_alive", "false").
+		fault("pause-client", []string{"c2"}, 1200, 1800).
+		rel(1, "lock", 2000, 2010, ok).
+		deleted(2005, "c1", 10, 13, "release").
+		rel(2, "lock", 3000, 3010, ok)
+	expect(t, Contract(h.ops()), Invalid,
+		`Promise 2 (no grant of a lost lock): on key "lock", process 2 (c2) was granted token 12 at 2.10 s on a state at revision 13, but the server had deleted its key (token 12) at revision 11 (1.90 s): its lease expired.`)
+
+	// The same loss after the decision (revision 14) is the lease race.
+	h = (&hist{}).recorded(100, 1, 2).
+		grant(1, 1000, 1100, 10, 10, "/l/lock/a").
+		rel(1, "lock", 2000, 2010, ok).
+		deleted(2005, "c1", 10, 13, "release").
+		grant(2, 1050, 2100, 12, 13, "/l/lock/b").
+		fault("pause-client", []string{"c2"}, 2200, 5000).
+		deleted(4500, "c2", 12, 14, "expiry", "lease_alive", "false").
+		rel(2, "lock", 5000, 5010, ok)
+	expect(t, Contract(h.ops()), Valid)
+}
+
+// overlapping: c1 holds token 10 and is paused; c2 is granted token 12 on a
+// state at revision 13 while c1 still believes it holds the lock; c1's key
+// is deleted at revision deletedAt.
+func overlapping(deletedAt int64) *hist {
+	return (&hist{}).recorded(100, 1, 2).
+		grant(1, 1000, 1100, 10, 10, "/l/lock/a").
+		fault("pause-client", []string{"c1"}, 1200, 4000).
+		deleted(1900, "c1", 10, deletedAt, "expiry", "lease_alive", "false").
+		grant(2, 1050, 2100, 12, 13, "/l/lock/b").
+		rel(2, "lock", 3000, 3010, ok).
+		deleted(3005, "c2", 12, 15, "release").
+		rel(1, "lock", 4100, 4110, ok)
+}
+
+func TestContractOverlapOnlyAfterLoss(t *testing.T) {
+	r := Contract(overlapping(11).ops())
+	expect(t, r, Valid)
+	if r.LeaseRaces != 1 || r.LockBugs != 0 {
+		t.Errorf("races %d, bugs %d; want 1, 0", r.LeaseRaces, r.LockBugs)
+	}
+	r = Contract(overlapping(14).ops())
+	expect(t, r, Invalid, `Promise 3 (overlap only after loss): on key "lock", process 1 (c1) (token 10, granted 1.10 s) and process 2 (c2) (token 12, granted 2.10 s on a state at revision 13) both held the lock from 2.10 s to 3.00 s, but process 1 (c1)'s key (token 10) was deleted only at revision 14 (1.90 s): its lease expired`)
+	if r.LeaseRaces != 0 || r.LockBugs != 1 {
+		t.Errorf("races %d, bugs %d; want 0, 1", r.LeaseRaces, r.LockBugs)
+	}
+}
+
+func TestContractReleaseOnlyYourOwn(t *testing.T) {
+	h := overlapping(11).deleted(2500, "c2", 12, 14, "other-release", "released_by", "c1", "released_token", "10", "lease_alive", "true")
+	expect(t, Contract(h.ops()), Invalid,
+		`Promise 4 (release only your own): on key "lock", c1's release of its token 10 deleted c2's key (token 12) at revision 14 (2.50 s), while c2's lease was alive.`)
+}
+
+func TestContractLiveHolderKeepsClaim(t *testing.T) {
+	// c1 holds from 1.1 s to 9 s; its lease expires at 8 s with no fault
+	// anywhere: no-renew.
+	h := (&hist{}).recorded(100, 1).
+		grant(1, 1000, 1100, 10, 10, "/l/lock/a").
+		deleted(8000, "c1", 10, 11, "expiry", "lease_alive", "false").
+		rel(1, "lock", 9000, 9010, ok)
+	expect(t, Contract(h.ops()), Invalid,
+		`Promise 5 (a live holder keeps its claim): on key "lock", the lease of process 1 (c1), which held token 10 since 1.10 s, expired on the server: its key was deleted at revision 11 (8.00 s), and no fault was active in the 6s before.`)
+
+	// A fault within two TTLs and the slack of the expiry excuses it.
+	h.fault("slow", []string{"c1"}, 2000, 2500)
+	expect(t, Contract(h.ops()), Valid)
+
+	// Without the observer's word that the lease was gone, it is unknown.
+	h = (&hist{}).recorded(100, 1).
+		grant(1, 1000, 1100, 10, 10, "/l/lock/a").
+		deleted(8000, "c1", 10, 11, "expiry").
+		rel(1, "lock", 9000, 9010, ok)
+	r := Contract(h.ops())
+	expect(t, r, Unknown, "Promise 5 (a live holder keeps its claim) could not be judged")
+}
+
+func TestContractUnknown(t *testing.T) {
+	// An old history: tokens only, no revisions, keys, TTL or observer.
+	old := (&hist{}).acq(1, "lock", 1000, 1100, ok, 10).rel(1, "lock", 2000, 2010, ok).
+		acq(2, "lock", 1050, 2100, ok, 12).rel(2, "lock", 3000, 3010, ok)
+	r := Contract(old.ops())
+	expect(t, r, Unknown, "Promise 2 (no grant of a lost lock) could not be judged: the grants carry no decision revision")
+	if want := []string{promiseLost, promiseRelease, promiseLive}; !slices.Equal(r.Unjudged, want) {
+		t.Errorf("unjudged %q, want %q", r.Unjudged, want)
+	}
+	// A promise it can judge still breaks.
+	expect(t, Contract(old.acq(3, "lock", 4000, 4100, ok, 11).ops()), Invalid, "Promise 1 (tokens grow)")
+
+	// A lock that does not say which key it holds (no lock.Keyed).
+	h := (&hist{}).recorded(100, 1).grant(1, 1000, 1100, 10, 10, "").rel(1, "lock", 2000, 2010, ok)
+	expect(t, Contract(h.ops()), Unknown, "which etcd key a grant holds (lock.Keyed)")
+
+	// No grant at all is never valid.
+	expect(t, Contract((&hist{}).recorded(100).acq(1, "lock", 1000, 2000, fail, 0).ops()), Unknown, "holds no grant")
+
+	// A claim with no deletion is judged held only up to the observed
+	// revision.
+	h = (&hist{}).recorded(5, 1).grant(1, 1000, 1100, 10, 10, "/l/lock/a")
+	expect(t, Contract(h.ops()), Unknown, "does not say whether the key of token 10 was deleted by revision 10")
+}
