@@ -25,7 +25,7 @@ func recipe(t *testing.T, name string) lock.Recipe {
 func results(ops []histories.Op) map[string]checker.Result {
 	h := checker.Build(ops)
 	out := map[string]checker.Result{}
-	for _, r := range append(h.All(checker.Options{Timeout: 20 * time.Second}), h.Invariant()) {
+	for _, r := range append(h.All(checker.Options{Timeout: 20 * time.Second}), h.Invariant(), h.Contract()) {
 		out[r.Name] = r
 	}
 	return out
@@ -128,6 +128,25 @@ func TestCheckThenSetCaught(t *testing.T) {
 		t.Fatalf("mutex check %s, want invalid", r.Verdict)
 	}
 	t.Logf("mutex: %s", firstLine(r.Explanation))
+	// Two Puts on one key: the second holder was granted while the first
+	// one's key was on the server.
+	expectBroken(t, results(ops)["contract"], "promise 3")
+}
+
+// expectBroken fails unless the contract check is invalid with a violation
+// of the promise kind ("promise 3").
+func expectBroken(t *testing.T, r checker.Result, kind string) {
+	t.Helper()
+	if r.Verdict != checker.Invalid {
+		t.Fatalf("contract %s, want invalid:\n%s", r.Verdict, r.Explanation)
+	}
+	for _, v := range r.Violations {
+		if v.Kind == kind {
+			t.Logf("contract: %s", v.Story)
+			return
+		}
+	}
+	t.Fatalf("contract broke no %s:\n%s", kind, r.Explanation)
 }
 
 // unlock-any: a holder paused past its lease comes back and releases by
@@ -170,6 +189,7 @@ func TestUnlockAnyCaught(t *testing.T) {
 	if !found {
 		t.Error("no overlap between clients that were not paused")
 	}
+	expectBroken(t, results(ops)["contract"], "promise 4")
 }
 
 // no-renew: critical sections longer than the TTL outlive the lock.
@@ -195,6 +215,8 @@ func TestNoRenewCaught(t *testing.T) {
 	if r := results(ops)["mutex"]; r.Verdict != checker.Invalid {
 		t.Fatalf("mutex check %s, want invalid", r.Verdict)
 	}
+	// Without any fault, the holders' leases ran out.
+	expectBroken(t, results(ops)["contract"], "promise 5")
 }
 
 // pauseFirstHolder arms a pause of d before the write of the first client to
