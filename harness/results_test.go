@@ -9,7 +9,7 @@ import (
 
 func TestParseRequire(t *testing.T) {
 	got, err := ParseRequire("all")
-	if err != nil || strings.Join(got, ",") != "consistency,invariant,liveness,mutex,resource" {
+	if err != nil || strings.Join(got, ",") != "consistency,contract,invariant,liveness,mutex,resource" {
 		t.Errorf("all: %v %v", got, err)
 	}
 	if got, err := ParseRequire("liveness, mutex"); err != nil || strings.Join(got, ",") != "liveness,mutex" {

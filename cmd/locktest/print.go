@@ -95,6 +95,9 @@ func reading(r *harness.Results) []string {
 		}
 		lines = append(lines, "in words: "+what+"; etcd documents this for leases: a lock alone is not mutual exclusion.")
 	}
+	if c := get("contract"); c != nil {
+		lines = append(lines, contractWords(c))
+	}
 	if res := get("resource"); res != nil {
 		switch {
 		case res.Verdict == checker.Valid && r.WritesRejected > 0:
@@ -106,6 +109,26 @@ func reading(r *harness.Results) []string {
 		}
 	}
 	return lines
+}
+
+// contractWords says whether the lock itself is broken, and how many
+// overlaps of holders were the lease race and how many bugs in the lock.
+func contractWords(c *checker.Result) string {
+	overlaps := fmt.Sprintf("of the overlapping holders, %d were the lease race (expected for any lease lock; fencing is the cure) and %d were bugs in the lock",
+		c.LeaseRaces, c.LockBugs)
+	switch c.Verdict {
+	case checker.Invalid:
+		var broke []string
+		for _, v := range c.Violations {
+			if !slices.Contains(broke, v.Kind) {
+				broke = append(broke, v.Kind)
+			}
+		}
+		return fmt.Sprintf("in words: the lock itself is broken (%s): %s.", strings.Join(broke, ", "), overlaps)
+	case checker.Valid:
+		return "in words: the lock kept its contract; " + overlaps + "."
+	}
+	return fmt.Sprintf("in words: the lock's contract could not be judged in full (promise %s); %s.", strings.Join(c.Unjudged, ", promise "), overlaps)
 }
 
 func errSuffix(e string) string {
