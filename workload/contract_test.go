@@ -98,3 +98,69 @@ func TestContractGrantOfLostLockCaught(t *testing.T) {
 	_, ops := e.finish()
 	expectBroken(t, results(ops)["contract"], "promise 2")
 }
+
+// The observer's "other-release" is definite: only a deletion that leaves
+// the owner's lease alive, while the owner is not releasing and another
+// client is releasing an older grant of the same key.
+func TestOtherReleaseDefinite(t *testing.T) {
+	yes, no := true, false
+	for _, c := range []struct {
+		name     string
+		intents  map[keyRev]string
+		alive    *bool
+		want     string
+		releaser string
+	}{
+		{"own release", map[keyRev]string{{"k", 5}: "c1"}, &yes, "release", ""},
+		{"other client's release", map[keyRev]string{{"k", 3}: "c2"}, &yes, "other-release", "c2"},
+		{"owner releasing under another token", map[keyRev]string{{"k", 3}: "c2", {"k", 6}: "c1"}, &yes, "release", ""},
+		{"lease gone: expiry", map[keyRev]string{{"k", 3}: "c2"}, &no, "expiry", ""},
+		{"lease unknown: not definite", map[keyRev]string{{"k", 3}: "c2"}, nil, "expiry", ""},
+		{"newer grant's release", map[keyRev]string{{"k", 7}: "c2"}, &yes, "acquire", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := &Workload{owners: map[clientv3.LeaseID]leaseOwner{1: {"c1", 1}}, releases: c.intents, revoking: map[clientv3.LeaseID]bool{}}
+			d := w.deleted("k", 5, 1, c.alive)
+			if d.by != c.want || d.releaser != c.releaser || d.owner.client != "c1" {
+				t.Errorf("deletion %+v, want by %s, releaser %q", d, c.want, c.releaser)
+			}
+		})
+	}
+}
+
+// fakeWatcher hands out one channel the test feeds.
+type fakeWatcher struct {
+	clientv3.Watcher
+	ch chan clientv3.WatchResponse
+}
+
+func (f fakeWatcher) Watch(context.Context, string, ...clientv3.OpOption) clientv3.WatchChan { return f.ch }
+
+// A watch response counts as read only while the watch lives: what arrives
+// after the consumer cancelled it was never read.
+func TestRevisionsWatchReadOnly(t *testing.T) {
+	revs := &revisions{}
+	fw := fakeWatcher{ch: make(chan clientv3.WatchResponse, 2)}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := trackedWatcher{fw, revs}.Watch(ctx, "k")
+	var first clientv3.WatchResponse
+	first.Header.Revision = 7
+	fw.ch <- first
+	if got := <-out; got.Header.Revision != 7 || revs.newest() != 7 {
+		t.Fatalf("got revision %d, newest %d; want 7, 7", got.Header.Revision, revs.newest())
+	}
+	cancel()
+	var later clientv3.WatchResponse
+	later.Header.Revision = 9
+	fw.ch <- later
+	close(fw.ch)
+	for range out { // closed once the forwarder has drained the real watch
+	}
+	if revs.newest() != 7 {
+		t.Errorf("newest %d after a response that came after the cancel; want 7", revs.newest())
+	}
+	revs.reset()
+	if revs.newest() != 0 {
+		t.Errorf("newest %d after reset", revs.newest())
+	}
+}
