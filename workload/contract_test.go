@@ -134,7 +134,9 @@ type fakeWatcher struct {
 	ch chan clientv3.WatchResponse
 }
 
-func (f fakeWatcher) Watch(context.Context, string, ...clientv3.OpOption) clientv3.WatchChan { return f.ch }
+func (f fakeWatcher) Watch(context.Context, string, ...clientv3.OpOption) clientv3.WatchChan {
+	return f.ch
+}
 
 // A watch response counts as read only while the watch lives: what arrives
 // after the consumer cancelled it was never read.
