@@ -23,6 +23,10 @@ type sweepRun struct {
 	MutexBroke     int                        `json:"mutex_overlaps"`
 	Acquisitions   int                        `json:"acquisitions"`
 	Faults         int                        `json:"faults"`
+	// LeaseRaces and LockBugs are the contract check's split of the
+	// overlaps.
+	LeaseRaces int `json:"lease_races"`
+	LockBugs   int `json:"lock_bugs"`
 }
 
 func sweepCmd(args []string, stdout io.Writer) (int, error) {
@@ -72,6 +76,9 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		r := sweepRun{Seed: o.Workload.Seed, Dir: o.Dir, Verdicts: map[string]checker.Verdict{}, Exit: res.Exit, MutexBroke: res.MutexOverlaps}
 		for _, c := range res.Checks {
 			r.Verdicts[c.Name] = c.Verdict
+			if c.Name == "contract" {
+				r.LeaseRaces, r.LockBugs = c.LeaseRaces, c.LockBugs
+			}
 		}
 		if res.Run != nil {
 			r.FirstViolation, r.Acquisitions = res.Run.FirstViolation, res.Run.Stats.Acquisitions
@@ -88,8 +95,9 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		if r.FirstViolation > 0 {
 			first = fmt.Sprintf("%.2fs", r.FirstViolation.Seconds())
 		}
-		fmt.Fprintf(stdout, "seed %-4d resource %-8s mutex %-8s invariant %-8s liveness %-8s consistency %-8s first stale write %-7s %d overlaps, %d faults, %d acquisitions\n",
-			r.Seed, r.Verdicts["resource"], r.Verdicts["mutex"], r.Verdicts["invariant"], r.Verdicts["liveness"], r.Verdicts["consistency"], first, r.MutexBroke, r.Faults, r.Acquisitions)
+		fmt.Fprintf(stdout, "seed %-4d resource %-8s mutex %-8s invariant %-8s liveness %-8s consistency %-8s contract %-8s first stale write %-7s %d overlaps (%d lease races, %d lock bugs), %d faults, %d acquisitions\n",
+			r.Seed, r.Verdicts["resource"], r.Verdicts["mutex"], r.Verdicts["invariant"], r.Verdicts["liveness"], r.Verdicts["consistency"], r.Verdicts["contract"], first,
+			r.MutexBroke, r.LeaseRaces, r.LockBugs, r.Faults, r.Acquisitions)
 	}
 	printSweep(stdout, runs)
 	b, _ := json.MarshalIndent(runs, "", "  ")
@@ -108,13 +116,16 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 // median time to the resource's first stale write.
 func printSweep(w io.Writer, runs []sweepRun) {
 	for _, name := range harness.CheckNames {
-		invalid := 0
+		invalid, unknown := 0, 0
 		for _, r := range runs {
-			if r.Verdicts[name] == checker.Invalid {
+			switch r.Verdicts[name] {
+			case checker.Invalid:
 				invalid++
+			case checker.Unknown:
+				unknown++
 			}
 		}
-		fmt.Fprintf(w, "%-11s invalid in %d of %d seeds\n", name, invalid, len(runs))
+		fmt.Fprintf(w, "%-11s invalid in %d of %d seeds, unknown in %d\n", name, invalid, len(runs), unknown)
 	}
 	var firsts []time.Duration
 	for _, r := range runs {
