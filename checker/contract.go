@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -218,10 +219,14 @@ func (j *contractJudge) lost(grants []*operation) {
 		case !ok:
 			j.cannot(promiseLost, fmt.Sprintf("the history does not say whether the key of token %d was deleted by revision %d (no key-deleted event and no observed revision)", g.tok, g.rev))
 		case !held && d.Revision > 0 && len(j.violations[promiseLost]) <= maxStories:
+			waited := ""
+			if g.call <= d.Time && d.Time <= g.ret {
+				waited = " while it waited"
+			}
 			j.broke(promiseLost, Violation{Key: g.key, Processes: []int{int(g.process)}, Tokens: []int64{g.tok},
 				From: d.Time, To: g.ret, Faults: h.faultsDuring(min(d.Time, g.call), g.ret),
-				Story: fmt.Sprintf("on key %q, %s was granted token %d at %s on a state at revision %d, but the server had deleted its key (token %d) at revision %d (%s)%s.",
-					g.key, h.who(g.process), g.tok, h.at(g.ret), g.rev, g.tok, d.Revision, h.at(d.Time), deletionCause(h, d))})
+				Story: fmt.Sprintf("on key %q, %s was granted token %d at %s (asked at %s) on a state at revision %d, but the server had deleted its key (token %d) at revision %d (%s)%s%s: it was granted a lock whose key was already gone.",
+					g.key, h.who(g.process), g.tok, h.at(g.ret), h.at(g.call), g.rev, g.tok, d.Revision, h.at(d.Time), deletionCause(h, d), waited)})
 		}
 	}
 }
@@ -316,14 +321,28 @@ func (j *contractJudge) releases() {
 			continue
 		}
 		owner := strings.Join(d.Targets, ",")
-		releaser := d.params["released_by"]
+		v := Violation{Key: d.Key, Tokens: []int64{d.Token}, From: d.Time, To: d.Time, Faults: h.faultsDuring(d.Time, d.Time)}
 		what := "another client's release"
-		if releaser != "" {
+		if releaser := d.params["released_by"]; releaser != "" {
 			what = fmt.Sprintf("%s's release of its token %s", releaser, d.params["released_token"])
+			if tok, err := strconv.ParseInt(d.params["released_token"], 10, 64); err == nil {
+				if b, ok := j.belief(d.Key, tok, d.Time); ok && b.Ended == "release" {
+					what = fmt.Sprintf("the release of token %d by %s (invoked %s)", tok, h.who(histories.Process(b.Process)), h.at(b.To))
+					v.Processes = append(v.Processes, b.Process)
+					v.From = b.To
+				}
+			}
 		}
-		j.broke(promiseRelease, Violation{Key: d.Key, Tokens: []int64{d.Token}, From: d.Time, To: d.Time, Faults: h.faultsDuring(d.Time, d.Time),
-			Story: fmt.Sprintf("on key %q, %s deleted %s's key (token %d) at revision %d (%s), while %s's lease was alive.",
-				d.Key, what, owner, d.Token, d.Revision, h.at(d.Time), owner)})
+		victim := owner
+		if b, ok := j.belief(d.Key, d.Token, d.Time); ok {
+			victim = fmt.Sprintf("%s's key (token %d, granted %s)", h.who(histories.Process(b.Process)), d.Token, h.at(b.From))
+			v.Processes = append(v.Processes, b.Process)
+		} else {
+			victim = fmt.Sprintf("%s's key (token %d)", owner, d.Token)
+		}
+		v.Story = fmt.Sprintf("on key %q, %s deleted %s at revision %d (%s), while %s's lease was alive.",
+			d.Key, what, victim, d.Revision, h.at(d.Time), owner)
+		j.broke(promiseRelease, v)
 	}
 }
 
@@ -360,10 +379,19 @@ func (j *contractJudge) live() {
 // holderAt finds the belief of the grant whose key d deleted, if its holder
 // believed it held the lock when the deletion was recorded.
 func (j *contractJudge) holderAt(d Deletion) (Belief, bool) {
+	b, ok := j.belief(d.Key, d.Token, d.Time)
+	return b, ok && b.From <= d.Time && d.Time <= b.To
+}
+
+// belief finds the belief of the grant of token on key that began last
+// before t.
+func (j *contractJudge) belief(key string, token, t int64) (Belief, bool) {
+	var found Belief
+	ok := false
 	for _, b := range j.sd.beliefs {
-		if b.Key == d.Key && b.HasToken && b.Token == d.Token && b.From <= d.Time && d.Time <= b.To {
-			return b, true
+		if b.Key == key && b.HasToken && b.Token == token && b.From <= t {
+			found, ok = b, true
 		}
 	}
-	return Belief{}, false
+	return found, ok
 }

@@ -78,7 +78,7 @@ func TestContractGrantOfLostLock(t *testing.T) {
 		deleted(2005, "c1", 10, 13, "release").
 		rel(2, "lock", 3000, 3010, ok)
 	expect(t, Contract(h.ops()), Invalid,
-		`Promise 2 (no grant of a lost lock): on key "lock", process 2 (c2) was granted token 12 at 2.10 s on a state at revision 13, but the server had deleted its key (token 12) at revision 11 (1.90 s): its lease expired.`)
+		`Promise 2 (no grant of a lost lock): on key "lock", process 2 (c2) was granted token 12 at 2.10 s (asked at 1.05 s) on a state at revision 13, but the server had deleted its key (token 12) at revision 11 (1.90 s): its lease expired while it waited: it was granted a lock whose key was already gone.`)
 
 	// The same loss after the decision (revision 14) is the lease race.
 	h = (&hist{}).recorded(100, 1, 2).
@@ -120,9 +120,14 @@ func TestContractOverlapOnlyAfterLoss(t *testing.T) {
 }
 
 func TestContractReleaseOnlyYourOwn(t *testing.T) {
-	h := overlapping(11).deleted(2500, "c2", 12, 14, "other-release", "released_by", "c1", "released_token", "10", "lease_alive", "true")
+	// c1, paused past its lease, comes back and its release deletes c3's
+	// key.
+	h := overlapping(11).recorded(100, 3).
+		grant(3, 3000, 3500, 16, 16, "/l/lock/c").
+		deleted(4150, "c3", 16, 17, "other-release", "released_by", "c1", "released_token", "10", "lease_alive", "true").
+		rel(3, "lock", 5000, 5010, ok)
 	expect(t, Contract(h.ops()), Invalid,
-		`Promise 4 (release only your own): on key "lock", c1's release of its token 10 deleted c2's key (token 12) at revision 14 (2.50 s), while c2's lease was alive.`)
+		`Promise 4 (release only your own): on key "lock", the release of token 10 by process 1 (c1) (invoked 4.10 s) deleted process 3 (c3)'s key (token 16, granted 3.50 s) at revision 17 (4.15 s), while c3's lease was alive.`)
 }
 
 func TestContractLiveHolderKeepsClaim(t *testing.T) {
