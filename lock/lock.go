@@ -16,6 +16,9 @@
 //   - lock-rpc: etcd's server-side Lock API (v3lockpb Lock/Unlock under the
 //     session's lease), as etcdctl lock and Jepsen's etcd suite use.
 //   - election: concurrency.NewElection Campaign/Resign; the leader holds.
+//     Campaign has a bug (phantom leadership, below), which locktest finds.
+//   - election-checked: election, plus a read of the own key after
+//     Campaign, refusing leadership when it is gone: the workaround.
 //   - same-key: one fixed key created in a Txn (CreateRevision == 0) under
 //     the session's lease; waiters watch it for its delete and retry, all at
 //     once.
@@ -30,6 +33,9 @@
 //     key, whoever holds it now.
 //   - no-renew: the fixed key under a lease that nobody keeps alive: a
 //     critical section longer than the TTL outlives the lock.
+//   - mutex-3.4: the revision queue as concurrency.Mutex.Lock was before
+//     the fix for etcd#11456: a waiter whose lease expired while it queued
+//     is still told it holds the lock.
 package lock
 
 import (
@@ -192,39 +198,43 @@ func (r funcRecipe) New(ctx context.Context, env Env) (Locker, error) { return r
 
 // Built-in recipe names.
 const (
-	MutexName        = "mutex"
-	LockRPCName      = "lock-rpc"
-	ElectionName     = "election"
-	SameKeyName      = "same-key"
-	PollingName      = "polling"
-	CheckThenSetName = "check-then-set"
-	UnlockAnyName    = "unlock-any"
-	NoRenewName      = "no-renew"
+	MutexName           = "mutex"
+	LockRPCName         = "lock-rpc"
+	ElectionName        = "election"
+	SameKeyName         = "same-key"
+	PollingName         = "polling"
+	CheckThenSetName    = "check-then-set"
+	UnlockAnyName       = "unlock-any"
+	NoRenewName         = "no-renew"
+	Mutex34Name         = "mutex-3.4"
+	ElectionCheckedName = "election-checked"
 )
 
 // DefaultPollInterval is the polling recipe's retry interval.
 const DefaultPollInterval = 50 * time.Millisecond
 
 var builtins = map[string]func() Recipe{
-	MutexName:        Mutex,
-	LockRPCName:      LockRPC,
-	ElectionName:     Election,
-	SameKeyName:      SameKey,
-	PollingName:      func() Recipe { return Polling(DefaultPollInterval) },
-	CheckThenSetName: CheckThenSet,
-	UnlockAnyName:    UnlockAny,
-	NoRenewName:      NoRenew,
+	MutexName:           Mutex,
+	LockRPCName:         LockRPC,
+	ElectionName:        Election,
+	SameKeyName:         SameKey,
+	PollingName:         func() Recipe { return Polling(DefaultPollInterval) },
+	CheckThenSetName:    CheckThenSet,
+	UnlockAnyName:       UnlockAny,
+	NoRenewName:         NoRenew,
+	Mutex34Name:         Mutex34,
+	ElectionCheckedName: ElectionChecked,
 }
 
 // Names lists the built-in recipes: the correct ones first, then the broken
 // ones.
 func Names() []string {
-	return []string{MutexName, LockRPCName, ElectionName, SameKeyName, PollingName, CheckThenSetName, UnlockAnyName, NoRenewName}
+	return []string{MutexName, LockRPCName, ElectionName, ElectionCheckedName, SameKeyName, PollingName, CheckThenSetName, UnlockAnyName, NoRenewName, Mutex34Name}
 }
 
 // Broken reports whether a built-in recipe is broken on purpose.
 func Broken(name string) bool {
-	return slices.Contains([]string{CheckThenSetName, UnlockAnyName, NoRenewName}, name)
+	return slices.Contains([]string{CheckThenSetName, UnlockAnyName, NoRenewName, Mutex34Name}, name)
 }
 
 // Builtin returns the built-in recipe called name.

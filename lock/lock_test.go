@@ -2,8 +2,11 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/cluster"
@@ -92,5 +95,107 @@ func TestRecipesDirect(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A waiter whose lease expires while it queues (etcd#11456): the fixed
+// mutex and election-checked refuse the grant once the queue ahead empties;
+// mutex-3.4 and etcd's own Election grant a lock whose key is already gone,
+// decided on a read at or after that key's deletion.
+func TestWaiterWhoseLeaseEnded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	admin, err := c.Client("admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	for _, tc := range []struct {
+		recipe  string
+		granted bool
+	}{
+		{lock.MutexName, false}, {lock.Mutex34Name, true}, {lock.ElectionName, true}, {lock.ElectionCheckedName, false},
+	} {
+		t.Run(tc.recipe, func(t *testing.T) {
+			r, _ := lock.Builtin(tc.recipe)
+			prefix := "/waiter/" + tc.recipe + "/"
+			var lockers []lock.Locker
+			for _, cn := range []string{"a", "b"} {
+				cli, err := c.Client(tc.recipe + "-w" + cn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cli.Close()
+				l, err := r.New(ctx, lock.Env{Client: cli, Clock: clock.New(), TTL: 2, Prefix: prefix, Name: cn})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Close()
+				lockers = append(lockers, l)
+			}
+			h, err := lockers[0].Acquire(ctx, "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				h   lock.Held
+				err error
+			}
+			got := make(chan result, 1)
+			go func() {
+				h2, err := lockers[1].Acquire(ctx, "x")
+				got <- result{h2, err}
+			}()
+			waitFor(t, "the waiter's key", func() bool {
+				resp, err := admin.Get(ctx, prefix+"x", clientv3.WithPrefix(), clientv3.WithCountOnly())
+				return err == nil && resp.Count == 2
+			})
+			rev, err := admin.Revoke(ctx, lockers[1].(lock.LeaseHolder).LeaseID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			deletedAt := rev.Header.Revision
+			if err := h.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var res result
+			select {
+			case res = <-got:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the waiter's Acquire did not return after the holder released")
+			}
+			if !tc.granted {
+				if !errors.Is(res.err, lock.ErrNotAcquired) {
+					t.Fatalf("Acquire = %v, %v; want an error wrapping ErrNotAcquired", res.h, res.err)
+				}
+				return
+			}
+			if res.err != nil {
+				t.Fatalf("Acquire: %v; want the (wrong) grant", res.err)
+			}
+			k := res.h.(lock.Keyed).Key()
+			if resp, err := admin.Get(ctx, k); err != nil || len(resp.Kvs) != 0 {
+				t.Fatalf("the granted key %s: %v, %v; want it gone", k, resp, err)
+			}
+			if d, ok := res.h.(lock.Decided); ok && d.Revision() < deletedAt {
+				t.Errorf("grant decided at revision %d, before the key's deletion at %d", d.Revision(), deletedAt)
+			}
+		})
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
