@@ -28,6 +28,8 @@ type Clients interface {
 	ResetClock(client string)                                     // offset 0, rate 1
 	Crash(client string) error                                    // drop the client's session without closing it; it continues as a new process with a new session
 	Lease(client string) (clientv3.LeaseID, bool)                 // the client's current session lease
+	Waiter(minWait time.Duration) (client string, ok bool)        // the client longest in Acquire, if it has waited at least minWait
+	Role(client string) string                                    // "holder", "waiter" or "idle" now
 }
 
 // Recorder appends operations to the history; *histories.Recorder is one.

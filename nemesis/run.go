@@ -238,35 +238,59 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 // its critical section waits for the next grant.
 const freshGrantWait = 2 * time.Second
 
-// client resolves a client target, noting how in params. Isolation and
-// lease faults wait (briefly) for a fresh grant and strike its holder, so
-// that the holder still has its critical section ahead of it when its lease
-// runs out: that is when it does damage.
+// client resolves a client target, noting how in params, and the role the
+// client had when struck. Isolation and lease faults wait (briefly) for a
+// fresh grant and strike its holder, so that the holder still has its
+// critical section ahead of it when its lease runs out: that is when it does
+// damage. A waiter target waits (as briefly) for a client queued in Acquire.
 func (r *runner) client(ctx context.Context, e Entry, params map[string]string) (string, error) {
-	if e.Target != TargetHolder {
+	name, err := r.resolveClient(ctx, e, params)
+	if err == nil && r.cl != nil {
+		params["role"] = r.cl.Role(name)
+	}
+	return name, err
+}
+
+// minWaiterWait is how long a client must have waited in Acquire to count
+// as a waiter: long enough to be queued behind a holder.
+const minWaiterWait = 20 * time.Millisecond
+
+func (r *runner) resolveClient(ctx context.Context, e Entry, params map[string]string) (string, error) {
+	if e.Target != TargetHolder && e.Target != TargetWaiter {
 		return e.Target, nil
 	}
-	params["selector"] = TargetHolder
+	params["selector"] = e.Target
 	if r.cl != nil {
-		h, tok, ok := r.cl.Holder("")
-		if e.Fault == Isolate || e.Fault == LeaseStarve || e.Fault == LeaseRevoke {
-			wctx, cancel := context.WithTimeout(ctx, freshGrantWait)
-			for wctx.Err() == nil {
-				if nh, ntok, nok := r.cl.Holder(""); nok && ntok != tok {
-					h, ok = nh, true
-					params["fresh_grant"] = "true"
+		wctx, cancel := context.WithTimeout(ctx, freshGrantWait)
+		defer cancel()
+		if e.Target == TargetWaiter {
+			for {
+				if w, ok := r.cl.Waiter(minWaiterWait); ok {
+					return w, nil
+				}
+				if !sleepUntil(wctx, time.Now().Add(5*time.Millisecond)) {
 					break
 				}
-				sleepUntil(wctx, time.Now().Add(5*time.Millisecond))
 			}
-			cancel()
-		}
-		if ok {
-			return h, nil
+		} else {
+			h, tok, ok := r.cl.Holder("")
+			if e.Fault == Isolate || e.Fault == LeaseStarve || e.Fault == LeaseRevoke {
+				for wctx.Err() == nil {
+					if nh, ntok, nok := r.cl.Holder(""); nok && ntok != tok {
+						h, ok = nh, true
+						params["fresh_grant"] = "true"
+						break
+					}
+					sleepUntil(wctx, time.Now().Add(5*time.Millisecond))
+				}
+			}
+			if ok {
+				return h, nil
+			}
 		}
 	}
 	if e.Fallback == "" {
-		return "", errors.New("no client holds a lock and no fallback")
+		return "", fmt.Errorf("no client is the %s and no fallback", e.Target)
 	}
 	params["resolved"] = "fallback"
 	return e.Fallback, nil

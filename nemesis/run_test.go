@@ -62,6 +62,7 @@ type fakeClients struct {
 	mu     sync.Mutex
 	names  []string
 	holder string
+	waiter string
 	leases map[string]clientv3.LeaseID
 	calls  []string
 }
@@ -91,6 +92,23 @@ func (f *fakeClients) Lease(c string) (clientv3.LeaseID, bool) {
 	defer f.mu.Unlock()
 	l, ok := f.leases[c]
 	return l, ok
+}
+
+func (f *fakeClients) Waiter(time.Duration) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.waiter, f.waiter != ""
+}
+func (f *fakeClients) Role(c string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch c {
+	case f.holder:
+		return "holder"
+	case f.waiter:
+		return "waiter"
+	}
+	return "idle"
 }
 
 func (f *fakeClients) callList() []string {

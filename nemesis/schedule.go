@@ -16,6 +16,7 @@ import (
 // ("m1") or a client ("c2") directly.
 const (
 	TargetHolder = "holder" // the client holding a lock then (else Entry.Fallback)
+	TargetWaiter = "waiter" // the client waiting longest in Acquire then (else Entry.Fallback)
 	TargetLeader = "leader" // the leader then (else Entry.Fallback)
 )
 
@@ -134,11 +135,20 @@ func (g *gen) client() string { return g.cfg.Clients[g.rng.IntN(len(g.cfg.Client
 func (g *gen) member() string { return "m" + strconv.Itoa(g.rng.IntN(g.cfg.Members)) }
 
 // clientTarget favours the holder with probability p.
-func (g *gen) clientTarget(e *Entry, p float64) {
+func (g *gen) clientTarget(e *Entry, p float64) { g.roleTarget(e, p, 0) }
+
+// roleTarget strikes the holder with probability holder, a waiter (a
+// client queued in Acquire, where lock bugs such as etcd#11456 live) with
+// probability waiter, and otherwise a client drawn now. One draw decides,
+// as clientTarget's did, so other entries of a schedule keep their draws.
+func (g *gen) roleTarget(e *Entry, holder, waiter float64) {
 	e.Fallback = g.client()
-	if g.chance(p) {
+	switch u := g.rng.Float64(); {
+	case u < holder:
 		e.Target = TargetHolder
-	} else {
+	case u < holder+waiter:
+		e.Target = TargetWaiter
+	default:
 		e.Target, e.Fallback = e.Fallback, ""
 	}
 }
@@ -180,13 +190,13 @@ func (g *gen) entry(kind string) Entry {
 		e.Duration = g.dur(g.cfg.Partition)
 		e.Sides = g.sides(3)
 	case Isolate:
-		g.clientTarget(&e, 0.8)
+		g.roleTarget(&e, 0.6, 0.25)
 		e.Duration = g.dur(g.cfg.Isolate)
 	case LeaseStarve:
-		g.clientTarget(&e, 1)
+		g.roleTarget(&e, 0.7, 0.3)
 		e.Duration = g.dur(g.cfg.Lease)
 	case LeaseRevoke:
-		g.clientTarget(&e, 1)
+		g.roleTarget(&e, 0.7, 0.3)
 	// Clock faults favour the holder and the slow direction: a holder whose
 	// clock falls behind renews its lease late and trusts it too long.
 	case ClockBump:
@@ -208,7 +218,7 @@ func (g *gen) entry(kind string) Entry {
 		e.Params["rate"] = rates[g.rng.IntN(len(rates))]
 		e.Duration = g.dur(g.cfg.Clock)
 	case PauseClient:
-		g.clientTarget(&e, 0.8)
+		g.roleTarget(&e, 0.6, 0.25)
 		e.Params["before_write"] = strconv.FormatBool(e.Target == TargetHolder && g.chance(0.7))
 		e.Duration = g.dur(g.cfg.Pause)
 	case PauseMember:

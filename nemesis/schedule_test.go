@@ -165,3 +165,29 @@ func TestReach(t *testing.T) {
 		t.Fatalf("bridge sides wrong: %v", bridge)
 	}
 }
+
+// Lease, isolation and client pauses strike waiters too, and only those
+// kinds do; a waiter entry has a fallback for when nobody waits.
+func TestGenerateStrikesWaiters(t *testing.T) {
+	cfg := Config{Faults: Categories, Members: 3, Clients: []string{"c0", "c1", "c2"}, Time: 10 * time.Minute}
+	kinds := map[string]bool{}
+	for seed := range int64(5) {
+		s, err := Generate(seed, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range s.Entries {
+			if e.Target != TargetWaiter {
+				continue
+			}
+			kinds[e.Fault] = true
+			if e.Fallback == "" {
+				t.Errorf("waiter entry %+v without a fallback", e)
+			}
+		}
+	}
+	want := map[string]bool{LeaseStarve: true, LeaseRevoke: true, Isolate: true, PauseClient: true}
+	if !reflect.DeepEqual(kinds, want) {
+		t.Errorf("kinds aimed at waiters: %v; want %v", kinds, want)
+	}
+}

@@ -40,6 +40,7 @@ type client struct {
 	process histories.Process
 	locker  *locker
 	held    *holding
+	waiting time.Time // when the Acquire in flight began; zero when none is
 	stats   Stats
 }
 
@@ -413,6 +414,12 @@ func (c *client) guard(h *holding) bool {
 	}
 }
 
+func (c *client) setWaiting(since time.Time) {
+	c.mu.Lock()
+	c.waiting = since
+	c.mu.Unlock()
+}
+
 // cycle is one acquire, critical section and release.
 func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	if err := c.ctl.step(ctx); err != nil {
@@ -433,7 +440,9 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	began := time.Now() // stats are measured on host time
 	lctx, cancel := c.opContext(ctx)
 	c.revs.reset()
+	c.setWaiting(began)
 	held, err := l.Acquire(lctx, key)
+	c.setWaiting(time.Time{})
 	decided := max(c.revs.newest(), decisionRevision(held))
 	err = opError(lctx, err)
 	cancel()

@@ -467,6 +467,40 @@ func (w *Workload) Holder(key string) (string, int64, bool) {
 	return best, tok, best != ""
 }
 
+// Waiter returns the client that has waited longest in Acquire, if one has
+// waited at least minWait (long enough to be queued behind a holder rather
+// than about to be granted at once).
+func (w *Workload) Waiter(minWait time.Duration) (string, bool) {
+	best, since := "", time.Now().Add(-minWait)
+	for _, c := range w.clients {
+		c.mu.Lock()
+		t := c.waiting
+		c.mu.Unlock()
+		if !t.IsZero() && !t.After(since) {
+			best, since = c.name, t
+		}
+	}
+	return best, best != ""
+}
+
+// Role says what client is doing now: "holder" (it believes it holds a
+// lock), "waiter" (it is in Acquire) or "idle".
+func (w *Workload) Role(client string) string {
+	c, ok := w.byName[client]
+	if !ok {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.held != nil:
+		return "holder"
+	case !c.waiting.IsZero():
+		return "waiter"
+	}
+	return "idle"
+}
+
 // Pause stops client's world for d of host time: its own goroutine blocks at
 // its next pause point (before each operation, after its think time, between
 // its guard and its write) and its keepalive loop stops sending, until d has

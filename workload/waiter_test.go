@@ -1,0 +1,83 @@
+package workload
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/resource"
+)
+
+// A fault aimed at a waiter strikes a client blocked in Acquire, and the
+// history says so: the revoked lease of a queued mutex waiter ends its wait
+// without a grant.
+func TestWaiterTargetedFault(t *testing.T) {
+	cfg := testConfig()
+	cfg.Clients = 3
+	cfg.Recipe = recipe(t, lock.MutexName)
+	cfg.ThinkMin, cfg.ThinkMax = 400*time.Millisecond, 500*time.Millisecond
+	e := setup(t, resource.Fenced, cfg)
+	e.start()
+	// Two clients queue behind the first holder within a think time.
+	e.rec.waitFor(t, 5*time.Second, 0, "an acquire", func(op histories.Op) bool {
+		return op.Type == histories.OK && op.F == histories.Acquire
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	sched := nemesis.Schedule{Members: 3, Clients: e.wl.Names(), Entries: []nemesis.Entry{
+		{At: 100 * time.Millisecond, Fault: nemesis.LeaseRevoke, Target: nemesis.TargetWaiter, Fallback: "c0"},
+	}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := nemesis.Run(ctx, nemesis.Config{Members: 3, Clients: e.wl.Names(), TTL: 2 * time.Second}, e.cl, e.wl, e.rec, sched)
+		done <- err
+	}()
+	start := e.rec.waitFor(t, 5*time.Second, 0, "the fault's start", func(op histories.Op) bool {
+		return op.F == nemesis.FStart && op.Value != nil && op.Value.Fault == nemesis.LeaseRevoke
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p := start.Value.Params
+	if p["selector"] != nemesis.TargetWaiter || p["role"] != "waiter" || p["resolved"] != "" {
+		t.Fatalf("start params %v; want selector and role waiter, not a fallback", p)
+	}
+	struck := start.Value.Targets[0]
+	ops, _ := e.rec.snapshot()
+	// The acquire the struck client had in flight when the fault began.
+	inFlight := map[histories.Process]bool{}
+	for _, op := range ops[:start.Index] {
+		if op.Process != histories.Nemesis && op.F == histories.Acquire {
+			inFlight[op.Process] = op.Type == histories.Invoke
+		}
+	}
+	proc, ok := histories.Process(-1), false
+	for q, waiting := range inFlight {
+		if waiting && e.clientOf(ops, q) == struck {
+			proc, ok = q, true
+		}
+	}
+	if !ok {
+		t.Fatalf("%s had no acquire in flight when struck as a waiter", struck)
+	}
+	end := e.rec.waitFor(t, 10*time.Second, start.Index, struck+"'s acquire completion", func(op histories.Op) bool {
+		return op.Process == proc && op.F == histories.Acquire && op.Type != histories.Invoke
+	})
+	if end.Type == histories.OK {
+		t.Fatalf("%s was granted the lock after its lease was revoked while it waited: %+v", struck, end)
+	}
+	e.finish()
+}
+
+// clientOf names the client behind process p, from the process events.
+func (e *env) clientOf(ops []histories.Op, p histories.Process) string {
+	for _, op := range ops {
+		if op.F == FProcess && op.Value != nil && op.Value.Params["process"] == p.String() {
+			return op.Value.Targets[0]
+		}
+	}
+	return nameOf(p)
+}
