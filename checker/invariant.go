@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/locktest/locktest/histories"
@@ -59,6 +60,10 @@ type InvariantCount struct {
 	Lost     int64 `json:"lost"`
 	Oversold int64 `json:"oversold,omitempty"`
 	Excess   int64 `json:"excess,omitempty"`
+	// Unapplied counts unknown writes the final value shows did not take
+	// effect: the only unknown write, invoked after every other write
+	// returned, would have been the last applied and so the final value.
+	Unapplied int64 `json:"unapplied,omitempty"`
 }
 
 // Invariant checks a history; see History.Invariant.
@@ -139,6 +144,21 @@ func (h *History) InvariantCounts() []InvariantCount {
 				final = r
 			}
 		}
+		if final != nil && c.Unknown == 1 {
+			var last *operation
+			for _, w := range ko.writes {
+				if w.unknown() {
+					last = w
+				}
+			}
+			alone := true
+			for _, w := range ko.writes {
+				alone = alone && (w == last || w.ret < last.call)
+			}
+			if alone && last.hasVal && last.val != final.val {
+				c.Unapplied = 1
+			}
+		}
 		if final != nil {
 			c.Final, c.HasFinal = final.val, true
 			c.Lost = max(0, c.Accepted-c.Final)
@@ -177,9 +197,15 @@ func (h *History) Invariant() Result {
 	}
 	var undecided []string
 	for _, c := range counts {
-		res.Violations = append(res.Violations, h.invariantViolations(c)...)
-		if !c.HasFinal && c.Oversold == 0 {
+		vs := h.invariantViolations(c)
+		res.Violations = append(res.Violations, vs...)
+		switch {
+		case !c.HasFinal && c.Oversold == 0:
 			undecided = append(undecided, fmt.Sprintf("On key %q no read followed the last write, so the final value is unknown (%s).", c.Key, describeCount(c)))
+		case len(vs) == 0:
+			if why := hiddenByUnknown(c); why != "" {
+				undecided = append(undecided, why)
+			}
 		}
 	}
 	var lines []string
@@ -198,6 +224,40 @@ func (h *History) Invariant() Result {
 	res.Explanation = joinLines(lines...)
 	res.Duration = time.Since(began)
 	return res
+}
+
+// hiddenByUnknown says, in numbers, how writes of unknown outcome could
+// hide a broken invariant on a key whose counts show none, or "" if they
+// cannot. Each such write may or may not have taken effect: if it did and
+// the final value does not show it, an update was lost; a sale that did
+// may have sold beyond the stock.
+func hiddenByUnknown(c InvariantCount) string {
+	unknown := c.Unknown - c.Unapplied
+	if unknown == 0 {
+		return ""
+	}
+	unseen := c.Accepted + unknown - c.Final // writes that may have taken effect but do not show
+	var whys []string
+	if c.HasFinal && unseen > 0 {
+		whys = append(whys, fmt.Sprintf("the final value %d shows %s fewer than the %d that may have taken effect: if %s, %s lost",
+			c.Final, count(unseen, "write", "writes"), c.Accepted+unknown, isOrAre(unseen, "it did", "they did"), isOrAre(unseen, "an update was", "updates were")))
+	}
+	if c.Workload == WorkloadStock && c.Accepted+unknown > c.Items {
+		whys = append(whys, fmt.Sprintf("%d accepted sales plus %d of unknown outcome exceed the %d items: if they took effect, items were oversold",
+			c.Accepted, unknown, c.Items))
+	}
+	if len(whys) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("On key %q, %s had unknown outcomes, and the history cannot tell whether they hide a broken invariant: %s.",
+		c.Key, count(unknown, "write", "writes"), strings.Join(whys, "; "))
+}
+
+func isOrAre(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // describeCount gives a key's numbers in words.
