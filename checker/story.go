@@ -175,11 +175,21 @@ type storyData struct {
 	deletions []Deletion
 	lost      []leaseLost
 	beliefs   []Belief
+	// lockerFailed are the times a client could not build its locker
+	// (the recipe's New failed), from "locker-failed" events.
+	lockerFailed []lockerFailure
 	// ttl is the lease TTL from the setup event (0: not recorded);
 	// observed the revision up to which the history holds every deletion
 	// of a lock key (0: not recorded).
 	ttl      time.Duration
 	observed int64
+}
+
+// lockerFailure is one failed attempt of a client to build its locker.
+type lockerFailure struct {
+	client string
+	time   int64
+	err    string
 }
 
 func (h *History) story() *storyData {
@@ -287,6 +297,10 @@ func (h *History) buildStory() *storyData {
 			rev, _ := paramInt(v, "revision")
 			sd.deletions = append(sd.deletions, Deletion{Key: param(v, "key"), Token: tok, Revision: rev, Lease: param(v, "lease"), By: param(v, "by"),
 				Targets: targets, Time: op.Time, Index: op.Index, params: params})
+		case op.F == "locker-failed":
+			if len(targets) == 1 {
+				sd.lockerFailed = append(sd.lockerFailed, lockerFailure{client: targets[0], time: op.Time, err: param(v, "error")})
+			}
 		case op.F == "lease-lost":
 			tok, _ := paramInt(v, "token")
 			sd.lost = append(sd.lost, leaseLost{key: param(v, "key"), token: tok, targets: targets, time: op.Time})

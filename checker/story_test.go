@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,11 @@ func (h *hist) event(f string, at int64, targets []string, params map[string]str
 	h.recs = append(h.recs, histories.Op{Type: histories.Info, F: f, Process: histories.Nemesis, Time: at * ms,
 		Value: &histories.Value{Fault: f, Targets: targets, Params: params}})
 	return h
+}
+
+// clientOf records that client works under process p.
+func (h *hist) clientOf(p int, client string) *hist {
+	return h.event("process", 0, []string{client}, map[string]string{"process": strconv.Itoa(p)})
 }
 
 // pausedHolder is the issue's example: client 4 is paused while holding the
@@ -132,9 +138,23 @@ func TestLiveness(t *testing.T) {
 	if r := Liveness(h.ops(), 10*time.Second); r.Verdict != Valid || r.Ops != 2 {
 		t.Errorf("short quiet period: %s with %d acquires judged, want valid with 2", r.Verdict, r.Ops)
 	}
-	// A process that keeps giving up.
-	h = (&hist{}).acq(1, "lock", 0, 900, fail, 0).acq(1, "lock", 1000, 1900, fail, 0).acq(1, "lock", 2000, 2900, fail, 0).read(9, "x", 5000, 5001, ok, 0)
-	expect(t, Liveness(h.ops(), bound), Invalid, `Process 1 asked for lock "lock" 3 times from 0.00 s to 2.90 s`)
+	// A client that keeps giving up, under new process numbers, while
+	// another is granted.
+	h = (&hist{}).clientOf(1, "c1").clientOf(5, "c1").clientOf(2, "c2").
+		acq(1, "lock", 0, 900, info, 0).acq(5, "lock", 1000, 1900, fail, 0).acq(5, "lock", 2000, 2900, fail, 0).
+		acq(2, "lock", 100, 200, ok, 1).rel(2, "lock", 300, 400, ok).read(9, "x", 5000, 5001, ok, 0)
+	expect(t, Liveness(h.ops(), bound), Invalid, `Client c1 asked for lock "lock" 3 times from 0.00 s to 2.90 s`)
+	// A lock that grants nothing fails, whatever the bound.
+	h = (&hist{}).acq(1, "lock", 0, 900, fail, 0).acq(1, "lock", 1000, 1900, info, 0).read(9, "x", 5000, 5001, ok, 0)
+	expect(t, Liveness(h.ops(), time.Hour), Invalid, "The lock granted nothing: 2 acquires by 1 client")
+	// A client whose locker cannot be built is stuck.
+	h = (&hist{}).clientOf(1, "c1").clientOf(2, "c2").
+		event("locker-failed", 100, []string{"c1"}, map[string]string{"error": "grant: no leader"}).
+		event("locker-failed", 2500, []string{"c1"}, map[string]string{"error": "grant: no leader"}).
+		acq(2, "lock", 100, 200, ok, 1).rel(2, "lock", 300, 400, ok).read(9, "x", 3000, 3001, ok, 0)
+	expect(t, Liveness(h.ops(), bound), Invalid, "Client c1 could not build its locker 2 times (grant: no leader)")
+	// Nothing to judge.
+	expect(t, Liveness((&hist{}).read(9, "x", 0, 1, ok, 0).ops(), bound), Unknown, "no acquire")
 }
 
 func TestConsistency(t *testing.T) {
@@ -207,4 +227,16 @@ func TestTimeoutSaysHowFar(t *testing.T) {
 	if r.Checked == 0 || r.Checked >= r.Segments {
 		t.Errorf("checked %d of %d", r.Checked, r.Segments)
 	}
+}
+
+// A lock that stops granting after the heal fails when the quiet period
+// outlasts the bound, and is unknown (never valid) when it does not.
+func TestLivenessHungAfterHeal(t *testing.T) {
+	h := (&hist{}).clientOf(1, "c1").clientOf(2, "c2").
+		acq(1, "lock", 0, 100, ok, 1).rel(1, "lock", 200, 300, ok).
+		event("heal", 1000, nil, nil).
+		acq(1, "lock", 1100, 0, none, 0).acq(2, "lock", 1200, 0, none, 0).
+		read(9, "x", 4000, 4001, ok, 0)
+	expect(t, Liveness(h.ops(), 2*time.Second), Invalid, `Client c1 (process 1) asked for lock "lock" at 1.10 s and had not got it 2s later`)
+	expect(t, Liveness(h.ops(), 5*time.Second), Unknown, "No client was granted a lock after the final heal at 1.00 s")
 }

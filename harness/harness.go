@@ -101,7 +101,7 @@ func (o *Options) defaults() error {
 		return err
 	}
 	if len(o.Nemesis.Faults) > 0 && o.Quiet == 0 {
-		o.Quiet = 5 * time.Second
+		o.Quiet = DefaultQuiet
 	}
 	if o.Quiet < 0 {
 		return fmt.Errorf("quiet period must not be negative, got %v", o.Quiet)

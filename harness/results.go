@@ -16,9 +16,10 @@ import (
 	"github.com/locktest/locktest/histories"
 )
 
-// CheckNames are the checks --require accepts, besides "all". A required
-// check that a run's results do not carry (consistency, without member
-// hashes) does not affect the verdict.
+// CheckNames are the checks --require accepts, besides "all". Every check
+// is always in the results; one that had nothing to judge (consistency
+// without member hashes, any check on a history without operations of its
+// kind) is unknown, so requiring it makes the exit status 2.
 var CheckNames = []string{"mutex", "resource", "invariant", "liveness", "consistency", "contract"}
 
 // ParseRequire turns "mutex,resource" or "all" into check names.
@@ -47,8 +48,11 @@ type Results struct {
 	Versions    map[string]string `json:"versions"`
 	History     string            `json:"history"`
 	Interrupted bool              `json:"interrupted,omitempty"`
-	Run         *RunStats         `json:"run,omitempty"`
-	Checks      []checker.Result  `json:"checks"`
+	// Warnings are problems that did not stop the check, e.g. a last line
+	// cut off by a killed run ("file:line: ...").
+	Warnings []string         `json:"warnings,omitempty"`
+	Run      *RunStats        `json:"run,omitempty"`
+	Checks   []checker.Result `json:"checks"`
 	// Hashes are the members' hashes of their final key-value state, for
 	// the consistency check; absent if the run did not collect them.
 	Hashes []checker.MemberHash `json:"member_hashes,omitempty"`
@@ -102,9 +106,15 @@ func versions() map[string]string {
 	return v
 }
 
-// DefaultLivenessBound is how soon after the final heal every process that
-// asks for a lock must get it.
-const DefaultLivenessBound = 10 * time.Second
+// DefaultLivenessBound is how soon after the final heal every client that
+// asks for a lock must get it: the operation timeout (5 s), by which an
+// acquire cut off by a fault has given up, plus time for a retry.
+const DefaultLivenessBound = 7 * time.Second
+
+// DefaultQuiet is how long the clients go on after the final heal, by
+// default: longer than DefaultLivenessBound, so that a lock that stops
+// granting after the heal is caught, not left unjudged.
+const DefaultQuiet = 8 * time.Second
 
 // CheckOptions tune Check.
 type CheckOptions struct {
@@ -162,7 +172,10 @@ func Check(path string, o CheckOptions) (*Results, error) {
 		}
 	}
 	checks := h.All(opt)
-	checks = append(checks, h.Invariant(), h.Liveness(o.LivenessBound), h.Contract())
+	checks = append(checks, h.Invariant(), h.Liveness(o.LivenessBound), h.Contract(), noHashes)
+	for i := range checks {
+		judgedSomething(&checks[i])
+	}
 	p.done()
 	res := &Results{
 		Versions:       versions(),
@@ -173,8 +186,30 @@ func Check(path string, o CheckOptions) (*Results, error) {
 		WritesRejected: h.WritesRejected(),
 		MutexOverlaps:  len(h.Overlaps().Overlaps),
 	}
+	if t := r.Torn(); t != nil {
+		res.Warnings = append(res.Warnings, t.Error())
+	}
 	res.Verdict, res.Exit = verdict(checks, o.Required)
 	return res, nil
+}
+
+// noHashes is the consistency check of a history without the members'
+// hashes: a run stores them in results.json, a history file holds none.
+var noHashes = checker.Result{Name: "consistency", Verdict: checker.Unknown,
+	Explanation: "No member hashes: the history alone does not hold the members' final state (a run directory's results.json does), so nothing was compared."}
+
+// judgedSomething makes a check that found nothing to judge unknown: a
+// verdict is never valid on nothing.
+func judgedSomething(c *checker.Result) {
+	if c.Verdict != checker.Valid || c.Ops > 0 {
+		return
+	}
+	what := map[string]string{"mutex": "acquire or release", "resource": "read or write", "invariant": "read or write"}[c.Name]
+	if what == "" {
+		return
+	}
+	c.Verdict = checker.Unknown
+	c.Explanation = fmt.Sprintf("The history has no %s operations: there is nothing to judge.", what)
 }
 
 // AddConsistency adds the consistency check of the members' final hashes to

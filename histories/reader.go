@@ -42,6 +42,10 @@ type Reader struct {
 	n        int // operations returned
 	inflight map[Process]pending
 	err      error // sticky
+	// unended is set when the line just scanned had no newline: the file's
+	// last line. torn is that line, if it was also not valid JSON.
+	unended bool
+	torn    *ParseError
 }
 
 // pending is a client invocation awaiting its completion.
@@ -55,8 +59,19 @@ type pending struct {
 func NewReader(r io.Reader, name string) *Reader {
 	s := bufio.NewScanner(r)
 	s.Buffer(make([]byte, 0, 64<<10), MaxLine)
-	return &Reader{s: s, name: name, inflight: map[Process]pending{}}
+	rd := &Reader{s: s, name: name, inflight: map[Process]pending{}}
+	s.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		adv, tok, err := bufio.ScanLines(data, atEOF)
+		rd.unended = tok != nil && atEOF && bytes.IndexByte(data[:adv], '\n') < 0
+		return adv, tok, err
+	})
+	return rd
 }
+
+// Torn returns the history's last line if it was cut off (no newline at
+// its end and not valid JSON: a run killed mid-write), which the Reader
+// skipped, or nil.
+func (r *Reader) Torn() *ParseError { return r.torn }
 
 // ReadFile reads and validates the whole history at path.
 func ReadFile(path string) ([]Op, error) {
@@ -101,6 +116,10 @@ func (r *Reader) Next() (Op, error) {
 			continue
 		}
 		op, reason := r.parse(b)
+		if reason != "" && r.unended && !json.Valid(b) {
+			r.torn = &ParseError{r.name, r.line, "last line cut off (no newline, not valid JSON): skipped"}
+			continue
+		}
 		if reason != "" {
 			r.err = &ParseError{r.name, r.line, reason}
 			break

@@ -311,6 +311,13 @@ func (c *client) ensureLocker(ctx context.Context, stop <-chan struct{}) (*locke
 			}
 			return l, nil
 		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if _, rerr := c.rec.Record(histories.Op{Type: histories.Info, F: FLockerFailed, Process: histories.Nemesis,
+			Value: &histories.Value{Targets: []string{c.name}, Params: map[string]string{"error": err.Error()}}}); rerr != nil {
+			return nil, rerr
+		}
 		_, crashed := c.ctl.crashState()
 		t := c.clock.NewTimer(100 * time.Millisecond) // back off before the next try
 		select {

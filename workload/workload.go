@@ -102,6 +102,11 @@ const (
 	// start and after every unknown outcome, so stories can name clients.
 	// Value targets [client]; params process.
 	FProcess = "process"
+	// FLockerFailed: a client could not build its locker (the recipe's New
+	// failed); it tries again after a short back-off. Value targets
+	// [client]; params error. The liveness check counts a client that
+	// never gets past this as stuck.
+	FLockerFailed = "locker-failed"
 )
 
 // Workloads: what a critical section does.

@@ -16,6 +16,9 @@ import (
 // printChecks writes one line per check, and the explanation of any check
 // that is not valid.
 func printChecks(w io.Writer, r *harness.Results) {
+	for _, warning := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warning)
+	}
 	for _, c := range r.Checks {
 		req := ""
 		if slices.Contains(r.Required, c.Name) {
