@@ -483,7 +483,6 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 		c.w.registerLease(h.lease, c.name, p)
 	}
 	if h.etcdKey != "" {
-		c.w.granted(h.etcdKey, token)
 	}
 	if err := c.complete(histories.OK, histories.Acquire, key, histories.GrantValue(token, decided, h.etcdKey), nil); err != nil {
 		return err
@@ -514,8 +513,12 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 		c.w.intendRelease(h.etcdKey, token, c.name)
 	}
 	uctx, cancel := c.opContext(ctx)
+	c.revs.reset()
 	err = opError(uctx, held.Release(uctx))
 	cancel()
+	if err == nil && h.etcdKey != "" {
+		c.w.releaseDone(h.etcdKey, token, c.revs.newest())
+	}
 	if err != nil {
 		err = c.complete(histories.Info, histories.Release, key, nil, err)
 		unknown = true

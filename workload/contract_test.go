@@ -106,17 +106,17 @@ func TestOtherReleaseDefinite(t *testing.T) {
 	yes, no := true, false
 	for _, c := range []struct {
 		name     string
-		intents  map[keyRev]string
+		intents  map[keyRev]release
 		alive    *bool
 		want     string
 		releaser string
 	}{
-		{"own release", map[keyRev]string{{"k", 5}: "c1"}, &yes, "release", ""},
-		{"other client's release", map[keyRev]string{{"k", 3}: "c2"}, &yes, "other-release", "c2"},
-		{"owner releasing under another token", map[keyRev]string{{"k", 3}: "c2", {"k", 6}: "c1"}, &yes, "release", ""},
-		{"lease gone: expiry", map[keyRev]string{{"k", 3}: "c2"}, &no, "expiry", ""},
-		{"lease unknown: not definite", map[keyRev]string{{"k", 3}: "c2"}, nil, "expiry", ""},
-		{"newer grant's release", map[keyRev]string{{"k", 7}: "c2"}, &yes, "acquire", ""},
+		{"own release", map[keyRev]release{{"k", 5}: {client: "c1"}}, &yes, "release", ""},
+		{"other client's release", map[keyRev]release{{"k", 3}: {client: "c2"}}, &yes, "other-release", "c2"},
+		{"owner releasing under another token", map[keyRev]release{{"k", 3}: {client: "c2"}, {"k", 6}: {client: "c1"}}, &yes, "release", ""},
+		{"lease gone: expiry", map[keyRev]release{{"k", 3}: {client: "c2"}}, &no, "expiry", ""},
+		{"lease unknown: not definite", map[keyRev]release{{"k", 3}: {client: "c2"}}, nil, "expiry", ""},
+		{"newer grant's release", map[keyRev]release{{"k", 7}: {client: "c2"}}, &yes, "acquire", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := &Workload{owners: map[clientv3.LeaseID]leaseOwner{1: {"c1", 1}}, releases: c.intents, revoking: map[clientv3.LeaseID]bool{}}
@@ -125,6 +125,26 @@ func TestOtherReleaseDefinite(t *testing.T) {
 				t.Errorf("deletion %+v, want by %s, releaser %q", d, c.want, c.releaser)
 			}
 		})
+	}
+}
+
+// A release's intent outlives its return until the observer has seen past
+// it, so a deletion the observer reads late is still the release's; a
+// release that deleted nothing leaves no intent behind.
+func TestReleaseIntentOutlivesRelease(t *testing.T) {
+	yes := true
+	w := &Workload{owners: map[clientv3.LeaseID]leaseOwner{1: {"c1", 1}}, releases: map[keyRev]release{}, revoking: map[clientv3.LeaseID]bool{}}
+	w.intendRelease("k", 3, "c2") // c2 deletes c1's key (created at 5) at revision 9
+	w.releaseDone("k", 3, 9)
+	w.observedUpTo(8)
+	if d := w.deleted("k", 5, 1, &yes); d.by != "other-release" || d.releaser != "c2" {
+		t.Errorf("deletion seen after the release returned: %+v, want other-release by c2", d)
+	}
+	w.intendRelease("k", 4, "c2") // found the key gone
+	w.releaseDone("k", 4, 12)
+	w.observedUpTo(12)
+	if d := w.deleted("k", 5, 1, &yes); d.by != "acquire" {
+		t.Errorf("deletion after a release that deleted nothing: %+v, want no release", d)
 	}
 }
 

@@ -107,6 +107,7 @@ func (o *observer) advance(rev int64) {
 		o.rev = rev
 		close(o.changed)
 		o.changed = make(chan struct{})
+		o.w.observedUpTo(rev)
 	}
 }
 

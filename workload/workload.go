@@ -291,7 +291,7 @@ type Workload struct {
 
 	mu       sync.Mutex
 	owners   map[clientv3.LeaseID]leaseOwner
-	releases map[keyRev]string // lock keys their owner (this client) is deleting in a release
+	releases map[keyRev]release // lock keys their owner is deleting in a release
 	revoking map[clientv3.LeaseID]bool
 
 	resourceAddr string
@@ -338,7 +338,7 @@ func New(ctx context.Context, cfg Config, cl Cluster, resourceAddr string, rec R
 		rec:          rec,
 		byName:       map[string]*client{},
 		owners:       map[clientv3.LeaseID]leaseOwner{},
-		releases:     map[keyRev]string{},
+		releases:     map[keyRev]release{},
 		revoking:     map[clientv3.LeaseID]bool{},
 		resourceAddr: resourceAddr,
 	}
@@ -606,21 +606,43 @@ func (w *Workload) registerLease(id clientv3.LeaseID, client string, p histories
 	w.owners[id] = leaseOwner{client, p}
 }
 
+// release is a client's intent to delete its lock key. It is kept until the
+// observer has seen the deletion, or has seen past the revision the release
+// ended at (until; 0 while unknown) without one: the release found its key
+// gone. Dropping it any sooner would let the observer, which runs behind,
+// misread the deletion it did make.
+type release struct {
+	client string
+	until  int64
+}
+
 // intendRelease notes that client, the owner of etcd key created at
 // revision rev (its fencing token), is about to delete it in a release.
 func (w *Workload) intendRelease(key string, rev int64, client string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.releases[keyRev{key, rev}] = client
+	w.releases[keyRev{key, rev}] = release{client: client}
 }
 
-// granted notes a grant of etcd key at revision rev: intents to release
-// older grants of the same key are stale (their release found the key gone).
-func (w *Workload) granted(key string, rev int64) {
+// releaseDone notes that the release of key at rev returned, having read
+// the store up to revision until: its deletion, if it made one, is at or
+// before until.
+func (w *Workload) releaseDone(key string, rev, until int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for k := range w.releases {
-		if k.key == key && k.rev < rev {
+	if r, ok := w.releases[keyRev{key, rev}]; ok && until > 0 {
+		r.until = until
+		w.releases[keyRev{key, rev}] = r
+	}
+}
+
+// observedUpTo drops the intents of releases that ended at or before rev,
+// which the observer has now seen: whatever they deleted is recorded.
+func (w *Workload) observedUpTo(rev int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, r := range w.releases {
+		if r.until > 0 && r.until <= rev {
 			delete(w.releases, k)
 		}
 	}
@@ -666,10 +688,10 @@ func (w *Workload) deleted(key string, rev int64, lease clientv3.LeaseID, alive 
 	}
 	isAlive := alive != nil && *alive
 	var other *keyRev
-	for r, client := range w.releases {
+	for r, intent := range w.releases {
 		switch {
 		case r.key != key:
-		case client == owner.client:
+		case intent.client == owner.client:
 			// The owner is releasing a grant of this key whose token is
 			// not the key's create revision (check-then-set's token is
 			// its Put's revision): its own release.
@@ -680,9 +702,9 @@ func (w *Workload) deleted(key string, rev int64, lease clientv3.LeaseID, alive 
 		}
 	}
 	if other != nil {
-		client := w.releases[*other]
+		intent := w.releases[*other]
 		delete(w.releases, *other)
-		return deletion{owner: owner, by: "other-release", releaser: client, released: other.rev}
+		return deletion{owner: owner, by: "other-release", releaser: intent.client, released: other.rev}
 	}
 	switch {
 	case isAlive:
