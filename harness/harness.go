@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -141,8 +142,11 @@ type RunStats struct {
 
 // Run carries out one run in o.Dir and checks it. Everything it starts is
 // stopped before it returns. Cancelling ctx interrupts the run: the history
-// recorded so far is kept and checked, and the results say so. The error is
-// for a run that could not be carried out at all.
+// recorded so far is kept and checked, and the results say so. A run that
+// fails part way (a heal that failed, a history write that failed) is
+// checked too, with the error in its results: exit 1 if a required check
+// found a violation, else 2. The error is for a run that could not be
+// carried out at all: bad options, or no history to check.
 func Run(ctx context.Context, o Options) (*Results, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
@@ -150,7 +154,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	history := filepath.Join(o.Dir, "history.jsonl")
 	st, runErr := execute(ctx, &o, history)
 	interrupted := ctx.Err() != nil
-	if runErr != nil && !interrupted {
+	if _, err := os.Stat(history); runErr != nil && err != nil {
 		return nil, runErr
 	}
 	res, err := Check(history, CheckOptions{
@@ -165,7 +169,10 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		res.Run = &st.RunStats
 		res.AddConsistency(st.hashes)
 	}
-	if interrupted && res.Exit == ExitValid {
+	if runErr != nil && !interrupted {
+		res.Error = runErr.Error()
+	}
+	if (interrupted || res.Error != "") && res.Exit == ExitValid {
 		res.Verdict, res.Exit = checker.Unknown, ExitUnknown
 	}
 	if err := res.WriteFile(filepath.Join(o.Dir, "results.json")); err != nil {

@@ -48,6 +48,9 @@ type Results struct {
 	Versions    map[string]string `json:"versions"`
 	History     string            `json:"history"`
 	Interrupted bool              `json:"interrupted,omitempty"`
+	// Error is what went wrong in a run that failed part way; what it
+	// recorded was checked all the same.
+	Error string `json:"error,omitempty"`
 	// Warnings are problems that did not stop the check, e.g. a last line
 	// cut off by a killed run ("file:line: ...").
 	Warnings []string         `json:"warnings,omitempty"`
@@ -221,9 +224,9 @@ func (res *Results) AddConsistency(hashes []checker.MemberHash) {
 	res.Hashes = hashes
 	res.Checks = slices.DeleteFunc(res.Checks, func(c checker.Result) bool { return c.Name == "consistency" })
 	res.Checks = append(res.Checks, checker.Consistency(hashes))
-	interrupted := res.Verdict == checker.Unknown && res.Interrupted
+	cutShort := res.Verdict == checker.Unknown && (res.Interrupted || res.Error != "")
 	res.Verdict, res.Exit = verdict(res.Checks, res.Required)
-	if interrupted && res.Exit == ExitValid {
+	if cutShort && res.Exit == ExitValid {
 		res.Verdict, res.Exit = checker.Unknown, ExitUnknown
 	}
 }

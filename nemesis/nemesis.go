@@ -30,6 +30,7 @@ type Clients interface {
 	Lease(client string) (clientv3.LeaseID, bool)                 // the client's current session lease
 	Waiter(minWait time.Duration) (client string, ok bool)        // the client longest in Acquire, if it has waited at least minWait
 	Role(client string) string                                    // "holder", "waiter" or "idle" now
+	Disarm(client string) (armed bool, pausedUntil time.Time)     // cancel a pause armed for the client's next write; when its current pause ends (zero: not paused)
 }
 
 // Recorder appends operations to the history; *histories.Recorder is one.

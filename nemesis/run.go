@@ -77,8 +77,6 @@ type runner struct {
 	rec   Recorder
 	start time.Time
 	rep   Report
-
-	pauseUntil time.Time // when the last client pause ends
 }
 
 // active is a fault in force.
@@ -191,13 +189,22 @@ func (r *runner) heal() error {
 		errs = append(errs, err)
 	}
 	if r.cl != nil {
+		// A pause armed for a client's next write would strike after the
+		// heal: disarm it. Pauses under way end by themselves.
+		var until time.Time
 		for _, n := range r.cl.Names() {
 			r.cl.ResetClock(n)
+			armed, end := r.cl.Disarm(n)
+			if armed {
+				healed = append(healed, n)
+			}
+			if end.After(until) {
+				until = end
+			}
 		}
-	}
-	// Client pauses end by themselves.
-	if !sleepUntil(ctx, r.pauseUntil) {
-		errs = append(errs, errors.New("nemesis: heal: a client pause outlasted the heal timeout"))
+		if !sleepUntil(ctx, until) {
+			errs = append(errs, errors.New("nemesis: heal: a client pause outlasted the heal timeout"))
+		}
 	}
 	if err := r.c.WaitLeader(ctx); err != nil {
 		errs = append(errs, err)
@@ -736,18 +743,7 @@ func (r *runner) pauseClient(ctx context.Context, e Entry, a *active) error {
 		return err
 	}
 	bw := e.Params["before_write"] == "true"
-	if err := r.cl.Pause(name, e.Duration, bw); err != nil {
-		return err
-	}
-	// Armed before a write, the pause may begin later; allow for that.
-	until := time.Now().Add(e.Duration)
-	if bw {
-		until = until.Add(e.Duration)
-	}
-	if until.After(r.pauseUntil) {
-		r.pauseUntil = until
-	}
-	return nil
+	return r.cl.Pause(name, e.Duration, bw)
 }
 
 func (r *runner) pauseMember(ctx context.Context, e Entry, a *active) error {

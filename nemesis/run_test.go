@@ -111,6 +111,11 @@ func (f *fakeClients) Role(c string) string {
 	return "idle"
 }
 
+func (f *fakeClients) Disarm(c string) (bool, time.Time) {
+	f.call("disarm %s", c)
+	return false, time.Time{}
+}
+
 func (f *fakeClients) callList() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -279,7 +284,7 @@ func TestRunClientFaults(t *testing.T) {
 		"rate c2 0.5", "rate c2 1",
 		"pause c3 100ms true",
 		"crash c3",
-		"reset c0", "reset c1", "reset c2", "reset c3", // heal
+		"reset c0", "disarm c0", "reset c1", "disarm c1", "reset c2", "disarm c2", "reset c3", "disarm c3", // heal
 	}
 	if !slices.Equal(rest, want) || strobes < 2 {
 		t.Fatalf("calls %q (%d strobe bumps), want %q", rest, strobes, want)

@@ -75,6 +75,19 @@ func (c *control) fireArmed() {
 	}
 }
 
+// disarm cancels an armed pause, saying whether there was one, and says
+// when the current pause ends (zero if none).
+func (c *control) disarm() (bool, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	armed := c.armed > 0
+	c.armed = 0
+	if c.resume == nil {
+		return armed, time.Time{}
+	}
+	return armed, c.until
+}
+
 func (c *control) paused() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

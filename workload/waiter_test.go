@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -80,4 +81,29 @@ func (e *env) clientOf(ops []histories.Op, p histories.Process) string {
 		}
 	}
 	return nameOf(p)
+}
+
+// The final heal disarms a pause armed for a client's next write, so that
+// it cannot strike in the quiet period, and says so.
+func TestHealDisarmsArmedPause(t *testing.T) {
+	cfg := testConfig()
+	cfg.ThinkMin, cfg.ThinkMax = 5*time.Second, 5*time.Second // no write before the heal
+	e := setup(t, resource.Fenced, cfg)
+	e.start()
+	if err := e.wl.Pause("c1", time.Minute, true); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no faults: straight to the heal
+	if _, err := nemesis.Run(ctx, nemesis.Config{Members: 3, Clients: e.wl.Names()}, e.cl, e.wl, e.rec, nemesis.Schedule{Members: 3}); err != nil {
+		t.Fatal(err)
+	}
+	heal := e.rec.waitFor(t, 5*time.Second, 0, "the heal", func(op histories.Op) bool { return op.F == nemesis.FHeal })
+	if !slices.Contains(heal.Value.Targets, "c1") {
+		t.Errorf("heal targets %v, want c1 (its armed pause)", heal.Value.Targets)
+	}
+	if armed, until := e.wl.Disarm("c1"); armed || !until.IsZero() {
+		t.Errorf("after the heal: armed %v, paused until %v; want neither", armed, until)
+	}
+	e.finish()
 }

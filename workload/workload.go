@@ -488,6 +488,17 @@ func (w *Workload) Waiter(minWait time.Duration) (string, bool) {
 	return best, best != ""
 }
 
+// Disarm cancels a pause armed for client's next write, saying whether
+// there was one, and says when the client's current pause ends (zero if it
+// is not paused).
+func (w *Workload) Disarm(client string) (bool, time.Time) {
+	c, ok := w.byName[client]
+	if !ok {
+		return false, time.Time{}
+	}
+	return c.ctl.disarm()
+}
+
 // Role says what client is doing now: "holder" (it believes it holds a
 // lock), "waiter" (it is in Acquire) or "idle".
 func (w *Workload) Role(client string) string {

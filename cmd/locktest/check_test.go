@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,5 +109,27 @@ func TestCheckRejectionNamesLine(t *testing.T) {
 	code, _, stderr := runMain(t, "check", path)
 	if code != exitUnknown || !strings.Contains(stderr, "h.jsonl:3: completion f \"release\" does not match invoke f \"acquire\"") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// Every run built from one set of flags shares the seed drawn for it, so
+// that compare's configurations run under the same schedule.
+func TestOneSeedForAllConfigurations(t *testing.T) {
+	rf := addRunFlags(newFlags("compare", "", io.Discard))
+	if err := parseFlags(rf.fs, nil); err != nil {
+		t.Fatal(err)
+	}
+	a, err := rf.options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		b, err := rf.options()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Workload.Seed != a.Workload.Seed {
+			t.Fatalf("seeds %d and %d", a.Workload.Seed, b.Workload.Seed)
+		}
 	}
 }

@@ -58,12 +58,19 @@ func printSummary(w io.Writer, r *harness.Results) {
 	if r.Interrupted {
 		fmt.Fprintln(w, "interrupted: the history recorded so far was kept and checked")
 	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "run error: %s; the history recorded so far was kept and checked\n", r.Error)
+	}
 	if s := r.Run; s != nil {
 		fmt.Fprintf(w, "workload: %s, %d operations (%.0f/s), %d acquisitions (%.1f/s), acquire p50 %s p99 %s, %d unknown outcomes\n",
 			s.Workload.Round(10*time.Millisecond), s.Stats.Operations, s.OpsPerSecond, s.Stats.Acquisitions, s.AcquirePerSec,
 			s.Stats.AcquireP50.Round(100*time.Microsecond), s.Stats.AcquireP99.Round(100*time.Microsecond), s.Stats.Unknown)
-		if s.Nemesis != nil {
-			fmt.Fprintf(w, "nemesis: %d faults, all healed in %s%s\n", len(s.Nemesis.Faults), s.Nemesis.Heal.Round(time.Millisecond), errSuffix(s.Nemesis.HealError))
+		switch n := s.Nemesis; {
+		case n == nil:
+		case n.HealError != "":
+			fmt.Fprintf(w, "nemesis: %d faults; the final heal failed after %s: %s\n", len(n.Faults), n.Heal.Round(time.Millisecond), n.HealError)
+		default:
+			fmt.Fprintf(w, "nemesis: %d faults, all healed in %s\n", len(n.Faults), n.Heal.Round(time.Millisecond))
 		}
 		fmt.Fprintf(w, "cluster closed in %s\n", s.ClusterClose.Round(time.Millisecond))
 	}
@@ -132,13 +139,6 @@ func contractWords(c *checker.Result) string {
 		return "in words: the lock kept its contract; " + overlaps + "."
 	}
 	return fmt.Sprintf("in words: the lock's contract could not be judged in full (promise %s); %s.", strings.Join(c.Unjudged, ", promise "), overlaps)
-}
-
-func errSuffix(e string) string {
-	if e == "" {
-		return ""
-	}
-	return " (heal error: " + e + ")"
 }
 
 func relPath(p string) string {

@@ -54,6 +54,9 @@ type runFlags struct {
 	poll         *time.Duration
 	tick         *uint
 	election     *uint
+	// seedDrawn is set once a seed not given on the command line has been
+	// drawn, so that every run built from these flags (compare) shares it.
+	seedDrawn bool
 }
 
 func addRunFlags(fs *flag.FlagSet) *runFlags {
@@ -92,8 +95,9 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 func (f *runFlags) options() (harness.Options, error) {
 	seedSet := false
 	f.fs.Visit(func(fl *flag.Flag) { seedSet = seedSet || fl.Name == "seed" })
-	if !seedSet {
+	if !seedSet && !f.seedDrawn {
 		*f.seed = time.Now().UnixNano() % 1_000_000
+		f.seedDrawn = true
 	}
 	clients, err := strconv.Atoi(*f.clients)
 	if err != nil {
