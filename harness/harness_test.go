@@ -3,12 +3,15 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workload"
 )
@@ -34,5 +37,45 @@ func TestRunErrorIsCheckedAndRecorded(t *testing.T) {
 	var stored Results
 	if err := json.Unmarshal(b, &stored); err != nil || stored.Error != res.Error || len(stored.Checks) == 0 {
 		t.Fatalf("results.json: error %q, %d checks (%v); want the error and the checks", stored.Error, len(stored.Checks), err)
+	}
+}
+
+// hangingLocker's Acquire blocks until its context ends.
+type hangingLocker struct{}
+
+func (hangingLocker) Acquire(ctx context.Context, _ string) (lock.Held, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (hangingLocker) Close() error { return nil }
+
+// A dead lock fails: one whose New always fails, and one whose Acquire
+// hangs, both grant nothing, and liveness says so.
+func TestDeadLocksFailLiveness(t *testing.T) {
+	for name, newLocker := range map[string]func(context.Context, lock.Env) (lock.Locker, error){
+		"new-fails": func(context.Context, lock.Env) (lock.Locker, error) { return nil, errors.New("no lock for you") },
+		"hangs":     func(context.Context, lock.Env) (lock.Locker, error) { return hangingLocker{}, nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := workload.DefaultConfig()
+			cfg.Clients, cfg.OpTimeout = 2, time.Second
+			cfg.Recipe = lock.RecipeFunc(name, newLocker)
+			res, err := Run(context.Background(), Options{Dir: t.TempDir(), Workload: cfg, Time: 3 * time.Second, Required: CheckNames})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var live *checker.Result
+			for i := range res.Checks {
+				if res.Checks[i].Name == "liveness" {
+					live = &res.Checks[i]
+				}
+			}
+			if live == nil || live.Verdict != checker.Invalid || !strings.Contains(live.Explanation, "The lock granted nothing") {
+				t.Fatalf("liveness %+v; want invalid: the lock granted nothing", live)
+			}
+			if res.Exit != ExitInvalid {
+				t.Errorf("exit %d, want %d", res.Exit, ExitInvalid)
+			}
+		})
 	}
 }
