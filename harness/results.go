@@ -48,6 +48,9 @@ type Results struct {
 	Versions    map[string]string `json:"versions"`
 	History     string            `json:"history"`
 	Interrupted bool              `json:"interrupted,omitempty"`
+	// Command is the command line that reproduces the run, as the CLI
+	// recorded it.
+	Command string `json:"command,omitempty"`
 	// Error is what went wrong in a run that failed part way; what it
 	// recorded was checked all the same.
 	Error string `json:"error,omitempty"`

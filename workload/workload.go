@@ -702,13 +702,15 @@ func (w *Workload) deleted(key string, rev int64, lease clientv3.LeaseID, alive 
 	for r, intent := range w.releases {
 		switch {
 		case r.key != key:
-		case intent.client == owner.client:
+		case intent.client == owner.client && r.rev >= rev:
 			// The owner is releasing a grant of this key whose token is
 			// not the key's create revision (check-then-set's token is
-			// its Put's revision): its own release.
+			// the revision of its Put, which may follow the create): its
+			// own release.
 			delete(w.releases, r)
 			return deletion{owner: owner, by: "release"}
-		case r.rev < rev && isAlive && other == nil:
+		case intent.client != owner.client && r.rev < rev && isAlive && (other == nil || r.rev > other.rev):
+			// Of several, the release of the newest grant.
 			other = &r
 		}
 	}
