@@ -82,7 +82,10 @@ const (
 	// Unlock), "acquire" (Mutex.Lock's clean-up after a failed wait),
 	// "revoke" (the client closed its session), "expiry" (the lease ran
 	// out on the server) or "other-release" (another client's release
-	// deleted it: unlock-any).
+	// deleted it: unlock-any; then released_by names that client and
+	// released_token its grant). lease_alive ("true"/"false") says
+	// whether the lease existed after the deletion, when the observer
+	// could ask.
 	FKeyDeleted = "key-deleted"
 	// FLeaseLost: a client's session ended (its keepalives found the lease
 	// gone, or its own clock said the lease was over) while it believed it
@@ -92,7 +95,7 @@ const (
 	// FSetup: recorded first, it says what the run does, for the checks
 	// that need it (the invariant). Params workload ("counter" or
 	// "stock"), items (stock), recipe, resource ("http" or "etcd-txn"),
-	// locks (comma-separated).
+	// locks (comma-separated), ttl (the lease TTL in seconds).
 	FSetup = "setup"
 	// FObserved: recorded last, after the observer has seen every change
 	// up to params revision: a lock key whose deletion is not in the
