@@ -70,6 +70,9 @@ type Options struct {
 	// LivenessBound is how soon after the final heal every process asking
 	// for a lock must get it (default DefaultLivenessBound).
 	LivenessBound time.Duration `json:"liveness_bound_ns"`
+	// Command is the command line that reproduces the run, for the results
+	// (the CLI fills it in).
+	Command string `json:"-"`
 	// Log, if set, receives a line as each phase starts and each fault fires.
 	Log io.Writer `json:"-"`
 }
@@ -164,7 +167,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		return nil, fmt.Errorf("checking %s: %w", history, err)
 	}
 	seed := o.Workload.Seed
-	res.Seed, res.Config, res.Interrupted = &seed, &o, interrupted
+	res.Seed, res.Config, res.Interrupted, res.Command = &seed, &o, interrupted, o.Command
 	if st != nil {
 		res.Run = &st.RunStats
 		res.AddConsistency(st.hashes)

@@ -118,7 +118,7 @@ type builder struct {
 
 func newBuilder() *builder {
 	return &builder{
-		m:        model{Lanes: map[string]lane{}, Faults: []fault{}, Overlaps: [][]any{}},
+		m:        model{Lanes: map[string]lane{}, Faults: []fault{}, Overlaps: [][]any{}, Links: []link{}, Checks: []check{}},
 		clientOf: map[histories.Process]string{}, inflight: map[histories.Process]histories.Op{},
 		holding: map[histories.Process][]float64{}, waits: map[int][]time.Duration{}, grants: map[int]int{},
 		open: map[string]int{}, setup: map[string]string{},
@@ -138,6 +138,8 @@ func (b *builder) lane(c string) lane {
 	l, ok := b.m.Lanes[c]
 	if !ok {
 		b.m.Clients = append(b.m.Clients, c)
+		l = lane{W: []float64{}, H: []float64{}, R: []float64{}, K: []float64{}}
+		b.m.Lanes[c] = l
 	}
 	return l
 }
@@ -214,7 +216,6 @@ func (b *builder) nemesis(op histories.Op) {
 		if p, err := strconv.Atoi(v.Params["process"]); err == nil && target != "" {
 			b.clientOf[histories.Process(p)] = target
 			b.lane(target)
-			b.m.Lanes[target] = b.m.Lanes[target]
 		}
 	case "setup":
 		for k, val := range v.Params {

@@ -61,6 +61,7 @@ func checkCmd(args []string, stdout io.Writer) (int, error) {
 	fmt.Fprintf(stdout, "locktest check %s\n", relPath(history))
 	printChecks(stdout, res)
 	fmt.Fprintf(stdout, "results: %s\n", relPath(out))
+	writeReport(stdout, strings.TrimSuffix(out, "results.json")+"report.html", res)
 	return res.Exit, nil
 }
 

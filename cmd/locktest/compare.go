@@ -81,10 +81,12 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 		if o.Dir, err = harness.NewRunDir(*rf.out, o.Workload.Seed); err != nil {
 			return exitUnknown, err
 		}
+		o.Command = reproduce(o)
 		res, err := harness.Run(ctx, o)
 		if err != nil {
 			return exitUnknown, fmt.Errorf("%s with %s: %w", configs[i].recipe, configs[i].mode, err)
 		}
+		writeReport(io.Discard, filepath.Join(o.Dir, "report.html"), res)
 		row := compareRow{Recipe: configs[i].recipe, Resource: configs[i].mode, Clients: o.Workload.Clients, Dir: o.Dir,
 			Verdicts: map[string]checker.Verdict{}, Overlaps: res.MutexOverlaps, Exit: res.Exit}
 		for _, c := range res.Checks {
@@ -111,6 +113,7 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 		return exitUnknown, err
 	}
 	fmt.Fprintf(stdout, "table: %s\n", relPath(path))
+	writeIndex(stdout, *rf.out)
 	if ctx.Err() != nil {
 		return exitUnknown, nil
 	}

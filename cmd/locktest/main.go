@@ -31,6 +31,8 @@ Usage:
   locktest check [flags] PATH     re-check a stored history (a file or a run directory)
   locktest sweep [flags]          run one configuration over many seeds and summarise
   locktest compare [flags]        run several recipes, resources, client counts side by side
+  locktest report DIR             write DIR/index.html over the run directories under DIR
+  locktest serve [flags] DIR      serve DIR's reports read-only on 127.0.0.1:8080
 
 Run 'locktest COMMAND --help' for a command's flags.
 Exit status: 0 valid, 1 a required check found a violation, 2 unknown or an error.
@@ -56,11 +58,15 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		code, err = sweepCmd(args[1:], stdout)
 	case "compare":
 		code, err = compareCmd(args[1:], stdout)
+	case "report":
+		code, err = reportCmd(args[1:], stdout)
+	case "serve":
+		code, err = serveCmd(args[1:], stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitValid
 	default:
-		err = fmt.Errorf("unknown command %q (want run, check, sweep or compare)", args[0])
+		err = fmt.Errorf("unknown command %q (want run, check, sweep, compare, report or serve)", args[0])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return exitValid

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -246,10 +247,12 @@ func runCmd(args []string, stdout io.Writer) (int, error) {
 
 	ctx, stop := signalContext()
 	defer stop()
+	o.Command = reproduce(o)
 	res, err := harness.Run(ctx, o)
 	if err != nil {
 		return exitUnknown, err
 	}
 	printSummary(stdout, res)
+	writeReport(stdout, filepath.Join(o.Dir, "report.html"), res)
 	return res.Exit, nil
 }

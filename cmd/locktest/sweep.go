@@ -69,10 +69,12 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		if o.Dir, err = harness.NewRunDir(*rf.out, o.Workload.Seed); err != nil {
 			return exitUnknown, err
 		}
+		o.Command = reproduce(o)
 		res, err := harness.Run(ctx, o)
 		if err != nil {
 			return exitUnknown, fmt.Errorf("seed %d: %w", o.Workload.Seed, err)
 		}
+		writeReport(io.Discard, filepath.Join(o.Dir, "report.html"), res)
 		r := sweepRun{Seed: o.Workload.Seed, Dir: o.Dir, Verdicts: map[string]checker.Verdict{}, Exit: res.Exit, MutexBroke: res.MutexOverlaps}
 		for _, c := range res.Checks {
 			r.Verdicts[c.Name] = c.Verdict
@@ -106,6 +108,7 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		return exitUnknown, err
 	}
 	fmt.Fprintf(stdout, "sweep results: %s\n", relPath(path))
+	writeIndex(stdout, *rf.out)
 	if ctx.Err() != nil {
 		return exitUnknown, nil
 	}

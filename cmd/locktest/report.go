@@ -1,0 +1,122 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/report"
+)
+
+// reproduce is the command that runs o again: its flags, its seed, and the
+// schedule its run directory holds.
+func reproduce(o harness.Options) string {
+	w := o.Workload
+	args := []string{"locktest run", "--recipe " + o.RecipeName, "--resource " + string(o.Resource), "--workload " + w.Workload,
+		fmt.Sprintf("--clients %d --locks %d --members %d --ttl %d --think %s --op-timeout %s --guard %s --time %s --quiet %s",
+			w.Clients, len(w.Locks), o.Members, w.TTL, w.ThinkMax, w.OpTimeout, w.Guard, o.Time, o.Quiet)}
+	if w.Workload == "stock" {
+		args = append(args, fmt.Sprintf("--items %d", w.Items))
+	}
+	args = append(args, fmt.Sprintf("--seed %d", w.Seed))
+	if len(o.Nemesis.Faults) > 0 {
+		args = append(args, "--nemesis "+strings.Join(o.Nemesis.Faults, ","), "--schedule "+filepath.Join(o.Dir, "schedule.json"))
+	} else {
+		args = append(args, "--nemesis none")
+	}
+	return strings.Join(args, " ")
+}
+
+// writeReport writes the report page beside a run's or a history's results,
+// and says where; a report that cannot be drawn is a warning, not a failed
+// run.
+func writeReport(w io.Writer, out string, res *harness.Results) {
+	if err := report.Write(out, res, res.History); err != nil {
+		fmt.Fprintf(w, "report: not written: %s\n", oneLine(err))
+		return
+	}
+	fmt.Fprintf(w, "report: %s\n", relPath(out))
+}
+
+// writeIndex writes the index page over the runs under dir.
+func writeIndex(w io.Writer, dir string) {
+	out, err := report.WriteIndex(dir)
+	if err != nil {
+		fmt.Fprintf(w, "index: not written: %s\n", oneLine(err))
+		return
+	}
+	fmt.Fprintf(w, "index: %s\n", relPath(out))
+}
+
+func reportCmd(args []string, stdout io.Writer) (int, error) {
+	fs := newFlags("report", "report DIR\n\nWrites DIR/index.html: one row per run directory under DIR (newest first, failures\nmarked), with each check's verdict, the exit status, the first story and a link to the\nrun's report.html.", stdout)
+	if err := parseFlags(fs, args); err != nil {
+		return exitUnknown, err
+	}
+	if fs.NArg() != 1 {
+		return exitUnknown, fmt.Errorf("report: want exactly one DIR, got %d (see locktest report --help)", fs.NArg())
+	}
+	out, err := report.WriteIndex(fs.Arg(0))
+	if err != nil {
+		return exitUnknown, err
+	}
+	fmt.Fprintf(stdout, "index: %s\n", relPath(out))
+	return exitValid, nil
+}
+
+func serveCmd(args []string, stdout io.Writer) (int, error) {
+	fs := newFlags("serve", "serve [flags] DIR\n\nServes DIR (its index.html and run directories) read-only over HTTP until interrupted.", stdout)
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on; a host other than loopback needs --public")
+	public := fs.Bool("public", false, "allow --addr to listen beyond this machine's loopback")
+	if err := parseFlags(fs, args); err != nil {
+		return exitUnknown, err
+	}
+	if fs.NArg() != 1 {
+		return exitUnknown, fmt.Errorf("serve: want exactly one DIR, got %d (see locktest serve --help)", fs.NArg())
+	}
+	dir := fs.Arg(0)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return exitUnknown, fmt.Errorf("serve: %s is not a directory", dir)
+	}
+	host, _, err := net.SplitHostPort(*addr)
+	if err != nil {
+		return exitUnknown, fmt.Errorf("--addr: %w", err)
+	}
+	if ip := net.ParseIP(host); !*public && (host == "" || ip == nil && host != "localhost" || ip != nil && !ip.IsLoopback()) {
+		return exitUnknown, fmt.Errorf("--addr %s listens beyond loopback; add --public to mean it", *addr)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return exitUnknown, fmt.Errorf("serve: %w", err)
+	}
+	srv := &http.Server{Handler: readOnly(http.FileServer(http.Dir(dir))), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "serving %s at http://%s/ (Ctrl-C to stop)\n", dir, ln.Addr())
+	ctx, stop := signalContext()
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return exitUnknown, err
+	}
+	return exitValid, nil
+}
+
+// readOnly refuses every method but GET and HEAD.
+func readOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "read-only", http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

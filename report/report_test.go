@@ -1,0 +1,225 @@
+package report
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/locktest/locktest/harness"
+)
+
+// browser starts headless Chromium for a test, or skips the test when the
+// machine has none.
+func browser(t testing.TB) (context.Context, *scriptErrors) {
+	t.Helper()
+	bin := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			bin = p
+			break
+		}
+	}
+	if bin == "" {
+		t.Skip("skipped: chromium is not installed (apt-get install chromium; .ci/run installs it)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	errs := &scriptErrors{}
+	chromedp.ListenTarget(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			errs.add(ev.ExceptionDetails.Text)
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.APITypeError {
+				errs.add("console error")
+			}
+		}
+	})
+	return ctx, errs
+}
+
+// scriptErrors collects the page's exceptions and console errors, which
+// arrive on the browser's goroutine.
+type scriptErrors struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (s *scriptErrors) add(e string) {
+	s.mu.Lock()
+	s.errs = append(s.errs, e)
+	s.mu.Unlock()
+}
+
+func (s *scriptErrors) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.errs)
+}
+
+// checked re-checks a curated history (recorded from a real run) into a
+// directory of its own, as `locktest check` does, and returns its results.
+func checked(t *testing.T, dir, name string) *harness.Results {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "histories", "curated", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := filepath.Join(dir, "history.jsonl")
+	if err := os.WriteFile(history, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := harness.Check(history, harness.CheckOptions{Required: []string{"resource"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.WriteFile(filepath.Join(dir, "results.json")); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// The report of a real split-brain, as a person sees it in Chromium: a lane
+// per client, the faults that ran, every violation listed, and choosing one
+// narrows the timeline to it; no script errors.
+func TestReportInBrowser(t *testing.T) {
+	dir := t.TempDir()
+	res := checked(t, dir, "paused-holder-unfenced.jsonl")
+	out := filepath.Join(dir, "report.html")
+	if err := Write(out, res, res.History); err != nil {
+		t.Fatal(err)
+	}
+	ctx, errs := browser(t)
+	var lanes, faults []string
+	var violations int
+	var before, after [2]string
+	err := chromedp.Run(ctx,
+		chromedp.Navigate("file://"+out),
+		chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll("#lanes [data-lane]")].map(e => e.textContent)`, &lanes),
+		chromedp.Evaluate(`[...document.querySelectorAll("#flist li")].map(e => e.dataset.fault)`, &faults),
+		chromedp.Evaluate(`document.querySelectorAll("#vlist li[data-check]").length`, &violations),
+		chromedp.AttributeValue("#canvas", "data-from", &before[0], nil),
+		chromedp.AttributeValue("#canvas", "data-to", &before[1], nil),
+		chromedp.Click(`#vlist li[data-check="resource"]`, chromedp.ByQuery),
+		chromedp.AttributeValue("#canvas", "data-from", &after[0], nil),
+		chromedp.AttributeValue("#canvas", "data-to", &after[1], nil),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := errs.list(); len(e) > 0 {
+		t.Errorf("script errors: %v", e)
+	}
+	for _, c := range []string{"c0", "c1", "c2"} {
+		if !strings.Contains(strings.Join(lanes, " "), c) {
+			t.Errorf("no lane for %s in %v", c, lanes)
+		}
+	}
+	if !strings.Contains(strings.Join(faults, " "), "pause-client") {
+		t.Errorf("faults listed %v, want the pause-client that ran", faults)
+	}
+	want := 0
+	for _, c := range res.Checks {
+		want += len(c.Violations)
+	}
+	if violations != want || want == 0 {
+		t.Errorf("%d violations listed, results hold %d", violations, want)
+	}
+	span := func(w [2]string) float64 {
+		a, _ := strconv.ParseFloat(w[0], 64)
+		b, _ := strconv.ParseFloat(w[1], 64)
+		return b - a
+	}
+	if span(after) >= span(before)/2 {
+		t.Errorf("choosing a violation showed %v ms, the whole run %v ms: want the window narrowed to it", span(after), span(before))
+	}
+}
+
+// The index lists every run of its directory, failures marked, and a run
+// whose history is malformed gets a row saying where.
+func TestIndexInBrowser(t *testing.T) {
+	root := t.TempDir()
+	for _, name := range []string{"paused-holder-unfenced", "paused-holder-fenced"} {
+		run := filepath.Join(root, name)
+		os.Mkdir(run, 0o755)
+		res := checked(t, run, name+".jsonl")
+		if err := Write(filepath.Join(run, "report.html"), res, res.History); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := filepath.Join(root, "broken")
+	os.Mkdir(bad, 0o755)
+	os.WriteFile(filepath.Join(bad, "history.jsonl"), []byte("{\"type\":\"invoke\"\n"), 0o644)
+	out, err := WriteIndex(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, errs := browser(t)
+	var runs []string
+	var failed, problem string
+	err = chromedp.Run(ctx,
+		chromedp.Navigate("file://"+out),
+		chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll("#runs tbody tr")].map(r => r.dataset.run)`, &runs),
+		chromedp.Evaluate(`document.querySelector('tr[data-run="paused-holder-unfenced"]').className`, &failed),
+		chromedp.Evaluate(`document.querySelector('tr[data-run="broken"]').textContent`, &problem),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := errs.list(); len(e) > 0 {
+		t.Errorf("script errors: %v", e)
+	}
+	if len(runs) != 3 {
+		t.Errorf("rows %v, want the 3 runs", runs)
+	}
+	if failed != "failed" {
+		t.Errorf("the unfenced run's row is %q, want it marked failed", failed)
+	}
+	if !strings.Contains(problem, "history.jsonl:1:") {
+		t.Errorf("the broken run's row says %q, want the history's file:line", problem)
+	}
+}
+
+func TestIndexOfNoRuns(t *testing.T) {
+	if _, err := WriteIndex(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no run directories") {
+		t.Errorf("WriteIndex of an empty directory: %v", err)
+	}
+}
+
+// BenchmarkRender opens the report at $LOCKTEST_REPORT in Chromium until it
+// has drawn: the time a reader waits.
+func BenchmarkRender(b *testing.B) {
+	path := os.Getenv("LOCKTEST_REPORT")
+	if path == "" {
+		b.Skip("set LOCKTEST_REPORT to a report.html")
+	}
+	abs, _ := filepath.Abs(path)
+	ctx, _ := browser(b)
+	for b.Loop() {
+		var ms float64
+		if err := chromedp.Run(ctx, chromedp.Navigate("file://"+abs),
+			chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
+			chromedp.Evaluate(`window.renderMs`, &ms)); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(ms, "ms-to-render")
+	}
+}
