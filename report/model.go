@@ -111,6 +111,7 @@ type builder struct {
 	grants   map[int]int
 	open     map[string]int // open fault windows by fault|targets
 	setup    map[string]string
+	named    bool // the history has process events
 	first    int64
 	seen     bool
 	end      int64
@@ -129,7 +130,13 @@ func (b *builder) client(p histories.Process) string {
 	if c, ok := b.clientOf[p]; ok {
 		return c
 	}
+	// Without process events, client cN is process N (the workload's
+	// numbering); with them, a process they do not name is no client's
+	// (the final reads).
 	c := "c" + strconv.Itoa(int(p))
+	if b.named {
+		c = "process " + strconv.Itoa(int(p))
+	}
 	b.clientOf[p] = c
 	return c
 }
@@ -214,6 +221,7 @@ func (b *builder) nemesis(op histories.Op) {
 	switch op.F {
 	case "process":
 		if p, err := strconv.Atoi(v.Params["process"]); err == nil && target != "" {
+			b.named = true
 			b.clientOf[histories.Process(p)] = target
 			b.lane(target)
 		}

@@ -156,11 +156,14 @@
       rects(l.data.w, 5, l.maxw, y + LANE / 2 - 3, 6, (a, j) => [COLORS.wait, COLORS.waitFail, COLORS.waitUnknown, COLORS.waitUnknown][a[j + 2]]);
       rects(l.data.h, 5, l.maxh, y + 6, LANE - 12, COLORS.hold);
       const r = l.data.r;
+      // At overview scale every hold has its write: only the rejected and
+      // unknown answers are drawn there, all of them once zoomed in.
+      const detail = span / width < 20;
       for (let j = firstFrom(r, 4, view[0]); j < r.length && r[j] <= view[1]; j += 4) {
         const code = r[j + 1];
+        if (!detail && (code === 0 || code === 3)) continue;
         ctx.fillStyle = [COLORS.write, COLORS.rejected, COLORS.unknown, COLORS.read, COLORS.rejected, COLORS.unknown][code];
         const x = X(r[j]);
-        if (code === 3 && width / span * 1 < 0.05) continue; // reads vanish at overview scale
         ctx.fillRect(x - (code === 1 ? 1.5 : 0.5), y + (code < 3 ? 2 : LANE - 8), code === 1 ? 3 : 1.5, code < 3 ? LANE - 4 : 6);
       }
       const k = l.data.k;
