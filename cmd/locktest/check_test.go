@@ -133,3 +133,20 @@ func TestOneSeedForAllConfigurations(t *testing.T) {
 		}
 	}
 }
+
+// serve keeps to loopback unless told otherwise, and report refuses a
+// directory without runs; both before anything starts.
+func TestServeAndReportRefuse(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"serve", "--addr", "0.0.0.0:0", dir},
+		{"serve", "--addr", ":0", dir},
+		{"serve", filepath.Join(dir, "missing")},
+		{"report", dir},
+	} {
+		var out, errOut strings.Builder
+		if code := mainArgs(args, &out, &errOut); code != exitUnknown || strings.Count(strings.TrimSpace(errOut.String()), "\n") != 0 || errOut.Len() == 0 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line", args, code, errOut.String())
+		}
+	}
+}
