@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
@@ -130,7 +131,15 @@ func (c *Cluster) proxyLocked(name, upstream string) (string, error) {
 		}
 		return p.listen, nil
 	}
-	p, err := c.tpClient.CreateProxy(name, net.JoinHostPort(host, "0"), upstream)
+	// A port below the ephemeral range: a proxy that a fault disables and
+	// re-enables listens on it again, and an outgoing connection could
+	// have taken an ephemeral one in between.
+	ports, err := reservePorts(1)
+	if err != nil {
+		return "", fmt.Errorf("cluster: a port for proxy %s: %w", name, err)
+	}
+	c.ports = append(c.ports, ports...)
+	p, err := c.tpClient.CreateProxy(name, net.JoinHostPort(host, strconv.Itoa(ports[0])), upstream)
 	if err != nil {
 		return "", fmt.Errorf("cluster: creating proxy %s: %w", name, err)
 	}
