@@ -35,11 +35,26 @@ func browser(t testing.TB) (context.Context, *scriptErrors) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000))
+		chromedp.WindowSize(1400, 1000))
+	// The profile is removed once Chromium has let go of it: it may still
+	// write there while it exits.
+	profile, err := os.MkdirTemp("", "locktest-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append(opts, chromedp.UserDataDir(profile))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
-	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+		deadline := time.Now().Add(10 * time.Second)
+		for os.RemoveAll(profile) != nil && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 	errs := &scriptErrors{}
 	chromedp.ListenTarget(ctx, func(ev any) {
 		switch ev := ev.(type) {

@@ -151,8 +151,8 @@ func expectBroken(t *testing.T, r checker.Result, kind string) {
 }
 
 // unlock-any: a holder paused past its lease comes back and releases by
-// deleting the key, now another client's; a third takes it while the
-// second still holds, and so on down the line.
+// deleting the key, now another client's: the observer names the release
+// that did it, and the contract check calls it a bug in the lock.
 func TestUnlockAnyCaught(t *testing.T) {
 	cfg := testConfig()
 	cfg.Clients = 3
@@ -172,23 +172,8 @@ func TestUnlockAnyCaught(t *testing.T) {
 	})
 	t.Logf("%s's release deleted %v's key (process %s)", paused, del.Value.Targets, del.Value.Params["process"])
 	_, ops := e.finish()
-	r := results(ops)["mutex"]
-	if r.Verdict != checker.Invalid {
+	if r := results(ops)["mutex"]; r.Verdict != checker.Invalid {
 		t.Fatalf("mutex check %s, want invalid", r.Verdict)
-	}
-	// Beyond the paused holder's own overlap: two clients that were never
-	// paused held the lock at once.
-	pausedProc := first.Process
-	found := false
-	for _, o := range checker.Overlaps(ops).Overlaps {
-		if histories.Process(o.First.Process) != pausedProc && histories.Process(o.Second.Process) != pausedProc {
-			found = true
-			t.Logf("processes %d and %d (neither paused) held the lock at once from %v", o.First.Process, o.Second.Process, ms(o.From))
-			break
-		}
-	}
-	if !found {
-		t.Error("no overlap between clients that were not paused")
 	}
 	expectBroken(t, results(ops)["contract"], "promise 4")
 }
