@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,22 +44,7 @@ func TestRecipesDirect(t *testing.T) {
 	defer c.Close()
 	for _, name := range lock.Names() {
 		t.Run(name, func(t *testing.T) {
-			r, _ := lock.Builtin(name)
-			var lockers []lock.Locker
-			for _, cn := range []string{"a", "b"} {
-				cli, err := c.Client(name + "-" + cn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer cli.Close()
-				env := lock.Env{Client: cli, Clock: clock.New(), TTL: 2, Prefix: "/direct/" + name + "/", Name: cn}
-				l, err := r.New(ctx, env)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer l.Close()
-				lockers = append(lockers, l)
-			}
+			lockers := twoLockers(ctx, t, c, name, "/direct/"+name+"/")
 			h, err := lockers[0].Acquire(ctx, "x")
 			if err != nil {
 				t.Fatal(err)
@@ -122,22 +108,8 @@ func TestWaiterWhoseLeaseEnded(t *testing.T) {
 		{lock.MutexName, false}, {lock.Mutex34Name, true}, {lock.ElectionName, true}, {lock.ElectionCheckedName, false},
 	} {
 		t.Run(tc.recipe, func(t *testing.T) {
-			r, _ := lock.Builtin(tc.recipe)
 			prefix := "/waiter/" + tc.recipe + "/"
-			var lockers []lock.Locker
-			for _, cn := range []string{"a", "b"} {
-				cli, err := c.Client(tc.recipe + "-w" + cn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer cli.Close()
-				l, err := r.New(ctx, lock.Env{Client: cli, Clock: clock.New(), TTL: 2, Prefix: prefix, Name: cn})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer l.Close()
-				lockers = append(lockers, l)
-			}
+			lockers := twoLockers(ctx, t, c, tc.recipe, prefix)
 			h, err := lockers[0].Acquire(ctx, "x")
 			if err != nil {
 				t.Fatal(err)
@@ -187,6 +159,31 @@ func TestWaiterWhoseLeaseEnded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// twoLockers makes lockers of the built-in recipe for clients a and b, each
+// over links of its own, with keys under prefix.
+func twoLockers(ctx context.Context, t *testing.T, c *cluster.Cluster, recipe, prefix string) []lock.Locker {
+	t.Helper()
+	r, err := lock.Builtin(recipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lockers []lock.Locker
+	for _, cn := range []string{"a", "b"} {
+		cli, err := c.Client(strings.ReplaceAll(strings.Trim(prefix, "/"), "/", ".") + "." + cn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cli.Close() })
+		l, err := r.New(ctx, lock.Env{Client: cli, Clock: clock.New(), TTL: 2, Prefix: prefix, Name: cn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		lockers = append(lockers, l)
+	}
+	return lockers
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

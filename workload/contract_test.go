@@ -18,15 +18,8 @@ import (
 // lease: the next holder is granted only after the paused one's key is gone,
 // and the overlap that follows is the lease race.
 func TestContractMutexPausedHolder(t *testing.T) {
-	cfg := testConfig()
-	cfg.Clients = 3
-	cfg.Recipe = recipe(t, lock.MutexName)
-	cfg.ThinkMin, cfg.ThinkMax = 50*time.Millisecond, 100*time.Millisecond
-	e := setup(t, resource.Fenced, cfg)
-	e.start()
-	first := e.rec.waitFor(t, 5*time.Second, 0, "an acquire", func(op histories.Op) bool {
-		return op.Type == histories.OK && op.F == histories.Acquire
-	})
+	e := contending(t, lock.MutexName)
+	first := e.firstGrant()
 	paused := nameOf(first.Process)
 	// Record the fault as the nemesis would: promise 5 excuses an expiry
 	// only under a fault the history shows.

@@ -154,15 +154,8 @@ func expectBroken(t *testing.T, r checker.Result, kind string) {
 // deleting the key, now another client's: the observer names the release
 // that did it, and the contract check calls it a bug in the lock.
 func TestUnlockAnyCaught(t *testing.T) {
-	cfg := testConfig()
-	cfg.Clients = 3
-	cfg.Recipe = recipe(t, lock.UnlockAnyName)
-	cfg.ThinkMin, cfg.ThinkMax = 50*time.Millisecond, 100*time.Millisecond
-	e := setup(t, resource.Fenced, cfg)
-	e.start()
-	first := e.rec.waitFor(t, 5*time.Second, 0, "an acquire", func(op histories.Op) bool {
-		return op.Type == histories.OK && op.F == histories.Acquire
-	})
+	e := contending(t, lock.UnlockAnyName)
+	first := e.firstGrant()
 	paused := nameOf(first.Process)
 	if err := e.wl.Pause(paused, 3*time.Second, true); err != nil {
 		t.Fatal(err)
@@ -207,12 +200,31 @@ func TestNoRenewCaught(t *testing.T) {
 
 // pauseFirstHolder arms a pause of d before the write of the first client to
 // acquire, waits for it to begin, and returns the client's last grant then.
+// contending starts three clients of recipe taking turns on one lock,
+// each holding it 50-100 ms.
+func contending(t *testing.T, name string) *env {
+	t.Helper()
+	cfg := testConfig()
+	cfg.Clients = 3
+	cfg.Recipe = recipe(t, name)
+	cfg.ThinkMin, cfg.ThinkMax = 50*time.Millisecond, 100*time.Millisecond
+	e := setup(t, resource.Fenced, cfg)
+	e.start()
+	return e
+}
+
+// firstGrant waits for the run's first granted acquire.
+func (e *env) firstGrant() histories.Op {
+	e.t.Helper()
+	return e.rec.waitFor(e.t, 5*time.Second, 0, "an acquire", func(op histories.Op) bool {
+		return op.Type == histories.OK && op.F == histories.Acquire
+	})
+}
+
 func (e *env) pauseFirstHolder(d time.Duration) (histories.Op, int) {
 	t := e.t
 	t.Helper()
-	first := e.rec.waitFor(t, 5*time.Second, 0, "an acquire", func(op histories.Op) bool {
-		return op.Type == histories.OK && op.F == histories.Acquire
-	})
+	first := e.firstGrant()
 	name := nameOf(first.Process)
 	if err := e.wl.Pause(name, d, true); err != nil {
 		t.Fatal(err)

@@ -22,10 +22,7 @@ func TestWaiterTargetedFault(t *testing.T) {
 	cfg.ThinkMin, cfg.ThinkMax = 400*time.Millisecond, 500*time.Millisecond
 	e := setup(t, resource.Fenced, cfg)
 	e.start()
-	// Two clients queue behind the first holder within a think time.
-	e.rec.waitFor(t, 5*time.Second, 0, "an acquire", func(op histories.Op) bool {
-		return op.Type == histories.OK && op.F == histories.Acquire
-	})
+	e.firstGrant() // two clients queue behind it within a think time
 	ctx, cancel := context.WithCancel(context.Background())
 	sched := nemesis.Schedule{Members: 3, Clients: e.wl.Names(), Entries: []nemesis.Entry{
 		{At: 100 * time.Millisecond, Fault: nemesis.LeaseRevoke, Target: nemesis.TargetWaiter, Fallback: "c0"},
