@@ -516,8 +516,12 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	c.revs.reset()
 	err = opError(uctx, held.Release(uctx))
 	cancel()
-	if err == nil && h.etcdKey != "" {
-		c.w.releaseDone(h.etcdKey, token, c.revs.newest())
+	if h.etcdKey != "" {
+		until := c.revs.newest()
+		if err != nil {
+			until = 0 // unknown: it may still delete
+		}
+		c.w.releaseDone(h.etcdKey, token, until, c.revs.deletedAt())
 	}
 	if err != nil {
 		err = c.complete(histories.Info, histories.Release, key, nil, err)

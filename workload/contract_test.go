@@ -113,7 +113,7 @@ func TestOtherReleaseDefinite(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := &Workload{owners: map[clientv3.LeaseID]leaseOwner{1: {"c1", 1}}, releases: c.intents, revoking: map[clientv3.LeaseID]bool{}}
-			d := w.deleted("k", 5, 1, c.alive)
+			d := w.deleted("k", 5, 9, 1, c.alive)
 			if d.by != c.want || d.releaser != c.releaser || d.owner.client != "c1" {
 				t.Errorf("deletion %+v, want by %s, releaser %q", d, c.want, c.releaser)
 			}
@@ -128,16 +128,34 @@ func TestReleaseIntentOutlivesRelease(t *testing.T) {
 	yes := true
 	w := &Workload{owners: map[clientv3.LeaseID]leaseOwner{1: {"c1", 1}}, releases: map[keyRev]release{}, revoking: map[clientv3.LeaseID]bool{}}
 	w.intendRelease("k", 3, "c2") // c2 deletes c1's key (created at 5) at revision 9
-	w.releaseDone("k", 3, 9)
+	w.releaseDone("k", 3, 9, 0)
 	w.observedUpTo(8)
-	if d := w.deleted("k", 5, 1, &yes); d.by != "other-release" || d.releaser != "c2" {
+	if d := w.deleted("k", 5, 9, 1, &yes); d.by != "other-release" || d.releaser != "c2" {
 		t.Errorf("deletion seen after the release returned: %+v, want other-release by c2", d)
 	}
 	w.intendRelease("k", 4, "c2") // found the key gone
-	w.releaseDone("k", 4, 12)
+	w.releaseDone("k", 4, 12, 0)
 	w.observedUpTo(12)
-	if d := w.deleted("k", 5, 1, &yes); d.by != "acquire" {
+	if d := w.deleted("k", 5, 13, 1, &yes); d.by != "acquire" {
 		t.Errorf("deletion after a release that deleted nothing: %+v, want no release", d)
+	}
+}
+
+// A release's own delete response settles who deleted a key, even while
+// the key's owner was releasing too and the owner's lease was never asked.
+func TestReleaseOwnDeleteIsDefinite(t *testing.T) {
+	w := &Workload{owners: map[clientv3.LeaseID]leaseOwner{1: {"c1", 1}}, releases: map[keyRev]release{}, revoking: map[clientv3.LeaseID]bool{}}
+	w.intendRelease("k", 5, "c1") // the owner releases its grant...
+	w.intendRelease("k", 3, "c2") // ...while c2's late release deletes it first
+	w.releaseDone("k", 3, 9, 9)
+	w.releaseDone("k", 5, 9, 0)
+	if d := w.deleted("k", 5, 9, 1, nil); d.by != "other-release" || d.releaser != "c2" || d.released != 3 {
+		t.Errorf("deletion %+v, want other-release by c2's release of token 3", d)
+	}
+	w.intendRelease("k", 7, "c1")
+	w.releaseDone("k", 7, 11, 11)
+	if d := w.deleted("k", 7, 11, 1, nil); d.by != "release" {
+		t.Errorf("deletion %+v, want the owner's own release", d)
 	}
 }
 

@@ -136,7 +136,8 @@ func (o *observer) deleted(ev *clientv3.Event) {
 		lease = clientv3.LeaseID(id)
 	}
 	alive := o.leaseAlive(lease)
-	d := o.w.deleted(key, createRev, lease, alive)
+	o.w.awaitReleases(key, time.Second)
+	d := o.w.deleted(key, createRev, ev.Kv.ModRevision, lease, alive)
 	params := map[string]string{
 		"key":             lock,
 		"lease":           strconv.FormatInt(int64(lease), 16),

@@ -16,10 +16,26 @@ import (
 // etcd's concurrency package. Election.Campaign, for one, sets its own
 // header from its Txn, not from the watch it waited on: only reads tell the
 // state a grant was decided on.
-type revisions struct{ max atomic.Int64 }
+type revisions struct {
+	max atomic.Int64
+	// deleted is the revision of the newest delete, since the last reset,
+	// that removed a key: a release's own word for what it deleted.
+	deleted atomic.Int64
+}
 
-// reset starts a new window (one Acquire).
-func (r *revisions) reset() { r.max.Store(0) }
+// reset starts a new window (one Acquire, one Release).
+func (r *revisions) reset() { r.max.Store(0); r.deleted.Store(0) }
+
+// deletedAt is the revision at which a delete since the last reset removed
+// a key, or 0.
+func (r *revisions) deletedAt() int64 { return r.deleted.Load() }
+
+// noteDelete notes a delete that removed n keys at the header's revision.
+func (r *revisions) noteDelete(h interface{ GetRevision() int64 }, n int64) {
+	if h != nil && n > 0 {
+		r.deleted.Store(h.GetRevision())
+	}
+}
 
 // newest is the newest revision read since the last reset.
 func (r *revisions) newest() int64 { return r.max.Load() }
@@ -63,6 +79,7 @@ func (k trackedKV) Delete(ctx context.Context, key string, opts ...clientv3.OpOp
 	resp, err := k.KV.Delete(ctx, key, opts...)
 	if err == nil {
 		k.r.note(resp.Header)
+		k.r.noteDelete(resp.Header, resp.Deleted)
 	}
 	return resp, err
 }
@@ -77,6 +94,7 @@ func (k trackedKV) Do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse,
 			k.r.note(resp.Put().Header)
 		case resp.Del() != nil:
 			k.r.note(resp.Del().Header)
+			k.r.noteDelete(resp.Del().Header, resp.Del().Deleted)
 		case resp.Txn() != nil:
 			k.r.note(resp.Txn().Header)
 		}
@@ -103,6 +121,11 @@ func (t trackedTxn) Commit() (*clientv3.TxnResponse, error) {
 	resp, err := t.Txn.Commit()
 	if err == nil {
 		t.r.note(resp.Header)
+		for _, op := range resp.Responses {
+			if d := op.GetResponseDeleteRange(); d != nil {
+				t.r.noteDelete(resp.Header, d.Deleted)
+			}
+		}
 	}
 	return resp, err
 }

@@ -624,10 +624,14 @@ func (w *Workload) registerLease(id clientv3.LeaseID, client string, p histories
 // observer has seen the deletion, or has seen past the revision the release
 // ended at (until; 0 while unknown) without one: the release found its key
 // gone. Dropping it any sooner would let the observer, which runs behind,
-// misread the deletion it did make.
+// misread the deletion it did make. deletedAt is the revision at which the
+// release's own delete removed a key, by its response (0: none, or not
+// known): that attributes the deletion at that revision definitely.
 type release struct {
-	client string
-	until  int64
+	client    string
+	until     int64
+	deletedAt int64
+	done      bool
 }
 
 // intendRelease notes that client, the owner of etcd key created at
@@ -639,15 +643,37 @@ func (w *Workload) intendRelease(key string, rev int64, client string) {
 }
 
 // releaseDone notes that the release of key at rev returned, having read
-// the store up to revision until: its deletion, if it made one, is at or
-// before until.
-func (w *Workload) releaseDone(key string, rev, until int64) {
+// the store up to revision until (its deletion, if it made one, is at or
+// before until; 0 if it failed) and having deleted a key at deletedAt.
+func (w *Workload) releaseDone(key string, rev, until, deletedAt int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r, ok := w.releases[keyRev{key, rev}]; ok && until > 0 {
-		r.until = until
+	if r, ok := w.releases[keyRev{key, rev}]; ok {
+		r.until, r.deletedAt, r.done = until, deletedAt, true
 		w.releases[keyRev{key, rev}] = r
 	}
+}
+
+// awaitReleases waits, at most d, until no release of key is under way, so
+// that a deletion is judged with the releases' own word on what they
+// deleted.
+func (w *Workload) awaitReleases(key string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) && w.releasing(key) {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// releasing says whether a release of key is under way.
+func (w *Workload) releasing(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, r := range w.releases {
+		if k.key == key && !r.done {
+			return true
+		}
+	}
+	return false
 }
 
 // observedUpTo drops the intents of releases that ended at or before rev,
@@ -691,10 +717,22 @@ type deletion struct {
 // after the deletion (so neither expiry nor a revoke deleted the key), the
 // owner had no release of this grant in progress, and another client was
 // releasing an older grant of the same key.
-func (w *Workload) deleted(key string, rev int64, lease clientv3.LeaseID, alive *bool) deletion {
+func (w *Workload) deleted(key string, rev, at int64, lease clientv3.LeaseID, alive *bool) deletion {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	owner := w.owners[lease]
+	// A release whose own delete removed a key of this name at this
+	// revision made this deletion: definite, whoever else was releasing.
+	for r, intent := range w.releases {
+		if r.key != key || intent.deletedAt != at || at == 0 {
+			continue
+		}
+		delete(w.releases, r)
+		if intent.client == owner.client {
+			return deletion{owner: owner, by: "release"}
+		}
+		return deletion{owner: owner, by: "other-release", releaser: intent.client, released: r.rev}
+	}
 	k := keyRev{key, rev}
 	if _, ok := w.releases[k]; ok {
 		delete(w.releases, k)
