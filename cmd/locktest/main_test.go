@@ -84,7 +84,7 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Fatalf("want one run directory, got %v", dirs)
 	}
 	dir := dirs[0]
-	for _, f := range []string{"history.jsonl", "results.json", "mutex.html", "resource.html", "resource-log.jsonl", "logs/etcd-m0.log"} {
+	for _, f := range []string{"history.jsonl", "results.json", "report.html", "mutex.html", "resource.html", "resource-log.jsonl", "logs/etcd-m0.log"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("run directory lacks %s: %v", f, err)
 		}
