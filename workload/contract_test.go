@@ -25,10 +25,12 @@ func TestContractMutexPausedHolder(t *testing.T) {
 	// only under a fault the history shows.
 	fault := &histories.Value{Fault: "pause-client", Targets: []string{paused}}
 	e.rec.Record(histories.Op{Type: histories.Info, F: "start", Process: histories.Nemesis, Value: fault})
-	if err := e.wl.Pause(paused, 3*time.Second, true); err != nil {
+	// 2.5 TTLs: the server may expire a lease some time after its TTL (a
+	// new leader extends every lease).
+	if err := e.wl.Pause(paused, 5*time.Second, true); err != nil {
 		t.Fatal(err)
 	}
-	e.waitOverlap(10 * time.Second)
+	e.waitOverlap(15 * time.Second)
 	e.rec.Record(histories.Op{Type: histories.Info, F: "stop", Process: histories.Nemesis, Value: fault})
 	_, ops := e.finish()
 	r := results(ops)["contract"]

@@ -157,10 +157,10 @@ func TestUnlockAnyCaught(t *testing.T) {
 	e := contending(t, lock.UnlockAnyName)
 	first := e.firstGrant()
 	paused := nameOf(first.Process)
-	if err := e.wl.Pause(paused, 3*time.Second, true); err != nil {
+	if err := e.wl.Pause(paused, 5*time.Second, true); err != nil {
 		t.Fatal(err)
 	}
-	del := e.rec.waitFor(t, 8*time.Second, first.Index, "a key deleted by another client's release", func(op histories.Op) bool {
+	del := e.rec.waitFor(t, 15*time.Second, first.Index, "a key deleted by another client's release", func(op histories.Op) bool {
 		return op.F == FKeyDeleted && op.Value.Params["by"] == "other-release"
 	})
 	t.Logf("%s's release deleted %v's key (process %s)", paused, del.Value.Targets, del.Value.Params["process"])
