@@ -35,13 +35,7 @@ func TestBuiltins(t *testing.T) {
 // Each recipe, driven directly: two clients take turns, tokens grow, and
 // the second waits while the first holds.
 func TestRecipesDirect(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := startCluster(t)
 	for _, name := range lock.Names() {
 		t.Run(name, func(t *testing.T) {
 			lockers := twoLockers(ctx, t, c, name, "/direct/"+name+"/")
@@ -89,13 +83,7 @@ func TestRecipesDirect(t *testing.T) {
 // mutex-3.4 and etcd's own Election grant a lock whose key is already gone,
 // decided on a read at or after that key's deletion.
 func TestWaiterWhoseLeaseEnded(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := startCluster(t)
 	admin, err := c.Client("admin")
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +147,19 @@ func TestWaiterWhoseLeaseEnded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startCluster starts a cluster for one test, with a minute for the test.
+func startCluster(t *testing.T) (context.Context, *cluster.Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	c, err := cluster.Start(ctx, cluster.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ctx, c
 }
 
 // twoLockers makes lockers of the built-in recipe for clients a and b, each
