@@ -56,7 +56,7 @@ type Options struct {
 	Nemesis nemesis.Config `json:"nemesis"`
 	// Schedule replays a stored schedule instead of drawing one.
 	Schedule *nemesis.Schedule `json:"-"`
-	// Quiet is how long the clients go on after the final heal (default 5 s
+	// Quiet is how long the clients go on after the final heal (default DefaultQuiet
 	// when there are faults): the window in which liveness is judged.
 	Quiet time.Duration `json:"quiet_ns"`
 	// StopOnViolation ends the fault phase as soon as the resource accepts a
@@ -67,7 +67,7 @@ type Options struct {
 	Required []string `json:"required"`
 	// CheckTimeout limits each check (default 1 min).
 	CheckTimeout time.Duration `json:"check_timeout_ns"`
-	// LivenessBound is how soon after the final heal every process asking
+	// LivenessBound is how soon after the final heal every client asking
 	// for a lock must get it (default DefaultLivenessBound).
 	LivenessBound time.Duration `json:"liveness_bound_ns"`
 	// Command is the command line that reproduces the run, for the results

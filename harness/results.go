@@ -130,7 +130,7 @@ type CheckOptions struct {
 	Timeout time.Duration
 	// Required are the checks whose failure decides the verdict.
 	Required []string
-	// LivenessBound is how soon after the final heal every process asking
+	// LivenessBound is how soon after the final heal every client asking
 	// for a lock must get it (default DefaultLivenessBound).
 	LivenessBound time.Duration
 	// Progress, if set, receives a self-overwriting status line on long
