@@ -124,11 +124,13 @@ func All(ops []histories.Op, opt Options) []Result { return Build(ops).All(opt) 
 
 // Mutex checks that the lock behaves as a linearizable mutex with increasing
 // fencing tokens.
-func (h *History) Mutex(opt Options) Result { return h.check("mutex", mutexSpec, opt) }
+func (h *History) Mutex(opt Options) Result { return h.check(histories.CheckMutex, mutexSpec, opt) }
 
 // Resource checks that the protected resource behaves as a linearizable
 // fenced register.
-func (h *History) Resource(opt Options) Result { return h.check("resource", resourceSpec, opt) }
+func (h *History) Resource(opt Options) Result {
+	return h.check(histories.CheckResource, resourceSpec, opt)
+}
 
 // All runs the linearizability checks: mutex, then resource.
 func (h *History) All(opt Options) []Result {

@@ -71,7 +71,7 @@ func (j *contractJudge) cannot(promise, why string) {
 }
 
 func (j *contractJudge) broke(promise string, v Violation) {
-	v.Check, v.Kind = "contract", "promise "+strings.SplitN(promise, " ", 2)[0]
+	v.Check, v.Kind = histories.CheckContract, "promise "+strings.SplitN(promise, " ", 2)[0]
 	v.Story = "Promise " + promise + ": " + v.Story
 	j.violations[promise] = append(j.violations[promise], v)
 }
@@ -108,7 +108,7 @@ func (j *contractJudge) heldAt(key string, token, rev int64) (held bool, d Delet
 // any lease lock) or as bugs in the lock.
 func (h *History) Contract() Result {
 	began := time.Now()
-	res := Result{Name: "contract", Verdict: Unknown}
+	res := Result{Name: histories.CheckContract, Verdict: Unknown}
 	if h.err != nil {
 		res.Explanation = "The history is malformed: " + h.err.Error() + "."
 		return res
@@ -234,18 +234,18 @@ func (j *contractJudge) lost(grants []*operation) {
 // deletionCause says why the server deleted a key, as ": ..." or "".
 func deletionCause(h *History, d Deletion) string {
 	switch d.By {
-	case "expiry":
+	case histories.DeletedByExpiry:
 		if h.revokedAt(d) {
 			return ": the nemesis revoked its lease"
 		}
 		return ": its lease expired"
-	case "revoke":
+	case histories.DeletedByRevoke:
 		return ": its session was closed"
-	case "release":
+	case histories.DeletedByRelease:
 		return ": its holder released it"
 	case "acquire":
 		return ": its owner deleted it after a failed wait"
-	case "other-release":
+	case histories.DeletedByOther:
 		return ": another client's release deleted it"
 	}
 	return ""
@@ -317,7 +317,7 @@ func (j *contractJudge) releases() {
 		return
 	}
 	for _, d := range j.sd.deletions {
-		if d.By != "other-release" {
+		if d.By != histories.DeletedByOther {
 			continue
 		}
 		owner := strings.Join(d.Targets, ",")
@@ -356,7 +356,7 @@ func (j *contractJudge) live() {
 	}
 	window := 2*j.sd.ttl + expirySlack
 	for _, d := range j.sd.deletions {
-		if d.By != "expiry" || h.revokedAt(d) {
+		if d.By != histories.DeletedByExpiry || h.revokedAt(d) {
 			continue
 		}
 		b, ok := j.holderAt(d)

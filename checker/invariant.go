@@ -32,12 +32,6 @@ import (
 // the key was invoked, and after every write with a known outcome returned:
 // the workload makes one such read of each key when the run stops.
 
-// Workload names in the setup event.
-const (
-	WorkloadCounter = "counter"
-	WorkloadStock   = "stock"
-)
-
 // InvariantCount is the invariant check's accounting of one key.
 type InvariantCount struct {
 	Key      string `json:"key"`
@@ -72,9 +66,9 @@ func Invariant(ops []histories.Op) Result { return Build(ops).Invariant() }
 // setup returns the run's workload and stock inventory, from its setup
 // event (the last, if several).
 func (h *History) setup() (workload string, items int64) {
-	workload = WorkloadCounter
+	workload = histories.WorkloadCounter
 	for _, op := range h.nemesis {
-		if op.F != "setup" || op.Value == nil {
+		if op.F != histories.FSetup || op.Value == nil {
 			continue
 		}
 		if w := op.Value.Params["workload"]; w != "" {
@@ -118,7 +112,7 @@ func (h *History) InvariantCounts() []InvariantCount {
 	for _, k := range keys {
 		ko := byKey[k]
 		c := InvariantCount{Key: k, Workload: workload}
-		if workload == WorkloadStock {
+		if workload == histories.WorkloadStock {
 			c.Items = items
 		}
 		var lastCall, lastKnownRet int64 = -1, -1
@@ -164,7 +158,7 @@ func (h *History) InvariantCounts() []InvariantCount {
 			c.Lost = max(0, c.Accepted-c.Final)
 			c.Excess = max(0, c.Final-c.Accepted-c.Unknown)
 		}
-		if workload == WorkloadStock {
+		if workload == histories.WorkloadStock {
 			c.Oversold = max(0, c.Accepted-items)
 		}
 		out = append(out, c)
@@ -180,7 +174,7 @@ func (h *History) InvariantCounts() []InvariantCount {
 // otherwise. Its explanation gives the numbers.
 func (h *History) Invariant() Result {
 	began := time.Now()
-	res := Result{Name: "invariant", Verdict: Unknown}
+	res := Result{Name: histories.CheckInvariant, Verdict: Unknown}
 	if h.err != nil {
 		res.Explanation = "The history is malformed: " + h.err.Error() + "."
 		return res
@@ -242,7 +236,7 @@ func hiddenByUnknown(c InvariantCount) string {
 		whys = append(whys, fmt.Sprintf("the final value %d shows %s fewer than the %d that may have taken effect: if %s, %s lost",
 			c.Final, count(unseen, "write", "writes"), c.Accepted+unknown, isOrAre(unseen, "it did", "they did"), isOrAre(unseen, "an update was", "updates were")))
 	}
-	if c.Workload == WorkloadStock && c.Accepted+unknown > c.Items {
+	if c.Workload == histories.WorkloadStock && c.Accepted+unknown > c.Items {
 		whys = append(whys, fmt.Sprintf("%d accepted sales plus %d of unknown outcome exceed the %d items: if they took effect, items were oversold",
 			c.Accepted, unknown, c.Items))
 	}
@@ -263,11 +257,11 @@ func isOrAre(n int64, one, many string) string {
 // describeCount gives a key's numbers in words.
 func describeCount(c InvariantCount) string {
 	what := "writes"
-	if c.Workload == WorkloadStock {
+	if c.Workload == histories.WorkloadStock {
 		what = "sales"
 	}
 	s := fmt.Sprintf("%d %s accepted", c.Accepted, what)
-	if c.Workload == WorkloadStock {
+	if c.Workload == histories.WorkloadStock {
 		s = fmt.Sprintf("%d items, %d sales accepted", c.Items, c.Accepted)
 	}
 	if c.Unknown > 0 {
@@ -282,20 +276,20 @@ func describeCount(c InvariantCount) string {
 // invariantViolations tells what is wrong with one key, if anything.
 func (h *History) invariantViolations(c InvariantCount) []Violation {
 	var out []Violation
-	stock := c.Workload == WorkloadStock
+	stock := c.Workload == histories.WorkloadStock
 	unknown := ""
 	if c.Unknown > 0 {
 		unknown = fmt.Sprintf(" (possibly more: %s had unknown outcomes)", count(c.Unknown, "write", "writes"))
 	}
 	if stock && c.Oversold > 0 {
-		v := Violation{Check: "invariant", Kind: "oversold", Key: c.Key}
+		v := Violation{Check: histories.CheckInvariant, Kind: "oversold", Key: c.Key}
 		v.Story = fmt.Sprintf("On key %q, the resource accepted %d sales of %d items: %d oversold%s.",
 			c.Key, c.Accepted, c.Items, c.Oversold, unknown)
 		h.invariantScene(&v, c.Key)
 		out = append(out, v)
 	}
 	if c.HasFinal && c.Lost > 0 {
-		v := Violation{Check: "invariant", Kind: "lost-update", Key: c.Key}
+		v := Violation{Check: histories.CheckInvariant, Kind: "lost-update", Key: c.Key}
 		if stock {
 			due := fmt.Sprintf(", where %d was due", c.Items-c.Accepted)
 			if c.Accepted > c.Items {
@@ -311,7 +305,7 @@ func (h *History) invariantViolations(c InvariantCount) []Violation {
 		out = append(out, v)
 	}
 	if c.HasFinal && c.Excess > 0 {
-		v := Violation{Check: "invariant", Kind: "excess", Key: c.Key}
+		v := Violation{Check: histories.CheckInvariant, Kind: "excess", Key: c.Key}
 		v.Story = fmt.Sprintf("On key %q, the final value is %d, more than the %d writes that may have taken effect (%d accepted, %d unknown): something else wrote to the resource.",
 			c.Key, c.Final, c.Accepted+c.Unknown, c.Accepted, c.Unknown)
 		out = append(out, v)

@@ -37,7 +37,7 @@ func TestInvariantCounterLostUpdates(t *testing.T) {
 	r := Invariant(h.ops())
 	expect(t, r, Invalid, `4 writes were accepted but the final value is 1: 3 updates were lost`, "both had read the same value")
 	c := Build(h.ops()).InvariantCounts()[0]
-	if c.Accepted != 4 || c.Final != 1 || c.Lost != 3 || c.Workload != WorkloadCounter {
+	if c.Accepted != 4 || c.Final != 1 || c.Lost != 3 || c.Workload != histories.WorkloadCounter {
 		t.Errorf("counts %+v", c)
 	}
 }

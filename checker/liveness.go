@@ -33,7 +33,7 @@ func Liveness(ops []histories.Op, bound time.Duration) Result { return Build(ops
 // acquire and no locker failure is unknown: there is nothing to judge.
 func (h *History) Liveness(bound time.Duration) Result {
 	began := time.Now()
-	res := Result{Name: "liveness", Verdict: Unknown}
+	res := Result{Name: histories.CheckLiveness, Verdict: Unknown}
 	if h.err != nil {
 		res.Explanation = "The history is malformed: " + h.err.Error() + "."
 		return res
@@ -74,7 +74,7 @@ func (h *History) Liveness(bound time.Duration) Result {
 	if granted == 0 {
 		res.Verdict = Invalid
 		res.Explanation = h.grantedNothing(sd, len(asked))
-		res.Violations = []Violation{{Check: "liveness", Kind: "no-grant", From: h.start, To: h.end, Story: res.Explanation}}
+		res.Violations = []Violation{{Check: histories.CheckLiveness, Kind: "no-grant", From: h.start, To: h.end, Story: res.Explanation}}
 		res.Duration = time.Since(began)
 		return res
 	}
@@ -137,7 +137,7 @@ func (h *History) Liveness(bound time.Duration) Result {
 		case o.status != histories.OK && !o.missing && o.ret <= deadline:
 			// Gave up in time; judged with the client's other attempts.
 		default:
-			v := Violation{Check: "liveness", Kind: "stuck", Key: o.key, Processes: []int{int(o.process)},
+			v := Violation{Check: histories.CheckLiveness, Kind: "stuck", Key: o.key, Processes: []int{int(o.process)},
 				From: asked, To: deadline, Faults: h.faultsDuring(asked, deadline)}
 			s := fmt.Sprintf("%s asked for lock %q at %s and had not got it %v later, at %s (bound %v after %s)",
 				who(c, o.process), o.key, h.at(asked), bound, h.at(deadline), bound, since)
@@ -173,7 +173,7 @@ func (h *History) Liveness(bound time.Duration) Result {
 		if a.n > 0 || a.failed > 0 {
 			res.Ops++ // a client judged on its attempts as a whole
 		}
-		v := Violation{Check: "liveness", Kind: "stuck", Key: a.key, From: a.first, To: a.last,
+		v := Violation{Check: histories.CheckLiveness, Kind: "stuck", Key: a.key, From: a.first, To: a.last,
 			Faults: h.faultsDuring(a.first, a.last)}
 		for _, p := range a.procs {
 			v.Processes = append(v.Processes, int(p))
@@ -267,7 +267,7 @@ type MemberHash struct {
 // others already disagree.
 func Consistency(hashes []MemberHash) (res Result) {
 	began := time.Now()
-	res = Result{Name: "consistency", Verdict: Unknown, Ops: len(hashes)}
+	res = Result{Name: histories.CheckConsistency, Verdict: Unknown, Ops: len(hashes)}
 	defer func() { res.Duration = time.Since(began) }()
 	if len(hashes) == 0 {
 		res.Explanation = "No member hashes were collected."
@@ -299,7 +299,7 @@ func Consistency(hashes []MemberHash) (res Result) {
 		ref := states[0]
 		res.Verdict = Invalid
 		for _, s := range states[1:] {
-			v := Violation{Check: "consistency", Kind: "diverged", Members: groups[s]}
+			v := Violation{Check: histories.CheckConsistency, Kind: "diverged", Members: groups[s]}
 			v.Story = fmt.Sprintf("Member %s diverged: hash %08x at revision %d, while %s %s hash %08x at revision %d.",
 				strings.Join(groups[s], ", "), s.hash, s.rev, strings.Join(groups[ref], ", "), hasHave(len(groups[ref])), ref.hash, ref.rev)
 			res.Violations = append(res.Violations, v)

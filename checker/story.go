@@ -251,13 +251,13 @@ func (h *History) buildStory() *storyData {
 		}
 		id := fault + "|" + strings.Join(targets, ",")
 		switch {
-		case op.F == "start" || op.Type == histories.Invoke && op.F != "stop" && op.F != "heal":
-			if op.F != "start" { // an old-style invoke, completed by the same f
+		case op.F == histories.FStart || op.Type == histories.Invoke && op.F != histories.FStop && op.F != histories.FHeal:
+			if op.F != histories.FStart { // an old-style invoke, completed by the same f
 				id = "f|" + op.F
 			}
 			open[id] = append(open[id], len(sd.faults))
 			sd.faults = append(sd.faults, Fault{Fault: fault, Targets: targets, Params: params, Start: op.Time, End: h.end, Unended: true, Index: op.Index})
-		case op.F == "stop":
+		case op.F == histories.FStop:
 			stack := open[id]
 			if len(stack) == 0 { // the same fault with other targets
 				for k, s := range open {
@@ -271,7 +271,7 @@ func (h *History) buildStory() *storyData {
 				closeAt(stack[0], op.Time)
 				open[id] = stack[1:]
 			}
-		case op.F == "heal":
+		case op.F == histories.FHeal:
 			for k, stack := range open {
 				for _, i := range stack {
 					closeAt(i, op.Time)
@@ -279,29 +279,29 @@ func (h *History) buildStory() *storyData {
 				delete(open, k)
 			}
 			sd.heal = op.Time
-		case op.F == "setup":
+		case op.F == histories.FSetup:
 			// What the run does (see Invariant), not a fault.
 			if ttl, ok := paramInt(v, "ttl"); ok && ttl > 0 {
 				sd.ttl = time.Duration(ttl) * time.Second
 			}
-		case op.F == "observed":
+		case op.F == histories.FObserved:
 			if rev, ok := paramInt(v, "revision"); ok {
 				sd.observed = rev
 			}
-		case op.F == "process":
+		case op.F == histories.FProcess:
 			if p, ok := paramInt(v, "process"); ok && len(targets) == 1 {
 				sd.clients[histories.Process(p)] = targets[0]
 			}
-		case op.F == "key-deleted":
+		case op.F == histories.FKeyDeleted:
 			tok, _ := paramInt(v, "create_revision")
 			rev, _ := paramInt(v, "revision")
 			sd.deletions = append(sd.deletions, Deletion{Key: param(v, "key"), Token: tok, Revision: rev, Lease: param(v, "lease"), By: param(v, "by"),
 				Targets: targets, Time: op.Time, Index: op.Index, params: params})
-		case op.F == "locker-failed":
+		case op.F == histories.FLockerFailed:
 			if len(targets) == 1 {
 				sd.lockerFailed = append(sd.lockerFailed, lockerFailure{client: targets[0], time: op.Time, err: param(v, "error")})
 			}
-		case op.F == "lease-lost":
+		case op.F == histories.FLeaseLost:
 			tok, _ := paramInt(v, "token")
 			sd.lost = append(sd.lost, leaseLost{key: param(v, "key"), token: tok, targets: targets, time: op.Time})
 		default:
@@ -488,7 +488,7 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 			evs = append(evs, event{b.From, fmt.Sprintf("%s acquired the lock at %s", h.who(histories.Process(b.Process)), h.at(b.From))})
 		}
 		switch b.Ended {
-		case "release":
+		case histories.DeletedByRelease:
 			evs = append(evs, event{b.To, fmt.Sprintf("%s released the lock at %s", h.who(histories.Process(b.Process)), h.at(b.To))})
 		case "last-seen":
 			evs = append(evs, event{b.To, fmt.Sprintf("%s was last seen acting as holder at %s", h.who(histories.Process(b.Process)), h.at(b.To))})
@@ -507,18 +507,18 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 		}
 		why := ""
 		switch d.By {
-		case "expiry":
+		case histories.DeletedByExpiry:
 			why = ": its lease expired on the server"
 			if h.revokedAt(d) {
 				why = ": the nemesis revoked its lease"
 			}
-		case "release":
+		case histories.DeletedByRelease:
 			why = ": released"
-		case "revoke":
+		case histories.DeletedByRevoke:
 			why = ": its session was closed"
 		case "acquire":
 			why = ": cleaned up after a failed wait"
-		case "other-release":
+		case histories.DeletedByOther:
 			why = ": another client's release deleted it"
 		}
 		evs = append(evs, event{d.Time, fmt.Sprintf("the server deleted %s's lock key (token %d) at %s%s", h.who(histories.Process(p)), d.Token, h.at(d.Time), why)})
@@ -573,7 +573,7 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 func (h *History) overlapViolation(o Overlap) Violation {
 	a, b := o.First, o.Second
 	to := max(a.To, b.To)
-	v := Violation{Check: "mutex", Kind: "overlap", Key: o.Key, Processes: []int{a.Process, b.Process},
+	v := Violation{Check: histories.CheckMutex, Kind: "overlap", Key: o.Key, Processes: []int{a.Process, b.Process},
 		From: o.From, To: o.To, Faults: h.faultsDuring(a.From, to)}
 	for _, x := range []Belief{a, b} {
 		if x.HasToken {
@@ -624,7 +624,7 @@ func (h *History) mutexViolations() []Violation {
 		if an.Truncated {
 			more = "at least " + more
 		}
-		out = append(out, Violation{Check: "mutex", Kind: "overlap", Story: fmt.Sprintf("(%s more pairs of processes believed they held a lock at once.)", more)})
+		out = append(out, Violation{Check: histories.CheckMutex, Kind: "overlap", Story: fmt.Sprintf("(%s more pairs of processes believed they held a lock at once.)", more)})
 	}
 	var grants []tokened
 	for _, o := range h.ops {
@@ -633,7 +633,7 @@ func (h *History) mutexViolations() []Violation {
 		}
 	}
 	if a, b, ok := regression(grants, true); ok {
-		v := Violation{Check: "mutex", Kind: "token-order", Key: b.o.key, Processes: []int{int(a.o.process), int(b.o.process)},
+		v := Violation{Check: histories.CheckMutex, Kind: "token-order", Key: b.o.key, Processes: []int{int(a.o.process), int(b.o.process)},
 			Tokens: []int64{a.token, b.token}, From: a.o.ret, To: b.o.ret, Faults: h.faultsDuring(a.o.ret, b.o.ret)}
 		lead := fmt.Sprintf("On key %q, %s was granted token %d at %s, after %s had been granted token %d at %s: tokens must grow with each grant. ",
 			b.o.key, h.who(b.o.process), b.token, h.at(b.o.ret), h.who(a.o.process), a.token, h.at(a.o.ret))
@@ -654,7 +654,7 @@ func (h *History) mutexViolations() []Violation {
 func (h *History) staleWriteViolation(a, b tokened) Violation {
 	av, _ := a.o.value()
 	bv, _ := b.o.value()
-	v := Violation{Check: "resource", Kind: "stale-write", Key: b.o.key, Processes: []int{int(b.o.process), int(a.o.process)},
+	v := Violation{Check: histories.CheckResource, Kind: "stale-write", Key: b.o.key, Processes: []int{int(b.o.process), int(a.o.process)},
 		Tokens: []int64{b.token, a.token}, From: a.o.ret, To: b.o.ret}
 	lead := fmt.Sprintf("On key %q, the resource accepted %s's write of %d with token %d (invoked %s, accepted %s), although %s's write of %d with the higher token %d had been accepted by %s. ",
 		b.o.key, h.who(b.o.process), bv, b.token, h.at(b.o.call), h.at(b.o.ret), h.who(a.o.process), av, a.token, h.at(a.o.ret))

@@ -111,7 +111,7 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("quiet period must not be negative, got %v", o.Quiet)
 	}
 	if o.Required == nil {
-		o.Required = []string{"resource"}
+		o.Required = []string{histories.CheckResource}
 	}
 	if o.CheckTimeout == 0 {
 		o.CheckTimeout = time.Minute

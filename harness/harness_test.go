@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workload"
@@ -60,7 +61,7 @@ func TestDeadLocksFailLiveness(t *testing.T) {
 			cfg := workload.DefaultConfig()
 			cfg.Clients, cfg.OpTimeout = 2, time.Second
 			cfg.Recipe = lock.RecipeFunc(name, newLocker)
-			res, err := Run(context.Background(), Options{Dir: t.TempDir(), Workload: cfg, Time: 3 * time.Second, Required: CheckNames})
+			res, err := Run(context.Background(), Options{Dir: t.TempDir(), Workload: cfg, Time: 3 * time.Second, Required: histories.Checks()})
 			if err != nil {
 				t.Fatal(err)
 			}

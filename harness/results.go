@@ -16,24 +16,20 @@ import (
 	"github.com/locktest/locktest/histories"
 )
 
-// CheckNames are the checks --require accepts, besides "all". Every check
-// is always in the results; one that had nothing to judge (consistency
-// without member hashes, any check on a history without operations of its
-// kind) is unknown, so requiring it makes the exit status 2.
-var CheckNames = []string{"mutex", "resource", "invariant", "liveness", "consistency", "contract"}
-
-// ParseRequire turns "mutex,resource" or "all" into check names.
+// ParseRequire turns "mutex,resource" or "all" into check names
+// (histories.Checks). Every check is always in the results; one that had
+// nothing to judge is unknown, so requiring it makes the exit status 2.
 func ParseRequire(s string) ([]string, error) {
 	var out []string
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
 		switch {
 		case name == "all":
-			out = append(out, CheckNames...)
-		case slices.Contains(CheckNames, name):
+			out = append(out, histories.Checks()...)
+		case slices.Contains(histories.Checks(), name):
 			out = append(out, name)
 		default:
-			return nil, fmt.Errorf("--require: unknown check %q (want %s or all)", name, strings.Join(CheckNames, ", "))
+			return nil, fmt.Errorf("--require: unknown check %q (want %s or all)", name, strings.Join(histories.Checks(), ", "))
 		}
 	}
 	slices.Sort(out)
@@ -201,7 +197,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 
 // noHashes is the consistency check of a history without the members'
 // hashes: a run stores them in results.json, a history file holds none.
-var noHashes = checker.Result{Name: "consistency", Verdict: checker.Unknown,
+var noHashes = checker.Result{Name: histories.CheckConsistency, Verdict: checker.Unknown,
 	Explanation: "No member hashes: the history alone does not hold the members' final state (a run directory's results.json does), so nothing was compared."}
 
 // judgedSomething makes a check that found nothing to judge unknown: a
@@ -210,7 +206,7 @@ func judgedSomething(c *checker.Result) {
 	if c.Verdict != checker.Valid || c.Ops > 0 {
 		return
 	}
-	what := map[string]string{"mutex": "acquire or release", "resource": "read or write", "invariant": "read or write"}[c.Name]
+	what := map[string]string{histories.CheckMutex: "acquire or release", histories.CheckResource: "read or write", histories.CheckInvariant: "read or write"}[c.Name]
 	if what == "" {
 		return
 	}
@@ -225,7 +221,7 @@ func (res *Results) AddConsistency(hashes []checker.MemberHash) {
 		return
 	}
 	res.Hashes = hashes
-	res.Checks = slices.DeleteFunc(res.Checks, func(c checker.Result) bool { return c.Name == "consistency" })
+	res.Checks = slices.DeleteFunc(res.Checks, func(c checker.Result) bool { return c.Name == histories.CheckConsistency })
 	res.Checks = append(res.Checks, checker.Consistency(hashes))
 	cutShort := res.Verdict == checker.Unknown && (res.Interrupted || res.Error != "")
 	res.Verdict, res.Exit = verdict(res.Checks, res.Required)

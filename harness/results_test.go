@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/histories"
 )
 
 func TestParseRequire(t *testing.T) {
@@ -16,7 +17,7 @@ func TestParseRequire(t *testing.T) {
 		t.Errorf("list: %v %v", got, err)
 	}
 	// A required check the results lack does not change the verdict.
-	if v, code := verdict([]checker.Result{{Name: "mutex", Verdict: checker.Valid}}, []string{"mutex", "consistency"}); v != checker.Valid || code != ExitValid {
+	if v, code := verdict([]checker.Result{{Name: histories.CheckMutex, Verdict: checker.Valid}}, []string{"mutex", "consistency"}); v != checker.Valid || code != ExitValid {
 		t.Errorf("verdict %s %d", v, code)
 	}
 }

@@ -38,15 +38,6 @@ type Recorder interface {
 	Record(op histories.Op) (histories.Op, error)
 }
 
-// History vocabulary of nemesis events (process "nemesis", type "info").
-const (
-	FStart = "start" // a fault begins
-	FStop  = "stop"  // a fault ends
-	FHeal  = "heal"  // everything healed at the end (value fault "all")
-	// HealFault is the value.fault of the final heal.
-	HealFault = "all"
-)
-
 // Fault kinds, the value.fault of nemesis events.
 const (
 	PartitionOne            = "partition-one"

@@ -126,7 +126,7 @@ func (r *runner) fire(ctx context.Context, i int, e Entry) {
 		a.targets = []string{}
 	}
 	fired.Targets, fired.Params = a.targets, params
-	r.record(FStart, e.Fault, a.targets, params, err)
+	r.record(histories.FStart, e.Fault, a.targets, params, err)
 	if err != nil {
 		fired.Error = err.Error()
 		r.cfg.logf("nemesis: %s: %v", e.Fault, err)
@@ -157,7 +157,7 @@ func (r *runner) fire(ctx context.Context, i int, e Entry) {
 		fired.Params = params
 	}
 	fired.Stop = r.since()
-	r.record(FStop, e.Fault, a.targets, params, err)
+	r.record(histories.FStop, e.Fault, a.targets, params, err)
 	r.rep.Faults = append(r.rep.Faults, fired)
 }
 
@@ -215,7 +215,7 @@ func (r *runner) heal() error {
 	if healed == nil {
 		healed = []string{}
 	}
-	r.record(FHeal, HealFault, slices.Compact(healed), params, err)
+	r.record(histories.FHeal, histories.HealAll, slices.Compact(healed), params, err)
 	if err != nil {
 		r.rep.HealError = err.Error()
 		r.cfg.logf("nemesis: heal: %v", err)

@@ -246,12 +246,12 @@ func TestRunClientFaults(t *testing.T) {
 	}}
 	rec := newRec()
 	cancel := goRun(c, fc, rec, sched)
-	rec.wait(t, FStart, CrashClient, 5*time.Second)
+	rec.wait(t, histories.FStart, CrashClient, 5*time.Second)
 	fc.mu.Lock()
 	fc.holder = "" // nobody holds a lock now: the fallback is used
 	fc.mu.Unlock()
-	rec.wait(t, FStart, Isolate, 5*time.Second)
-	rec.wait(t, FStop, Isolate, 5*time.Second)
+	rec.wait(t, histories.FStart, Isolate, 5*time.Second)
+	rec.wait(t, histories.FStop, Isolate, 5*time.Second)
 	res := cancel()
 	if res.err != nil {
 		t.Fatal(res.err)
@@ -316,7 +316,7 @@ func TestRunPartitionLeader(t *testing.T) {
 	}}}
 	rec := newRec()
 	cancel := goRun(c, fc, rec, sched)
-	start := rec.wait(t, FStart, PartitionLeader, 5*time.Second)
+	start := rec.wait(t, histories.FStart, PartitionLeader, 5*time.Second)
 	cut := time.Now()
 	if !slices.Equal(start.Value.Targets, []string{old.Name}) || start.Value.Params["selector"] != "leader" {
 		t.Fatalf("start: %+v", start.Value)
@@ -377,7 +377,7 @@ func TestRunCrashLeader(t *testing.T) {
 	sched := Schedule{Members: 3, Entries: []Entry{{Fault: CrashLeader, Target: TargetLeader, Fallback: "m1", Duration: 700 * time.Millisecond}}}
 	rec := newRec()
 	cancel := goRun(c, nil, rec, sched)
-	rec.wait(t, FStart, CrashLeader, 5*time.Second)
+	rec.wait(t, histories.FStart, CrashLeader, 5*time.Second)
 	if c.Running(old.Index) {
 		t.Fatal("leader still running")
 	}
@@ -394,7 +394,7 @@ func TestRunCrashLeader(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stop := rec.wait(t, FStop, CrashLeader, 10*time.Second)
+	stop := rec.wait(t, histories.FStop, CrashLeader, 10*time.Second)
 	t.Logf("stop params %v", stop.Value.Params)
 	if stop.Error != "" || stop.Value.Params["restart_took"] == "" {
 		t.Fatalf("stop: %+v", stop)
@@ -443,7 +443,7 @@ func TestRunLease(t *testing.T) {
 	// Revoke.
 	rec := newRec()
 	res := goRun(c, fc, rec, Schedule{Members: 3, Entries: []Entry{{Fault: LeaseRevoke, Target: TargetHolder, Fallback: "c1"}}})
-	stop := rec.wait(t, FStop, LeaseRevoke, 5*time.Second)
+	stop := rec.wait(t, histories.FStop, LeaseRevoke, 5*time.Second)
 	if stop.Error != "" || !slices.Equal(stop.Value.Targets, []string{"c0"}) {
 		t.Fatalf("stop %+v", stop)
 	}
@@ -480,9 +480,9 @@ func TestRunLease(t *testing.T) {
 	fc.mu.Unlock()
 	rec = newRec()
 	res = goRun(c, fc, rec, Schedule{Members: 3, Entries: []Entry{{Fault: LeaseStarve, Target: TargetHolder, Fallback: "c0", Duration: 8 * time.Second}}})
-	start := rec.wait(t, FStart, LeaseStarve, 5*time.Second)
+	start := rec.wait(t, histories.FStart, LeaseStarve, 5*time.Second)
 	began := time.Now()
-	stop = rec.wait(t, FStop, LeaseStarve, 10*time.Second)
+	stop = rec.wait(t, histories.FStop, LeaseStarve, 10*time.Second)
 	t.Logf("starve: start %v, stop %v", start.Value.Params, stop.Value.Params)
 	if stop.Value.Params["expired"] != "true" || !slices.Equal(stop.Value.Targets, []string{"c1"}) {
 		t.Fatalf("stop %+v", stop.Value)
@@ -569,7 +569,7 @@ func TestRunFiveMemberRing(t *testing.T) {
 	}}
 	rec := newRec()
 	cancel := goRun(c, fc, rec, sched)
-	start := rec.wait(t, FStart, PartitionMajoritiesRing, 5*time.Second)
+	start := rec.wait(t, histories.FStart, PartitionMajoritiesRing, 5*time.Second)
 	t.Logf("ring: %v", start.Value.Params)
 	if got := len(c.Cuts()); got != 5 {
 		t.Fatalf("%d cut pairs", got)
@@ -670,7 +670,7 @@ func TestRunEveryKind(t *testing.T) {
 	rec := newRec()
 	cancel := goRun(c, fc, rec, sched)
 	last := kinds[len(kinds)-1]
-	rec.wait(t, FStop, last, 30*time.Second)
+	rec.wait(t, histories.FStop, last, 30*time.Second)
 	res := cancel()
 	if res.err != nil {
 		t.Fatal(res.err)

@@ -99,7 +99,7 @@ type link struct {
 
 func ms(ns int64) float64 { return math.Round(float64(ns)/1e5) / 10 }
 
-var deletedBy = map[string]float64{"release": 0, "expiry": 1, "revoke": 2, "other-release": 3}
+var deletedBy = map[string]float64{histories.DeletedByRelease: 0, histories.DeletedByExpiry: 1, histories.DeletedByRevoke: 2, histories.DeletedByOther: 3}
 
 // builder turns a history, read once, into the model.
 type builder struct {
@@ -219,18 +219,18 @@ func (b *builder) nemesis(op histories.Op) {
 		target = v.Targets[0]
 	}
 	switch op.F {
-	case "process":
+	case histories.FProcess:
 		if p, err := strconv.Atoi(v.Params["process"]); err == nil && target != "" {
 			b.named = true
 			b.clientOf[histories.Process(p)] = target
 			b.lane(target)
 		}
-	case "setup":
+	case histories.FSetup:
 		for k, val := range v.Params {
 			b.setup[k] = val
 		}
-	case "observed", "locker-failed":
-	case "key-deleted", "lease-lost":
+	case histories.FObserved, histories.FLockerFailed:
+	case histories.FKeyDeleted, histories.FLeaseLost:
 		if target == "" {
 			return
 		}
@@ -238,27 +238,27 @@ func (b *builder) nemesis(op histories.Op) {
 		if !ok {
 			code = 4
 		}
-		if op.F == "lease-lost" {
+		if op.F == histories.FLeaseLost {
 			code = 5
 		}
 		l := b.lane(target)
 		l.K = append(l.K, ms(op.Time), code)
 		b.m.Lanes[target] = l
-	case "start":
+	case histories.FStart:
 		b.open[v.Fault+"|"+fmt.Sprint(v.Targets)] = len(b.m.Faults)
 		b.m.Faults = append(b.m.Faults, fault{From: ms(op.Time), To: -1, Fault: v.Fault, Targets: v.Targets, Params: v.Params})
-	case "stop":
+	case histories.FStop:
 		id := v.Fault + "|" + fmt.Sprint(v.Targets)
 		if i, ok := b.open[id]; ok {
 			b.m.Faults[i].To = ms(op.Time)
 			delete(b.open, id)
 		}
-	case "heal":
+	case histories.FHeal:
 		for id, i := range b.open {
 			b.m.Faults[i].To = ms(op.Time)
 			delete(b.open, id)
 		}
-		b.m.Faults = append(b.m.Faults, fault{From: ms(op.Time), To: ms(op.Time), Fault: "heal", Targets: v.Targets})
+		b.m.Faults = append(b.m.Faults, fault{From: ms(op.Time), To: ms(op.Time), Fault: histories.FHeal, Targets: v.Targets})
 	default:
 		b.m.Faults = append(b.m.Faults, fault{From: ms(op.Time), To: ms(op.Time), Fault: cmp.Or(v.Fault, op.F), Targets: v.Targets, Params: v.Params})
 	}

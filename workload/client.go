@@ -258,7 +258,7 @@ func (c *client) announce() {
 	c.mu.Lock()
 	p := c.process
 	c.mu.Unlock()
-	c.rec.Record(histories.Op{Type: histories.Info, F: FProcess, Process: histories.Nemesis,
+	c.rec.Record(histories.Op{Type: histories.Info, F: histories.FProcess, Process: histories.Nemesis,
 		Value: &histories.Value{Targets: []string{c.name}, Params: map[string]string{"process": p.String()}}})
 }
 
@@ -314,7 +314,7 @@ func (c *client) ensureLocker(ctx context.Context, stop <-chan struct{}) (*locke
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if _, rerr := c.rec.Record(histories.Op{Type: histories.Info, F: FLockerFailed, Process: histories.Nemesis,
+		if _, rerr := c.rec.Record(histories.Op{Type: histories.Info, F: histories.FLockerFailed, Process: histories.Nemesis,
 			Value: &histories.Value{Targets: []string{c.name}, Params: map[string]string{"error": err.Error()}}}); rerr != nil {
 			return nil, rerr
 		}
@@ -367,7 +367,7 @@ func (c *client) leaseLostLocked(h *holding) {
 	}
 	h.lost = true
 	c.stats.LeasesLost++
-	c.rec.Record(histories.Op{Type: histories.Info, F: FLeaseLost, Process: histories.Nemesis, Key: h.key,
+	c.rec.Record(histories.Op{Type: histories.Info, F: histories.FLeaseLost, Process: histories.Nemesis, Key: h.key,
 		Value: &histories.Value{Targets: []string{c.name}, Params: map[string]string{
 			"key":     h.key,
 			"token":   strconv.FormatInt(h.token, 10),
@@ -574,7 +574,7 @@ func (c *client) criticalSection(ctx context.Context, h *holding) (unknown bool,
 	if err := c.complete(histories.OK, histories.Read, key, histories.ReadValue(v), nil); err != nil {
 		return false, err
 	}
-	stock := c.cfg.Workload == WorkloadStock
+	stock := c.cfg.Workload == histories.WorkloadStock
 	if stock && v >= int64(c.cfg.items()) {
 		c.mu.Lock()
 		c.stats.SoldOut++

@@ -157,7 +157,7 @@ func (o *observer) deleted(ev *clientv3.Event) {
 		v.Targets = []string{d.owner.client}
 		params["process"] = d.owner.process.String()
 	}
-	_, err := o.w.rec.Record(histories.Op{Type: histories.Info, F: FKeyDeleted, Process: histories.Nemesis, Key: lock, Value: v})
+	_, err := o.w.rec.Record(histories.Op{Type: histories.Info, F: histories.FKeyDeleted, Process: histories.Nemesis, Key: lock, Value: v})
 	if err != nil && o.err == nil {
 		o.err = fmt.Errorf("workload: observer: %w", err)
 	}
@@ -216,7 +216,7 @@ func (o *observer) sync(ctx context.Context) error {
 func (o *observer) recordObserved() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	_, err := o.w.rec.Record(histories.Op{Type: histories.Info, F: FObserved, Process: histories.Nemesis,
+	_, err := o.w.rec.Record(histories.Op{Type: histories.Info, F: histories.FObserved, Process: histories.Nemesis,
 		Value: &histories.Value{Params: map[string]string{"revision": strconv.FormatInt(o.rev, 10)}}})
 	if err != nil && o.err == nil {
 		o.err = fmt.Errorf("workload: observer: %w", err)

@@ -161,7 +161,7 @@ func TestUnlockAnyCaught(t *testing.T) {
 		t.Fatal(err)
 	}
 	del := e.rec.waitFor(t, 15*time.Second, first.Index, "a key deleted by another client's release", func(op histories.Op) bool {
-		return op.F == FKeyDeleted && op.Value.Params["by"] == "other-release"
+		return op.F == histories.FKeyDeleted && op.Value.Params["by"] == "other-release"
 	})
 	t.Logf("%s's release deleted %v's key (process %s)", paused, del.Value.Targets, del.Value.Params["process"])
 	_, ops := e.finish()
@@ -184,7 +184,7 @@ func TestNoRenewCaught(t *testing.T) {
 	_, ops := e.finish()
 	expired := false
 	for _, op := range ops {
-		if op.F == FKeyDeleted && op.Value.Params["by"] == "expiry" {
+		if op.F == histories.FKeyDeleted && op.Value.Params["by"] == "expiry" {
 			expired = true
 		}
 	}
@@ -359,7 +359,7 @@ func (p plainHeld) Release(ctx context.Context) error { return p.h.Release(ctx) 
 func TestStockQuiet(t *testing.T) {
 	cfg := testConfig()
 	cfg.Clients = 3
-	cfg.Workload = WorkloadStock
+	cfg.Workload = histories.WorkloadStock
 	cfg.Items = 6
 	e := setup(t, resource.Fenced, cfg)
 	e.start()
@@ -368,7 +368,7 @@ func TestStockQuiet(t *testing.T) {
 	if st.Sales != 6 || st.SoldOut == 0 {
 		t.Errorf("sales %d, sold out %d; want 6 sales, then sold out", st.Sales, st.SoldOut)
 	}
-	if ops[0].F != FSetup || ops[0].Value.Params["workload"] != "stock" || ops[0].Value.Params["items"] != "6" {
+	if ops[0].F != histories.FSetup || ops[0].Value.Params["workload"] != "stock" || ops[0].Value.Params["items"] != "6" {
 		t.Errorf("first op %+v, want the setup event", ops[0])
 	}
 	r := results(ops)
@@ -388,7 +388,7 @@ func TestStockQuiet(t *testing.T) {
 // says how many sales were lost.
 func TestStockUnfencedLosesSales(t *testing.T) {
 	cfg := testConfig()
-	cfg.Workload = WorkloadStock
+	cfg.Workload = histories.WorkloadStock
 	cfg.ThinkMin, cfg.ThinkMax = 20*time.Millisecond, 20*time.Millisecond
 	e := setup(t, resource.Unfenced, cfg)
 	e.start()

@@ -33,7 +33,7 @@ func TestWaiterTargetedFault(t *testing.T) {
 		done <- err
 	}()
 	start := e.rec.waitFor(t, 5*time.Second, 0, "the fault's start", func(op histories.Op) bool {
-		return op.F == nemesis.FStart && op.Value != nil && op.Value.Fault == nemesis.LeaseRevoke
+		return op.F == histories.FStart && op.Value != nil && op.Value.Fault == nemesis.LeaseRevoke
 	})
 	cancel()
 	if err := <-done; err != nil {
@@ -73,7 +73,7 @@ func TestWaiterTargetedFault(t *testing.T) {
 // clientOf names the client behind process p, from the process events.
 func (e *env) clientOf(ops []histories.Op, p histories.Process) string {
 	for _, op := range ops {
-		if op.F == FProcess && op.Value != nil && op.Value.Params["process"] == p.String() {
+		if op.F == histories.FProcess && op.Value != nil && op.Value.Params["process"] == p.String() {
 			return op.Value.Targets[0]
 		}
 	}
@@ -95,7 +95,7 @@ func TestHealDisarmsArmedPause(t *testing.T) {
 	if _, err := nemesis.Run(ctx, nemesis.Config{Members: 3, Clients: e.wl.Names()}, e.cl, e.wl, e.rec, nemesis.Schedule{Members: 3}); err != nil {
 		t.Fatal(err)
 	}
-	heal := e.rec.waitFor(t, 5*time.Second, 0, "the heal", func(op histories.Op) bool { return op.F == nemesis.FHeal })
+	heal := e.rec.waitFor(t, 5*time.Second, 0, "the heal", func(op histories.Op) bool { return op.F == histories.FHeal })
 	if !slices.Contains(heal.Value.Targets, "c1") {
 		t.Errorf("heal targets %v, want c1 (its armed pause)", heal.Value.Targets)
 	}

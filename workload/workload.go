@@ -73,56 +73,8 @@ const (
 	GuardClock = "clock"
 )
 
-// Names of the nemesis info events the observer records.
-const (
-	// FKeyDeleted: the server deleted a client's lock key. Value targets
-	// [client]; params key (lock name), lease (hex), revision (of the
-	// delete), create_revision (the token of a holder), process (the
-	// process that owned the lease) and by: "release" (the client's own
-	// Unlock), "acquire" (Mutex.Lock's clean-up after a failed wait),
-	// "revoke" (the client closed its session), "expiry" (the lease ran
-	// out on the server) or "other-release" (another client's release
-	// deleted it: unlock-any; then released_by names that client and
-	// released_token its grant). lease_alive ("true"/"false") says
-	// whether the lease existed after the deletion, when the observer
-	// could ask.
-	FKeyDeleted = "key-deleted"
-	// FLeaseLost: a client's session ended (its keepalives found the lease
-	// gone, or its own clock said the lease was over) while it believed it
-	// held a lock. Value targets [client]; params key, token, lease,
-	// process.
-	FLeaseLost = "lease-lost"
-	// FSetup: recorded first, it says what the run does, for the checks
-	// that need it (the invariant). Params workload ("counter" or
-	// "stock"), items (stock), recipe, resource ("http" or "etcd-txn"),
-	// locks (comma-separated), ttl (the lease TTL in seconds).
-	FSetup = "setup"
-	// FObserved: recorded last, after the observer has seen every change
-	// up to params revision: a lock key whose deletion is not in the
-	// history was not deleted at or before that revision.
-	FObserved = "observed"
-	// FProcess records which client works under a process number: at the
-	// start and after every unknown outcome, so stories can name clients.
-	// Value targets [client]; params process.
-	FProcess = "process"
-	// FLockerFailed: a client could not build its locker (the recipe's New
-	// failed); it tries again after a short back-off. Value targets
-	// [client]; params error. The liveness check counts a client that
-	// never gets past this as stuck.
-	FLockerFailed = "locker-failed"
-)
-
-// Workloads: what a critical section does.
-const (
-	// WorkloadCounter reads the value and writes value+1.
-	WorkloadCounter = "counter"
-	// WorkloadStock sells from a stock of Items per key: the resource
-	// holds the number sold; a client reads it and, if it is below Items,
-	// writes it +1: a sale.
-	WorkloadStock = "stock"
-	// DefaultItems is the stock workload's default inventory.
-	DefaultItems = 100
-)
+// DefaultItems is the stock workload's default inventory.
+const DefaultItems = 100
 
 // Config describes the clients and their critical section.
 type Config struct {
@@ -152,8 +104,8 @@ type Config struct {
 	// Recipe is the lock under test; nil means lock.Mutex(). Results record
 	// its name, not the value.
 	Recipe lock.Recipe `json:"-"`
-	// Workload is what a critical section does: WorkloadCounter ("" too)
-	// or WorkloadStock.
+	// Workload is what a critical section does: histories.WorkloadCounter ("" too)
+	// or histories.WorkloadStock.
 	Workload string
 	// Items is the stock workload's inventory per key; 0 means
 	// DefaultItems.
@@ -208,9 +160,9 @@ func (c Config) Validate() error {
 		}
 	}
 	switch c.Workload {
-	case "", WorkloadCounter, WorkloadStock:
+	case "", histories.WorkloadCounter, histories.WorkloadStock:
 	default:
-		return fmt.Errorf("unknown workload %q (want %s or %s)", c.Workload, WorkloadCounter, WorkloadStock)
+		return fmt.Errorf("unknown workload %q (want %s or %s)", c.Workload, histories.WorkloadCounter, histories.WorkloadStock)
 	}
 	if c.Items < 0 {
 		return fmt.Errorf("items must not be negative, got %d", c.Items)
@@ -234,7 +186,7 @@ func (c Config) items() int {
 // workload is the effective workload name.
 func (c Config) workload() string {
 	if c.Workload == "" {
-		return WorkloadCounter
+		return histories.WorkloadCounter
 	}
 	return c.Workload
 }
@@ -729,14 +681,14 @@ func (w *Workload) deleted(key string, rev, at int64, lease clientv3.LeaseID, al
 		}
 		delete(w.releases, r)
 		if intent.client == owner.client {
-			return deletion{owner: owner, by: "release"}
+			return deletion{owner: owner, by: histories.DeletedByRelease}
 		}
-		return deletion{owner: owner, by: "other-release", releaser: intent.client, released: r.rev}
+		return deletion{owner: owner, by: histories.DeletedByOther, releaser: intent.client, released: r.rev}
 	}
 	k := keyRev{key, rev}
 	if _, ok := w.releases[k]; ok {
 		delete(w.releases, k)
-		return deletion{owner: owner, by: "release"}
+		return deletion{owner: owner, by: histories.DeletedByRelease}
 	}
 	isAlive := alive != nil && *alive
 	var other *keyRev
@@ -749,7 +701,7 @@ func (w *Workload) deleted(key string, rev, at int64, lease clientv3.LeaseID, al
 			// the revision of its Put, which may follow the create): its
 			// own release.
 			delete(w.releases, r)
-			return deletion{owner: owner, by: "release"}
+			return deletion{owner: owner, by: histories.DeletedByRelease}
 		case intent.client != owner.client && r.rev < rev && isAlive && (other == nil || r.rev > other.rev):
 			// Of several, the release of the newest grant.
 			other = &r
@@ -758,15 +710,15 @@ func (w *Workload) deleted(key string, rev, at int64, lease clientv3.LeaseID, al
 	if other != nil {
 		intent := w.releases[*other]
 		delete(w.releases, *other)
-		return deletion{owner: owner, by: "other-release", releaser: intent.client, released: other.rev}
+		return deletion{owner: owner, by: histories.DeletedByOther, releaser: intent.client, released: other.rev}
 	}
 	switch {
 	case isAlive:
-		return deletion{owner: owner, by: "acquire"}
+		return deletion{owner: owner, by: histories.DeletedByAcquire}
 	case w.revoking[lease]:
-		return deletion{owner: owner, by: "revoke"}
+		return deletion{owner: owner, by: histories.DeletedByRevoke}
 	}
-	return deletion{owner: owner, by: "expiry"}
+	return deletion{owner: owner, by: histories.DeletedByExpiry}
 }
 
 // setupEvent says what the run does.
@@ -778,13 +730,13 @@ func (w *Workload) setupEvent() histories.Op {
 		"locks":    strings.Join(w.cfg.Locks, ","),
 		"ttl":      strconv.Itoa(w.cfg.TTL),
 	}
-	if w.cfg.Workload == WorkloadStock {
+	if w.cfg.Workload == histories.WorkloadStock {
 		params["items"] = strconv.Itoa(w.cfg.items())
 	}
 	if w.cfg.Resource == resource.EtcdTxn {
 		params["resource"] = string(resource.EtcdTxn)
 	}
-	return histories.Op{Type: histories.Info, F: FSetup, Process: histories.Nemesis, Value: &histories.Value{Params: params}}
+	return histories.Op{Type: histories.Info, F: histories.FSetup, Process: histories.Nemesis, Value: &histories.Value{Params: params}}
 }
 
 // finalReads reads each key once after the clients stopped, as a fresh

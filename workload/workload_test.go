@@ -78,13 +78,13 @@ func TestQuietRun(t *testing.T) {
 		switch {
 		case op.F == histories.Release && op.Type == histories.OK:
 			releases++
-		case op.F == FKeyDeleted:
+		case op.F == histories.FKeyDeleted:
 			if op.Value.Params["by"] == "release" {
 				byRelease++
 			} else {
 				t.Errorf("unexpected deletion in a quiet run: %+v", op.Value)
 			}
-		case op.F == FLeaseLost:
+		case op.F == histories.FLeaseLost:
 			t.Errorf("lease lost in a quiet run: %+v", op.Value)
 		}
 	}
@@ -181,7 +181,7 @@ func TestSlowClockLosesLeaseWhileBelievingItHolds(t *testing.T) {
 	e.start()
 
 	acq := e.rec.waitFor(t, 5*time.Second, 0, "c0 acquire", isOp(histories.OK, histories.Acquire, 0))
-	del := e.rec.waitFor(t, 5*time.Second, acq.Index, "key-deleted by expiry", nemesisEvent(FKeyDeleted, "c0", "expiry"))
+	del := e.rec.waitFor(t, 5*time.Second, acq.Index, "key-deleted by expiry", nemesisEvent(histories.FKeyDeleted, "c0", "expiry"))
 	c0.mu.Lock()
 	believes := c0.held != nil && c0.held.token == tokenOf(acq)
 	c0.mu.Unlock()
@@ -257,7 +257,7 @@ func TestPausedHolderWritesStale(t *testing.T) {
 					held = op
 				}
 			}
-			del := e.rec.waitFor(t, 4*time.Second, from, "key-deleted by expiry", nemesisEvent(FKeyDeleted, name, "expiry"))
+			del := e.rec.waitFor(t, 4*time.Second, from, "key-deleted by expiry", nemesisEvent(histories.FKeyDeleted, name, "expiry"))
 			acq := e.rec.waitFor(t, 2*time.Second, del.Index, "the other client's acquire", isOp(histories.OK, histories.Acquire, other))
 			e.rec.waitFor(t, 2*time.Second, acq.Index, "the other client's write", isOp(histories.OK, histories.Write, other))
 			w := e.rec.waitFor(t, 5*time.Second, from, "the paused client's write", func(op histories.Op) bool {
@@ -275,7 +275,7 @@ func TestPausedHolderWritesStale(t *testing.T) {
 			if w.Type != want {
 				t.Errorf("stale write %s, want %s", w.Type, want)
 			}
-			e.rec.waitFor(t, 3*time.Second, from, "lease-lost", nemesisEvent(FLeaseLost, name, ""))
+			e.rec.waitFor(t, 3*time.Second, from, "lease-lost", nemesisEvent(histories.FLeaseLost, name, ""))
 			st, hist := e.finish()
 			if st.GuardRefusals != 0 {
 				t.Errorf("guard refusals: %d (the guard ran before the pause)", st.GuardRefusals)
@@ -314,9 +314,9 @@ func TestSessionGuardRefusesAfterLeaseLost(t *testing.T) {
 		}
 	}
 	stalled := time.Now()
-	lost := e.rec.waitFor(t, 3*time.Second, acq.Index, "lease-lost", nemesisEvent(FLeaseLost, "c0", ""))
+	lost := e.rec.waitFor(t, 3*time.Second, acq.Index, "lease-lost", nemesisEvent(histories.FLeaseLost, "c0", ""))
 	t.Logf("c0's session ended %v after its links stalled", time.Since(stalled).Round(time.Millisecond))
-	del := e.rec.waitFor(t, 3*time.Second, acq.Index, "key-deleted by expiry", nemesisEvent(FKeyDeleted, "c0", "expiry"))
+	del := e.rec.waitFor(t, 3*time.Second, acq.Index, "key-deleted by expiry", nemesisEvent(histories.FKeyDeleted, "c0", "expiry"))
 	t.Logf("server deleted c0's key %v after c0 found out (negative: before)", ms(del.Time-lost.Time))
 	for _, l := range links {
 		for _, stream := range []string{"upstream", "downstream"} {
@@ -362,7 +362,7 @@ func TestCrash(t *testing.T) {
 		return op.Process >= 2
 	})
 	del := e.rec.waitFor(t, 5*time.Second, acq.Index, "key-deleted of the crashed lease", func(op histories.Op) bool {
-		return nemesisEvent(FKeyDeleted, name, "")(op) && op.Value.Params["lease"] == leaseHex(lease)
+		return nemesisEvent(histories.FKeyDeleted, name, "")(op) && op.Value.Params["lease"] == leaseHex(lease)
 	})
 	if by := del.Value.Params["by"]; by != "expiry" {
 		t.Errorf("crashed holder's key deleted by %s, want expiry", by)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/histories"
 )
 
 // compareRow is one configuration's line of the compare table.
@@ -125,7 +126,7 @@ func printCompare(w io.Writer, rows []compareRow) {
 	fmt.Fprintln(tw, "recipe\tresource\tclients\tmutex\tresource\tinvariant\tliveness\tconsistency\tviolations\toverlaps\tacquisitions\tacq/s\tp50\tp90\tp99\tCPU/acq")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\n",
-			r.Recipe, r.Resource, r.Clients, r.Verdicts["mutex"], r.Verdicts["resource"], r.Verdicts["invariant"], r.Verdicts["liveness"], r.Verdicts["consistency"],
+			r.Recipe, r.Resource, r.Clients, r.Verdicts[histories.CheckMutex], r.Verdicts[histories.CheckResource], r.Verdicts[histories.CheckInvariant], r.Verdicts[histories.CheckLiveness], r.Verdicts[histories.CheckConsistency],
 			r.Violations, r.Overlaps, r.Acquisitions, r.PerSecond, ms(r.P50), ms(r.P90), ms(r.P99), ms(r.CPUPerAcq))
 	}
 	tw.Flush()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/histories"
 )
 
 // printChecks writes one line per check, and the explanation of any check
@@ -25,9 +26,9 @@ func printChecks(w io.Writer, r *harness.Results) {
 			req = " (required)"
 		}
 		switch {
-		case c.Name == "consistency":
+		case c.Name == histories.CheckConsistency:
 			fmt.Fprintf(w, "  %-11s %-8s %d members compared%s\n", c.Name, c.Verdict, c.Ops, req)
-		case c.Name == "liveness":
+		case c.Name == histories.CheckLiveness:
 			fmt.Fprintf(w, "  %-11s %-8s %d acquires judged after the final heal (or the start, without faults)%s\n", c.Name, c.Verdict, c.Ops, req)
 		default:
 			segs := ""
@@ -95,7 +96,7 @@ func reading(r *harness.Results) []string {
 		}
 		return nil
 	}
-	if m := get("mutex"); m != nil && m.Verdict == checker.Invalid {
+	if m := get(histories.CheckMutex); m != nil && m.Verdict == checker.Invalid {
 		what := "the lock's own mutual exclusion broke"
 		switch n := r.MutexOverlaps; {
 		case n == 1:
@@ -105,10 +106,10 @@ func reading(r *harness.Results) []string {
 		}
 		lines = append(lines, "in words: "+what+"; etcd documents this for leases: a lock alone is not mutual exclusion.")
 	}
-	if c := get("contract"); c != nil {
+	if c := get(histories.CheckContract); c != nil {
 		lines = append(lines, contractWords(c))
 	}
-	if res := get("resource"); res != nil {
+	if res := get(histories.CheckResource); res != nil {
 		switch {
 		case res.Verdict == checker.Valid && r.WritesRejected > 0:
 			lines = append(lines, fmt.Sprintf("in words: fencing kept the resource safe: it rejected %s.", plural(r.WritesRejected, "stale write")))

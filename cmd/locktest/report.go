@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/report"
 )
 
@@ -22,7 +23,7 @@ func reproduce(o harness.Options) string {
 	args := []string{"locktest run", "--recipe " + o.RecipeName, "--resource " + string(o.Resource), "--workload " + w.Workload,
 		fmt.Sprintf("--clients %d --locks %d --members %d --ttl %d --think %s --op-timeout %s --guard %s --time %s --quiet %s",
 			w.Clients, len(w.Locks), o.Members, w.TTL, w.ThinkMax, w.OpTimeout, w.Guard, o.Time, o.Quiet)}
-	if w.Workload == "stock" {
+	if w.Workload == histories.WorkloadStock {
 		args = append(args, fmt.Sprintf("--items %d", w.Items))
 	}
 	args = append(args, fmt.Sprintf("--seed %d", w.Seed))

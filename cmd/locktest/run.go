@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
@@ -71,7 +72,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		seed:         fs.Int64("seed", 0, "seed for every random choice (default: drawn from the clock, and printed)"),
 		out:          fs.String("out", "runs", "directory under which each run's directory is created"),
 		mode:         fs.String("resource", string(resource.Fenced), "protected resource: fenced (rejects stale tokens), unfenced, or etcd-txn (values in etcd, written by Txns guarded by the lock)"),
-		require:      fs.String("require", "resource", "checks whose failure makes the exit status 1: a comma list of "+strings.Join(harness.CheckNames, ", ")+", or all"),
+		require:      fs.String("require", "resource", "checks whose failure makes the exit status 1: a comma list of "+strings.Join(histories.Checks(), ", ")+", or all"),
 		guard:        fs.String("guard", workload.GuardNone, "what a holder checks just before writing: none, session (its session is alive) or clock (its lease has time left on its own clock)"),
 		ttl:          fs.Int("ttl", def.TTL, "session lease TTL in seconds"),
 		thinkMax:     fs.Duration("think", def.ThinkMax, "longest think time between a holder's read and write (drawn uniformly from 0)"),
@@ -84,7 +85,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		checkTimeout: fs.Duration("check-timeout", time.Minute, "time limit for each check; a check that hits it is unknown"),
 		bound:        fs.Duration("liveness-bound", harness.DefaultLivenessBound, "after the final heal, every client that asks for a lock must get it within this"),
 		recipe:       fs.String("recipe", lock.MutexName, "lock recipe under test: "+strings.Join(lock.Names(), ", ")),
-		work:         fs.String("workload", workload.WorkloadCounter, "critical section: counter (read, write value+1) or stock (sell one of --items if any is left)"),
+		work:         fs.String("workload", histories.WorkloadCounter, "critical section: counter (read, write value+1) or stock (sell one of --items if any is left)"),
 		items:        fs.Int("items", workload.DefaultItems, "initial stock per key of the stock workload"),
 		poll:         fs.Duration("poll-interval", lock.DefaultPollInterval, "retry interval of the polling recipe"),
 		tick:         fs.Uint("raft-tick", 10, "raft heartbeat interval of the members, in ms"),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/histories"
 )
 
 // sweepRun is one seed's outcome in sweep.json.
@@ -78,7 +79,7 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		r := sweepRun{Seed: o.Workload.Seed, Dir: o.Dir, Verdicts: map[string]checker.Verdict{}, Exit: res.Exit, MutexBroke: res.MutexOverlaps}
 		for _, c := range res.Checks {
 			r.Verdicts[c.Name] = c.Verdict
-			if c.Name == "contract" {
+			if c.Name == histories.CheckContract {
 				r.LeaseRaces, r.LockBugs = c.LeaseRaces, c.LockBugs
 			}
 		}
@@ -98,7 +99,7 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 			first = fmt.Sprintf("%.2fs", r.FirstViolation.Seconds())
 		}
 		fmt.Fprintf(stdout, "seed %-4d resource %-8s mutex %-8s invariant %-8s liveness %-8s consistency %-8s contract %-8s first stale write %-7s %d overlaps (%d lease races, %d lock bugs), %d faults, %d acquisitions\n",
-			r.Seed, r.Verdicts["resource"], r.Verdicts["mutex"], r.Verdicts["invariant"], r.Verdicts["liveness"], r.Verdicts["consistency"], r.Verdicts["contract"], first,
+			r.Seed, r.Verdicts[histories.CheckResource], r.Verdicts[histories.CheckMutex], r.Verdicts[histories.CheckInvariant], r.Verdicts[histories.CheckLiveness], r.Verdicts[histories.CheckConsistency], r.Verdicts[histories.CheckContract], first,
 			r.MutexBroke, r.LeaseRaces, r.LockBugs, r.Faults, r.Acquisitions)
 	}
 	printSweep(stdout, runs)
@@ -118,7 +119,7 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 // printSweep says for each check in how many seeds it failed, and the
 // median time to the resource's first stale write.
 func printSweep(w io.Writer, runs []sweepRun) {
-	for _, name := range harness.CheckNames {
+	for _, name := range histories.Checks() {
 		invalid, unknown := 0, 0
 		for _, r := range runs {
 			switch r.Verdicts[name] {

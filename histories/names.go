@@ -1,0 +1,72 @@
+package histories
+
+// Nemesis events: operations of process "nemesis", type "info". The fault
+// runner records a fault's start and stop and the final heal; the workload
+// records the rest (what the run does, and the server's truth as its
+// observer saw it). histories/README.md documents their values.
+const (
+	// FStart: a fault begins. Value fault (its kind), targets, params.
+	FStart = "start"
+	// FStop: a fault ends; same value as its start.
+	FStop = "stop"
+	// FHeal: everything healed at the end; value fault HealAll.
+	FHeal = "heal"
+	// FSetup is recorded first: params workload, items (stock), recipe,
+	// resource, locks (comma-separated), ttl (the lease TTL in seconds).
+	FSetup = "setup"
+	// FProcess says which client works under a process number: targets
+	// [client], params process.
+	FProcess = "process"
+	// FKeyDeleted: the server deleted a client's lock key. Targets
+	// [client]; params key, lease, revision, create_revision, process, by
+	// (one of the Deleted* causes), and for DeletedByOther released_by and
+	// released_token; lease_alive when the observer could ask.
+	FKeyDeleted = "key-deleted"
+	// FLeaseLost: a client's session ended while it believed it held a
+	// lock. Targets [client]; params key, token, lease, process.
+	FLeaseLost = "lease-lost"
+	// FLockerFailed: a client could not build its locker. Targets
+	// [client]; params error.
+	FLockerFailed = "locker-failed"
+	// FObserved is recorded last: the history holds every deletion of a
+	// lock key up to params revision.
+	FObserved = "observed"
+)
+
+// HealAll is the value.fault of the final heal.
+const HealAll = "all"
+
+// Causes of a key-deleted event (its param "by").
+const (
+	DeletedByRelease = "release"       // the holder's own release
+	DeletedByAcquire = "acquire"       // the client's clean-up after a failed acquire
+	DeletedByRevoke  = "revoke"        // the client closed its session (or an operator revoked it)
+	DeletedByExpiry  = "expiry"        // the lease ran out on the server
+	DeletedByOther   = "other-release" // another client's release deleted it
+)
+
+// Workloads: what a critical section does (the setup event's param
+// workload).
+const (
+	// WorkloadCounter reads the value and writes value+1.
+	WorkloadCounter = "counter"
+	// WorkloadStock sells from a stock of items per key: the value is the
+	// number sold; a client reads it and, if it is below the stock, writes
+	// it +1.
+	WorkloadStock = "stock"
+)
+
+// Checks: the names of the verdicts judged from a history.
+const (
+	CheckMutex       = "mutex"
+	CheckResource    = "resource"
+	CheckInvariant   = "invariant"
+	CheckLiveness    = "liveness"
+	CheckContract    = "contract"
+	CheckConsistency = "consistency"
+)
+
+// Checks lists the checks in the order results show them.
+func Checks() []string {
+	return []string{CheckMutex, CheckResource, CheckInvariant, CheckLiveness, CheckConsistency, CheckContract}
+}
