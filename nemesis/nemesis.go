@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/locktest/locktest/histories"
 )
 
@@ -27,7 +25,7 @@ type Clients interface {
 	SetClockRate(client string, rate float64)                     // 1.0 normal, 0.5 runs slow
 	ResetClock(client string)                                     // offset 0, rate 1
 	Crash(client string) error                                    // drop the client's session without closing it; it continues as a new process with a new session
-	Lease(client string) (clientv3.LeaseID, bool)                 // the client's current session lease
+	Lease(client string) (id string, ok bool)                     // the client's current session lease, in hex
 	Waiter(minWait time.Duration) (client string, ok bool)        // the client longest in Acquire, if it has waited at least minWait
 	Role(client string) string                                    // "holder", "waiter" or "idle" now
 	Disarm(client string) (armed bool, pausedUntil time.Time)     // cancel a pause armed for the client's next write; when its current pause ends (zero: not paused)

@@ -350,13 +350,17 @@ func (r *runner) holderLease(ctx context.Context, e Entry, a *active) (string, c
 	if err != nil {
 		return "", 0, nil, err
 	}
-	lease, ok := r.cl.Lease(name)
+	hex, ok := r.cl.Lease(name)
 	if !ok {
 		return "", 0, nil, fmt.Errorf("client %s has no session lease", name)
 	}
-	a.params["lease"] = strconv.FormatInt(int64(lease), 16)
+	a.params["lease"] = hex
+	lease, err := strconv.ParseInt(hex, 16, 64)
+	if err != nil {
+		return "", 0, nil, fmt.Errorf("client %s: lease %q: %w", name, hex, err)
+	}
 	admin, err := r.admin()
-	return name, lease, admin, err
+	return name, clientv3.LeaseID(lease), admin, err
 }
 
 // --- toxics ---

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -63,7 +64,7 @@ type fakeClients struct {
 	names  []string
 	holder string
 	waiter string
-	leases map[string]clientv3.LeaseID
+	leases map[string]string
 	calls  []string
 }
 
@@ -87,7 +88,7 @@ func (f *fakeClients) BumpClock(c string, d time.Duration) { f.call("bump %s %v"
 func (f *fakeClients) SetClockRate(c string, r float64)    { f.call("rate %s %v", c, r) }
 func (f *fakeClients) ResetClock(c string)                 { f.call("reset %s", c) }
 func (f *fakeClients) Crash(c string) error                { f.call("crash %s", c); return nil }
-func (f *fakeClients) Lease(c string) (clientv3.LeaseID, bool) {
+func (f *fakeClients) Lease(c string) (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l, ok := f.leases[c]
@@ -424,7 +425,7 @@ func TestRunLease(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", leases: map[string]clientv3.LeaseID{"c0": sess["c0"].Lease()}}
+	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", leases: map[string]string{"c0": hex(sess["c0"].Lease())}}
 	m := concurrency.NewMutex(sess["c0"], "/lock")
 	if err := m.Lock(ctx); err != nil {
 		t.Fatal(err)
@@ -476,7 +477,7 @@ func TestRunLease(t *testing.T) {
 		}
 	}()
 	fc.mu.Lock()
-	fc.holder, fc.leases["c1"] = "c1", sess["c1"].Lease()
+	fc.holder, fc.leases["c1"] = "c1", hex(sess["c1"].Lease())
 	fc.mu.Unlock()
 	rec = newRec()
 	res = goRun(c, fc, rec, Schedule{Members: 3, Entries: []Entry{{Fault: LeaseStarve, Target: TargetHolder, Fallback: "c0", Duration: 8 * time.Second}}})
@@ -615,7 +616,7 @@ func TestRunEveryKind(t *testing.T) {
 	}
 	defer c.Close()
 	names := []string{"c0", "c1"}
-	leases := map[string]clientv3.LeaseID{}
+	leases := map[string]string{}
 	for _, n := range names {
 		cli, err := c.Client(n)
 		if err != nil {
@@ -629,7 +630,7 @@ func TestRunEveryKind(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		leases[n] = g.ID
+		leases[n] = hex(g.ID)
 		if _, err := c.Proxy(n+"-resource", c.Members()[0].ClientAddr()); err != nil {
 			t.Fatal(err)
 		}
@@ -684,3 +685,5 @@ func TestRunEveryKind(t *testing.T) {
 	checkPairs(t, rec.all(), kinds...)
 	checkHealed(t, ctx, c, names...)
 }
+
+func hex(l clientv3.LeaseID) string { return strconv.FormatInt(int64(l), 16) }

@@ -371,7 +371,7 @@ func (c *client) leaseLostLocked(h *holding) {
 		Value: &histories.Value{Targets: []string{c.name}, Params: map[string]string{
 			"key":     h.key,
 			"token":   strconv.FormatInt(h.token, 10),
-			"lease":   strconv.FormatInt(int64(h.lease), 16),
+			"lease":   leaseHex(h.lease),
 			"process": h.process.String(),
 		}}})
 }

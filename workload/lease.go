@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -221,3 +222,6 @@ func (l *clockLease) keepAliveLoop(ctx context.Context, id clientv3.LeaseID, v *
 		}
 	}
 }
+
+// leaseHex writes a lease ID as the history does.
+func leaseHex(id clientv3.LeaseID) string { return strconv.FormatInt(int64(id), 16) }

@@ -126,13 +126,13 @@ func (o *observer) deleted(ev *clientv3.Event) {
 		createRev int64
 	)
 	rest := strings.TrimPrefix(key, o.w.cfg.Prefix)
-	lock, leaseHex := rest, ""
+	lock, keyLease := rest, ""
 	if i := strings.LastIndexByte(rest, '/'); i >= 0 {
-		lock, leaseHex = rest[:i], rest[i+1:]
+		lock, keyLease = rest[:i], rest[i+1:]
 	}
 	if ev.PrevKv != nil {
 		lease, createRev = clientv3.LeaseID(ev.PrevKv.Lease), ev.PrevKv.CreateRevision
-	} else if id, err := strconv.ParseInt(leaseHex, 16, 64); err == nil {
+	} else if id, err := strconv.ParseInt(keyLease, 16, 64); err == nil {
 		lease = clientv3.LeaseID(id)
 	}
 	alive := o.leaseAlive(lease)
@@ -140,7 +140,7 @@ func (o *observer) deleted(ev *clientv3.Event) {
 	d := o.w.deleted(key, createRev, ev.Kv.ModRevision, lease, alive)
 	params := map[string]string{
 		"key":             lock,
-		"lease":           strconv.FormatInt(int64(lease), 16),
+		"lease":           leaseHex(lease),
 		"revision":        strconv.FormatInt(ev.Kv.ModRevision, 10),
 		"create_revision": strconv.FormatInt(createRev, 10),
 		"by":              d.by,

@@ -539,22 +539,23 @@ func (w *Workload) Crash(client string) error {
 	return nil
 }
 
-// Lease returns the lease of client's current locker (its session), or,
-// for a recipe without one, the lease of the grant it holds, if any.
-func (w *Workload) Lease(client string) (clientv3.LeaseID, bool) {
+// Lease returns the lease (in hex, as the history writes it) of client's
+// current locker (its session), or, for a recipe without one, the lease of
+// the grant it holds, if any.
+func (w *Workload) Lease(client string) (string, bool) {
 	c, ok := w.byName[client]
 	if !ok {
-		return 0, false
+		return "", false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.locker != nil && c.locker.lh != nil {
-		return c.locker.lh.LeaseID(), true
+		return leaseHex(c.locker.lh.LeaseID()), true
 	}
 	if c.held != nil && c.held.lease != 0 {
-		return c.held.lease, true
+		return leaseHex(c.held.lease), true
 	}
-	return 0, false
+	return "", false
 }
 
 func (w *Workload) client(name string) (*client, error) {

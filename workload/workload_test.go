@@ -362,7 +362,7 @@ func TestCrash(t *testing.T) {
 		return op.Process >= 2
 	})
 	del := e.rec.waitFor(t, 5*time.Second, acq.Index, "key-deleted of the crashed lease", func(op histories.Op) bool {
-		return nemesisEvent(histories.FKeyDeleted, name, "")(op) && op.Value.Params["lease"] == leaseHex(lease)
+		return nemesisEvent(histories.FKeyDeleted, name, "")(op) && op.Value.Params["lease"] == lease
 	})
 	if by := del.Value.Params["by"]; by != "expiry" {
 		t.Errorf("crashed holder's key deleted by %s, want expiry", by)
@@ -385,5 +385,3 @@ func TestCrash(t *testing.T) {
 		}
 	}
 }
-
-func leaseHex(id clientv3.LeaseID) string { return strconv.FormatInt(int64(id), 16) }
