@@ -203,7 +203,7 @@ func (h *History) revokedAt(d Deletion) bool {
 	for _, f := range h.story().faults {
 		// The nemesis records the start once the revoke returned, so the
 		// observer may have seen the deletion first.
-		if gap := d.Time - f.Start; f.Fault == "lease-revoke" && slices.Equal(f.Targets, d.Targets) && gap > -int64(time.Second) && gap < int64(time.Second) &&
+		if gap := d.Time - f.Start; f.Fault == histories.FaultLeaseRevoke && slices.Equal(f.Targets, d.Targets) && gap > -int64(time.Second) && gap < int64(time.Second) &&
 			(f.Params["lease"] == "" || f.Params["lease"] == d.Lease) {
 			return true
 		}

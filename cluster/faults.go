@@ -13,7 +13,6 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/types"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 )
 
 // Faults on the members themselves: partitions between members (rafthttp's
@@ -485,22 +484,28 @@ func (c *Cluster) ClearToxics() error {
 
 // --- direct clients ---
 
-// MemberClient dials member i directly (not through toxiproxy), pinned to
-// it. Close of the cluster closes it.
-func (c *Cluster) MemberClient(i int) (*clientv3.Client, error) {
-	m, err := c.member(i)
-	if err != nil {
-		return nil, err
+// DirectClient dials the given members (all, if none are given) directly,
+// not through toxiproxy: an operator's or observer's view, which faults on
+// client links do not touch. The caller may Close it; Close of the cluster
+// closes it in any case.
+func (c *Cluster) DirectClient(members ...int) (*clientv3.Client, error) {
+	if len(members) == 0 {
+		for i := range c.members {
+			members = append(members, i)
+		}
 	}
-	return c.track(clientv3.New(clientv3.Config{
-		Endpoints:   []string{m.ClientURL},
-		DialTimeout: 2 * time.Second,
-		Logger:      zap.NewNop(),
-	}))
+	eps := make([]string, 0, len(members))
+	for _, i := range members {
+		m, err := c.member(i)
+		if err != nil {
+			return nil, err
+		}
+		eps = append(eps, m.ClientURL)
+	}
+	return c.track(clientv3.New(clientConfig(eps)))
 }
 
-// AdminClient returns a client dialled directly (not through toxiproxy) to
-// all members, made once and shared; an operator's view of the cluster.
+// AdminClient returns a DirectClient to all members, made once and shared.
 // Do not Close it; Close of the cluster does.
 func (c *Cluster) AdminClient() (*clientv3.Client, error) {
 	c.mu.Lock()
@@ -509,11 +514,7 @@ func (c *Cluster) AdminClient() (*clientv3.Client, error) {
 		return c.admin, nil
 	}
 	c.mu.Unlock()
-	eps := make([]string, len(c.members))
-	for i, m := range c.members {
-		eps[i] = m.ClientURL
-	}
-	cl, err := c.track(clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}))
+	cl, err := c.DirectClient()
 	if err != nil {
 		return nil, err
 	}
@@ -562,7 +563,7 @@ func (c *Cluster) HashKV(ctx context.Context) ([]MemberHash, error) {
 		if !m.running() {
 			return nil, fmt.Errorf("%w: %s", ErrMemberDown, m.Name)
 		}
-		cl, err := c.MemberClient(i)
+		cl, err := c.DirectClient(i)
 		if err != nil {
 			return nil, err
 		}

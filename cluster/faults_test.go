@@ -280,7 +280,7 @@ func TestFiveMemberCuts(t *testing.T) {
 		}
 		return false
 	})
-	lc, err := c.MemberClient(lead)
+	lc, err := c.DirectClient(lead)
 	if err != nil {
 		t.Fatal(err)
 	}

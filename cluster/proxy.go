@@ -170,11 +170,13 @@ func (c *Cluster) ClientConfig(client string) (clientv3.Config, error) {
 	if err != nil {
 		return clientv3.Config{}, err
 	}
-	return clientv3.Config{
-		Endpoints:   eps,
-		DialTimeout: 2 * time.Second,
-		Logger:      zap.NewNop(),
-	}, nil
+	return clientConfig(eps), nil
+}
+
+// clientConfig is the configuration of every client the cluster dials: no
+// logging, 2 s dial timeout.
+func clientConfig(endpoints []string) clientv3.Config {
+	return clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
 }
 
 // Client dials client's proxied endpoints (see ClientConfig). The caller

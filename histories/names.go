@@ -36,6 +36,11 @@ const (
 // HealAll is the value.fault of the final heal.
 const HealAll = "all"
 
+// FaultLeaseRevoke is the fault kind of an operator revoking a client's
+// lease. The checks read it: a key the observer saw deleted with its lease
+// at that moment was revoked, not expired.
+const FaultLeaseRevoke = "lease-revoke"
+
 // Causes of a key-deleted event (its param "by").
 const (
 	DeletedByRelease = "release"       // the holder's own release

@@ -45,7 +45,7 @@ const (
 	PartitionBridge         = "partition-bridge"
 	Isolate                 = "isolate"
 	LeaseStarve             = "lease-starve"
-	LeaseRevoke             = "lease-revoke"
+	LeaseRevoke             = histories.FaultLeaseRevoke
 	ClockBump               = "clock-bump"
 	ClockStrobe             = "clock-strobe"
 	ClockRate               = "clock-rate"

@@ -584,7 +584,7 @@ func TestRunFiveMemberRing(t *testing.T) {
 	for lc == nil {
 		for i, m := range c.Members() {
 			if uint64(m.Etcd().Server.Leader()) == m.ID {
-				if lc, err = c.MemberClient(i); err != nil {
+				if lc, err = c.DirectClient(i); err != nil {
 					t.Fatal(err)
 				}
 				break
