@@ -16,7 +16,7 @@ func Describe(fault string, targets []string) (string, bool) {
 		return "member " + t + " was paused", true
 	case PartitionLeader:
 		return "the leader " + t + " was partitioned away", true
-	case Isolate, PartitionOne, PartitionMajority, PartitionMajoritiesRing, PartitionBridge:
+	case Isolate, PartitionOne, PartitionMajority:
 		return t + " was isolated", true
 	case LeaseStarve:
 		return "lease renewals of " + t + " were starved", true
