@@ -414,20 +414,23 @@ func (c *Cluster) Members() []*Member {
 // directories; Close removes it.
 func (c *Cluster) DataDir() string { return c.runDir }
 
-// Leader returns the running member that every running member names as
-// leader, waiting until they agree. It fails when ctx ends first, reporting what the
-// members last said.
-func (c *Cluster) Leader(ctx context.Context) (*Member, error) {
+// Leader returns the index of the running member that every running member
+// names as leader, waiting until they agree. It fails when ctx ends first,
+// reporting what the members last said.
+func (c *Cluster) Leader(ctx context.Context) (int, error) {
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
 	for {
 		m, err := c.leaderNow()
-		if err == nil || errors.Is(err, ErrClosed) {
-			return m, err
+		if err == nil {
+			return m.Index, nil
+		}
+		if errors.Is(err, ErrClosed) {
+			return -1, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: %w", err, ctx.Err())
+			return -1, fmt.Errorf("%w: %w", err, ctx.Err())
 		case <-t.C:
 		}
 	}

@@ -50,10 +50,11 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("member %s: ID %x, server says %x", m.Name, m.ID, got)
 		}
 	}
-	leader, err := c.Leader(ctx)
+	li, err := c.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	leader := ms[li]
 	for _, m := range ms {
 		if got := uint64(m.Etcd().Server.Leader()); got != leader.ID {
 			t.Fatalf("%s says leader %x, Leader() says %s (%x)", m.Name, got, leader.Name, leader.ID)
@@ -365,7 +366,7 @@ func TestHelperScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Etcd().Server.HardStop()
+	c.Members()[l].Etcd().Server.HardStop()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@
 //	link.RemoveToxic("blackhole")        // heals; open connections are cut
 //	link.Disable()                       // connection refused until Enable
 //
-//	leader, err := c.Leader(ctx)         // member all running members agree on
+//	leader, err := c.Leader(ctx)         // index of the member all running members agree on
 //	c.HardStopMember(leader.Index)       // crash it (no leadership transfer)
 //	c.RestartMember(ctx, leader.Index)   // from its data dir; waits until caught up
 //

@@ -18,7 +18,7 @@ import (
 // Faults on the members themselves: partitions between members (rafthttp's
 // CutPeer/MendPeer on both sides of a link), hard stops and restarts, paused
 // members, and the consistency check (HashKV). Faults on client links are
-// toxics on the links' proxies (Link, Links, MemberLinks, Toxiproxy).
+// toxics on the links' proxies (Link, Links, Toxiproxy).
 //
 // All of them are safe for concurrent use; they are serialised with each
 // other and with Close.
@@ -216,23 +216,6 @@ func (c *Cluster) memberProxies(m *Member) []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// MemberLinks returns every client's proxy to member i, fetched fresh.
-func (c *Cluster) MemberLinks(i int) ([]*toxiclient.Proxy, error) {
-	m, err := c.member(i)
-	if err != nil {
-		return nil, err
-	}
-	var ps []*toxiclient.Proxy
-	for _, name := range c.memberProxies(m) {
-		p, err := c.tpClient.Proxy(name)
-		if err != nil {
-			return nil, fmt.Errorf("cluster: link %s: %w", name, err)
-		}
-		ps = append(ps, p)
-	}
-	return ps, nil
 }
 
 // HardStopMember crashes member i: its raft node stops at once, without a

@@ -100,10 +100,11 @@ func checkConsistent(t *testing.T, ctx context.Context, c *Cluster) []MemberHash
 // and commits, the old leader cannot commit, and Heal brings everything back.
 func TestPartitionLeader(t *testing.T) {
 	c, ctx := startCluster(t, 3)
-	lead, err := c.Leader(ctx)
+	leadIndex, err := c.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	lead := c.Members()[leadIndex]
 	var rest []int
 	for i := range 3 {
 		if i != lead.Index {
@@ -162,10 +163,11 @@ func TestCrashRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lead, err := c.Leader(ctx)
+	leadIndex, err := c.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	lead := c.Members()[leadIndex]
 	follower := (lead.Index + 1) % 3
 	for round, victim := range []int{lead.Index, follower} {
 		start := time.Now()
@@ -213,10 +215,11 @@ func TestCrashRestart(t *testing.T) {
 // cannot commit, the others can; after ResumeMember it can again.
 func TestPauseMember(t *testing.T) {
 	c, ctx := startCluster(t, 3)
-	lead, err := c.Leader(ctx)
+	leadIndex, err := c.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	lead := c.Members()[leadIndex]
 	victim := lead.Index
 	other := (victim + 1) % 3
 	pc := pinned(t, c, "p", victim)

@@ -84,8 +84,8 @@ func (o *Options) defaults() error {
 	if o.Members == 0 {
 		o.Members = 3
 	}
-	if o.Members != 3 && o.Members != 5 {
-		return fmt.Errorf("members must be 3 or 5, got %d", o.Members)
+	if err := cluster.CheckMembers(o.Members); err != nil {
+		return err
 	}
 	if o.Resource == "" {
 		o.Resource = resource.Fenced
@@ -199,12 +199,6 @@ func (o *Options) logf(format string, args ...any) {
 // execute runs the cluster, the resource, the workload and the nemesis,
 // recording into history.
 func execute(ctx context.Context, o *Options, history string) (*runStats, error) {
-	w, err := histories.Create(history)
-	if err != nil {
-		return nil, err
-	}
-	defer w.Close()
-
 	st := &runStats{}
 	began := time.Now()
 	logs := filepath.Join(o.Dir, "logs")
@@ -218,10 +212,25 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 		cl.Close()
 		st.ClusterClose = time.Since(closing)
 	}()
-	if m, err := cl.Leader(ctx); err == nil {
-		st.Leader = m.Name
+	if i, err := cl.Leader(ctx); err == nil {
+		st.Leader = cl.Members()[i].Name
 	}
 	o.logf("cluster: %d members ready in %s, leader %s; logs in %s", o.Members, st.ClusterStart.Round(time.Millisecond), st.Leader, logs)
+	// A fault the system cannot carry out is refused before anything is
+	// recorded.
+	if err := nemesis.Refuse(cl, o.Nemesis.Faults); err != nil {
+		return nil, err
+	}
+	if o.Schedule != nil {
+		if err := nemesis.RefuseSchedule(cl, *o.Schedule); err != nil {
+			return nil, err
+		}
+	}
+	w, err := histories.Create(history)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
 
 	// The HTTP resource; with etcd-txn the values live in etcd instead, and
 	// a stale write is one whose Txn compare failed.

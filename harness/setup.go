@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/cluster"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
+	"github.com/locktest/locktest/system"
 )
 
 // NewRunDir creates a fresh directory for one run under out, named after the
@@ -68,16 +68,20 @@ func (o *Options) schedule(clients []string) (*nemesis.Schedule, error) {
 	return &s, nil
 }
 
-// memberHashes asks every member for the hash of its key-value state at one
-// revision, for the consistency check.
-func memberHashes(ctx context.Context, cl *cluster.Cluster) []checker.MemberHash {
+// memberHashes asks every member for the digest of its state at one
+// point, for the consistency check; nil when the system cannot.
+func memberHashes(ctx context.Context, sys system.System) []checker.MemberHash {
+	h, ok := sys.(system.Hasher)
+	if !ok {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	hs, err := cl.HashKV(ctx)
+	hs, err := h.Hashes(ctx)
 	if err != nil {
-		out := make([]checker.MemberHash, 0, len(cl.Members()))
-		for _, m := range cl.Members() {
-			out = append(out, checker.MemberHash{Member: m.Name, Err: err.Error()})
+		out := make([]checker.MemberHash, 0, len(sys.MemberNames()))
+		for _, m := range sys.MemberNames() {
+			out = append(out, checker.MemberHash{Member: m, Err: err.Error()})
 		}
 		return out
 	}

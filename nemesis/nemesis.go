@@ -1,15 +1,16 @@
-// Package nemesis injects faults into a running locktest: partitions between
-// etcd members (with the clients following them), isolated clients, expired
-// or revoked leases, skewed client clocks, paused clients and members,
-// crashed members and clients, and slow links. Faults run one at a time from
-// a Schedule, which Generate draws from a seed; every fault's start and stop
-// is recorded in the history as an operation of the "nemesis" process, and
-// Run ends by healing everything.
+// Package nemesis injects faults into a running locktest. A fault family
+// (fault.go: the Family interface and the registry) is one file: partition,
+// isolate, lease, clock, pause, crash, slow. Each says which kinds it has,
+// what it needs of the system under test (package system), how it draws an
+// entry from the seed, how it injects, stops and heals, and how a story
+// words it. Faults run one at a time from a Schedule (schedule.go), which
+// Generate draws from a seed; Run (run.go) records every fault's start and
+// stop in the history as an operation of the "nemesis" process, and ends by
+// healing everything.
 package nemesis
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -36,77 +37,16 @@ type Recorder interface {
 	Record(op histories.Op) (histories.Op, error)
 }
 
-// Fault kinds, the value.fault of nemesis events.
-const (
-	PartitionOne            = "partition-one"
-	PartitionLeader         = "partition-leader"
-	PartitionMajority       = "partition-majority"
-	PartitionMajoritiesRing = "partition-majorities-ring"
-	PartitionBridge         = "partition-bridge"
-	Isolate                 = "isolate"
-	LeaseStarve             = "lease-starve"
-	LeaseRevoke             = histories.FaultLeaseRevoke
-	ClockBump               = "clock-bump"
-	ClockStrobe             = "clock-strobe"
-	ClockRate               = "clock-rate"
-	PauseClient             = "pause-client"
-	PauseMember             = "pause-member"
-	CrashMember             = "crash-member"
-	CrashLeader             = "crash-leader"
-	CrashClient             = "crash-client"
-	Slow                    = "slow"
-)
-
-// Categories are the names --nemesis accepts, in canonical order.
-var Categories = []string{"partition", "isolate", "lease", "clock", "pause", "crash", "slow"}
-
-// categoryKinds lists each category's kinds. Ring and bridge need at least
-// five members (see Kinds).
-var categoryKinds = map[string][]string{
-	"partition": {PartitionOne, PartitionLeader, PartitionMajority, PartitionMajoritiesRing, PartitionBridge},
-	"isolate":   {Isolate},
-	"lease":     {LeaseStarve, LeaseRevoke},
-	"clock":     {ClockBump, ClockStrobe, ClockRate},
-	"pause":     {PauseClient, PauseMember},
-	"crash":     {CrashMember, CrashLeader, CrashClient},
-	"slow":      {Slow},
-}
-
-// Kinds returns the fault kinds of category that apply to a cluster of
-// members members: the majorities ring and the bridge need five or more.
-func Kinds(category string, members int) []string {
-	var ks []string
-	for _, k := range categoryKinds[category] {
-		if (k == PartitionMajoritiesRing || k == PartitionBridge) && members < 5 {
-			continue
-		}
-		ks = append(ks, k)
-	}
-	return ks
-}
-
-// AllKinds lists every fault kind.
-func AllKinds() []string {
-	var ks []string
-	for _, c := range Categories {
-		ks = append(ks, categoryKinds[c]...)
-	}
-	return ks
-}
-
-func knownKind(k string) bool { return slices.Contains(AllKinds(), k) }
-
-// ParseFaults parses --nemesis: a comma list of categories (partition,
-// isolate, lease, clock, pause, crash, slow), or "all", or "none" (or the
-// empty string). It returns the categories in canonical order, without
-// duplicates; none gives an empty list.
+// ParseFaults parses --nemesis: a comma list of families (Categories), or
+// "all", or "none" (or the empty string). It returns the families in
+// canonical order, without duplicates; none gives an empty list.
 func ParseFaults(s string) ([]string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "none" {
 		return []string{}, nil
 	}
 	if s == "all" {
-		return slices.Clone(Categories), nil
+		return Categories(), nil
 	}
 	seen := map[string]bool{}
 	for _, f := range strings.Split(s, ",") {
@@ -116,16 +56,44 @@ func ParseFaults(s string) ([]string, error) {
 			return nil, fmt.Errorf("nemesis: %q cannot be combined with other faults", f)
 		case f == "":
 			return nil, fmt.Errorf("nemesis: empty fault name in %q", s)
-		case categoryKinds[f] == nil:
-			return nil, fmt.Errorf("nemesis: unknown fault %q (want a comma list of %s, or all, or none)", f, strings.Join(Categories, ", "))
+		default:
+			if _, ok := family(f); !ok {
+				return nil, fmt.Errorf("nemesis: unknown fault %q (want a comma list of %s, or all, or none)", f, strings.Join(Categories(), ", "))
+			}
 		}
 		seen[f] = true
 	}
 	var out []string
-	for _, c := range Categories {
+	for _, c := range Categories() {
 		if seen[c] {
 			out = append(out, c)
 		}
+	}
+	return out, nil
+}
+
+// ParseDurations reads --fault-durations, "pause=3s-5s,partition=2s", into
+// ranges by family; a single duration is a range of one.
+func ParseDurations(s string) (map[string]Range, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]Range{}
+	for _, item := range strings.Split(s, ",") {
+		name, span, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if _, known := family(name); !ok || !known {
+			return nil, fmt.Errorf("%q: want FAULT=MIN-MAX with FAULT one of %s", item, strings.Join(Categories(), ", "))
+		}
+		lo, hi, isRange := strings.Cut(span, "-")
+		if !isRange {
+			hi = lo
+		}
+		min, err1 := time.ParseDuration(lo)
+		max, err2 := time.ParseDuration(hi)
+		if err1 != nil || err2 != nil || min <= 0 || max < min {
+			return nil, fmt.Errorf("%q: want a duration or MIN-MAX with 0 < MIN <= MAX", item)
+		}
+		out[name] = Range{Min: min, Max: max}
 	}
 	return out, nil
 }
@@ -155,16 +123,11 @@ type Config struct {
 	// derive from it.
 	TTL time.Duration `json:"ttl_ns"`
 
-	// How long each kind of fault lasts. Lease is the longest a
-	// lease-starve waits for the server to expire the lease; Crash is the
+	// Durations are how long each family's faults last, by family name
+	// (missing: the family's default). For lease, the longest a
+	// lease-starve waits for the server to expire the lease; for crash, the
 	// downtime of a crashed member.
-	Partition Range `json:"partition"`
-	Isolate   Range `json:"isolate"`
-	Lease     Range `json:"lease"`
-	Clock     Range `json:"clock"`
-	Pause     Range `json:"pause"`
-	Crash     Range `json:"crash"`
-	Slow      Range `json:"slow"`
+	Durations map[string]Range `json:"durations"`
 
 	// HealTimeout bounds stopping a fault and the final heal (default 30 s).
 	HealTimeout time.Duration `json:"heal_timeout_ns"`
@@ -187,26 +150,18 @@ func (c Config) WithDefaults() Config {
 	if c.TTL == 0 {
 		c.TTL = 2 * time.Second
 	}
-	def := func(r *Range, min, max time.Duration) {
-		if r.Min == 0 && r.Max == 0 {
-			r.Min, r.Max = min, max
+	durations := make(map[string]Range, len(families))
+	for _, f := range families {
+		r, ok := c.Durations[f.Name()]
+		if !ok || r.Min == 0 && r.Max == 0 {
+			r = f.Durations(c.TTL)
 		}
 		if r.Max < r.Min {
 			r.Max = r.Min
 		}
+		durations[f.Name()] = r
 	}
-	ttl := c.TTL
-	def(&c.Partition, 2*time.Second, 4*time.Second)
-	// An isolated holder matters once its lease has run out: outlast it.
-	def(&c.Isolate, ttl+ttl/2, 2*ttl+2*time.Second)
-	def(&c.Lease, ttl+2*time.Second, 2*ttl+2*time.Second)
-	// A skewed clock matters over several lease periods: that long, a slow
-	// holder's renewals fall behind while its own clock vouches for it.
-	def(&c.Clock, 2*ttl, 5*ttl)
-	// Pauses outlast the lease, so the holder wakes up with its lease gone.
-	def(&c.Pause, ttl+ttl/4, 2*ttl)
-	def(&c.Crash, 2*time.Second, 4*time.Second)
-	def(&c.Slow, 2*time.Second, 4*time.Second)
+	c.Durations = durations
 	if c.HealTimeout == 0 {
 		c.HealTimeout = 30 * time.Second
 	}

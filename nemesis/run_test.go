@@ -285,7 +285,7 @@ func TestRunClientFaults(t *testing.T) {
 		"rate c2 0.5", "rate c2 1",
 		"pause c3 100ms true",
 		"crash c3",
-		"reset c0", "disarm c0", "reset c1", "disarm c1", "reset c2", "disarm c2", "reset c3", "disarm c3", // heal
+		"reset c0", "reset c1", "reset c2", "reset c3", "disarm c0", "disarm c1", "disarm c2", "disarm c3", // heal: clocks, then pauses
 	}
 	if !slices.Equal(rest, want) || strobes < 2 {
 		t.Fatalf("calls %q (%d strobe bumps), want %q", rest, strobes, want)
@@ -298,10 +298,11 @@ func TestRunClientFaults(t *testing.T) {
 // commits, the one with the old leader cannot; heal restores everything.
 func TestRunPartitionLeader(t *testing.T) {
 	c, ctx := startCluster(t)
-	old, err := c.Leader(ctx)
+	oldIndex, err := c.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	old := c.Members()[oldIndex]
 	fc := &fakeClients{names: []string{"c0", "c1"}}
 	c0, err := c.Client("c0")
 	if err != nil {
@@ -367,10 +368,11 @@ func TestRunPartitionLeader(t *testing.T) {
 // it restarted and caught up.
 func TestRunCrashLeader(t *testing.T) {
 	c, ctx := startCluster(t)
-	old, err := c.Leader(ctx)
+	oldIndex, err := c.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	old := c.Members()[oldIndex]
 	admin, err := c.AdminClient()
 	if err != nil {
 		t.Fatal(err)
@@ -636,7 +638,7 @@ func TestRunEveryKind(t *testing.T) {
 		}
 	}
 	fc := &fakeClients{names: names, holder: "c1", leases: leases}
-	cfg := Config{Faults: Categories, Members: 5, Clients: names, Time: 2 * time.Hour}
+	cfg := Config{Faults: Categories(), Members: 5, Clients: names, Time: 2 * time.Hour}
 	full, err := Generate(3, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -66,10 +65,10 @@ type Schedule struct {
 }
 
 // Generate draws a schedule from seed: a pure function of seed and cfg
-// (its Faults, Interval, Time, Members, Clients and duration ranges). Each
-// fault starts Interval after the previous one's drawn end; the category is
-// drawn uniformly from cfg.Faults, then the kind within it. Targets favour
-// the lock holder and the leader.
+// (its Faults, Interval, Time, Members, Clients and durations). Each fault
+// starts Interval after the previous one's drawn end; the family is drawn
+// uniformly from cfg.Faults, then the kind within it. Targets favour the
+// lock holder and the leader.
 func Generate(seed int64, cfg Config) (Schedule, error) {
 	cfg = cfg.WithDefaults()
 	s := Schedule{Seed: seed, Members: cfg.Members, Clients: slices.Clone(cfg.Clients)}
@@ -77,34 +76,33 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 		s.Clients = []string{}
 	}
 	for _, f := range cfg.Faults {
-		if categoryKinds[f] == nil {
+		if _, ok := family(f); !ok {
 			return s, fmt.Errorf("nemesis: unknown fault %q", f)
 		}
 	}
 	if cfg.Members < 1 {
 		return s, fmt.Errorf("nemesis: %d members", cfg.Members)
 	}
-	var cats []string
-	for _, c := range Categories {
-		if slices.Contains(cfg.Faults, c) && len(Kinds(c, cfg.Members)) > 0 {
-			if len(cfg.Clients) == 0 && c != "partition" && c != "crash" {
-				continue // needs clients
-			}
-			cats = append(cats, c)
+	clients := len(cfg.Clients) > 0
+	var fams []Family
+	for _, f := range families {
+		if slices.Contains(cfg.Faults, f.Name()) && len(f.Kinds(cfg.Members, clients)) > 0 {
+			fams = append(fams, f)
 		}
 	}
 	s.Entries = []Entry{}
-	if len(cats) == 0 {
+	if len(fams) == 0 {
 		return s, nil
 	}
-	g := &gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg}
+	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg}
 	for at := cfg.Interval; at < cfg.Time; {
-		c := cats[g.rng.IntN(len(cats))]
-		ks := Kinds(c, cfg.Members)
-		if len(cfg.Clients) == 0 {
-			ks = slices.DeleteFunc(slices.Clone(ks), func(k string) bool { return k == CrashClient })
+		f := fams[g.rng.IntN(len(fams))]
+		ks := f.Kinds(cfg.Members, clients)
+		e := Entry{Fault: ks[g.rng.IntN(len(ks))], Params: map[string]string{}}
+		f.Draw(g, &e, cfg.Durations[f.Name()])
+		if len(e.Params) == 0 {
+			e.Params = nil
 		}
-		e := g.entry(ks[g.rng.IntN(len(ks))])
 		e.At = at
 		s.Entries = append(s.Entries, e)
 		at += e.Duration + cfg.Interval
@@ -112,12 +110,13 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	return s, nil
 }
 
-type gen struct {
+// Gen draws a schedule's entries from its seed; families draw through it.
+type Gen struct {
 	rng *rand.Rand
 	cfg Config
 }
 
-func (g *gen) dur(r Range) time.Duration {
+func (g *Gen) dur(r Range) time.Duration {
 	if r.Max <= r.Min {
 		return r.Min
 	}
@@ -126,22 +125,22 @@ func (g *gen) dur(r Range) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-func (g *gen) between(lo, hi time.Duration) time.Duration { return g.dur(Range{lo, hi}) }
+func (g *Gen) between(lo, hi time.Duration) time.Duration { return g.dur(Range{lo, hi}) }
 
-func (g *gen) chance(p float64) bool { return g.rng.Float64() < p }
+func (g *Gen) chance(p float64) bool { return g.rng.Float64() < p }
 
-func (g *gen) client() string { return g.cfg.Clients[g.rng.IntN(len(g.cfg.Clients))] }
+func (g *Gen) client() string { return g.cfg.Clients[g.rng.IntN(len(g.cfg.Clients))] }
 
-func (g *gen) member() string { return "m" + strconv.Itoa(g.rng.IntN(g.cfg.Members)) }
+func (g *Gen) member() string { return "m" + strconv.Itoa(g.rng.IntN(g.cfg.Members)) }
 
 // clientTarget favours the holder with probability p.
-func (g *gen) clientTarget(e *Entry, p float64) { g.roleTarget(e, p, 0) }
+func (g *Gen) clientTarget(e *Entry, p float64) { g.roleTarget(e, p, 0) }
 
 // roleTarget strikes the holder with probability holder, a waiter (a
 // client queued in Acquire, where lock bugs such as etcd#11456 live) with
 // probability waiter, and otherwise a client drawn now. One draw decides,
 // as clientTarget's did, so other entries of a schedule keep their draws.
-func (g *gen) roleTarget(e *Entry, holder, waiter float64) {
+func (g *Gen) roleTarget(e *Entry, holder, waiter float64) {
 	e.Fallback = g.client()
 	switch u := g.rng.Float64(); {
 	case u < holder:
@@ -154,116 +153,12 @@ func (g *gen) roleTarget(e *Entry, holder, waiter float64) {
 }
 
 // sides places every client in one of n groups.
-func (g *gen) sides(n int) map[string]int {
+func (g *Gen) sides(n int) map[string]int {
 	m := map[string]int{}
 	for _, c := range g.cfg.Clients {
 		m[c] = g.rng.IntN(n)
 	}
 	return m
-}
-
-func (g *gen) entry(kind string) Entry {
-	e := Entry{Fault: kind, Params: map[string]string{}}
-	n := g.cfg.Members
-	switch kind {
-	case PartitionOne:
-		e.Target = g.member()
-		e.Duration = g.dur(g.cfg.Partition)
-		e.Sides = g.sides(2)
-	case PartitionLeader:
-		e.Target, e.Fallback = TargetLeader, g.member()
-		e.Duration = g.dur(g.cfg.Partition)
-		e.Sides = g.sides(2)
-	case PartitionMajority:
-		p := g.rng.Perm(n)
-		e.Groups = [][]int{sorted(p[:n/2]), sorted(p[n/2:])}
-		e.Duration = g.dur(g.cfg.Partition)
-		e.Sides = g.sides(2)
-	case PartitionMajoritiesRing:
-		e.Groups = [][]int{g.rng.Perm(n)}
-		e.Duration = g.dur(g.cfg.Partition)
-		e.Sides = g.sides(n)
-	case PartitionBridge:
-		p := g.rng.Perm(n)
-		h := (n - 1) / 2
-		e.Groups = [][]int{sorted(p[:h]), {p[h]}, sorted(p[h+1:])}
-		e.Duration = g.dur(g.cfg.Partition)
-		e.Sides = g.sides(3)
-	case Isolate:
-		g.roleTarget(&e, 0.6, 0.25)
-		e.Duration = g.dur(g.cfg.Isolate)
-	case LeaseStarve:
-		g.roleTarget(&e, 0.7, 0.3)
-		e.Duration = g.dur(g.cfg.Lease)
-	case LeaseRevoke:
-		g.roleTarget(&e, 0.7, 0.3)
-	// Clock faults favour the holder and the slow direction: a holder whose
-	// clock falls behind renews its lease late and trusts it too long.
-	case ClockBump:
-		g.clientTarget(&e, 0.8)
-		d := g.between(200*time.Millisecond, 2*g.cfg.TTL+time.Second)
-		if g.chance(0.75) {
-			d = -d
-		}
-		e.Params["delta"] = d.String()
-		e.Duration = g.dur(g.cfg.Clock)
-	case ClockStrobe:
-		g.clientTarget(&e, 0.8)
-		e.Params["delta"] = g.between(200*time.Millisecond, 2*g.cfg.TTL).String()
-		e.Params["period"] = g.between(10*time.Millisecond, 200*time.Millisecond).String()
-		e.Duration = g.dur(g.cfg.Clock)
-	case ClockRate:
-		g.clientTarget(&e, 0.8)
-		rates := []string{"0.1", "0.2", "0.25", "0.5", "0.75", "1.5", "2"}
-		e.Params["rate"] = rates[g.rng.IntN(len(rates))]
-		e.Duration = g.dur(g.cfg.Clock)
-	case PauseClient:
-		g.roleTarget(&e, 0.6, 0.25)
-		e.Params["before_write"] = strconv.FormatBool(e.Target == TargetHolder && g.chance(0.7))
-		e.Duration = g.dur(g.cfg.Pause)
-	case PauseMember:
-		e.Target = g.member()
-		if g.chance(0.5) {
-			e.Target, e.Fallback = TargetLeader, e.Target
-		}
-		e.Duration = g.dur(g.cfg.Pause)
-	case CrashMember:
-		e.Target = g.member()
-		e.Duration = g.dur(g.cfg.Crash)
-	case CrashLeader:
-		e.Target, e.Fallback = TargetLeader, g.member()
-		e.Duration = g.dur(g.cfg.Crash)
-	case CrashClient:
-		g.clientTarget(&e, 0.7)
-	case Slow:
-		g.clientTarget(&e, 0.6)
-		links := []string{"etcd", "resource", "all"}
-		e.Params["link"] = links[g.rng.IntN(len(links))]
-		switch g.rng.IntN(3) {
-		case 0, 1:
-			e.Params["toxic"] = "latency"
-			// Up to past the TTL: a write to the resource held that long
-			// lands after the writer's lease expired.
-			e.Params["latency"] = g.between(20*time.Millisecond, g.cfg.TTL+time.Second).String()
-			e.Params["jitter"] = g.between(0, 200*time.Millisecond).String()
-		case 2:
-			if g.chance(0.5) {
-				e.Params["toxic"] = "bandwidth"
-				e.Params["rate_kb"] = strconv.Itoa(1 + g.rng.IntN(32))
-			} else {
-				e.Params["toxic"] = "reset"
-				e.Params["after"] = g.between(0, 500*time.Millisecond).String()
-			}
-		}
-		e.Duration = g.dur(g.cfg.Slow)
-	}
-	if strings.HasPrefix(kind, "partition-") {
-		e.Params["links"] = []string{"refuse", "drop"}[g.rng.IntN(2)]
-	}
-	if len(e.Params) == 0 {
-		e.Params = nil
-	}
-	return e
 }
 
 func sorted(xs []int) []int {
@@ -288,7 +183,8 @@ func (s Schedule) Validate() error {
 }
 
 func (e Entry) validate(n int) error {
-	if !knownKind(e.Fault) {
+	f, ok := familyOf(e.Fault)
+	if !ok {
 		return errors.New("unknown fault kind")
 	}
 	if e.At < 0 || e.Duration < 0 {
@@ -303,33 +199,28 @@ func (e Entry) validate(n int) error {
 			seen[m] = true
 		}
 	}
-	switch e.Fault {
-	case PartitionMajority:
-		if len(e.Groups) != 2 {
-			return errors.New("want 2 groups")
-		}
-	case PartitionBridge:
-		if len(e.Groups) != 3 || len(e.Groups[1]) != 1 {
-			return errors.New("want 3 groups, the middle one a single member")
-		}
-	case PartitionMajoritiesRing:
-		if len(e.Groups) != 1 || len(e.Groups[0]) != n {
-			return errors.New("want one group holding every member in ring order")
-		}
-	case PartitionOne, PartitionLeader, Isolate, LeaseStarve, LeaseRevoke, ClockBump, ClockStrobe, ClockRate,
-		PauseClient, PauseMember, CrashMember, CrashLeader, CrashClient, Slow:
-		if e.Target == "" {
-			return errors.New("no target")
-		}
+	return f.Check(e, n)
+}
+
+// needTarget is Check for the faults that strike one member or client.
+func needTarget(e Entry) error {
+	if e.Target == "" {
+		return errors.New("no target")
 	}
-	for _, k := range []string{"delta", "period", "latency", "jitter", "after"} {
+	return nil
+}
+
+// checkParams checks that e's params named in durations parse as
+// durations and those in numbers as numbers, where present.
+func checkParams(e Entry, durations, numbers []string) error {
+	for _, k := range durations {
 		if v, ok := e.Params[k]; ok {
 			if _, err := time.ParseDuration(v); err != nil {
 				return fmt.Errorf("param %s: %w", k, err)
 			}
 		}
 	}
-	for _, k := range []string{"rate", "rate_kb"} {
+	for _, k := range numbers {
 		if v, ok := e.Params[k]; ok {
 			if _, err := strconv.ParseFloat(v, 64); err != nil {
 				return fmt.Errorf("param %s: %w", k, err)

@@ -13,7 +13,7 @@ func TestParseFaults(t *testing.T) {
 	for in, want := range map[string][]string{
 		"":                     {},
 		"none":                 {},
-		"all":                  Categories,
+		"all":                  Categories(),
 		"slow,partition":       {"partition", "slow"},
 		" crash , crash,lease": {"lease", "crash"},
 	} {
@@ -36,7 +36,7 @@ func TestParseFaults(t *testing.T) {
 }
 
 func genConfig(members int) Config {
-	return Config{Faults: Categories, Members: members, Clients: []string{"c0", "c1", "c2", "c3", "c4"}, Time: 20 * time.Minute}
+	return Config{Faults: Categories(), Members: members, Clients: []string{"c0", "c1", "c2", "c3", "c4"}, Time: 20 * time.Minute}
 }
 
 func TestGenerateIsPureAndSeeded(t *testing.T) {
@@ -169,7 +169,7 @@ func TestReach(t *testing.T) {
 // Lease, isolation and client pauses strike waiters too, and only those
 // kinds do; a waiter entry has a fallback for when nobody waits.
 func TestGenerateStrikesWaiters(t *testing.T) {
-	cfg := Config{Faults: Categories, Members: 3, Clients: []string{"c0", "c1", "c2"}, Time: 10 * time.Minute}
+	cfg := Config{Faults: Categories(), Members: 3, Clients: []string{"c0", "c1", "c2"}, Time: 10 * time.Minute}
 	kinds := map[string]bool{}
 	for seed := range int64(5) {
 		s, err := Generate(seed, cfg)

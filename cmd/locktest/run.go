@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/locktest/locktest/cluster"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
@@ -77,9 +78,9 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		ttl:          fs.Int("ttl", def.TTL, "session lease TTL in seconds"),
 		thinkMax:     fs.Duration("think", def.ThinkMax, "longest think time between a holder's read and write (drawn uniformly from 0)"),
 		opTimeout:    fs.Duration("op-timeout", def.OpTimeout, "time limit of each acquire, read, write and release"),
-		faults:       fs.String("nemesis", defaultNemesis, "faults: a comma list of "+strings.Join(nemesis.Categories, ", ")+", or all, or none"),
+		faults:       fs.String("nemesis", defaultNemesis, "faults: a comma list of "+strings.Join(nemesis.Categories(), ", ")+", or all, or none"),
 		interval:     fs.Duration("nemesis-interval", 3*time.Second, "quiet time before each fault"),
-		durations:    fs.String("fault-durations", "", "fault durations, e.g. pause=3s-5s,partition=2s-4s (kinds: "+strings.Join(nemesis.Categories, ", ")+")"),
+		durations:    fs.String("fault-durations", "", "fault durations, e.g. pause=3s-5s,partition=2s-4s (kinds: "+strings.Join(nemesis.Categories(), ", ")+")"),
 		quiet:        fs.Duration("quiet", harness.DefaultQuiet, "how long clients go on after the final heal (liveness is judged there; keep it above --liveness-bound)"),
 		schedule:     fs.String("schedule", "", "replay the fault schedule in this file (a run's schedule.json) instead of drawing one"),
 		checkTimeout: fs.Duration("check-timeout", time.Minute, "time limit for each check; a check that hits it is unknown"),
@@ -124,8 +125,8 @@ func (f *runFlags) options() (harness.Options, error) {
 		Members: *f.members, TickMs: *f.tick, ElectionMs: *f.election, Workload: wc, Time: *f.runTime, Quiet: *f.quiet,
 		CheckTimeout: *f.checkTimeout, LivenessBound: *f.bound,
 	}
-	if *f.members != 3 && *f.members != 5 {
-		return o, fmt.Errorf("--members must be 3 or 5, got %d", *f.members)
+	if err := cluster.CheckMembers(*f.members); err != nil {
+		return o, fmt.Errorf("--%w", err)
 	}
 	if *f.tick == 0 || *f.election < 5**f.tick {
 		return o, fmt.Errorf("--raft-tick must be positive and --raft-election at least 5 ticks, got %d and %d ms", *f.tick, *f.election)
@@ -154,7 +155,7 @@ func (f *runFlags) options() (harness.Options, error) {
 		return o, fmt.Errorf("--nemesis: %w", err)
 	}
 	o.Nemesis.Interval = *f.interval
-	if err := parseDurations(*f.durations, &o.Nemesis); err != nil {
+	if o.Nemesis.Durations, err = nemesis.ParseDurations(*f.durations); err != nil {
 		return o, fmt.Errorf("--fault-durations: %w", err)
 	}
 	if *f.schedule != "" {
@@ -165,35 +166,6 @@ func (f *runFlags) options() (harness.Options, error) {
 		o.Schedule = &s
 	}
 	return o, nil
-}
-
-// parseDurations reads "pause=3s-5s,partition=2s" into the nemesis ranges.
-func parseDurations(s string, c *nemesis.Config) error {
-	if s == "" {
-		return nil
-	}
-	ranges := map[string]*nemesis.Range{
-		"partition": &c.Partition, "isolate": &c.Isolate, "lease": &c.Lease, "clock": &c.Clock,
-		"pause": &c.Pause, "crash": &c.Crash, "slow": &c.Slow,
-	}
-	for _, item := range strings.Split(s, ",") {
-		kind, span, ok := strings.Cut(strings.TrimSpace(item), "=")
-		r := ranges[kind]
-		if !ok || r == nil {
-			return fmt.Errorf("%q: want KIND=MIN-MAX with KIND one of %s", item, strings.Join(nemesis.Categories, ", "))
-		}
-		lo, hi, isRange := strings.Cut(span, "-")
-		if !isRange {
-			hi = lo
-		}
-		min, err1 := time.ParseDuration(lo)
-		max, err2 := time.ParseDuration(hi)
-		if err1 != nil || err2 != nil || min <= 0 || max < min {
-			return fmt.Errorf("%q: want a duration or MIN-MAX with 0 < MIN <= MAX", item)
-		}
-		*r = nemesis.Range{Min: min, Max: max}
-	}
-	return nil
 }
 
 // recipeNamed is the built-in recipe of that name, with the polling

@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	"go.etcd.io/etcd/api/v3/version"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locktest/locktest/system"
+)
+
+// A Cluster is a system under test with every capability.
+var (
+	_ system.Leaderer     = (*Cluster)(nil)
+	_ system.Partitioner  = (*Cluster)(nil)
+	_ system.MemberPauser = (*Cluster)(nil)
+	_ system.Crasher      = (*Cluster)(nil)
+	_ system.Linker       = (*Cluster)(nil)
+	_ system.Leaser       = (*Cluster)(nil)
+	_ system.Hasher       = (*Cluster)(nil)
+)
+
+// Describe says what the cluster is.
+func (c *Cluster) Describe() string {
+	return fmt.Sprintf("etcd %s, %d embedded members", version.Version, len(c.members))
+}
+
+// MemberNames names the members in order.
+func (c *Cluster) MemberNames() []string {
+	out := make([]string, len(c.members))
+	for i, m := range c.members {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// ResourceLinkName is the name of client's proxy to the resource.
+func ResourceLinkName(client string) string { return client + "-resource" }
+
+// ResourceProxy creates (once) client's link to the resource at upstream
+// and returns its listen address.
+func (c *Cluster) ResourceProxy(client, upstream string) (string, error) {
+	return c.Proxy(ResourceLinkName(client), upstream)
+}
+
+// ResourceLink returns client's link to the resource, made by
+// ResourceProxy.
+func (c *Cluster) ResourceLink(client string) (*toxiclient.Proxy, error) {
+	p, err := c.tpClient.Proxy(ResourceLinkName(client))
+	if err != nil {
+		return nil, fmt.Errorf("resource link of %s: %w", client, err)
+	}
+	return p, nil
+}
+
+func parseLease(lease string) (clientv3.LeaseID, error) {
+	id, err := strconv.ParseInt(lease, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: lease %q: %w", lease, err)
+	}
+	return clientv3.LeaseID(id), nil
+}
+
+// RevokeLease revokes a lease (hex) through the admin client.
+func (c *Cluster) RevokeLease(ctx context.Context, lease string) error {
+	id, err := parseLease(lease)
+	if err != nil {
+		return err
+	}
+	admin, err := c.AdminClient()
+	if err != nil {
+		return err
+	}
+	if _, err := admin.Revoke(ctx, id); err != nil {
+		return fmt.Errorf("revoking lease %s: %w", lease, err)
+	}
+	return nil
+}
+
+// LeaseGone reports whether the cluster no longer has a lease (hex).
+func (c *Cluster) LeaseGone(ctx context.Context, lease string) (bool, error) {
+	id, err := parseLease(lease)
+	if err != nil {
+		return false, err
+	}
+	admin, err := c.AdminClient()
+	if err != nil {
+		return false, err
+	}
+	resp, err := admin.TimeToLive(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	return resp.TTL == -1, nil
+}
+
+// Hashes is HashKV for the consistency check.
+func (c *Cluster) Hashes(ctx context.Context) ([]system.Hash, error) {
+	hs, err := c.HashKV(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]system.Hash, len(hs))
+	for i, h := range hs {
+		out[i] = system.Hash{Member: h.Member, Revision: h.Revision, Hash: h.Hash}
+	}
+	return out, nil
+}

@@ -1,0 +1,143 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/locktest/locktest/system"
+)
+
+// Clock faults skew one client's clock (normally the holder's).
+const (
+	ClockBump   = "clock-bump"   // jump it by delta
+	ClockStrobe = "clock-strobe" // jump it by +delta and -delta every period
+	ClockRate   = "clock-rate"   // make it run at rate
+)
+
+type clockFault struct{}
+
+func (clockFault) Name() string { return "clock" }
+
+func (clockFault) Kinds(_ int, clients bool) []string {
+	return onlyWithClients(clients, ClockBump, ClockStrobe, ClockRate)
+}
+
+func (clockFault) Needs(string) []system.Capability { return nil }
+
+// Durations: a skewed clock matters over several lease periods: that long,
+// a slow holder's renewals fall behind while its own clock vouches for it.
+func (clockFault) Durations(ttl time.Duration) Range { return Range{2 * ttl, 5 * ttl} }
+
+// Draw favours the holder and the slow direction: a holder whose clock
+// falls behind renews its lease late and trusts it too long.
+func (clockFault) Draw(g *Gen, e *Entry, d Range) {
+	g.clientTarget(e, 0.8)
+	switch e.Fault {
+	case ClockBump:
+		delta := g.between(200*time.Millisecond, 2*g.cfg.TTL+time.Second)
+		if g.chance(0.75) {
+			delta = -delta
+		}
+		e.Params["delta"] = delta.String()
+	case ClockStrobe:
+		e.Params["delta"] = g.between(200*time.Millisecond, 2*g.cfg.TTL).String()
+		e.Params["period"] = g.between(10*time.Millisecond, 200*time.Millisecond).String()
+	case ClockRate:
+		rates := []string{"0.1", "0.2", "0.25", "0.5", "0.75", "1.5", "2"}
+		e.Params["rate"] = rates[g.rng.IntN(len(rates))]
+	}
+	e.Duration = g.dur(d)
+}
+
+func (clockFault) Check(e Entry, _ int) error {
+	if err := needTarget(e); err != nil {
+		return err
+	}
+	return checkParams(e, []string{"delta", "period"}, []string{"rate"})
+}
+
+func (clockFault) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
+	inj := &Injected{Params: map[string]string{}}
+	name, err := env.client(ctx, e, inj, false)
+	if err != nil {
+		return inj, err
+	}
+	cl := env.Clients
+	reset := func(context.Context) error { cl.ResetClock(name); return nil }
+	switch e.Fault {
+	case ClockBump:
+		d, err := time.ParseDuration(e.Params["delta"])
+		if err != nil {
+			return inj, err
+		}
+		inj.Stop = reset
+		cl.BumpClock(name, d)
+	case ClockRate:
+		rate, err := strconv.ParseFloat(e.Params["rate"], 64)
+		if err != nil {
+			return inj, err
+		}
+		// The drift stops, but the time the clock lost stays lost until the
+		// final heal steps it back: a stepped clock would end the holder's
+		// critical section early, which no drifting clock does.
+		inj.Stop = func(context.Context) error { cl.SetClockRate(name, 1); return nil }
+		cl.SetClockRate(name, rate)
+	case ClockStrobe:
+		d, err := time.ParseDuration(e.Params["delta"])
+		if err != nil {
+			return inj, err
+		}
+		period, err := time.ParseDuration(e.Params["period"])
+		if err != nil {
+			return inj, err
+		}
+		if period <= 0 {
+			return inj, fmt.Errorf("strobe period %v", period)
+		}
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			t := time.NewTicker(period)
+			defer t.Stop()
+			sign := time.Duration(1)
+			for {
+				cl.BumpClock(name, sign*d)
+				sign = -sign
+				select {
+				case <-done:
+					return
+				case <-t.C:
+				}
+			}
+		})
+		inj.Stop = func(ctx context.Context) error {
+			close(done)
+			wg.Wait()
+			return reset(ctx)
+		}
+	}
+	return inj, nil
+}
+
+// Heal steps every client's clock back to the host's.
+func (clockFault) Heal(_ context.Context, env *Env) ([]string, error) {
+	if env.Clients != nil {
+		for _, n := range env.Clients.Names() {
+			env.Clients.ResetClock(n)
+		}
+	}
+	return nil, nil
+}
+
+func (clockFault) Describe(kind string, ts []string) string {
+	switch kind {
+	case ClockStrobe:
+		return "the clock of " + targets(ts) + " was strobed"
+	case ClockRate:
+		return "the clock of " + targets(ts) + " ran at a skewed rate"
+	}
+	return "the clock of " + targets(ts) + " was bumped"
+}

@@ -1,0 +1,104 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/locktest/locktest/system"
+)
+
+// Crash faults kill without warning.
+const (
+	CrashMember = "crash-member" // a member, restarted from its data after the fault's duration
+	CrashLeader = "crash-leader" // the leader, likewise
+	CrashClient = "crash-client" // a client: it drops its session without closing it and goes on as a new process
+)
+
+type crash struct{}
+
+func (crash) Name() string { return "crash" }
+
+func (crash) Kinds(_ int, clients bool) []string {
+	if !clients {
+		return []string{CrashMember, CrashLeader}
+	}
+	return []string{CrashMember, CrashLeader, CrashClient}
+}
+
+func (crash) Needs(kind string) []system.Capability {
+	switch kind {
+	case CrashMember:
+		return []system.Capability{system.CapCrashMember}
+	case CrashLeader:
+		return []system.Capability{system.CapCrashMember, system.CapLeader}
+	}
+	return nil
+}
+
+// Durations: the downtime of a crashed member.
+func (crash) Durations(time.Duration) Range { return Range{2 * time.Second, 4 * time.Second} }
+
+func (crash) Draw(g *Gen, e *Entry, d Range) {
+	switch e.Fault {
+	case CrashMember:
+		e.Target = g.member()
+		e.Duration = g.dur(d)
+	case CrashLeader:
+		e.Target, e.Fallback = TargetLeader, g.member()
+		e.Duration = g.dur(d)
+	case CrashClient:
+		g.clientTarget(e, 0.7)
+	}
+}
+
+func (crash) Check(e Entry, _ int) error { return needTarget(e) }
+
+func (crash) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
+	inj := &Injected{Params: map[string]string{}}
+	if e.Fault == CrashClient {
+		name, err := env.client(ctx, e, inj, false)
+		if err != nil {
+			return inj, err
+		}
+		return inj, env.Clients.Crash(name)
+	}
+	c, err := need[crasher](env)
+	if err != nil {
+		return inj, err
+	}
+	i, err := env.member(ctx, e, inj)
+	if err != nil {
+		return inj, err
+	}
+	inj.Stop = func(ctx context.Context) error {
+		began := time.Now()
+		err := c.RestartMember(ctx, i)
+		inj.Params["restart_took"] = time.Since(began).Round(time.Millisecond).String()
+		return err
+	}
+	return inj, c.HardStopMember(i)
+}
+
+// Heal restarts every member that is down.
+func (crash) Heal(ctx context.Context, env *Env) ([]string, error) {
+	c, ok := env.Sys.(crasher)
+	if !ok {
+		return nil, nil
+	}
+	var (
+		healed []string
+		errs   []error
+	)
+	for i, name := range env.Sys.MemberNames() {
+		if !c.Running(i) {
+			healed = append(healed, name)
+			if err := c.RestartMember(ctx, i); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return healed, errors.Join(errs...)
+}
+
+func (crash) Describe(_ string, ts []string) string { return targets(ts) + " was crashed" }

@@ -1,0 +1,157 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/system"
+)
+
+// A Family is one kind of trouble: --nemesis takes its Name, and each of its
+// kinds is a fault a schedule entry can hold (the value.fault of its
+// history events). Adding a family is one file implementing it, plus its
+// line in families.
+type Family interface {
+	// Name is the family's --nemesis and --fault-durations name.
+	Name() string
+	// Kinds lists the family's fault kinds that apply to a system of
+	// members members, with or without workload clients, in the order
+	// Generate draws from.
+	Kinds(members int, clients bool) []string
+	// Needs names what kind needs of the system under test.
+	Needs(kind string) []system.Capability
+	// Durations is the default range of its faults' durations, given the
+	// lease TTL.
+	Durations(ttl time.Duration) Range
+	// Draw fills in e, a fault of kind, from the schedule's generator: its
+	// targets, duration (from d) and parameters.
+	Draw(g *Gen, e *Entry, d Range)
+	// Check says whether e, a fault of this family, is well-formed for a
+	// system of members members.
+	Check(e Entry, members int) error
+	// Inject starts e; the fault lasts until the returned Injected's Hold
+	// (or e.Duration) is over, and Stop undoes it.
+	Inject(ctx context.Context, env *Env, e Entry) (*Injected, error)
+	// Heal undoes whatever faults of the family may have left behind, at
+	// the end of a run, and names the members or clients it restored.
+	Heal(ctx context.Context, env *Env) (healed []string, err error)
+	// Describe says in words what a fault of kind did to its targets, for
+	// the checks' stories ("c4 was paused").
+	Describe(kind string, targets []string) string
+}
+
+// families is the registry, in canonical order: --nemesis lists them so,
+// and Generate draws from them so (reordering changes every schedule).
+var families = []Family{
+	partition{},
+	isolate{},
+	lease{},
+	clockFault{},
+	pause{},
+	crash{},
+	slow{},
+}
+
+// Categories are the names --nemesis accepts, in canonical order.
+func Categories() []string {
+	out := make([]string, len(families))
+	for i, f := range families {
+		out[i] = f.Name()
+	}
+	return out
+}
+
+// family returns the family called name.
+func family(name string) (Family, bool) {
+	for _, f := range families {
+		if f.Name() == name {
+			return f, true
+		}
+	}
+	return nil, false
+}
+
+// familyOf returns the family of a fault kind.
+func familyOf(kind string) (Family, bool) {
+	for _, f := range families {
+		if slices.Contains(f.Kinds(5, true), kind) {
+			return f, true
+		}
+	}
+	return nil, false
+}
+
+// AllKinds lists every fault kind.
+func AllKinds() []string {
+	var ks []string
+	for _, f := range families {
+		ks = append(ks, f.Kinds(5, true)...)
+	}
+	return ks
+}
+
+// Describe says in words what a fault of kind did to its targets, for the
+// checks' stories; false for a kind no family knows.
+func Describe(kind string, targets []string) (string, bool) {
+	f, ok := familyOf(kind)
+	if !ok {
+		return "", false
+	}
+	return f.Describe(kind, targets), true
+}
+
+// Refuse says which of the faults (categories) the system cannot run, and
+// why, naming the capability it lacks; nil when it can run them all.
+func Refuse(sys system.System, faults []string) error {
+	for _, name := range faults {
+		f, ok := family(name)
+		if !ok {
+			return fmt.Errorf("nemesis: unknown fault %q", name)
+		}
+		for _, k := range f.Kinds(len(sys.MemberNames()), true) {
+			if err := system.Refuse(sys, "fault "+k, f.Needs(k)); err != nil {
+				return fmt.Errorf("nemesis: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// RefuseSchedule is Refuse for the kinds a schedule holds.
+func RefuseSchedule(sys system.System, s Schedule) error {
+	for _, e := range s.Entries {
+		f, ok := familyOf(e.Fault)
+		if !ok {
+			return fmt.Errorf("nemesis: unknown fault kind %q", e.Fault)
+		}
+		if err := system.Refuse(sys, "fault "+e.Fault, f.Needs(e.Fault)); err != nil {
+			return fmt.Errorf("nemesis: %w", err)
+		}
+	}
+	return nil
+}
+
+// Injected is a fault in force.
+type Injected struct {
+	// Targets are the members or clients struck, as recorded.
+	Targets []string
+	// Params are what Inject learned (resolved targets, roles, leases),
+	// added to the entry's in the history; Stop may add more.
+	Params map[string]string
+	// Hold, if set, replaces waiting out the entry's duration; it returns
+	// params to add to the stop event.
+	Hold func(ctx context.Context, d time.Duration) map[string]string
+	// Stop undoes the fault.
+	Stop func(ctx context.Context) error
+}
+
+// targets is a phrase's subject: the targets, or the cluster.
+func targets(ts []string) string {
+	if len(ts) == 0 {
+		return "the cluster"
+	}
+	return strings.Join(ts, ", ")
+}

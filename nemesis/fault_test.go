@@ -1,0 +1,85 @@
+package nemesis
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRegistry checks what every family promises the rest of locktest: a
+// unique name and kinds, sane default durations, entries it draws that it
+// accepts, and a story phrase naming its targets.
+func TestRegistry(t *testing.T) {
+	kinds := map[string]string{}
+	for _, f := range families {
+		if f.Name() == "" || slices.Contains(Categories()[:slices.Index(Categories(), f.Name())], f.Name()) {
+			t.Errorf("family %q: empty or duplicate name", f.Name())
+		}
+		if got, ok := family(f.Name()); !ok || got != f {
+			t.Errorf("family(%q) does not find it", f.Name())
+		}
+		if r := f.Durations(2 * time.Second); r.Min <= 0 || r.Max < r.Min {
+			t.Errorf("%s: default durations %v", f.Name(), r)
+		}
+		for _, k := range f.Kinds(5, true) {
+			if other, dup := kinds[k]; dup {
+				t.Errorf("kind %s in %s and %s", k, other, f.Name())
+			}
+			kinds[k] = f.Name()
+			if got, ok := familyOf(k); !ok || got != f {
+				t.Errorf("familyOf(%s) is not %s", k, f.Name())
+			}
+			if p, ok := Describe(k, []string{"c7"}); !ok || !strings.Contains(p, "c7") {
+				t.Errorf("Describe(%s) = %q, %v: want a phrase naming the target", k, p, ok)
+			}
+		}
+		// Every entry the family draws, it accepts.
+		cfg := Config{Faults: []string{f.Name()}, Members: 5, Clients: []string{"c0", "c1", "c2"}, Time: 10 * time.Minute}
+		s, err := Generate(1, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.Entries) == 0 {
+			t.Errorf("%s: drew no entries", f.Name())
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("%s: %v", f.Name(), err)
+		}
+	}
+	if _, ok := Describe("no-such-fault", nil); ok {
+		t.Error("Describe knows an unknown kind")
+	}
+}
+
+// bare is a system under test with members and no capability at all.
+type bare struct{}
+
+func (bare) Describe() string      { return "a bare system" }
+func (bare) MemberNames() []string { return []string{"m0", "m1", "m2"} }
+
+func TestRefuseNamesTheMissingCapability(t *testing.T) {
+	err := Refuse(bare{}, []string{"clock", "partition"})
+	if err == nil || !strings.Contains(err.Error(), "partition") || !strings.Contains(err.Error(), "a bare system") {
+		t.Fatalf("Refuse = %v, want an error naming the partition capability and the system", err)
+	}
+	// Client faults need nothing of the system.
+	if err := Refuse(bare{}, []string{"clock"}); err != nil {
+		t.Errorf("clock refused: %v", err)
+	}
+	s := Schedule{Members: 3, Entries: []Entry{{Fault: CrashLeader, Target: TargetLeader, Fallback: "m0", Duration: time.Second}}}
+	if err := RefuseSchedule(bare{}, s); err == nil || !strings.Contains(err.Error(), "crash-member") {
+		t.Errorf("RefuseSchedule = %v, want crash-member named", err)
+	}
+	// Run refuses it before recording anything.
+	rec := newRec()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, Config{}, bare{}, nil, rec, s); err == nil {
+		t.Error("Run carried out a schedule the system cannot")
+	}
+	if ops := rec.all(); len(ops) != 0 {
+		t.Errorf("Run recorded %d events for a refused schedule", len(ops))
+	}
+}

@@ -1,0 +1,103 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/system"
+)
+
+// Lease faults make the holder's lease end mid-section.
+const (
+	// LeaseStarve starves its keepalives (its links drop data) until the
+	// server expires the lease.
+	LeaseStarve = "lease-starve"
+	// LeaseRevoke revokes it, as an operator (or a lease bug) would.
+	LeaseRevoke = histories.FaultLeaseRevoke
+)
+
+type lease struct{}
+
+func (lease) Name() string { return "lease" }
+
+func (lease) Kinds(_ int, clients bool) []string {
+	return onlyWithClients(clients, LeaseStarve, LeaseRevoke)
+}
+
+func (lease) Needs(kind string) []system.Capability {
+	if kind == LeaseStarve {
+		return []system.Capability{system.CapLinks, system.CapLeases}
+	}
+	return []system.Capability{system.CapLeases}
+}
+
+// Durations: the longest a starve waits for the server to expire the
+// lease.
+func (lease) Durations(ttl time.Duration) Range {
+	return Range{ttl + 2*time.Second, 2*ttl + 2*time.Second}
+}
+
+func (lease) Draw(g *Gen, e *Entry, d Range) {
+	g.roleTarget(e, 0.7, 0.3)
+	if e.Fault == LeaseStarve {
+		e.Duration = g.dur(d)
+	}
+}
+
+func (lease) Check(e Entry, _ int) error { return needTarget(e) }
+
+func (lease) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
+	inj := &Injected{Params: map[string]string{}}
+	leases, err := need[leaser](env)
+	if err != nil {
+		return inj, err
+	}
+	name, err := env.client(ctx, e, inj, true)
+	if err != nil {
+		return inj, err
+	}
+	id, ok := env.Clients.Lease(name)
+	if !ok {
+		return inj, fmt.Errorf("client %s has no session lease", name)
+	}
+	inj.Params["lease"] = id
+	if e.Fault == LeaseRevoke {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := leases.RevokeLease(rctx, id); err != nil {
+			return inj, fmt.Errorf("%s: %w", name, err)
+		}
+		return inj, nil
+	}
+	if err := cutClient(env, name, LeaseStarve, inj); err != nil {
+		return inj, err
+	}
+	cutAt := time.Now()
+	inj.Hold = func(ctx context.Context, d time.Duration) map[string]string {
+		hctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		for {
+			qctx, qcancel := context.WithTimeout(hctx, 500*time.Millisecond)
+			gone, err := leases.LeaseGone(qctx, id)
+			qcancel()
+			if err == nil && gone {
+				return map[string]string{"expired": "true", "expired_after": time.Since(cutAt).Round(time.Millisecond).String()}
+			}
+			if !sleepUntil(hctx, time.Now().Add(20*time.Millisecond)) {
+				return map[string]string{"expired": "false"}
+			}
+		}
+	}
+	return inj, nil
+}
+
+func (lease) Heal(_ context.Context, env *Env) ([]string, error) { return clearToxics(env) }
+
+func (lease) Describe(kind string, ts []string) string {
+	if kind == LeaseRevoke {
+		return "the lease of " + targets(ts) + " was revoked"
+	}
+	return "lease renewals of " + targets(ts) + " were starved"
+}

@@ -1,0 +1,119 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/locktest/locktest/system"
+)
+
+// Pause faults stop the world.
+const (
+	// PauseClient pauses a client, its keepalives too; often the holder
+	// between its guard and its write (param before_write).
+	PauseClient = "pause-client"
+	// PauseMember freezes a member (the leader, half the time).
+	PauseMember = "pause-member"
+)
+
+type pause struct{}
+
+func (pause) Name() string { return "pause" }
+
+func (pause) Kinds(_ int, clients bool) []string {
+	if !clients {
+		return nil
+	}
+	return []string{PauseClient, PauseMember}
+}
+
+func (pause) Needs(kind string) []system.Capability {
+	if kind == PauseMember {
+		return []system.Capability{system.CapPauseMember}
+	}
+	return nil
+}
+
+// Durations: pauses outlast the lease, so the holder wakes up with its
+// lease gone.
+func (pause) Durations(ttl time.Duration) Range { return Range{ttl + ttl/4, 2 * ttl} }
+
+func (pause) Draw(g *Gen, e *Entry, d Range) {
+	if e.Fault == PauseClient {
+		g.roleTarget(e, 0.6, 0.25)
+		e.Params["before_write"] = strconv.FormatBool(e.Target == TargetHolder && g.chance(0.7))
+	} else {
+		e.Target = g.member()
+		if g.chance(0.5) {
+			e.Target, e.Fallback = TargetLeader, e.Target
+		}
+	}
+	e.Duration = g.dur(d)
+}
+
+func (pause) Check(e Entry, _ int) error { return needTarget(e) }
+
+func (pause) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
+	inj := &Injected{Params: map[string]string{}}
+	if e.Fault == PauseClient {
+		name, err := env.client(ctx, e, inj, false)
+		if err != nil {
+			return inj, err
+		}
+		return inj, env.Clients.Pause(name, e.Duration, e.Params["before_write"] == "true")
+	}
+	p, err := need[pauser](env)
+	if err != nil {
+		return inj, err
+	}
+	i, err := env.member(ctx, e, inj)
+	if err != nil {
+		return inj, err
+	}
+	inj.Stop = func(context.Context) error { return p.ResumeMember(i) }
+	return inj, p.PauseMember(i)
+}
+
+// Heal resumes paused members, disarms client pauses armed for a next
+// write (they would strike after the heal) and waits out those under way.
+func (pause) Heal(ctx context.Context, env *Env) ([]string, error) {
+	var (
+		healed []string
+		errs   []error
+	)
+	if p, ok := env.Sys.(pauser); ok {
+		for i, name := range env.Sys.MemberNames() {
+			if p.Paused(i) {
+				healed = append(healed, name)
+				if err := p.ResumeMember(i); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	if env.Clients != nil {
+		var until time.Time
+		for _, n := range env.Clients.Names() {
+			armed, end := env.Clients.Disarm(n)
+			if armed {
+				healed = append(healed, n)
+			}
+			if end.After(until) {
+				until = end
+			}
+		}
+		if !sleepUntil(ctx, until) {
+			errs = append(errs, errors.New("nemesis: heal: a client pause outlasted the heal timeout"))
+		}
+	}
+	return healed, errors.Join(errs...)
+}
+
+func (pause) Describe(kind string, ts []string) string {
+	if kind == PauseMember {
+		return "member " + targets(ts) + " was paused"
+	}
+	return targets(ts) + " was paused"
+}

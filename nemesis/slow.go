@@ -1,0 +1,117 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+
+	"github.com/locktest/locktest/system"
+)
+
+// Slow puts a latency (with jitter), bandwidth or reset toxic on a client's
+// links to the members, its link to the resource, or both (param link).
+const Slow = "slow"
+
+type slow struct{}
+
+func (slow) Name() string { return "slow" }
+
+func (slow) Kinds(_ int, clients bool) []string { return onlyWithClients(clients, Slow) }
+
+func (slow) Needs(string) []system.Capability { return []system.Capability{system.CapLinks} }
+
+func (slow) Durations(time.Duration) Range { return Range{2 * time.Second, 4 * time.Second} }
+
+func (slow) Draw(g *Gen, e *Entry, d Range) {
+	g.clientTarget(e, 0.6)
+	links := []string{"etcd", "resource", "all"}
+	e.Params["link"] = links[g.rng.IntN(len(links))]
+	switch g.rng.IntN(3) {
+	case 0, 1:
+		e.Params["toxic"] = "latency"
+		// Up to past the TTL: a write to the resource held that long
+		// lands after the writer's lease expired.
+		e.Params["latency"] = g.between(20*time.Millisecond, g.cfg.TTL+time.Second).String()
+		e.Params["jitter"] = g.between(0, 200*time.Millisecond).String()
+	case 2:
+		if g.chance(0.5) {
+			e.Params["toxic"] = "bandwidth"
+			e.Params["rate_kb"] = strconv.Itoa(1 + g.rng.IntN(32))
+		} else {
+			e.Params["toxic"] = "reset"
+			e.Params["after"] = g.between(0, 500*time.Millisecond).String()
+		}
+	}
+	e.Duration = g.dur(d)
+}
+
+func (slow) Check(e Entry, _ int) error {
+	if err := needTarget(e); err != nil {
+		return err
+	}
+	return checkParams(e, []string{"latency", "jitter", "after"}, []string{"rate_kb"})
+}
+
+func (slow) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
+	inj := &Injected{Params: map[string]string{}}
+	links, err := need[linker](env)
+	if err != nil {
+		return inj, err
+	}
+	name, err := env.client(ctx, e, inj, false)
+	if err != nil {
+		return inj, err
+	}
+	var ps []*toxiclient.Proxy
+	if l := e.Params["link"]; l == "etcd" || l == "all" {
+		members, err := links.Links(name)
+		if err != nil {
+			return inj, err
+		}
+		ps = append(ps, members...)
+	}
+	if l := e.Params["link"]; l == "resource" || l == "all" {
+		p, err := links.ResourceLink(name)
+		if err != nil {
+			return inj, err
+		}
+		ps = append(ps, p)
+	}
+	if len(ps) == 0 {
+		return inj, fmt.Errorf("no links for link=%q", e.Params["link"])
+	}
+	ms := func(k string) int {
+		d, _ := time.ParseDuration(e.Params[k])
+		return int(d / time.Millisecond)
+	}
+	var ts toxics
+	inj.Stop = func(context.Context) error { return ts.remove() }
+	for _, p := range ps {
+		var err error
+		switch e.Params["toxic"] {
+		case "latency":
+			// Upstream: requests (a write to the resource) arrive late.
+			err = ts.add(p, Slow, "latency", toxiclient.Attributes{"latency": ms("latency"), "jitter": ms("jitter")}, "upstream")
+		case "bandwidth":
+			kb, _ := strconv.Atoi(e.Params["rate_kb"])
+			err = ts.add(p, Slow, "bandwidth", toxiclient.Attributes{"rate": kb}, "upstream", "downstream")
+		case "reset":
+			err = ts.add(p, Slow, "reset_peer", toxiclient.Attributes{"timeout": ms("after")}, "upstream")
+		default:
+			err = fmt.Errorf("unknown slow toxic %q", e.Params["toxic"])
+		}
+		if err != nil {
+			return inj, err
+		}
+	}
+	return inj, nil
+}
+
+func (slow) Heal(_ context.Context, env *Env) ([]string, error) { return clearToxics(env) }
+
+func (slow) Describe(_ string, ts []string) string {
+	return "the network of " + targets(ts) + " was slowed"
+}

@@ -1,0 +1,141 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/locktest/locktest/system"
+)
+
+// Env is what faults act on: the system under test and the workload's
+// clients (nil without a workload).
+type Env struct {
+	Sys     system.System
+	Clients Clients
+}
+
+// The capabilities, by the names the families use.
+type (
+	linker      = system.Linker
+	partitioner = system.Partitioner
+	pauser      = system.MemberPauser
+	crasher     = system.Crasher
+	leaser      = system.Leaser
+)
+
+// need returns the system as capability T, or the error that it lacks it.
+func need[T any](env *Env) (T, error) {
+	s, ok := env.Sys.(T)
+	if !ok {
+		return s, fmt.Errorf("%s lacks a capability this fault needs (%T)", env.Sys.Describe(), (*T)(nil))
+	}
+	return s, nil
+}
+
+// freshGrantWait bounds how long a fault that should hit a holder early in
+// its critical section waits for the next grant.
+const freshGrantWait = 2 * time.Second
+
+// minWaiterWait is how long a client must have waited in Acquire to count
+// as a waiter: long enough to be queued behind a holder.
+const minWaiterWait = 20 * time.Millisecond
+
+// client resolves e's client target, records it as the fault's target, and
+// notes in its params how it was resolved and the role the client had when
+// struck. With fresh set (isolation and lease faults), a holder target
+// waits (briefly) for a fresh grant and strikes its holder, so that the
+// holder still has its critical section ahead of it when its lease runs
+// out: that is when it does damage. A waiter target waits (as briefly) for
+// a client queued in Acquire.
+func (env *Env) client(ctx context.Context, e Entry, inj *Injected, fresh bool) (string, error) {
+	if env.Clients == nil {
+		return "", errors.New("no clients")
+	}
+	name, err := env.resolveClient(ctx, e, inj.Params, fresh)
+	if err != nil {
+		return "", err
+	}
+	inj.Params["role"] = env.Clients.Role(name)
+	inj.Targets = []string{name}
+	return name, nil
+}
+
+func (env *Env) resolveClient(ctx context.Context, e Entry, params map[string]string, fresh bool) (string, error) {
+	if e.Target != TargetHolder && e.Target != TargetWaiter {
+		return e.Target, nil
+	}
+	params["selector"] = e.Target
+	wctx, cancel := context.WithTimeout(ctx, freshGrantWait)
+	defer cancel()
+	if e.Target == TargetWaiter {
+		for {
+			if w, ok := env.Clients.Waiter(minWaiterWait); ok {
+				return w, nil
+			}
+			if !sleepUntil(wctx, time.Now().Add(5*time.Millisecond)) {
+				break
+			}
+		}
+	} else {
+		h, tok, ok := env.Clients.Holder("")
+		if fresh {
+			for wctx.Err() == nil {
+				if nh, ntok, nok := env.Clients.Holder(""); nok && ntok != tok {
+					h, ok = nh, true
+					params["fresh_grant"] = "true"
+					break
+				}
+				sleepUntil(wctx, time.Now().Add(5*time.Millisecond))
+			}
+		}
+		if ok {
+			return h, nil
+		}
+	}
+	if e.Fallback == "" {
+		return "", fmt.Errorf("no client is the %s and no fallback", e.Target)
+	}
+	params["resolved"] = "fallback"
+	return e.Fallback, nil
+}
+
+// member resolves e's member target to its index, records it as the
+// fault's target, and notes in its params how it was resolved.
+func (env *Env) member(ctx context.Context, e Entry, inj *Injected) (int, error) {
+	i, err := env.memberIndex(ctx, e, inj.Params)
+	if err != nil {
+		return 0, err
+	}
+	inj.Targets = []string{env.Sys.MemberNames()[i]}
+	return i, nil
+}
+
+func (env *Env) memberIndex(ctx context.Context, e Entry, params map[string]string) (int, error) {
+	name := e.Target
+	if name == TargetLeader {
+		params["selector"] = TargetLeader
+		err := errors.New("the system has no leader")
+		if l, ok := env.Sys.(system.Leaderer); ok {
+			lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			var i int
+			i, err = l.Leader(lctx)
+			cancel()
+			if err == nil {
+				return i, nil
+			}
+		}
+		if e.Fallback == "" {
+			return 0, err
+		}
+		params["resolved"] = "fallback"
+		name = e.Fallback
+	}
+	i := slices.Index(env.Sys.MemberNames(), name)
+	if i < 0 {
+		return 0, fmt.Errorf("no member %q", name)
+	}
+	return i, nil
+}

@@ -1,0 +1,92 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+)
+
+// toxics are the toxics a fault added (and proxies it disabled), to remove
+// (enable) when it stops.
+type toxics []toxicRef
+
+type toxicRef struct {
+	p    *toxiclient.Proxy
+	name string // "" for a disabled proxy
+}
+
+// disable makes p refuse connections (and closes those open).
+func (ts *toxics) disable(p *toxiclient.Proxy) error {
+	if err := p.Disable(); err != nil {
+		return fmt.Errorf("disabling %s: %w", p.Name, err)
+	}
+	*ts = append(*ts, toxicRef{p: p})
+	return nil
+}
+
+// add puts a toxic of type typ named "nemesis-<fault>-<stream>" on p in
+// each stream direction.
+func (ts *toxics) add(p *toxiclient.Proxy, fault, typ string, attrs toxiclient.Attributes, streams ...string) error {
+	for _, s := range streams {
+		name := "nemesis-" + fault + "-" + s
+		if _, err := p.AddToxic(name, typ, s, 1, attrs); err != nil {
+			return fmt.Errorf("toxic %s on %s: %w", name, p.Name, err)
+		}
+		*ts = append(*ts, toxicRef{p, name})
+	}
+	return nil
+}
+
+func (ts toxics) remove() error {
+	var errs []error
+	for _, t := range ts {
+		if t.name == "" {
+			if err := t.p.Enable(); err != nil {
+				errs = append(errs, fmt.Errorf("enabling %s: %w", t.p.Name, err))
+			}
+			continue
+		}
+		if err := t.p.RemoveToxic(t.name); err != nil && !strings.Contains(err.Error(), "not found") {
+			errs = append(errs, fmt.Errorf("removing toxic %s from %s: %w", t.name, t.p.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cut drops all data both ways on p: a timeout toxic with timeout 0 holds
+// connections open and discards what they carry.
+func (ts *toxics) cut(p *toxiclient.Proxy, fault string) error {
+	return ts.add(p, fault, "timeout", toxiclient.Attributes{"timeout": 0}, "upstream", "downstream")
+}
+
+// cutClient cuts every link of client to the members until the fault
+// stops.
+func cutClient(env *Env, client, fault string, inj *Injected) error {
+	links, err := need[linker](env)
+	if err != nil {
+		return err
+	}
+	var ts toxics
+	inj.Stop = func(context.Context) error { return ts.remove() }
+	ps, err := links.Links(client)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if err := ts.cut(p, fault); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clearToxics is the Heal of the families that act through toxics.
+func clearToxics(env *Env) ([]string, error) {
+	if links, ok := env.Sys.(linker); ok {
+		return nil, links.ClearToxics()
+	}
+	return nil, nil
+}

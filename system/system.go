@@ -1,0 +1,148 @@
+// Package system says what locktest needs of a system under test: its
+// members, and the capabilities the faults and the end-of-run checks use
+// (partitions, member pauses and crashes, a leader, client links behind
+// toxiproxy, admin actions on leases, a consistency read). A system offers
+// a capability by implementing its interface; a fault names the
+// capabilities it needs, and a run refuses, before it starts, a fault whose
+// system lacks one. The embedded etcd cluster (package cluster) is the
+// first system.
+package system
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+)
+
+// System is a system under test. Members are addressed by index, in the
+// order of MemberNames.
+type System interface {
+	// Describe says what the system is, for results and errors
+	// ("etcd 3.6.16, 3 embedded members").
+	Describe() string
+	// MemberNames names the members: "m0", "m1", ...
+	MemberNames() []string
+}
+
+// Capability names what a fault may need of a system.
+type Capability string
+
+// The capabilities, each an interface below.
+const (
+	CapLeader      Capability = "leader"       // Leaderer
+	CapPartition   Capability = "partition"    // Partitioner
+	CapPauseMember Capability = "pause-member" // MemberPauser
+	CapCrashMember Capability = "crash-member" // Crasher
+	CapLinks       Capability = "client-links" // Linker
+	CapLeases      Capability = "leases"       // Leaser
+	CapHash        Capability = "hash"         // Hasher
+)
+
+// Leaderer is a system with a leader among its members.
+type Leaderer interface {
+	// Leader returns the index of the member every running member names
+	// as leader, waiting until they agree or ctx ends.
+	Leader(ctx context.Context) (int, error)
+}
+
+// Partitioner cuts the links between members.
+type Partitioner interface {
+	// SetCuts makes exactly the given member pairs (indices) unable to
+	// reach each other, both ways; nil mends every cut.
+	SetCuts(pairs [][2]int) error
+}
+
+// MemberPauser freezes a member as a stop-the-world pause would.
+type MemberPauser interface {
+	PauseMember(i int) error
+	ResumeMember(i int) error
+	Paused(i int) bool
+}
+
+// Crasher kills a member without warning and restarts it from its data.
+type Crasher interface {
+	HardStopMember(i int) error
+	RestartMember(ctx context.Context, i int) error
+	Running(i int) bool
+}
+
+// Linker puts every client's links behind toxiproxy: one to each member,
+// and one to the protected resource.
+type Linker interface {
+	// Links returns client's links to every member, in member order.
+	Links(client string) ([]*toxiclient.Proxy, error)
+	// ResourceLink returns client's link to the resource.
+	ResourceLink(client string) (*toxiclient.Proxy, error)
+	// ClearToxics removes every toxic and enables every link.
+	ClearToxics() error
+}
+
+// Leaser acts on client leases from outside, as an operator would. Leases
+// are named in hex, as the history writes them.
+type Leaser interface {
+	RevokeLease(ctx context.Context, lease string) error
+	// LeaseGone reports whether the server no longer has the lease.
+	LeaseGone(ctx context.Context, lease string) (bool, error)
+}
+
+// Hash is one member's digest of its state at a revision.
+type Hash struct {
+	Member   string
+	Revision int64
+	Hash     uint32
+}
+
+// Hasher reads every member's state digest at one point, for the
+// end-of-run consistency check.
+type Hasher interface {
+	Hashes(ctx context.Context) ([]Hash, error)
+}
+
+// Has reports whether s offers capability c.
+func Has(s System, c Capability) bool {
+	var ok bool
+	switch c {
+	case CapLeader:
+		_, ok = s.(Leaderer)
+	case CapPartition:
+		_, ok = s.(Partitioner)
+	case CapPauseMember:
+		_, ok = s.(MemberPauser)
+	case CapCrashMember:
+		_, ok = s.(Crasher)
+	case CapLinks:
+		_, ok = s.(Linker)
+	case CapLeases:
+		_, ok = s.(Leaser)
+	case CapHash:
+		_, ok = s.(Hasher)
+	}
+	return ok
+}
+
+// Missing returns the capabilities of need that s lacks.
+func Missing(s System, need []Capability) []Capability {
+	var out []Capability
+	for _, c := range need {
+		if !Has(s, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Refuse is the error for a use that needs capabilities s lacks; nil when
+// it lacks none.
+func Refuse(s System, what string, need []Capability) error {
+	miss := Missing(s, need)
+	if len(miss) == 0 {
+		return nil
+	}
+	names := make([]string, len(miss))
+	for i, c := range miss {
+		names[i] = string(c)
+	}
+	return fmt.Errorf("%s needs %s, which %s does not offer", what, strings.Join(names, " and "), s.Describe())
+}
