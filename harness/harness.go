@@ -110,6 +110,14 @@ func (o *Options) defaults() error {
 	if o.Quiet < 0 {
 		return fmt.Errorf("quiet period must not be negative, got %v", o.Quiet)
 	}
+	if o.Schedule != nil {
+		if err := o.Schedule.Validate(); err != nil {
+			return err
+		}
+		if o.Schedule.Members != o.Members {
+			return fmt.Errorf("the schedule is for %d members, the run has %d", o.Schedule.Members, o.Members)
+		}
+	}
 	if o.Required == nil {
 		o.Required = []string{histories.CheckResource}
 	}

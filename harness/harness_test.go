@@ -17,19 +17,20 @@ import (
 	"github.com/locktest/locktest/workload"
 )
 
-// A run that fails part way (here the nemesis refuses its schedule once the
-// clients are running) is still checked, and its results say what went
-// wrong; with no violation found, the exit status is 2.
+// A run that fails part way (here the final heal: a client pause outlasts
+// its timeout) is still checked, and its results say what went wrong; with
+// no violation found, the exit status is 2.
 func TestRunErrorIsCheckedAndRecorded(t *testing.T) {
 	dir := t.TempDir()
 	o := Options{Dir: dir, Workload: workload.DefaultConfig(), Time: time.Second,
-		Schedule: &nemesis.Schedule{Members: 3, Entries: []nemesis.Entry{{Fault: "bogus", Target: "c0"}}}}
+		Nemesis:  nemesis.Config{HealTimeout: 50 * time.Millisecond},
+		Schedule: &nemesis.Schedule{Members: 3, Entries: []nemesis.Entry{{Fault: nemesis.PauseClient, Target: "c0", Duration: 3 * time.Second}}}}
 	res, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatalf("Run: %v; want results carrying the error", err)
 	}
-	if !strings.Contains(res.Error, "unknown fault kind") || res.Exit != ExitUnknown {
-		t.Fatalf("error %q, exit %d; want the nemesis' error and exit 2", res.Error, res.Exit)
+	if !strings.Contains(res.Error, "outlasted the heal timeout") || res.Exit != ExitUnknown {
+		t.Fatalf("error %q, exit %d; want the heal's error and exit 2", res.Error, res.Exit)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
 	if err != nil {
@@ -38,6 +39,20 @@ func TestRunErrorIsCheckedAndRecorded(t *testing.T) {
 	var stored Results
 	if err := json.Unmarshal(b, &stored); err != nil || stored.Error != res.Error || len(stored.Checks) == 0 {
 		t.Fatalf("results.json: error %q, %d checks (%v); want the error and the checks", stored.Error, len(stored.Checks), err)
+	}
+}
+
+// A schedule that cannot be carried out is refused before anything starts:
+// no history, no results.
+func TestBadScheduleIsRefusedBeforeTheRun(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Dir: dir, Workload: workload.DefaultConfig(), Time: time.Second,
+		Schedule: &nemesis.Schedule{Members: 3, Entries: []nemesis.Entry{{Fault: "bogus", Target: "c0"}}}}
+	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "unknown fault kind") {
+		t.Fatalf("Run: %v; want the schedule refused", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("a refused run left %d files in its directory", len(ents))
 	}
 }
 

@@ -53,9 +53,6 @@ func (o *Options) nemesisConfig(clients []string) nemesis.Config {
 // there are no faults.
 func (o *Options) schedule(clients []string) (*nemesis.Schedule, error) {
 	if o.Schedule != nil {
-		if o.Schedule.Members != o.Members {
-			return nil, fmt.Errorf("the schedule is for %d members, the run has %d", o.Schedule.Members, o.Members)
-		}
 		return o.Schedule, nil
 	}
 	if len(o.Nemesis.Faults) == 0 {
