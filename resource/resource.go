@@ -96,7 +96,6 @@ func Start(mode Mode) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/read", s.handleRead)
 	mux.HandleFunc("POST /v1/write", s.handleWrite)
-	mux.HandleFunc("GET /v1/log", s.handleLog)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go s.srv.Serve(ln)
 	return s, nil
@@ -193,10 +192,6 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) {
 		s.staleOnce.Do(func() { close(s.stale) })
 	}
 	writeJSON(w, http.StatusOK, writeReply{Accepted: true, Highest: reg.token})
-}
-
-func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.Log())
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
