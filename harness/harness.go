@@ -132,6 +132,8 @@ func (o *Options) defaults() error {
 
 // RunStats are the figures of the run itself.
 type RunStats struct {
+	// System says what was under test ("etcd 3.6.16, 3 embedded members").
+	System        string         `json:"system"`
 	ClusterStart  time.Duration  `json:"cluster_start_ns"`
 	ClusterClose  time.Duration  `json:"cluster_close_ns"`
 	Leader        string         `json:"leader"`
@@ -215,6 +217,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 		return nil, fmt.Errorf("starting the cluster: %w", err)
 	}
 	st.ClusterStart = time.Since(began)
+	st.System = cl.Describe()
 	defer func() {
 		closing := time.Now()
 		cl.Close()
