@@ -64,11 +64,11 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	epsA, err := c.ClientEndpoints("a")
+	epsA, err := c.Endpoints("a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := c.ClientEndpoints("a")
+	again, err := c.Endpoints("a")
 	if err != nil || len(epsA) != 3 || !equal(epsA, again) {
 		t.Fatalf("ClientEndpoints: %v then %v, %v", epsA, again, err)
 	}
@@ -181,7 +181,7 @@ func TestEndToEnd(t *testing.T) {
 	start = time.Now()
 	waitGoroutines(t, before)
 	t.Logf("all goroutines gone %v after Close", time.Since(start).Round(time.Microsecond))
-	if _, err := c.ClientEndpoints("c"); !errors.Is(err, ErrClosed) {
+	if _, err := c.Endpoints("c"); !errors.Is(err, ErrClosed) {
 		t.Errorf("ClientEndpoints after Close: %v", err)
 	}
 	if _, err := c.Leader(ctx); !errors.Is(err, ErrClosed) {
@@ -280,7 +280,7 @@ func TestFiveMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	eps, err := c.ClientEndpoints("a")
+	eps, err := c.Endpoints("a")
 	if err != nil || len(eps) != 5 {
 		t.Fatalf("endpoints %v, %v", eps, err)
 	}

@@ -35,7 +35,7 @@ func startCluster(t *testing.T, members int) (*Cluster, context.Context) {
 // pinned dials one proxied endpoint of client name: member i only.
 func pinned(t *testing.T, c *Cluster, name string, i int) *clientv3.Client {
 	t.Helper()
-	eps, err := c.ClientEndpoints(name)
+	eps, err := c.Endpoints(name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,11 +53,11 @@ func (c *Cluster) ToxiproxyAddr() string { return c.tpAddr }
 // "<client>-><member name>".
 func LinkName(client string, m *Member) string { return client + "->" + m.Name }
 
-// ClientEndpoints returns the addresses ("127.0.0.1:port", usable as
+// Endpoints returns the addresses ("127.0.0.1:port", usable as
 // clientv3 endpoints) of client's proxies to every member, in member order,
 // creating the proxies on first use. client names a workload process; it may
 // use letters, digits, '_', '.' and '-'.
-func (c *Cluster) ClientEndpoints(client string) ([]string, error) {
+func (c *Cluster) Endpoints(client string) ([]string, error) {
 	if err := checkName(client); err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func (c *Cluster) Link(client string, member int) (*toxiclient.Proxy, error) {
 	if member < 0 || member >= len(c.members) {
 		return nil, fmt.Errorf("cluster: no member %d", member)
 	}
-	if _, err := c.ClientEndpoints(client); err != nil {
+	if _, err := c.Endpoints(client); err != nil {
 		return nil, err
 	}
 	p, err := c.tpClient.Proxy(LinkName(client, c.members[member]))
@@ -166,7 +166,7 @@ func checkName(s string) error {
 // ClientConfig returns a clientv3 configuration for client's proxied
 // endpoints: no logging, 2 s dial timeout.
 func (c *Cluster) ClientConfig(client string) (clientv3.Config, error) {
-	eps, err := c.ClientEndpoints(client)
+	eps, err := c.Endpoints(client)
 	if err != nil {
 		return clientv3.Config{}, err
 	}

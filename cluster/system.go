@@ -14,6 +14,7 @@ import (
 
 // A Cluster is a system under test with every capability.
 var (
+	_ system.System       = (*Cluster)(nil)
 	_ system.Leaderer     = (*Cluster)(nil)
 	_ system.Partitioner  = (*Cluster)(nil)
 	_ system.MemberPauser = (*Cluster)(nil)
@@ -36,6 +37,9 @@ func (c *Cluster) MemberNames() []string {
 	}
 	return out
 }
+
+// LogDir is where the members and toxiproxy log.
+func (c *Cluster) LogDir() string { return c.cfg.LogDir }
 
 // ResourceLinkName is the name of client's proxy to the resource.
 func ResourceLinkName(client string) string { return client + "-resource" }

@@ -58,6 +58,10 @@ type bare struct{}
 
 func (bare) Describe() string      { return "a bare system" }
 func (bare) MemberNames() []string { return []string{"m0", "m1", "m2"} }
+func (bare) Endpoints(string) ([]string, error) {
+	return []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}, nil
+}
+func (bare) LogDir() string { return "" }
 
 func TestRefuseNamesTheMissingCapability(t *testing.T) {
 	err := Refuse(bare{}, []string{"clock", "partition"})

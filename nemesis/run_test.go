@@ -181,7 +181,7 @@ func checkHealed(t *testing.T, ctx context.Context, c *cluster.Cluster, names ..
 		}
 	}
 	for _, name := range names {
-		eps, err := c.ClientEndpoints(name)
+		eps, err := c.Endpoints(name)
 		if err != nil {
 			t.Fatal(err)
 		}

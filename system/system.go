@@ -24,6 +24,12 @@ type System interface {
 	Describe() string
 	// MemberNames names the members: "m0", "m1", ...
 	MemberNames() []string
+	// Endpoints are the addresses through which client reaches the
+	// members, one per member in order: its own links, which faults can
+	// single out.
+	Endpoints(client string) ([]string, error)
+	// LogDir is where the members' own logs go.
+	LogDir() string
 }
 
 // Capability names what a fault may need of a system.

@@ -7,8 +7,10 @@ import (
 
 type bare struct{}
 
-func (bare) Describe() string      { return "a bare system" }
-func (bare) MemberNames() []string { return []string{"m0"} }
+func (bare) Describe() string                   { return "a bare system" }
+func (bare) MemberNames() []string              { return []string{"m0"} }
+func (bare) Endpoints(string) ([]string, error) { return []string{"127.0.0.1:1"}, nil }
+func (bare) LogDir() string                     { return "" }
 
 // leader has a leader and nothing else.
 type leader struct{ bare }
