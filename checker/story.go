@@ -1,372 +1,16 @@
+// Narration: violations told in plain words, with the faults active then.
+
 package checker
 
 import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/anishathalye/porcupine"
-
 	"github.com/locktest/locktest/histories"
 )
-
-// Violation is one thing that went wrong, for results.json: who, which
-// tokens, when, the faults active then, and the story in plain words.
-type Violation struct {
-	Check string `json:"check"`
-	// Kind is "overlap" (two processes believed they held a lock at once),
-	// "token-order" (a grant's token not above an earlier one),
-	// "stale-write" (the resource accepted a lower token after a higher
-	// one), "not-linearizable" (porcupine's verdict, with its window),
-	// "stuck" (liveness) or "diverged" (consistency).
-	Kind      string   `json:"kind"`
-	Key       string   `json:"key,omitempty"`
-	Processes []int    `json:"processes,omitempty"`
-	Tokens    []int64  `json:"tokens,omitempty"`
-	Members   []string `json:"members,omitempty"`
-	// From and To bound the violation in history time (nanoseconds).
-	From   int64   `json:"from_ns"`
-	To     int64   `json:"to_ns"`
-	Faults []Fault `json:"faults,omitempty"`
-	// Window is, for porcupine's verdict, the part of the history it needed.
-	Window *Window `json:"window,omitempty"`
-	Story  string  `json:"story"`
-}
-
-// Window is a stretch of one key's history that porcupine checked on its own
-// (a segment) and found not linearizable.
-type Window struct {
-	Key        string `json:"key"`
-	From       int64  `json:"from_ns"`
-	To         int64  `json:"to_ns"`
-	FirstIndex int    `json:"first_index"`
-	LastIndex  int    `json:"last_index"`
-	Ops        int    `json:"ops"`
-}
-
-// Fault is a nemesis fault's window, from its "start" to its "stop" (or the
-// final "heal", or the end of the history), or a point event.
-type Fault struct {
-	Fault   string            `json:"fault"`
-	Targets []string          `json:"targets,omitempty"`
-	Params  map[string]string `json:"params,omitempty"`
-	Start   int64             `json:"start_ns"`
-	End     int64             `json:"end_ns"`
-	// Unended says no stop or heal ended it: it lasted to the history's end.
-	Unended bool `json:"unended,omitempty"`
-	Index   int  `json:"index"`
-}
-
-// Belief is an interval in which a process believed it held a key's lock:
-// from its acquire's ok to its release's invocation, or to when its session
-// noticed the lease was gone, or, without either, to when it was last seen
-// acting.
-type Belief struct {
-	Key          string `json:"key"`
-	Process      int    `json:"process"`
-	Token        int64  `json:"token"`
-	HasToken     bool   `json:"-"`
-	From         int64  `json:"from_ns"`
-	To           int64  `json:"to_ns"`
-	Ended        string `json:"ended"` // "release" or "last-seen"
-	AcquireIndex int    `json:"acquire_index"`
-}
-
-// Deletion is the server's truth that a lock key was deleted: a
-// "key-deleted" nemesis event.
-type Deletion struct {
-	Key      string   `json:"key"`
-	Token    int64    `json:"token"`              // the key's create revision
-	Revision int64    `json:"revision,omitempty"` // of the delete; 0 if not recorded
-	Lease    string   `json:"lease,omitempty"`
-	By       string   `json:"by,omitempty"` // "release" | "expiry" | ...
-	Targets  []string `json:"targets,omitempty"`
-	Time     int64    `json:"time_ns"`
-	Index    int      `json:"index"`
-	// params are the event's other parameters (lease_alive, released_by,
-	// released_token).
-	params histories.Params
-}
-
-// Overlap is a pair of processes that believed they held the same lock at
-// once.
-type Overlap struct {
-	Key    string `json:"key"`
-	First  Belief `json:"first"`
-	Second Belief `json:"second"`
-	From   int64  `json:"from_ns"`
-	To     int64  `json:"to_ns"`
-}
-
-// OverlapAnalysis is the overlap analysis beside porcupine.
-type OverlapAnalysis struct {
-	Beliefs   []Belief   `json:"beliefs"`
-	Deletions []Deletion `json:"deletions"`
-	Overlaps  []Overlap  `json:"overlaps"`
-	// Truncated says more overlapping pairs exist than Overlaps holds.
-	Truncated bool `json:"truncated,omitempty"`
-}
-
-// MaxOverlaps caps the overlapping pairs an analysis lists.
-const MaxOverlaps = 1000
-
-// Overlaps analyses a history's lock beliefs; see History.Overlaps.
-func Overlaps(ops []histories.Op) OverlapAnalysis { return Build(ops).Overlaps() }
-
-// Overlaps returns the intervals in which each process believed it held each
-// lock, the server's deletions of lock keys where the history records them,
-// and every pair of processes whose beliefs about one lock overlap (up to
-// MaxOverlaps). Intervals touching at an instant do not overlap.
-func (h *History) Overlaps() OverlapAnalysis {
-	sd := h.story()
-	a := OverlapAnalysis{Beliefs: sd.beliefs, Deletions: sd.deletions}
-	byKey := map[string][]Belief{}
-	for _, b := range sd.beliefs {
-		byKey[b.Key] = append(byKey[b.Key], b)
-	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		bs := byKey[k]
-		slices.SortStableFunc(bs, func(x, y Belief) int { return cmp.Compare(x.From, y.From) })
-		var active []Belief
-		for _, b := range bs {
-			active = slices.DeleteFunc(active, func(x Belief) bool { return x.To <= b.From })
-			if b.To <= b.From {
-				continue
-			}
-			for _, x := range active {
-				if x.Process == b.Process {
-					continue
-				}
-				if len(a.Overlaps) == MaxOverlaps {
-					a.Truncated = true
-					return a
-				}
-				a.Overlaps = append(a.Overlaps, Overlap{Key: k, First: x, Second: b, From: b.From, To: min(x.To, b.To)})
-			}
-			active = append(active, b)
-		}
-	}
-	return a
-}
-
-// leaseLost is a "lease-lost" nemesis event.
-type leaseLost struct {
-	key     string
-	token   int64
-	targets []string
-	time    int64
-}
-
-// storyData is what stories draw on, computed once per History.
-type storyData struct {
-	// clients names the client behind each process, from the workload's
-	// "process" events.
-	clients   map[histories.Process]string
-	faults    []Fault
-	heal      int64 // time of the last "heal"; -1 if none
-	deletions []Deletion
-	lost      []leaseLost
-	beliefs   []Belief
-	// lockerFailed are the times a client could not build its locker
-	// (the recipe's New failed), from "locker-failed" events.
-	lockerFailed []lockerFailure
-	// ttl is the lease TTL from the setup event (0: not recorded);
-	// observed the revision up to which the history holds every deletion
-	// of a lock key (0: not recorded).
-	ttl      time.Duration
-	observed int64
-}
-
-// lockerFailure is one failed attempt of a client to build its locker.
-type lockerFailure struct {
-	client string
-	time   int64
-	err    string
-}
-
-func (h *History) story() *storyData {
-	h.storyOnce.Do(func() { h.storyData = h.buildStory() })
-	return h.storyData
-}
-
-// revokedAt says whether a lease-revoke fault on the key's owner explains a
-// deletion the observer could only attribute to the lease ending.
-func (h *History) revokedAt(d Deletion) bool {
-	for _, f := range h.story().faults {
-		// The nemesis records the start once the revoke returned, so the
-		// observer may have seen the deletion first.
-		if gap := d.Time - f.Start; f.Fault == histories.FaultLeaseRevoke && slices.Equal(f.Targets, d.Targets) && gap > -int64(time.Second) && gap < int64(time.Second) &&
-			(f.Params["lease"] == "" || f.Params["lease"] == d.Lease) {
-			return true
-		}
-	}
-	return false
-}
-
-// who names a process in a story: "process 7 (c2)" when the history says
-// which client it belongs to.
-func (h *History) who(p histories.Process) string {
-	if c, ok := h.story().clients[p]; ok {
-		return fmt.Sprintf("process %d (%s)", p, c)
-	}
-	return fmt.Sprintf("process %d", p)
-}
-
-func param(v *histories.Value, name string) string {
-	if v == nil {
-		return ""
-	}
-	return v.Params[name]
-}
-
-func paramInt(v *histories.Value, name string) (int64, bool) {
-	n, err := strconv.ParseInt(param(v, name), 10, 64)
-	return n, err == nil
-}
-
-func (h *History) buildStory() *storyData {
-	sd := &storyData{heal: -1, clients: map[histories.Process]string{}}
-	open := map[string][]int{} // open fault windows by fault and targets
-	closeAt := func(i int, t int64) {
-		sd.faults[i].End = max(t, sd.faults[i].Start)
-		sd.faults[i].Unended = false
-	}
-	for _, op := range h.nemesis {
-		v := op.Value
-		fault, targets := op.F, []string(nil)
-		var params map[string]string
-		if v != nil {
-			if v.Fault != "" {
-				fault = v.Fault
-			}
-			targets, params = v.Targets, v.Params
-		}
-		id := fault + "|" + strings.Join(targets, ",")
-		switch {
-		case op.F == histories.FStart || op.Type == histories.Invoke && op.F != histories.FStop && op.F != histories.FHeal:
-			if op.F != histories.FStart { // an old-style invoke, completed by the same f
-				id = "f|" + op.F
-			}
-			open[id] = append(open[id], len(sd.faults))
-			sd.faults = append(sd.faults, Fault{Fault: fault, Targets: targets, Params: params, Start: op.Time, End: h.end, Unended: true, Index: op.Index})
-		case op.F == histories.FStop:
-			stack := open[id]
-			if len(stack) == 0 { // the same fault with other targets
-				for k, s := range open {
-					if strings.HasPrefix(k, fault+"|") && len(s) > 0 {
-						id, stack = k, s
-						break
-					}
-				}
-			}
-			if len(stack) > 0 {
-				closeAt(stack[0], op.Time)
-				open[id] = stack[1:]
-			}
-		case op.F == histories.FHeal:
-			for k, stack := range open {
-				for _, i := range stack {
-					closeAt(i, op.Time)
-				}
-				delete(open, k)
-			}
-			sd.heal = op.Time
-		case op.F == histories.FSetup:
-			// What the run does (see Invariant), not a fault.
-			if ttl, ok := paramInt(v, "ttl"); ok && ttl > 0 {
-				sd.ttl = time.Duration(ttl) * time.Second
-			}
-		case op.F == histories.FObserved:
-			if rev, ok := paramInt(v, "revision"); ok {
-				sd.observed = rev
-			}
-		case op.F == histories.FProcess:
-			if p, ok := paramInt(v, "process"); ok && len(targets) == 1 {
-				sd.clients[histories.Process(p)] = targets[0]
-			}
-		case op.F == histories.FKeyDeleted:
-			tok, _ := paramInt(v, "create_revision")
-			rev, _ := paramInt(v, "revision")
-			sd.deletions = append(sd.deletions, Deletion{Key: param(v, "key"), Token: tok, Revision: rev, Lease: param(v, "lease"), By: param(v, "by"),
-				Targets: targets, Time: op.Time, Index: op.Index, params: params})
-		case op.F == histories.FLockerFailed:
-			if len(targets) == 1 {
-				sd.lockerFailed = append(sd.lockerFailed, lockerFailure{client: targets[0], time: op.Time, err: param(v, "error")})
-			}
-		case op.F == histories.FLeaseLost:
-			tok, _ := paramInt(v, "token")
-			sd.lost = append(sd.lost, leaseLost{key: param(v, "key"), token: tok, targets: targets, time: op.Time})
-		default:
-			if stack := open["f|"+op.F]; len(stack) > 0 { // completes an old-style invoke
-				closeAt(stack[0], op.Time)
-				open["f|"+op.F] = stack[1:]
-				continue
-			}
-			sd.faults = append(sd.faults, Fault{Fault: fault, Targets: targets, Params: params, Start: op.Time, End: op.Time, Index: op.Index})
-		}
-	}
-	// Beliefs.
-	type pk struct {
-		p   histories.Process
-		key string
-	}
-	holding := map[pk]*operation{}
-	// A belief lasts from the grant to the release's invocation, even when
-	// the client's session noticed the lease was gone: a client that does
-	// not check goes on acting as the holder (the story tells when it
-	// noticed).
-	end := func(a *operation, to int64, how string) {
-		sd.beliefs = append(sd.beliefs, Belief{Key: a.key, Process: int(a.process), Token: a.tok, HasToken: a.hasTok, From: a.ret, To: to, Ended: how, AcquireIndex: a.inv})
-	}
-	for _, o := range h.ops {
-		k := pk{o.process, o.key}
-		switch {
-		case o.f == histories.Acquire && o.status == histories.OK:
-			if a := holding[k]; a != nil { // acquired again without releasing
-				end(a, o.call, "last-seen")
-			}
-			holding[k] = o
-		case o.f == histories.Release:
-			if a := holding[k]; a != nil {
-				end(a, o.call, "release")
-				delete(holding, k)
-			}
-		}
-	}
-	rest := make([]pk, 0, len(holding))
-	for k := range holding {
-		rest = append(rest, k)
-	}
-	slices.SortFunc(rest, func(a, b pk) int { return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.p, b.p)) })
-	for _, k := range rest {
-		a := holding[k]
-		end(a, max(h.alive[k.p], a.ret), "last-seen")
-	}
-	slices.SortStableFunc(sd.beliefs, func(a, b Belief) int { return cmp.Compare(a.From, b.From) })
-	return sd
-}
-
-// faults returns the nemesis's fault windows.
-func (h *History) faults() []Fault { return h.story().faults }
-
-// faultsDuring returns the faults active at some time in [from, to].
-func (h *History) faultsDuring(from, to int64) []Fault {
-	var out []Fault
-	for _, f := range h.faults() {
-		if f.Start <= to && f.End >= from {
-			out = append(out, f)
-		}
-	}
-	return out
-}
 
 // phrase says what a fault did, in words.
 func phrase(f Fault) string {
@@ -424,26 +68,13 @@ func (h *History) describeFaults(fs []Fault) string {
 	return strings.Join(out, "; ")
 }
 
-// faultNote is a visualization annotation for a fault window.
-func (h *History) faultNote(f Fault) porcupine.Annotation {
-	details := fmt.Sprintf("history index %d: %s", f.Index, h.describeFault(f))
-	if len(f.Params) > 0 {
-		keys := make([]string, 0, len(f.Params))
-		for k := range f.Params {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		var ps []string
-		for _, k := range keys {
-			ps = append(ps, k+"="+f.Params[k])
-		}
-		details += "; params " + strings.Join(ps, ", ")
+// who names a process in a story: "process 7 (c2)" when the history says
+// which client it belongs to.
+func (h *History) who(p histories.Process) string {
+	if c, ok := h.story().clients[p]; ok {
+		return fmt.Sprintf("process %d (%s)", p, c)
 	}
-	desc := f.Fault
-	if len(f.Targets) > 0 {
-		desc += " " + strings.Join(f.Targets, ",")
-	}
-	return porcupine.Annotation{Tag: "nemesis", Start: f.Start, End: f.End, Description: desc, Details: details, BackgroundColor: "#fde2c8"}
+	return fmt.Sprintf("process %d", p)
 }
 
 // event is one step of a story.
@@ -586,26 +217,6 @@ func (h *History) overlapViolation(o Overlap) Violation {
 	return v
 }
 
-// beliefOf finds the belief a grant started.
-func (h *History) beliefOf(o *operation) (Belief, bool) {
-	for _, b := range h.story().beliefs {
-		if b.AcquireIndex == o.inv && b.Key == o.key && b.Process == int(o.process) {
-			return b, true
-		}
-	}
-	return Belief{}, false
-}
-
-// holderOf finds the belief in which a process held a token of a key.
-func (h *History) holderOf(key string, p histories.Process, token int64) (Belief, bool) {
-	for _, b := range h.story().beliefs {
-		if b.Key == key && b.Process == int(p) && b.HasToken && b.Token == token {
-			return b, true
-		}
-	}
-	return Belief{}, false
-}
-
 // maxStories caps the direct violations a check tells.
 const maxStories = 5
 
@@ -669,4 +280,24 @@ func (h *History) staleWriteViolation(a, b tokened) Violation {
 	v.Faults = h.faultsDuring(from, to)
 	v.Story = tell(lead+"What happened: ", h.scene(b.o.key, bs, []histories.Process{a.o.process, b.o.process}, from, to))
 	return v
+}
+
+// origin is the time shown as 0 s: 0, unless the history's clock starts far
+// from it (more than an hour in, as with Unix-epoch times in a hand-written
+// history), in which case its first record.
+func (h *History) origin() int64 {
+	if h.start > int64(time.Hour) {
+		return h.start
+	}
+	return 0
+}
+
+// at formats a history time in seconds, with two decimals.
+func (h *History) at(ns int64) string {
+	return fmt.Sprintf("%.2f s", float64(ns-h.origin())/1e9)
+}
+
+// at3 formats a history time in seconds, with three decimals.
+func (h *History) at3(ns int64) string {
+	return fmt.Sprintf("%.3f s", float64(ns-h.origin())/1e9)
 }

@@ -1,0 +1,86 @@
+package checker
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/histories"
+)
+
+// MemberHash is one cluster member's hash of its key-value state at a
+// revision, as collected after the run (etcd's HashKV), or why it could not
+// be collected.
+type MemberHash struct {
+	Member   string `json:"member"`
+	Revision int64  `json:"revision"`
+	Hash     uint32 `json:"hash"`
+	Err      string `json:"error,omitempty"`
+}
+
+// Consistency checks that all members agree on the final key-value state:
+// the same hash at the same revision. A member that differs from the
+// largest group (ties: the higher revision) is named as diverged: Invalid.
+// A member that could not be reached makes the check Unknown, unless the
+// others already disagree.
+func Consistency(hashes []MemberHash) (res Result) {
+	began := time.Now()
+	res = Result{Name: histories.CheckConsistency, Verdict: Unknown, Ops: len(hashes)}
+	defer func() { res.Duration = time.Since(began) }()
+	if len(hashes) == 0 {
+		res.Explanation = "No member hashes were collected."
+		return res
+	}
+	type state struct {
+		rev  int64
+		hash uint32
+	}
+	groups := map[state][]string{}
+	var unreachable []string
+	for _, m := range hashes {
+		if m.Err != "" {
+			unreachable = append(unreachable, fmt.Sprintf("%s (%s)", m.Member, m.Err))
+			continue
+		}
+		s := state{m.Revision, m.Hash}
+		groups[s] = append(groups[s], m.Member)
+	}
+	var states []state
+	for s := range groups {
+		states = append(states, s)
+	}
+	slices.SortFunc(states, func(a, b state) int {
+		return cmp.Or(cmp.Compare(len(groups[b]), len(groups[a])), cmp.Compare(b.rev, a.rev), cmp.Compare(a.hash, b.hash))
+	})
+	var lines []string
+	if len(states) > 1 {
+		ref := states[0]
+		res.Verdict = Invalid
+		for _, s := range states[1:] {
+			v := Violation{Check: histories.CheckConsistency, Kind: "diverged", Members: groups[s]}
+			v.Story = fmt.Sprintf("Member %s diverged: hash %08x at revision %d, while %s %s hash %08x at revision %d.",
+				strings.Join(groups[s], ", "), s.hash, s.rev, strings.Join(groups[ref], ", "), hasHave(len(groups[ref])), ref.hash, ref.rev)
+			res.Violations = append(res.Violations, v)
+			lines = append(lines, v.Story)
+		}
+	}
+	if len(unreachable) > 0 {
+		lines = append(lines, "Could not compare "+strings.Join(unreachable, ", ")+".")
+	} else if res.Verdict == Unknown {
+		res.Verdict = Valid
+	}
+	res.Explanation = strings.Join(lines, "\n")
+	if res.Verdict == Valid {
+		res.Explanation = ""
+	}
+	return res
+}
+
+func hasHave(n int) string {
+	if n == 1 {
+		return "has"
+	}
+	return "have"
+}

@@ -1,0 +1,151 @@
+// The results of the checks, as results.json holds them.
+
+package checker
+
+import (
+	"time"
+
+	"github.com/locktest/locktest/histories"
+)
+
+// Verdict is the outcome of a check.
+type Verdict string
+
+// Verdicts.
+const (
+	Valid   Verdict = "valid"
+	Invalid Verdict = "invalid"
+	// Unknown means the check could not decide: it ran out of time, or the
+	// history was malformed.
+	Unknown Verdict = "unknown"
+)
+
+// Result is the outcome of one check over a history.
+type Result struct {
+	Name    string  `json:"name"` // "mutex" | "resource" | "invariant" | "liveness" | "consistency" | "contract"
+	Verdict Verdict `json:"verdict"`
+	// Ops counts the operations (invocations with their completions) the
+	// check covers, including those that cannot constrain it.
+	Ops  int `json:"ops"`
+	Keys int `json:"keys"`
+	// Unknown counts covered operations whose outcome is unknown: info, no
+	// completion, and (mutex) failed releases.
+	Unknown  int           `json:"unknown"`
+	Duration time.Duration `json:"duration_ns"`
+	// Segments is the number of independent pieces porcupine checked (see
+	// segment.go), and Checked how many of them it finished: fewer when the
+	// check ran out of time.
+	Segments int `json:"segments,omitempty"`
+	Checked  int `json:"segments_checked,omitempty"`
+	// Explanation says, for an invalid or unknown verdict, what went wrong,
+	// in a few plain sentences, one per line.
+	Explanation string `json:"explanation,omitempty"`
+	// Violations are the violations found, each with its story.
+	Violations []Violation `json:"violations,omitempty"`
+	// LeaseRaces and LockBugs are, for the contract check, how many
+	// overlaps of two holders the lease race explains (the earlier claim
+	// was lost first) and how many were bugs in the lock; Unjudged names
+	// the promises it could not judge.
+	LeaseRaces int      `json:"lease_races,omitempty"`
+	LockBugs   int      `json:"lock_bugs,omitempty"`
+	Unjudged   []string `json:"unjudged,omitempty"`
+	// Visualization is the path of the HTML visualization written, if any.
+	Visualization string `json:"visualization,omitempty"`
+}
+
+// Violation is one thing that went wrong, for results.json: who, which
+// tokens, when, the faults active then, and the story in plain words.
+type Violation struct {
+	Check string `json:"check"`
+	// Kind is "overlap" (two processes believed they held a lock at once),
+	// "token-order" (a grant's token not above an earlier one),
+	// "stale-write" (the resource accepted a lower token after a higher
+	// one), "not-linearizable" (porcupine's verdict, with its window),
+	// "stuck" (liveness) or "diverged" (consistency).
+	Kind      string   `json:"kind"`
+	Key       string   `json:"key,omitempty"`
+	Processes []int    `json:"processes,omitempty"`
+	Tokens    []int64  `json:"tokens,omitempty"`
+	Members   []string `json:"members,omitempty"`
+	// From and To bound the violation in history time (nanoseconds).
+	From   int64   `json:"from_ns"`
+	To     int64   `json:"to_ns"`
+	Faults []Fault `json:"faults,omitempty"`
+	// Window is, for porcupine's verdict, the part of the history it needed.
+	Window *Window `json:"window,omitempty"`
+	Story  string  `json:"story"`
+}
+
+// Window is a stretch of one key's history that porcupine checked on its own
+// (a segment) and found not linearizable.
+type Window struct {
+	Key        string `json:"key"`
+	From       int64  `json:"from_ns"`
+	To         int64  `json:"to_ns"`
+	FirstIndex int    `json:"first_index"`
+	LastIndex  int    `json:"last_index"`
+	Ops        int    `json:"ops"`
+}
+
+// Fault is a nemesis fault's window, from its "start" to its "stop" (or the
+// final "heal", or the end of the history), or a point event.
+type Fault struct {
+	Fault   string            `json:"fault"`
+	Targets []string          `json:"targets,omitempty"`
+	Params  map[string]string `json:"params,omitempty"`
+	Start   int64             `json:"start_ns"`
+	End     int64             `json:"end_ns"`
+	// Unended says no stop or heal ended it: it lasted to the history's end.
+	Unended bool `json:"unended,omitempty"`
+	Index   int  `json:"index"`
+}
+
+// Belief is an interval in which a process believed it held a key's lock:
+// from its acquire's ok to its release's invocation, or to when its session
+// noticed the lease was gone, or, without either, to when it was last seen
+// acting.
+type Belief struct {
+	Key          string `json:"key"`
+	Process      int    `json:"process"`
+	Token        int64  `json:"token"`
+	HasToken     bool   `json:"-"`
+	From         int64  `json:"from_ns"`
+	To           int64  `json:"to_ns"`
+	Ended        string `json:"ended"` // "release" or "last-seen"
+	AcquireIndex int    `json:"acquire_index"`
+}
+
+// Deletion is the server's truth that a lock key was deleted: a
+// "key-deleted" nemesis event.
+type Deletion struct {
+	Key      string   `json:"key"`
+	Token    int64    `json:"token"`              // the key's create revision
+	Revision int64    `json:"revision,omitempty"` // of the delete; 0 if not recorded
+	Lease    string   `json:"lease,omitempty"`
+	By       string   `json:"by,omitempty"` // "release" | "expiry" | ...
+	Targets  []string `json:"targets,omitempty"`
+	Time     int64    `json:"time_ns"`
+	Index    int      `json:"index"`
+	// params are the event's other parameters (lease_alive, released_by,
+	// released_token).
+	params histories.Params
+}
+
+// Overlap is a pair of processes that believed they held the same lock at
+// once.
+type Overlap struct {
+	Key    string `json:"key"`
+	First  Belief `json:"first"`
+	Second Belief `json:"second"`
+	From   int64  `json:"from_ns"`
+	To     int64  `json:"to_ns"`
+}
+
+// OverlapAnalysis is the overlap analysis beside porcupine.
+type OverlapAnalysis struct {
+	Beliefs   []Belief   `json:"beliefs"`
+	Deletions []Deletion `json:"deletions"`
+	Overlaps  []Overlap  `json:"overlaps"`
+	// Truncated says more overlapping pairs exist than Overlaps holds.
+	Truncated bool `json:"truncated,omitempty"`
+}

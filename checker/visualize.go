@@ -1,0 +1,119 @@
+// Porcupine's visualization of a check, for the caller to write.
+
+package checker
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// visualize writes porcupine's visualization of the failing segments and as
+// many others as opt.VisualizationOps allows, with the nemesis's fault
+// windows and the operations left out of the model as annotations.
+func (h *History) visualize(name string, s spec, model porcupine.Model, segs []segment, failing []int, opt Options) (string, error) {
+	if err := os.MkdirAll(opt.VisualizationDir, 0o755); err != nil {
+		return "", err
+	}
+	budget := opt.VisualizationOps
+	if budget <= 0 {
+		budget = DefaultVisualizationOps
+	}
+	chosen := map[int]bool{}
+	n := 0
+	pick := func(i int) {
+		if !chosen[i] && (n == 0 || n+len(segs[i].ops) <= budget) {
+			chosen[i] = true
+			n += len(segs[i].ops)
+		}
+	}
+	for _, i := range failing {
+		pick(i)
+	}
+	for i := range segs {
+		if n >= budget {
+			break
+		}
+		pick(i)
+	}
+	var parts [][]porcupine.Operation
+	var all []porcupine.Operation
+	var lo, hi int64 = math.MaxInt64, math.MinInt64
+	for i := range segs {
+		if chosen[i] {
+			ops := segs[i].operations()
+			parts = append(parts, ops)
+			all = append(all, ops...)
+			from, to, _, _ := segs[i].span()
+			lo, hi = min(lo, from), max(hi, to)
+		}
+	}
+	m := model
+	m.Partition = func([]porcupine.Operation) [][]porcupine.Operation { return parts }
+	var limit time.Duration
+	if opt.Timeout > 0 {
+		limit = max(opt.Timeout/10, time.Second)
+	}
+	_, info := porcupine.CheckOperationsVerbose(m, all, limit)
+
+	var notes []porcupine.Annotation
+	if len(chosen) < len(segs) {
+		notes = append(notes, porcupine.Annotation{Tag: "locktest", Start: lo, End: lo,
+			Description: fmt.Sprintf("%d of %d segments drawn", len(chosen), len(segs)),
+			Details:     fmt.Sprintf("%s: the visualization shows %d of %d segments (failing ones first); see results.json for the rest", name, len(chosen), len(segs))})
+	}
+	for _, o := range s.ignored {
+		if o.call > hi || o.ret < lo {
+			continue
+		}
+		outcome := string(o.status)
+		if o.missing {
+			outcome = "without completion"
+		}
+		notes = append(notes, porcupine.Annotation{
+			ClientId:        int(o.process),
+			Start:           o.call,
+			End:             o.ret,
+			Description:     fmt.Sprintf("%s %s (not modelled)", o.f, outcome),
+			Details:         "cannot constrain the check: " + describeMetadata(o),
+			BackgroundColor: "#e8e8e8",
+		})
+	}
+	for _, f := range h.faults() {
+		if f.End < lo || f.Start > hi {
+			continue
+		}
+		notes = append(notes, h.faultNote(f))
+	}
+	info.AddAnnotations(notes)
+	path := filepath.Join(opt.VisualizationDir, name+".html")
+	return path, porcupine.VisualizePath(m, info, path)
+}
+
+// faultNote is a visualization annotation for a fault window.
+func (h *History) faultNote(f Fault) porcupine.Annotation {
+	details := fmt.Sprintf("history index %d: %s", f.Index, h.describeFault(f))
+	if len(f.Params) > 0 {
+		keys := make([]string, 0, len(f.Params))
+		for k := range f.Params {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		var ps []string
+		for _, k := range keys {
+			ps = append(ps, k+"="+f.Params[k])
+		}
+		details += "; params " + strings.Join(ps, ", ")
+	}
+	desc := f.Fault
+	if len(f.Targets) > 0 {
+		desc += " " + strings.Join(f.Targets, ",")
+	}
+	return porcupine.Annotation{Tag: "nemesis", Start: f.Start, End: f.End, Description: desc, Details: details, BackgroundColor: "#fde2c8"}
+}
