@@ -355,10 +355,3 @@ func runSegments(name string, model porcupine.Model, segs []segment, deadline ti
 func joinLines(parts ...string) string {
 	return strings.Join(slices.DeleteFunc(parts, func(s string) bool { return s == "" }), "\n")
 }
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
-}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/internal/words"
+
 	"github.com/locktest/locktest/histories"
 )
 
@@ -61,7 +63,7 @@ func Consistency(hashes []MemberHash) (res Result) {
 		for _, s := range states[1:] {
 			v := Violation{Check: histories.CheckConsistency, Kind: "diverged", Members: groups[s]}
 			v.Story = fmt.Sprintf("Member %s diverged: hash %08x at revision %d, while %s %s hash %08x at revision %d.",
-				strings.Join(groups[s], ", "), s.hash, s.rev, strings.Join(groups[ref], ", "), hasHave(len(groups[ref])), ref.hash, ref.rev)
+				strings.Join(groups[s], ", "), s.hash, s.rev, strings.Join(groups[ref], ", "), words.Form(len(groups[ref]), "has", "have"), ref.hash, ref.rev)
 			res.Violations = append(res.Violations, v)
 			lines = append(lines, v.Story)
 		}
@@ -76,11 +78,4 @@ func Consistency(hashes []MemberHash) (res Result) {
 		res.Explanation = ""
 	}
 	return res
-}
-
-func hasHave(n int) string {
-	if n == 1 {
-		return "has"
-	}
-	return "have"
 }

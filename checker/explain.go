@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/internal/words"
+
 	"github.com/anishathalye/porcupine"
 
 	"github.com/locktest/locktest/histories"
@@ -30,7 +32,7 @@ func (h *History) explainSegment(name string, model porcupine.Model, seg segment
 	}
 	slices.Sort(v.Processes)
 	v.Faults = h.faultsDuring(from, min(to, h.end))
-	where := fmt.Sprintf("porcupine needed only history indices %d to %d (%s to %s, %s of key %q", first, last, h.at(from), h.at(min(to, h.end)), plural(len(seg.ops), "operation"), seg.key)
+	where := fmt.Sprintf("porcupine needed only history indices %d to %d (%s to %s, %s of key %q", first, last, h.at(from), h.at(min(to, h.end)), words.Plural(len(seg.ops), "operation"), seg.key)
 	if !seg.initial {
 		where += ", starting from " + model.DescribeState(seg.init)
 	}
@@ -121,9 +123,9 @@ func (h *History) explainPartition(model porcupine.Model, part, best []porcupine
 	switch {
 	case n == 0:
 	case n <= 3:
-		s += fmt.Sprintf(", nor can the %s invoked by then (%s)", plural(n, "other"), strings.Join(others, "; "))
+		s += fmt.Sprintf(", nor can the %s invoked by then (%s)", words.Plural(n, "other"), strings.Join(others, "; "))
 	default:
-		s += fmt.Sprintf(", nor can the %s invoked by then (%s; …)", plural(n, "other"), strings.Join(others, "; "))
+		s += fmt.Sprintf(", nor can the %s invoked by then (%s; …)", words.Plural(n, "other"), strings.Join(others, "; "))
 	}
 	return s + "."
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/internal/words"
+
 	"github.com/locktest/locktest/histories"
 )
 
@@ -234,7 +236,7 @@ func hiddenByUnknown(c InvariantCount) string {
 	var whys []string
 	if c.HasFinal && unseen > 0 {
 		whys = append(whys, fmt.Sprintf("the final value %d shows %s fewer than the %d that may have taken effect: if %s, %s lost",
-			c.Final, count(unseen, "write", "writes"), c.Accepted+unknown, isOrAre(unseen, "it did", "they did"), isOrAre(unseen, "an update was", "updates were")))
+			c.Final, words.Count(unseen, "write", "writes"), c.Accepted+unknown, words.Form(unseen, "it did", "they did"), words.Form(unseen, "an update was", "updates were")))
 	}
 	if c.Workload == histories.WorkloadStock && c.Accepted+unknown > c.Items {
 		whys = append(whys, fmt.Sprintf("%d accepted sales plus %d of unknown outcome exceed the %d items: if they took effect, items were oversold",
@@ -244,14 +246,7 @@ func hiddenByUnknown(c InvariantCount) string {
 		return ""
 	}
 	return fmt.Sprintf("On key %q, %s had unknown outcomes, and the history cannot tell whether they hide a broken invariant: %s.",
-		c.Key, count(unknown, "write", "writes"), strings.Join(whys, "; "))
-}
-
-func isOrAre(n int64, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
+		c.Key, words.Count(unknown, "write", "writes"), strings.Join(whys, "; "))
 }
 
 // describeCount gives a key's numbers in words.
@@ -279,7 +274,7 @@ func (h *History) invariantViolations(c InvariantCount) []Violation {
 	stock := c.Workload == histories.WorkloadStock
 	unknown := ""
 	if c.Unknown > 0 {
-		unknown = fmt.Sprintf(" (possibly more: %s had unknown outcomes)", count(c.Unknown, "write", "writes"))
+		unknown = fmt.Sprintf(" (possibly more: %s had unknown outcomes)", words.Count(c.Unknown, "write", "writes"))
 	}
 	if stock && c.Oversold > 0 {
 		v := Violation{Check: histories.CheckInvariant, Kind: "oversold", Key: c.Key}
@@ -296,10 +291,10 @@ func (h *History) invariantViolations(c InvariantCount) []Violation {
 				due = ""
 			}
 			v.Story = fmt.Sprintf("On key %q, %d sales were accepted but the stock fell by only %d (final stock %d of %d items%s): %s lost from the count, and the stock shows %s.",
-				c.Key, c.Accepted, c.Final, c.Items-c.Final, c.Items, due, count(c.Lost, "sale was", "sales were"), count(c.Lost, "item that is gone", "items that are gone"))
+				c.Key, c.Accepted, c.Final, c.Items-c.Final, c.Items, due, words.Count(c.Lost, "sale was", "sales were"), words.Count(c.Lost, "item that is gone", "items that are gone"))
 		} else {
 			v.Story = fmt.Sprintf("On key %q, %d writes were accepted but the final value is %d: %s lost.",
-				c.Key, c.Accepted, c.Final, count(c.Lost, "update was", "updates were"))
+				c.Key, c.Accepted, c.Final, words.Count(c.Lost, "update was", "updates were"))
 		}
 		h.invariantScene(&v, c.Key)
 		out = append(out, v)
@@ -311,14 +306,6 @@ func (h *History) invariantViolations(c InvariantCount) []Violation {
 		out = append(out, v)
 	}
 	return out
-}
-
-// count says n things, in the singular or the plural.
-func count(n int64, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }
 
 // invariantScene adds to v the first moment the key's value went backwards

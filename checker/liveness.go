@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/internal/words"
+
 	"github.com/locktest/locktest/histories"
 )
 
@@ -178,11 +180,11 @@ func (h *History) Liveness(bound time.Duration) Result {
 		for _, p := range a.procs {
 			v.Processes = append(v.Processes, int(p))
 		}
-		what := fmt.Sprintf("asked for lock %q %s", a.key, times(a.n))
+		what := fmt.Sprintf("asked for lock %q %s", a.key, words.Times(a.n))
 		if a.failed > 0 {
-			what = fmt.Sprintf("could not build its locker %s (%s)", times(a.failed), a.lockerErr)
+			what = fmt.Sprintf("could not build its locker %s (%s)", words.Times(a.failed), a.lockerErr)
 			if a.n > 0 {
-				what = fmt.Sprintf("asked for lock %q %s and could not build its locker %s (%s)", a.key, times(a.n), times(a.failed), a.lockerErr)
+				what = fmt.Sprintf("asked for lock %q %s and could not build its locker %s (%s)", a.key, words.Times(a.n), words.Times(a.failed), a.lockerErr)
 			}
 		}
 		actor := "Client " + c
@@ -236,16 +238,9 @@ func (h *History) grantedNothing(sd *storyData, clients int) string {
 		}
 	}
 	s := fmt.Sprintf("The lock granted nothing: %s by %s from %s to %s, none granted",
-		plural(acquires, "acquire"), plural(clients, "client"), h.at(h.start), h.at(h.end-1))
+		words.Plural(acquires, "acquire"), words.Plural(clients, "client"), h.at(h.start), h.at(h.end-1))
 	if n := len(sd.lockerFailed); n > 0 {
-		s += fmt.Sprintf("; clients could not build their locker %s (first: %s)", times(n), sd.lockerFailed[0].err)
+		s += fmt.Sprintf("; clients could not build their locker %s (first: %s)", words.Times(n), sd.lockerFailed[0].err)
 	}
 	return s + "."
-}
-
-func times(n int) string {
-	if n == 1 {
-		return "once"
-	}
-	return fmt.Sprintf("%d times", n)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/internal/words"
+
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
@@ -48,7 +50,7 @@ func printChecks(w io.Writer, r *harness.Results) {
 		}
 	}
 	if r.WritesRejected > 0 {
-		fmt.Fprintf(w, "  the resource rejected %s that carried a stale fencing token\n", plural(r.WritesRejected, "write"))
+		fmt.Fprintf(w, "  the resource rejected %s that carried a stale fencing token\n", words.Plural(r.WritesRejected, "write"))
 	}
 	fmt.Fprintf(w, "verdict: %s (required: %s)\n", r.Verdict, strings.Join(r.Required, ", "))
 }
@@ -112,7 +114,7 @@ func reading(r *harness.Results) []string {
 	if res := get(histories.CheckResource); res != nil {
 		switch {
 		case res.Verdict == checker.Valid && r.WritesRejected > 0:
-			lines = append(lines, fmt.Sprintf("in words: fencing kept the resource safe: it rejected %s.", plural(r.WritesRejected, "stale write")))
+			lines = append(lines, fmt.Sprintf("in words: fencing kept the resource safe: it rejected %s.", words.Plural(r.WritesRejected, "stale write")))
 		case res.Verdict == checker.Valid:
 			lines = append(lines, "in words: the resource stayed safe.")
 		case res.Verdict == checker.Invalid:
@@ -158,11 +160,4 @@ func relPath(p string) string {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
 }
