@@ -45,9 +45,6 @@ type Options struct {
 	// Timeout bounds each check; 0 means no limit. A check that hits it is
 	// Unknown, unless it found a violation in what it checked.
 	Timeout time.Duration
-	// VisualizationDir, if set, receives porcupine's visualization of each
-	// check, as NAME.html.
-	VisualizationDir string
 	// SegmentOps is the number of operations a segment collects before it
 	// is cut at the next sound point; 0 means DefaultSegmentOps.
 	SegmentOps int
@@ -289,14 +286,7 @@ func (h *History) check(name string, build func(*History) spec, opt Options) Res
 	}
 	res.Duration = time.Since(began)
 
-	if opt.VisualizationDir != "" {
-		path, err := h.visualize(name, s, model, segs, failing, opt)
-		if err != nil {
-			res.Explanation = joinLines(res.Explanation, "Writing the visualization failed: "+err.Error()+".")
-		} else {
-			res.Visualization = path
-		}
-	}
+	res.Visual = h.visualization(name, s, model, segs, failing, opt)
 	return res
 }
 

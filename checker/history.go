@@ -27,6 +27,8 @@ type History struct {
 	records, writesRejected int
 	// err is set if the records do not pair up; every check is then unknown.
 	err error
+	// describe words the faults in stories; nil: generic phrases.
+	describe Describer
 
 	storyOnce sync.Once
 	storyData *storyData
@@ -65,6 +67,11 @@ func (o *operation) value() (int64, bool) { return o.val, o.hasVal }
 
 // Builder pairs records into a History as they are read.
 type Builder struct {
+	// Describe, if set, words the faults in the History's stories; without
+	// it, or for a kind it does not know, a story says "fault KIND on
+	// TARGETS was active".
+	Describe Describer
+
 	h        *History
 	inflight map[histories.Process]*operation
 	strs     map[string]string // interned keys and f's
@@ -178,6 +185,7 @@ func (b *Builder) Finish() *History {
 		o.status, o.missing, o.ret = histories.Info, true, h.end
 	}
 	b.inflight = nil
+	h.describe = b.Describe
 	return h
 }
 

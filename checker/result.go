@@ -49,8 +49,11 @@ type Result struct {
 	LeaseRaces int      `json:"lease_races,omitempty"`
 	LockBugs   int      `json:"lock_bugs,omitempty"`
 	Unjudged   []string `json:"unjudged,omitempty"`
-	// Visualization is the path of the HTML visualization written, if any.
-	Visualization string `json:"visualization,omitempty"`
+	// Visual is porcupine's visualization of the check (mutex and
+	// resource), for the caller to write; Visualization is where the
+	// caller wrote it, if it did.
+	Visual        *Visualization `json:"-"`
+	Visualization string         `json:"visualization,omitempty"`
 }
 
 // Violation is one thing that went wrong, for results.json: who, which

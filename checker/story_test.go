@@ -45,6 +45,27 @@ func pausedHolder() *hist {
 		rel(4, "lock", 4300, 4310, ok)
 }
 
+// describePause is a Describer that knows one fault kind, as the nemesis
+// knows them all.
+func describePause(fault string, targets []string) (string, bool) {
+	if fault != "pause-client" {
+		return "", false
+	}
+	return strings.Join(targets, ", ") + " was paused", true
+}
+
+// described builds a History whose stories word faults with describePause.
+func described(ops []histories.Op) *History {
+	b := NewBuilder()
+	b.Describe = describePause
+	for _, op := range ops {
+		if err := b.Add(op); err != nil {
+			panic(err)
+		}
+	}
+	return b.Finish()
+}
+
 func TestStoryPausedHolder(t *testing.T) {
 	ops := pausedHolder().ops()
 	want := "process 4 acquired token 38 at 1.90 s; c4 was paused 2.95-4.20 s; " +
@@ -53,8 +74,13 @@ func TestStoryPausedHolder(t *testing.T) {
 		"process 2 released the lock at 3.70 s; " +
 		"the resource accepted process 4's write with token 38 at 4.25 s, after process 2's write with token 41 at 3.60 s; " +
 		"process 4 released the lock at 4.30 s."
-	m := Mutex(ops, Options{})
+	m := described(ops).Mutex(Options{})
 	expect(t, m, Invalid, `On key "lock", process 4 and process 2 both believed they held the lock from 3.20 s to 3.70 s: `+want)
+	// Without a Describer, or for a kind it does not know, the fault is
+	// named generically.
+	expect(t, Mutex(ops, Options{}), Invalid, "process 4 acquired token 38 at 1.90 s; fault pause-client on c4 was active 2.95-4.20 s; ")
+	slow := pausedHolder().fault("slow", nil, 3000, 3100).ops()
+	expect(t, described(slow).Mutex(Options{}), Invalid, "c4 was paused 2.95-4.20 s; fault slow on the cluster was active 3.00-3.10 s; ")
 	if len(m.Violations) == 0 || m.Violations[0].Kind != "overlap" {
 		t.Fatalf("violations %+v", m.Violations)
 	}
@@ -71,7 +97,7 @@ func TestStoryPausedHolder(t *testing.T) {
 	// A deletion right after a lease-revoke of its owner is told as such.
 	revoked := pausedHolder().event("lease-revoke", 3050, []string{"c4"}, map[string]string{"lease": "7587"}).ops()
 	expect(t, Mutex(revoked, Options{}), Invalid, "the server deleted process 4's lock key (token 38) at 3.10 s: the nemesis revoked its lease")
-	r := Resource(ops, Options{})
+	r := described(ops).Resource(Options{})
 	expect(t, r, Invalid, `the resource accepted process 4's write of 2 with token 38 (invoked 4.22 s, accepted 4.25 s), although process 2's write of 1 with the higher token 41 had been accepted by 3.60 s. What happened: process 4 acquired token 38 at 1.90 s; c4 was paused 2.95-4.20 s;`,
 		"porcupine needed only history indices")
 	if r.Violations[0].Kind != "stale-write" || r.Violations[1].Kind != "not-linearizable" || r.Violations[1].Window == nil {

@@ -4,9 +4,8 @@ package checker
 
 import (
 	"fmt"
+	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -14,30 +13,50 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// visualize writes porcupine's visualization of the failing segments and as
-// many others as opt.VisualizationOps allows, with the nemesis's fault
-// windows and the operations left out of the model as annotations.
-func (h *History) visualize(name string, s spec, model porcupine.Model, segs []segment, failing []int, opt Options) (string, error) {
-	if err := os.MkdirAll(opt.VisualizationDir, 0o755); err != nil {
-		return "", err
+// Visualization is porcupine's visualization of one check: the failing
+// segments and as many others as Options.VisualizationOps allows, with the
+// nemesis's fault windows and the operations left out of the model as
+// annotations. Drawing it runs porcupine again on those segments, so it is
+// done only when written.
+type Visualization struct {
+	h       *History
+	name    string
+	ignored []*operation
+	model   porcupine.Model
+	segs    []segment
+	failing []int
+	budget  int
+	// limit bounds porcupine's verbose run (0: none).
+	limit time.Duration
+}
+
+func (h *History) visualization(name string, s spec, model porcupine.Model, segs []segment, failing []int, opt Options) *Visualization {
+	v := &Visualization{h: h, name: name, ignored: s.ignored, model: model, segs: segs, failing: failing, budget: opt.VisualizationOps}
+	if v.budget <= 0 {
+		v.budget = DefaultVisualizationOps
 	}
-	budget := opt.VisualizationOps
-	if budget <= 0 {
-		budget = DefaultVisualizationOps
+	if opt.Timeout > 0 {
+		v.limit = max(opt.Timeout/10, time.Second)
 	}
+	return v
+}
+
+// Write writes the visualization as HTML.
+func (v *Visualization) Write(w io.Writer) error {
+	segs := v.segs
 	chosen := map[int]bool{}
 	n := 0
 	pick := func(i int) {
-		if !chosen[i] && (n == 0 || n+len(segs[i].ops) <= budget) {
+		if !chosen[i] && (n == 0 || n+len(segs[i].ops) <= v.budget) {
 			chosen[i] = true
 			n += len(segs[i].ops)
 		}
 	}
-	for _, i := range failing {
+	for _, i := range v.failing {
 		pick(i)
 	}
 	for i := range segs {
-		if n >= budget {
+		if n >= v.budget {
 			break
 		}
 		pick(i)
@@ -54,21 +73,17 @@ func (h *History) visualize(name string, s spec, model porcupine.Model, segs []s
 			lo, hi = min(lo, from), max(hi, to)
 		}
 	}
-	m := model
+	m := v.model
 	m.Partition = func([]porcupine.Operation) [][]porcupine.Operation { return parts }
-	var limit time.Duration
-	if opt.Timeout > 0 {
-		limit = max(opt.Timeout/10, time.Second)
-	}
-	_, info := porcupine.CheckOperationsVerbose(m, all, limit)
+	_, info := porcupine.CheckOperationsVerbose(m, all, v.limit)
 
 	var notes []porcupine.Annotation
 	if len(chosen) < len(segs) {
 		notes = append(notes, porcupine.Annotation{Tag: "locktest", Start: lo, End: lo,
 			Description: fmt.Sprintf("%d of %d segments drawn", len(chosen), len(segs)),
-			Details:     fmt.Sprintf("%s: the visualization shows %d of %d segments (failing ones first); see results.json for the rest", name, len(chosen), len(segs))})
+			Details:     fmt.Sprintf("%s: the visualization shows %d of %d segments (failing ones first); see results.json for the rest", v.name, len(chosen), len(segs))})
 	}
-	for _, o := range s.ignored {
+	for _, o := range v.ignored {
 		if o.call > hi || o.ret < lo {
 			continue
 		}
@@ -85,15 +100,14 @@ func (h *History) visualize(name string, s spec, model porcupine.Model, segs []s
 			BackgroundColor: "#e8e8e8",
 		})
 	}
-	for _, f := range h.faults() {
+	for _, f := range v.h.faults() {
 		if f.End < lo || f.Start > hi {
 			continue
 		}
-		notes = append(notes, h.faultNote(f))
+		notes = append(notes, v.h.faultNote(f))
 	}
 	info.AddAnnotations(notes)
-	path := filepath.Join(opt.VisualizationDir, name+".html")
-	return path, porcupine.VisualizePath(m, info, path)
+	return porcupine.Visualize(m, info, w)
 }
 
 // faultNote is a visualization annotation for a fault window.

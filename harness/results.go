@@ -14,6 +14,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/nemesis"
 )
 
 // ParseRequire turns "mutex,resource" or "all" into check names
@@ -148,6 +149,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 	p := newProgress(o.Progress)
 	r := histories.NewReader(f, path)
 	b := checker.NewBuilder()
+	b.Describe = nemesis.Describe
 	for n := 1; ; n++ {
 		op, err := r.Next()
 		if err == io.EOF {
@@ -167,7 +169,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 	}
 	h := b.Finish()
 	began := time.Now()
-	opt := checker.Options{Timeout: o.Timeout, VisualizationDir: o.VisualizationDir}
+	opt := checker.Options{Timeout: o.Timeout}
 	if o.Progress != nil {
 		opt.Progress = func(name string, done, total int) {
 			p.report("checking %s: %d of %d segments", name, done, total)
@@ -176,6 +178,10 @@ func Check(path string, o CheckOptions) (*Results, error) {
 	checks := h.All(opt)
 	checks = append(checks, h.Invariant(), h.Liveness(o.LivenessBound), h.Contract(), noHashes)
 	for i := range checks {
+		if o.VisualizationDir != "" {
+			visualize(&checks[i], o.VisualizationDir)
+		}
+		checks[i].Visual = nil // drawn or not wanted: let it go
 		judgedSomething(&checks[i])
 	}
 	p.done()
@@ -193,6 +199,35 @@ func Check(path string, o CheckOptions) (*Results, error) {
 	}
 	res.Verdict, res.Exit = verdict(checks, o.Required)
 	return res, nil
+}
+
+// visualize writes a check's visualization, if it has one, to dir as
+// NAME.html, and notes where, or why it could not, in the result.
+func visualize(c *checker.Result, dir string) {
+	if c.Visual == nil {
+		return
+	}
+	path := filepath.Join(dir, c.Name+".html")
+	if err := writeVisualization(c.Visual, path); err != nil {
+		c.Explanation = strings.TrimPrefix(c.Explanation+"\nWriting the visualization failed: "+err.Error()+".", "\n")
+		return
+	}
+	c.Visualization = path
+}
+
+func writeVisualization(v *checker.Visualization, path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := v.Write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // noHashes is the consistency check of a history without the members'
