@@ -83,14 +83,11 @@ func (h *History) buildStory() *storyData {
 			targets, params = v.Targets, v.Params
 		}
 		id := fault + "|" + strings.Join(targets, ",")
-		switch {
-		case op.F == histories.FStart || op.Type == histories.Invoke && op.F != histories.FStop && op.F != histories.FHeal:
-			if op.F != histories.FStart { // an old-style invoke, completed by the same f
-				id = "f|" + op.F
-			}
+		switch op.F {
+		case histories.FStart:
 			open[id] = append(open[id], len(sd.faults))
 			sd.faults = append(sd.faults, Fault{Fault: fault, Targets: targets, Params: params, Start: op.Time, End: h.end, Unended: true, Index: op.Index})
-		case op.F == histories.FStop:
+		case histories.FStop:
 			stack := open[id]
 			if len(stack) == 0 { // the same fault with other targets
 				for k, s := range open {
@@ -104,7 +101,7 @@ func (h *History) buildStory() *storyData {
 				closeAt(stack[0], op.Time)
 				open[id] = stack[1:]
 			}
-		case op.F == histories.FHeal:
+		case histories.FHeal:
 			for k, stack := range open {
 				for _, i := range stack {
 					closeAt(i, op.Time)
@@ -112,37 +109,32 @@ func (h *History) buildStory() *storyData {
 				delete(open, k)
 			}
 			sd.heal = op.Time
-		case op.F == histories.FSetup:
+		case histories.FSetup:
 			// What the run does (see Invariant), not a fault.
 			if ttl, ok := paramInt(v, "ttl"); ok && ttl > 0 {
 				sd.ttl = time.Duration(ttl) * time.Second
 			}
-		case op.F == histories.FObserved:
+		case histories.FObserved:
 			if rev, ok := paramInt(v, "revision"); ok {
 				sd.observed = rev
 			}
-		case op.F == histories.FProcess:
+		case histories.FProcess:
 			if p, ok := paramInt(v, "process"); ok && len(targets) == 1 {
 				sd.clients[histories.Process(p)] = targets[0]
 			}
-		case op.F == histories.FKeyDeleted:
+		case histories.FKeyDeleted:
 			tok, _ := paramInt(v, "create_revision")
 			rev, _ := paramInt(v, "revision")
 			sd.deletions = append(sd.deletions, Deletion{Key: param(v, "key"), Token: tok, Revision: rev, Lease: param(v, "lease"), By: param(v, "by"),
 				Targets: targets, Time: op.Time, Index: op.Index, params: params})
-		case op.F == histories.FLockerFailed:
+		case histories.FLockerFailed:
 			if len(targets) == 1 {
 				sd.lockerFailed = append(sd.lockerFailed, lockerFailure{client: targets[0], time: op.Time, err: param(v, "error")})
 			}
-		case op.F == histories.FLeaseLost:
+		case histories.FLeaseLost:
 			tok, _ := paramInt(v, "token")
 			sd.lost = append(sd.lost, leaseLost{key: param(v, "key"), token: tok, targets: targets, time: op.Time})
 		default:
-			if stack := open["f|"+op.F]; len(stack) > 0 { // completes an old-style invoke
-				closeAt(stack[0], op.Time)
-				open["f|"+op.F] = stack[1:]
-				continue
-			}
 			sd.faults = append(sd.faults, Fault{Fault: fault, Targets: targets, Params: params, Start: op.Time, End: op.Time, Index: op.Index})
 		}
 	}

@@ -23,8 +23,8 @@ type History struct {
 	// return at end: porcupine has no notion of an operation that never
 	// returns, and one returning after every other event is the same thing.
 	start, end int64
-	// records counts the records read; writesRejected the write fails.
-	records, writesRejected int
+	// writesRejected counts the write fails.
+	writesRejected int
 	// err is set if the records do not pair up; every check is then unknown.
 	err error
 	// describe words the faults in stories; nil: generic phrases.
@@ -119,7 +119,6 @@ func (b *Builder) Add(op histories.Op) error {
 	if h.err != nil {
 		return h.err
 	}
-	h.records++
 	if b.first || op.Time < h.start {
 		h.start, b.first = op.Time, false
 	}
@@ -208,12 +207,6 @@ func pair(ops []histories.Op) (*History, error) {
 
 // Err reports whether the records failed to pair up.
 func (h *History) Err() error { return h.err }
-
-// Records is the number of records the history was built from.
-func (h *History) Records() int { return h.records }
-
-// Operations is the number of client operations.
-func (h *History) Operations() int { return len(h.ops) }
 
 // WritesRejected counts the writes the resource refused (write fail).
 func (h *History) WritesRejected() int { return h.writesRejected }

@@ -143,7 +143,10 @@ func mutexSpec(h *History) spec {
 			s.ignored = append(s.ignored, o)
 		case o.status == histories.OK && a == nil && retry:
 			// A retried release: the hold ended between the unknown
-			// release's invocation and this one's return.
+			// release's invocation and this one's return. The workload
+			// never retries (its releases end ok or info, and after info
+			// a process never acts again), but a hand-written history may
+			// retry a failed release under the same process.
 			s.ops[r].Return = min(s.ops[r].Return, o.ret)
 			s.ignored = append(s.ignored, o)
 		case o.status == histories.OK:
