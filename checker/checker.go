@@ -1,7 +1,9 @@
-// Package checker decides whether a locktest history is correct, using
-// porcupine to search for linearizations against sequential models.
+// Package checker decides whether a locktest history is correct: it judges
+// a history and says why, in plain words; writing files and wording faults
+// are its callers' part.
 //
-// Two checks run on the same history:
+// Two linearizability checks run on the same history, with porcupine
+// searching for linearizations against sequential models:
 //
 //   - mutex: the acquire and release operations of each key behave like a
 //     linearizable mutual-exclusion lock whose fencing tokens grow with each
@@ -18,10 +20,19 @@
 // their invocation, or never; see mutex.go and resource.go for how each
 // check models them.
 //
-// Beside porcupine: an overlap analysis of who believed they held each lock
-// when (Overlaps), stories of each violation in plain words (Violation),
-// liveness after the final heal (Liveness) and agreement of the members'
-// final state (Consistency).
+// Beside porcupine: the application's invariant (Invariant), the lock's
+// contract (Contract), liveness after the final heal (Liveness), agreement
+// of the members' final state (Consistency) and an overlap analysis of who
+// believed they held each lock when (Overlaps). Each verdict comes with
+// stories of its violations in plain words.
+//
+// Where things are: history.go pairs records into a History; checker.go runs
+// porcupine (mutex.go, resource.go: the models; segment.go: the cuts);
+// invariant.go, contract.go, liveness.go and consistency.go are the other
+// checks; result.go holds the result types; events.go reads the nemesis and
+// workload events; overlap.go is the overlap analysis; story.go and
+// explain.go tell what went wrong; visualize.go draws porcupine's
+// visualization.
 package checker
 
 import (

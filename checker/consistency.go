@@ -1,3 +1,5 @@
+// The consistency check: do the members agree on their final state.
+
 package checker
 
 import (

@@ -1,3 +1,5 @@
+// The contract check: the five promises a lease-based lock can keep.
+
 package checker
 
 import (

@@ -1,3 +1,6 @@
+// A history in the checker's compact form, and the Builder that pairs its
+// records.
+
 package checker
 
 import (

@@ -1,3 +1,5 @@
+// The invariant check: the application's numbers, counted from the history.
+
 package checker
 
 import (

@@ -1,3 +1,6 @@
+// The liveness check: after the final heal, every client asking gets the
+// lock.
+
 package checker
 
 import (

@@ -1,3 +1,5 @@
+// The mutex check's model: a lock with growing fencing tokens.
+
 package checker
 
 import (

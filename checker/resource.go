@@ -1,3 +1,5 @@
+// The resource check's model: a fenced register.
+
 package checker
 
 import (

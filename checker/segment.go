@@ -1,3 +1,5 @@
+// Cutting each key's operations into segments porcupine checks on its own.
+
 package checker
 
 import (
