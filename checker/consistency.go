@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/locktest/locktest/internal/words"
-
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/words"
 )
 
 // MemberHash is one cluster member's hash of its key-value state at a

@@ -139,11 +139,7 @@ func (h *History) buildStory() *storyData {
 		}
 	}
 	// Beliefs.
-	type pk struct {
-		p   histories.Process
-		key string
-	}
-	holding := map[pk]*operation{}
+	holding := map[hold]*operation{}
 	// A belief lasts from the grant to the release's invocation, even when
 	// the client's session noticed the lease was gone: a client that does
 	// not check goes on acting as the holder (the story tells when it
@@ -152,7 +148,7 @@ func (h *History) buildStory() *storyData {
 		sd.beliefs = append(sd.beliefs, Belief{Key: a.key, Process: int(a.process), Token: a.tok, HasToken: a.hasTok, From: a.ret, To: to, Ended: how, AcquireIndex: a.inv})
 	}
 	for _, o := range h.ops {
-		k := pk{o.process, o.key}
+		k := hold{o.process, o.key}
 		switch {
 		case o.f == histories.Acquire && o.status == histories.OK:
 			if a := holding[k]; a != nil { // acquired again without releasing
@@ -166,12 +162,7 @@ func (h *History) buildStory() *storyData {
 			}
 		}
 	}
-	rest := make([]pk, 0, len(holding))
-	for k := range holding {
-		rest = append(rest, k)
-	}
-	slices.SortFunc(rest, func(a, b pk) int { return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.p, b.p)) })
-	for _, k := range rest {
+	for _, k := range sortedHolds(holding) {
 		a := holding[k]
 		end(a, max(h.alive[k.p], a.ret), "last-seen")
 	}

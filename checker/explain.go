@@ -9,11 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/locktest/locktest/internal/words"
-
 	"github.com/anishathalye/porcupine"
 
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/words"
 )
 
 // explainSegment re-checks a failing segment verbosely and says where the

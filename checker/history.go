@@ -4,8 +4,11 @@
 package checker
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/locktest/locktest/histories"
@@ -60,6 +63,20 @@ type operation struct {
 	// says the grant named its etcd key (lock.Keyed).
 	rev   int64
 	keyed bool
+}
+
+// hold names a process's hold of a key's lock.
+type hold struct {
+	p   histories.Process
+	key string
+}
+
+// sortedHolds returns the holds of holding by key, then process: what is
+// derived from a map must not depend on its order.
+func sortedHolds(holding map[hold]*operation) []hold {
+	return slices.SortedFunc(maps.Keys(holding), func(a, b hold) int {
+		return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.p, b.p))
+	})
 }
 
 func (o *operation) unknown() bool { return o.status == histories.Info }

@@ -10,9 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/locktest/locktest/internal/words"
-
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/words"
 )
 
 // The invariant check: what the application behind the lock cares about,

@@ -11,9 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/locktest/locktest/internal/words"
-
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/words"
 )
 
 // Liveness checks a history; see History.Liveness.

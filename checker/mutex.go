@@ -120,18 +120,14 @@ var mutexModel = porcupine.Model{
 
 func mutexSpec(h *History) spec {
 	s := spec{model: mutexModel, cut: mutexSegments, scan: h.mutexViolations}
-	type pk struct {
-		p   histories.Process
-		key string
-	}
-	holding := map[pk]*operation{} // acquire ok not yet followed by a release of its process
-	released := map[pk]int{}       // index in s.ops of the unknown release that ended the process's hold
+	holding := map[hold]*operation{} // acquire ok not yet followed by a release of its process
+	released := map[hold]int{}       // index in s.ops of the unknown release that ended the process's hold
 	for _, o := range h.ops {
 		if o.f != histories.Acquire && o.f != histories.Release {
 			continue
 		}
 		s.covered = append(s.covered, o)
-		k := pk{o.process, o.key}
+		k := hold{o.process, o.key}
 		c := &call{key: o.key, process: o.process, f: o.f, op: o}
 		a := holding[k]
 		r, retry := released[k]
@@ -165,12 +161,7 @@ func mutexSpec(h *History) spec {
 		}
 	}
 	// Implicit releases, in a deterministic order.
-	stopped := make([]pk, 0, len(holding))
-	for k := range holding {
-		stopped = append(stopped, k)
-	}
-	slices.SortFunc(stopped, func(a, b pk) int { return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.p, b.p)) })
-	for _, k := range stopped {
+	for _, k := range sortedHolds(holding) {
 		a := holding[k]
 		seen := max(h.alive[k.p], a.ret)
 		s.add(&call{key: k.key, process: k.p, f: histories.Release, unknown: true, implicit: true}, seen, h.end)

@@ -9,11 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/locktest/locktest/internal/words"
-
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/words"
 )
 
 // printChecks writes one line per check, and the explanation of any check
