@@ -14,8 +14,8 @@ import (
 
 // Describer says in words what a fault of kind fault did to its targets
 // ("c4 was paused"), for stories; false for a kind it does not know. The
-// checker knows no fault kinds itself: the caller that knows them (the
-// nemesis) passes one on the Builder.
+// checker knows no fault kinds itself: its caller sets one on the Builder
+// (the harness passes nemesis.Describe).
 type Describer func(fault string, targets []string) (phrase string, ok bool)
 
 // phrase says what a fault did, in words: the Describer's phrase, or a
@@ -44,6 +44,7 @@ func (h *History) describeFault(f Fault) string {
 	return fmt.Sprintf("%s %.2f-%s", h.phrase(f), float64(f.Start-h.origin())/1e9, h.at(f.End))
 }
 
+// describeFaults describes up to five faults, and says how many more.
 func (h *History) describeFaults(fs []Fault) string {
 	var out []string
 	for i, f := range fs {
