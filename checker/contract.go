@@ -213,7 +213,7 @@ func (j *contractJudge) lost(grants []*operation) {
 			j.cannot(promiseLost, "the grants carry no decision revision (a history recorded before locktest recorded them)")
 			continue
 		case !g.keyed:
-			j.cannot(promiseLost, "the lock does not say which etcd key a grant holds (lock.Keyed)")
+			j.cannot(promiseLost, "the lock does not say which etcd key a grant holds (etcdlock.Keyed)")
 			continue
 		}
 		held, d, ok := j.heldAt(g.key, g.tok, g.rev)

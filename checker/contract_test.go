@@ -165,9 +165,9 @@ func TestContractUnknown(t *testing.T) {
 	// A promise it can judge still breaks.
 	expect(t, Contract(old.acq(3, "lock", 4000, 4100, ok, 11).ops()), Invalid, "Promise 1 (tokens grow)")
 
-	// A lock that does not say which key it holds (no lock.Keyed).
+	// A lock that does not say which key it holds (no etcdlock.Keyed).
 	h := (&hist{}).recorded(100, 1).grant(1, 1000, 1100, 10, 10, "").rel(1, "lock", 2000, 2010, ok)
-	expect(t, Contract(h.ops()), Unknown, "which etcd key a grant holds (lock.Keyed)")
+	expect(t, Contract(h.ops()), Unknown, "which etcd key a grant holds (etcdlock.Keyed)")
 
 	// No grant at all is never valid.
 	expect(t, Contract((&hist{}).recorded(100).acq(1, "lock", 1000, 2000, fail, 0).ops()), Unknown, "holds no grant")

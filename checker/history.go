@@ -60,7 +60,7 @@ type operation struct {
 	hasTok, hasVal bool
 	err            string
 	// rev is an acquire ok's decision revision (0: not recorded); keyed
-	// says the grant named its etcd key (lock.Keyed).
+	// says the grant named its etcd key (etcdlock.Keyed).
 	rev   int64
 	keyed bool
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/cluster"
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/workload"
@@ -97,7 +97,7 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("time must be positive, got %v", o.Time)
 	}
 	o.Workload.Resource = o.Resource
-	o.RecipeName = lock.MutexName
+	o.RecipeName = etcdlock.MutexName
 	if o.Workload.Recipe != nil {
 		o.RecipeName = o.Workload.Recipe.Name()
 	}

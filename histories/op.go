@@ -86,7 +86,7 @@ type Value struct {
 	// Acquire returned.
 	Revision *int64 `json:"revision,omitempty"`
 	// Claim is, for an acquire ok, the etcd key the grant holds, when the
-	// lock says (lock.Keyed): its deletion (a key-deleted event whose
+	// lock says (etcdlock.Keyed): its deletion (a key-deleted event whose
 	// create_revision is the token) ends the grant's claim on the server.
 	Claim string `json:"claim,omitempty"`
 

@@ -1,8 +1,8 @@
-// Package lock is what locktest tests: a distributed lock on etcd, as a
-// recipe. A team that wraps etcd in a lock of its own implements Recipe (and
-// the Locker and Held it returns) and hands it to the harness, which runs it
-// under the same clients, faults and checks as the built-in recipes; the
-// built-ins implement the same interfaces.
+// Package lock is what locktest tests: a distributed lock, as a recipe. A
+// team that wraps a lock service in a lock of its own implements Recipe
+// (and the Locker and Held it returns) and hands it to the harness, which
+// runs it under the same clients, faults and checks as the built-in
+// recipes; the built-ins implement the same interfaces.
 //
 // A recipe's only duties are the three of any lock: acquire, giving a
 // fencing token that grows with every grant of that lock; release; and,
@@ -10,54 +10,25 @@
 // (clocks, pauses, crashes, the critical section, recording the history) is
 // the harness's.
 //
-// Built-in recipes (Names, Builtin):
-//
-//   - mutex: concurrency.NewSession + concurrency.NewMutex.
-//   - lock-rpc: etcd's server-side Lock API (v3lockpb Lock/Unlock under the
-//     session's lease), as etcdctl lock and Jepsen's etcd suite use.
-//   - election: concurrency.NewElection Campaign/Resign; the leader holds.
-//     Campaign has a bug (phantom leadership, below), which locktest finds.
-//   - election-checked: election, plus a read of the own key after
-//     Campaign, refusing leadership when it is gone: the workaround.
-//   - same-key: one fixed key created in a Txn (CreateRevision == 0) under
-//     the session's lease; waiters watch it for its delete and retry, all at
-//     once.
-//   - polling: the same fixed key, but waiters sleep and retry every 50 ms
-//     (Polling sets another interval); the session's keepalive is the
-//     watchdog: SET NX PX carried over to etcd.
-//
-// And broken on purpose, each a real mistake, which the checks must catch:
-//
-//   - check-then-set: Get the fixed key and Put it if absent: not atomic.
-//   - unlock-any: the same-key lock whose release is a plain Delete of the
-//     key, whoever holds it now.
-//   - no-renew: the fixed key under a lease that nobody keeps alive: a
-//     critical section longer than the TTL outlives the lock.
-//   - mutex-3.4: the revision queue as concurrency.Mutex.Lock was before
-//     the fix for etcd#11456: a waiter whose lease expired while it queued
-//     is still told it holds the lock.
+// This package names no lock service. What a recipe gets to reach its
+// service is Env.Conn; each backend has a package of its own with a typed
+// Env, its optional interfaces and its built-in recipes: etcd's is
+// lock/etcdlock. Package lock/recipes looks the built-ins up by name.
 package lock
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
-	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/locktest/locktest/clock"
 )
 
 // Env is what a recipe gets for one client.
 type Env struct {
-	// Client is the client's own etcd client, over its own links (faults
-	// single it out). Its Lease is the harness's clock-driven one: leases
-	// granted and kept alive through it (concurrency.NewSession, NewSession
-	// below) renew on the client's clock and stop while it is paused.
-	Client *clientv3.Client
+	// Conn is the client's own connection to the system under test, over
+	// its own links (faults single it out); its type is the backend's (for
+	// etcd a *clientv3.Client, see etcdlock.Env).
+	Conn any
 	// Clock is the client's clock: use it for every time-based decision
 	// (polling intervals, timeouts, TTL arithmetic), so that clock faults
 	// act on the recipe.
@@ -120,24 +91,6 @@ type Watched interface {
 	Done() <-chan struct{}
 }
 
-// Fenced is implemented by a Held that can fence an etcd transaction: Guard
-// is a comparison that holds exactly while the grant is current (for a
-// lock key, its create revision equals the token). The etcd-txn resource
-// writes with Txn(If(Guard)). Without it, that resource fences by token
-// instead (it accepts a write whose token is at least the highest it has
-// accepted).
-type Fenced interface {
-	Guard() clientv3.Cmp
-}
-
-// Keyed is implemented by a Held that is an etcd key under a lease: the
-// harness's observer then attributes that key's deletion (release, expiry,
-// revoke) to the client, and the nemesis targets that lease.
-type Keyed interface {
-	Key() string
-	LeaseID() clientv3.LeaseID
-}
-
 // Decided is implemented by a Held whose grant was decided on a server
 // response the harness cannot see (a raw gRPC call, as lock-rpc's Lock):
 // Revision is that response's header revision. The harness records the
@@ -145,41 +98,6 @@ type Keyed interface {
 // state the grant was decided on (the contract check's promises 2 and 3).
 type Decided interface {
 	Revision() int64
-}
-
-// LeaseHolder is implemented by a Locker whose grants all hang on one lease
-// it keeps alive (a session): the harness's lease faults target LeaseID, the
-// clock guard reads the client's belief about its end, a crash calls Orphan
-// (stop the keepalives, revoke nothing: the lease then expires on the
-// server), and once Done is closed (the lease is gone) the harness replaces
-// the Locker. Without it, a crash abandons the Locker without closing it.
-type LeaseHolder interface {
-	LeaseID() clientv3.LeaseID
-	Done() <-chan struct{}
-	Orphan()
-}
-
-// NewSession grants a lease of env.TTL through env.Client and keeps it alive
-// until the session is closed or orphaned; ctx bounds only the grant. The
-// keepalives go through env.Client's Lease, so in the harness they run on
-// the client's clock.
-func NewSession(ctx context.Context, env Env) (*concurrency.Session, error) {
-	kctx, cancel := context.WithCancel(context.Background())
-	stop := context.AfterFunc(ctx, cancel)
-	s, err := concurrency.NewSession(env.Client, concurrency.WithTTL(env.TTL), concurrency.WithContext(kctx))
-	if !stop() { // ctx ended during the grant: kctx is cancelled
-		if err == nil {
-			s.Orphan()
-			err = ctx.Err()
-		}
-		return nil, err
-	}
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	go func() { <-s.Done(); cancel() }()
-	return s, nil
 }
 
 // RecipeFunc makes a Recipe of a name and a function.
@@ -196,74 +114,11 @@ func (r funcRecipe) Name() string { return r.name }
 
 func (r funcRecipe) New(ctx context.Context, env Env) (Locker, error) { return r.f(ctx, env) }
 
-// Built-in recipe names.
-const (
-	MutexName           = "mutex"
-	LockRPCName         = "lock-rpc"
-	ElectionName        = "election"
-	SameKeyName         = "same-key"
-	PollingName         = "polling"
-	CheckThenSetName    = "check-then-set"
-	UnlockAnyName       = "unlock-any"
-	NoRenewName         = "no-renew"
-	Mutex34Name         = "mutex-3.4"
-	ElectionCheckedName = "election-checked"
-)
-
-// DefaultPollInterval is the polling recipe's retry interval.
-const DefaultPollInterval = 50 * time.Millisecond
-
-var builtins = map[string]func() Recipe{
-	MutexName:           Mutex,
-	LockRPCName:         LockRPC,
-	ElectionName:        Election,
-	SameKeyName:         SameKey,
-	PollingName:         func() Recipe { return Polling(DefaultPollInterval) },
-	CheckThenSetName:    CheckThenSet,
-	UnlockAnyName:       UnlockAny,
-	NoRenewName:         NoRenew,
-	Mutex34Name:         Mutex34,
-	ElectionCheckedName: ElectionChecked,
-}
-
-// Names lists the built-in recipes: the correct ones first, then the broken
-// ones.
-func Names() []string {
-	return []string{MutexName, LockRPCName, ElectionName, ElectionCheckedName, SameKeyName, PollingName, CheckThenSetName, UnlockAnyName, NoRenewName, Mutex34Name}
-}
-
-// Broken reports whether a built-in recipe is broken on purpose.
-func Broken(name string) bool {
-	return slices.Contains([]string{CheckThenSetName, UnlockAnyName, NoRenewName, Mutex34Name}, name)
-}
-
-// Builtin returns the built-in recipe called name.
-func Builtin(name string) (Recipe, error) {
-	f, ok := builtins[name]
-	if !ok {
-		return nil, fmt.Errorf("unknown lock recipe %q (want one of %v)", name, Names())
-	}
-	return f(), nil
-}
-
-// session is the part of a session-based locker the harness sees through
-// LeaseHolder.
-type session struct {
-	env Env
-	s   *concurrency.Session
-}
-
-func newSessionLocker(ctx context.Context, env Env) (session, error) {
-	s, err := NewSession(ctx, env)
-	return session{env, s}, err
-}
-
-func (s session) LeaseID() clientv3.LeaseID { return s.s.Lease() }
-func (s session) Done() <-chan struct{}     { return s.s.Done() }
-func (s session) Orphan()                   { s.s.Orphan() }
-func (s session) Close() error              { return s.s.Close() }
-
-// sessionEnded says an acquire failed because the session is over.
-func (s session) ended() error {
-	return fmt.Errorf("%w: the session's lease is gone", ErrNotAcquired)
+// A Builtin is a recipe shipped with locktest, as a backend lists it.
+type Builtin struct {
+	Name string
+	New  func() Recipe
+	// Broken is set for a recipe broken on purpose: the checks must catch
+	// it.
+	Broken bool
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/resource"
 )
 
@@ -48,7 +49,7 @@ type client struct {
 // it has one, and whether the client has dropped it on purpose.
 type locker struct {
 	lock.Locker
-	lh      lock.LeaseHolder // nil if the recipe keeps no lease of its own
+	lh      etcdlock.LeaseHolder // nil if the recipe keeps no lease of its own
 	dropped atomic.Bool
 }
 
@@ -63,7 +64,7 @@ func (l *locker) done() <-chan struct{} {
 // holding is a lock the client believes it holds.
 type holding struct {
 	key     string // lock name
-	etcdKey string // the grant's etcd key, if the recipe tells (lock.Keyed)
+	etcdKey string // the grant's etcd key, if the recipe tells (etcdlock.Keyed)
 	token   int64
 	lease   clientv3.LeaseID // the grant's lease, if known; else 0
 	process histories.Process
@@ -118,7 +119,7 @@ func newClient(w *Workload, i int, cl Cluster, resourceAddr string) (*client, er
 
 // env is what the recipe gets for this client.
 func (c *client) env() lock.Env {
-	return lock.Env{Client: c.etcd, Clock: c.clock, TTL: c.cfg.TTL, Prefix: c.cfg.Prefix, Name: c.name}
+	return lock.Env{Conn: c.etcd, Clock: c.clock, TTL: c.cfg.TTL, Prefix: c.cfg.Prefix, Name: c.name}
 }
 
 // finish ends the client's locker at the end of Run and returns its stats.
@@ -301,7 +302,7 @@ func (c *client) ensureLocker(ctx context.Context, stop <-chan struct{}) (*locke
 		cancel()
 		if err == nil {
 			l := &locker{Locker: lk}
-			l.lh, _ = lk.(lock.LeaseHolder)
+			l.lh, _ = lk.(etcdlock.LeaseHolder)
 			c.mu.Lock()
 			c.locker = l
 			p := c.process
@@ -471,7 +472,7 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	}
 	token := held.Token()
 	h := &holding{key: key, token: token, held: held, locker: l, since: c.clock.Now(), gone: make(chan struct{})}
-	if k, ok := held.(lock.Keyed); ok {
+	if k, ok := held.(etcdlock.Keyed); ok {
 		h.etcdKey, h.lease = k.Key(), k.LeaseID()
 	} else if l.lh != nil {
 		h.lease = l.lh.LeaseID()
@@ -645,12 +646,12 @@ func (s httpStore) Write(ctx context.Context, key string, token, value int64, _ 
 }
 
 // etcdStore is the etcd-txn resource: a write commits only if the grant's
-// compare holds (lock.Fenced), or, for a recipe without one, if its token
+// compare holds (etcdlock.Fenced), or, for a recipe without one, if its token
 // is at least the highest accepted.
 type etcdStore struct{ *resource.Etcd }
 
 func (s etcdStore) Write(ctx context.Context, key string, token, value int64, held lock.Held) error {
-	if f, ok := held.(lock.Fenced); ok {
+	if f, ok := held.(etcdlock.Fenced); ok {
 		return s.Etcd.Write(ctx, key, value, f.Guard())
 	}
 	return s.WriteFenced(ctx, key, token, value)

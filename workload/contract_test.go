@@ -11,6 +11,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/resource"
 )
 
@@ -18,7 +19,7 @@ import (
 // lease: the next holder is granted only after the paused one's key is gone,
 // and the overlap that follows is the lease race.
 func TestContractMutexPausedHolder(t *testing.T) {
-	e := contending(t, lock.MutexName)
+	e := contending(t, etcdlock.MutexName)
 	first := e.firstGrant()
 	paused := nameOf(first.Process)
 	// Record the fault as the nemesis would: promise 5 excuses an expiry
@@ -51,7 +52,7 @@ type grantLost struct{ env lock.Env }
 func (g *grantLost) Close() error { return nil }
 
 func (g *grantLost) Acquire(ctx context.Context, name string) (lock.Held, error) {
-	cli := g.env.Client
+	cli := g.env.Conn.(*clientv3.Client)
 	lease, err := cli.Grant(ctx, int64(g.env.TTL))
 	if err != nil {
 		return nil, err

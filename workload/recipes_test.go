@@ -10,12 +10,14 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/etcdlock"
+	"github.com/locktest/locktest/lock/recipes"
 	"github.com/locktest/locktest/resource"
 )
 
 func recipe(t *testing.T, name string) lock.Recipe {
 	t.Helper()
-	r, err := lock.Builtin(name)
+	r, err := recipes.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +73,8 @@ func (e *env) waitOverlap(timeout time.Duration) checker.Overlap {
 // Every correct recipe hands the lock from client to client with growing
 // tokens, and with the fenced resource every check passes.
 func TestRecipes(t *testing.T) {
-	for _, name := range lock.Names() {
-		if lock.Broken(name) {
+	for _, name := range recipes.Names() {
+		if recipes.Broken(name) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
@@ -117,7 +119,7 @@ func TestRecipes(t *testing.T) {
 func TestCheckThenSetCaught(t *testing.T) {
 	cfg := testConfig()
 	cfg.Clients = 3
-	cfg.Recipe = recipe(t, lock.CheckThenSetName)
+	cfg.Recipe = recipe(t, etcdlock.CheckThenSetName)
 	cfg.ThinkMin, cfg.ThinkMax = 20*time.Millisecond, 50*time.Millisecond
 	e := setup(t, resource.Unfenced, cfg)
 	e.start()
@@ -154,7 +156,7 @@ func expectBroken(t *testing.T, r checker.Result, kind string) {
 // deleting the key, now another client's: the observer names the release
 // that did it, and the contract check calls it a bug in the lock.
 func TestUnlockAnyCaught(t *testing.T) {
-	e := contending(t, lock.UnlockAnyName)
+	e := contending(t, etcdlock.UnlockAnyName)
 	first := e.firstGrant()
 	paused := nameOf(first.Process)
 	if err := e.wl.Pause(paused, 5*time.Second, true); err != nil {
@@ -175,7 +177,7 @@ func TestUnlockAnyCaught(t *testing.T) {
 func TestNoRenewCaught(t *testing.T) {
 	cfg := testConfig()
 	cfg.TTL = 1
-	cfg.Recipe = recipe(t, lock.NoRenewName)
+	cfg.Recipe = recipe(t, etcdlock.NoRenewName)
 	cfg.ThinkMin, cfg.ThinkMax = 1500*time.Millisecond, 1500*time.Millisecond
 	e := setup(t, resource.Fenced, cfg)
 	e.start()
@@ -304,11 +306,11 @@ func finalRead(t *testing.T, ops []histories.Op, key string) int64 {
 	return 0
 }
 
-// A recipe without a compare of its own (no lock.Fenced) is fenced in etcd
+// A recipe without a compare of its own (no etcdlock.Fenced) is fenced in etcd
 // by its token.
 func TestEtcdTxnTokenFenceForPlainRecipe(t *testing.T) {
 	plain := lock.RecipeFunc("plain", func(ctx context.Context, env lock.Env) (lock.Locker, error) {
-		l, err := lock.Mutex().New(ctx, env)
+		l, err := etcdlock.Mutex().New(ctx, env)
 		if err != nil {
 			return nil, err
 		}
@@ -325,7 +327,7 @@ func TestEtcdTxnTokenFenceForPlainRecipe(t *testing.T) {
 	}
 	for n, r := range results(ops) {
 		if n == "contract" {
-			// Without lock.Keyed, the grants' keys are unknown.
+			// Without etcdlock.Keyed, the grants' keys are unknown.
 			if r.Verdict != checker.Unknown || !slices.Contains(r.Unjudged, "2 (no grant of a lost lock)") {
 				t.Errorf("contract: %s, unjudged %q; want unknown, promise 2 not judged", r.Verdict, r.Unjudged)
 			}

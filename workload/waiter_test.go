@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 )
@@ -18,7 +18,7 @@ import (
 func TestWaiterTargetedFault(t *testing.T) {
 	cfg := testConfig()
 	cfg.Clients = 3
-	cfg.Recipe = recipe(t, lock.MutexName)
+	cfg.Recipe = recipe(t, etcdlock.MutexName)
 	cfg.ThinkMin, cfg.ThinkMax = 400*time.Millisecond, 500*time.Millisecond
 	e := setup(t, resource.Fenced, cfg)
 	e.start()

@@ -41,6 +41,7 @@ import (
 	"github.com/locktest/locktest/cluster"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/resource"
 )
 
@@ -101,7 +102,7 @@ type Config struct {
 	// GuardMargin is the clock guard's safety margin: the lease must have
 	// more than this left on the client's clock. 0 means TTL/5.
 	GuardMargin time.Duration
-	// Recipe is the lock under test; nil means lock.Mutex(). Results record
+	// Recipe is the lock under test; nil means etcdlock.Mutex(). Results record
 	// its name, not the value.
 	Recipe lock.Recipe `json:"-"`
 	// Workload is what a critical section does: histories.WorkloadCounter ("" too)
@@ -282,7 +283,7 @@ func New(ctx context.Context, cfg Config, cl Cluster, resourceAddr string, rec R
 		cfg.Guard = GuardNone
 	}
 	if cfg.Recipe == nil {
-		cfg.Recipe = lock.Mutex()
+		cfg.Recipe = etcdlock.Mutex()
 	}
 	cfg.Workload = cfg.workload()
 	if cfg.Resource != resource.EtcdTxn && resourceAddr == "" {

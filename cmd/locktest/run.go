@@ -17,6 +17,8 @@ import (
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/etcdlock"
+	"github.com/locktest/locktest/lock/recipes"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/workload"
@@ -85,10 +87,10 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		schedule:     fs.String("schedule", "", "replay the fault schedule in this file (a run's schedule.json) instead of drawing one"),
 		checkTimeout: fs.Duration("check-timeout", time.Minute, "time limit for each check; a check that hits it is unknown"),
 		bound:        fs.Duration("liveness-bound", harness.DefaultLivenessBound, "after the final heal, every client that asks for a lock must get it within this"),
-		recipe:       fs.String("recipe", lock.MutexName, "lock recipe under test: "+strings.Join(lock.Names(), ", ")),
+		recipe:       fs.String("recipe", etcdlock.MutexName, "lock recipe under test: "+strings.Join(recipes.Names(), ", ")),
 		work:         fs.String("workload", histories.WorkloadCounter, "critical section: counter (read, write value+1) or stock (sell one of --items if any is left)"),
 		items:        fs.Int("items", workload.DefaultItems, "initial stock per key of the stock workload"),
-		poll:         fs.Duration("poll-interval", lock.DefaultPollInterval, "retry interval of the polling recipe"),
+		poll:         fs.Duration("poll-interval", etcdlock.DefaultPollInterval, "retry interval of the polling recipe"),
 		tick:         fs.Uint("raft-tick", 10, "raft heartbeat interval of the members, in ms"),
 		election:     fs.Uint("raft-election", 100, "raft election timeout of the members, in ms (at least 5 ticks)"),
 	}
@@ -171,10 +173,10 @@ func (f *runFlags) options() (harness.Options, error) {
 // recipeNamed is the built-in recipe of that name, with the polling
 // recipe's interval applied.
 func recipeNamed(name string, poll time.Duration) (lock.Recipe, error) {
-	if name == lock.PollingName {
-		return lock.Polling(poll), nil
+	if name == etcdlock.PollingName {
+		return etcdlock.Polling(poll), nil
 	}
-	return lock.Builtin(name)
+	return recipes.Lookup(name)
 }
 
 func lockNames(n int) []string {

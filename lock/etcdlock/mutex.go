@@ -1,4 +1,4 @@
-package lock
+package etcdlock
 
 import (
 	"context"
@@ -8,16 +8,18 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/locktest/locktest/lock"
 )
 
 // Mutex is the mutex recipe: concurrency.NewSession and
 // concurrency.NewMutex. The token is the create revision of the client's
 // key under the lock's prefix.
-func Mutex() Recipe { return RecipeFunc(MutexName, newMutexLocker) }
+func Mutex() lock.Recipe { return RecipeFunc(MutexName, newMutexLocker) }
 
 type mutexLocker struct{ session }
 
-func newMutexLocker(ctx context.Context, env Env) (Locker, error) {
+func newMutexLocker(ctx context.Context, env Env) (lock.Locker, error) {
 	s, err := newSessionLocker(ctx, env)
 	if err != nil {
 		return nil, err
@@ -25,12 +27,12 @@ func newMutexLocker(ctx context.Context, env Env) (Locker, error) {
 	return &mutexLocker{s}, nil
 }
 
-func (l *mutexLocker) Acquire(ctx context.Context, name string) (Held, error) {
+func (l *mutexLocker) Acquire(ctx context.Context, name string) (lock.Held, error) {
 	m := concurrency.NewMutex(l.s, l.env.Prefix+name)
 	if err := m.Lock(ctx); err != nil {
 		if errors.Is(err, concurrency.ErrSessionExpired) {
 			// Lock re-read its own key after waiting and found it gone.
-			return nil, fmt.Errorf("%w: %v", ErrNotAcquired, err)
+			return nil, fmt.Errorf("%w: %v", lock.ErrNotAcquired, err)
 		}
 		return nil, err
 	}

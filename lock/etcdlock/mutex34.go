@@ -1,4 +1,4 @@
-package lock
+package etcdlock
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locktest/locktest/lock"
 )
 
 // Mutex34 is the mutex-3.4 recipe, broken on purpose: the revision queue of
@@ -16,11 +18,11 @@ import (
 // key again: a waiter whose lease expired while it queued is told it holds
 // a lock whose key no longer exists. The fixed Mutex re-reads its key and
 // returns ErrSessionExpired.
-func Mutex34() Recipe { return RecipeFunc(Mutex34Name, newMutex34Locker) }
+func Mutex34() lock.Recipe { return RecipeFunc(Mutex34Name, newMutex34Locker) }
 
 type mutex34Locker struct{ session }
 
-func newMutex34Locker(ctx context.Context, env Env) (Locker, error) {
+func newMutex34Locker(ctx context.Context, env Env) (lock.Locker, error) {
 	s, err := newSessionLocker(ctx, env)
 	if err != nil {
 		return nil, err
@@ -28,7 +30,7 @@ func newMutex34Locker(ctx context.Context, env Env) (Locker, error) {
 	return &mutex34Locker{s}, nil
 }
 
-func (l *mutex34Locker) Acquire(ctx context.Context, name string) (Held, error) {
+func (l *mutex34Locker) Acquire(ctx context.Context, name string) (lock.Held, error) {
 	cli := l.s.Client()
 	pfx := l.env.Prefix + name + "/"
 	key := fmt.Sprintf("%s%x", pfx, l.s.Lease())

@@ -1,4 +1,4 @@
-package lock
+package etcdlock
 
 import (
 	"context"
@@ -6,20 +6,22 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
+
+	"github.com/locktest/locktest/lock"
 )
 
 // LockRPC is the lock-rpc recipe: etcd's server-side Lock API (v3lockpb
 // Lock and Unlock) under the client's session lease, what etcdctl lock and
 // Jepsen's etcd suite use. The server runs concurrency.Mutex on the
 // client's behalf; the token is the create revision of the key it returns.
-func LockRPC() Recipe { return RecipeFunc(LockRPCName, newLockRPCLocker) }
+func LockRPC() lock.Recipe { return RecipeFunc(LockRPCName, newLockRPCLocker) }
 
 type lockRPCLocker struct {
 	session
 	rpc v3lockpb.LockClient
 }
 
-func newLockRPCLocker(ctx context.Context, env Env) (Locker, error) {
+func newLockRPCLocker(ctx context.Context, env Env) (lock.Locker, error) {
 	s, err := newSessionLocker(ctx, env)
 	if err != nil {
 		return nil, err
@@ -27,7 +29,7 @@ func newLockRPCLocker(ctx context.Context, env Env) (Locker, error) {
 	return &lockRPCLocker{s, v3lockpb.NewLockClient(env.Client.ActiveConnection())}, nil
 }
 
-func (l *lockRPCLocker) Acquire(ctx context.Context, name string) (Held, error) {
+func (l *lockRPCLocker) Acquire(ctx context.Context, name string) (lock.Held, error) {
 	resp, err := l.rpc.Lock(ctx, &v3lockpb.LockRequest{Name: []byte(l.env.Prefix + name), Lease: int64(l.s.Lease())})
 	if err != nil {
 		return nil, err
@@ -41,7 +43,7 @@ func (l *lockRPCLocker) Acquire(ctx context.Context, name string) (Held, error) 
 	}
 	if len(g.Kvs) == 0 {
 		// Gone already: its lease ended. Nothing can grant it any more.
-		return nil, fmt.Errorf("%w: lock key %s gone right after the grant", ErrNotAcquired, key)
+		return nil, fmt.Errorf("%w: lock key %s gone right after the grant", lock.ErrNotAcquired, key)
 	}
 	return &lockRPCHeld{l: l, key: key, token: g.Kvs[0].CreateRevision, rev: resp.Header.GetRevision()}, nil
 }

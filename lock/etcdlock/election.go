@@ -1,21 +1,23 @@
-package lock
+package etcdlock
 
 import (
 	"context"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/locktest/locktest/lock"
 )
 
 // Election is the election recipe: concurrency.NewElection, Campaign to
 // acquire (the leader holds the lock) and Resign to release. The token is
 // the leader key's create revision (Election.Rev). Split-brain here is two
 // leaders at once.
-func Election() Recipe { return RecipeFunc(ElectionName, newElectionLocker) }
+func Election() lock.Recipe { return RecipeFunc(ElectionName, newElectionLocker) }
 
 type electionLocker struct{ session }
 
-func newElectionLocker(ctx context.Context, env Env) (Locker, error) {
+func newElectionLocker(ctx context.Context, env Env) (lock.Locker, error) {
 	s, err := newSessionLocker(ctx, env)
 	if err != nil {
 		return nil, err
@@ -23,7 +25,7 @@ func newElectionLocker(ctx context.Context, env Env) (Locker, error) {
 	return &electionLocker{s}, nil
 }
 
-func (l *electionLocker) Acquire(ctx context.Context, name string) (Held, error) {
+func (l *electionLocker) Acquire(ctx context.Context, name string) (lock.Held, error) {
 	e := concurrency.NewElection(l.s, l.env.Prefix+name)
 	if err := e.Campaign(ctx, l.env.Name); err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package lock
+package etcdlock
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locktest/locktest/lock"
 )
 
 // NoRenew is the no-renew recipe, broken on purpose: the fixed key, created
@@ -16,8 +18,8 @@ import (
 // takes it while the first still believes it holds. Waiters watch the key
 // for its delete. It has no session, so it cannot tell a holder that its
 // lease ran out.
-func NoRenew() Recipe {
-	return RecipeFunc(NoRenewName, func(_ context.Context, env Env) (Locker, error) {
+func NoRenew() lock.Recipe {
+	return RecipeFunc(NoRenewName, func(_ context.Context, env Env) (lock.Locker, error) {
 		return &noRenew{env: env}, nil
 	})
 }
@@ -26,7 +28,7 @@ type noRenew struct{ env Env }
 
 func (l *noRenew) Close() error { return nil }
 
-func (l *noRenew) Acquire(ctx context.Context, name string) (Held, error) {
+func (l *noRenew) Acquire(ctx context.Context, name string) (lock.Held, error) {
 	key := l.env.Prefix + name
 	cli := l.env.Client
 	for {

@@ -1,8 +1,10 @@
-package lock
+package etcdlock
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/locktest/locktest/lock"
 )
 
 // ElectionChecked is the election-checked recipe: the election recipe with
@@ -13,11 +15,11 @@ import (
 // exists (phantom leadership, etcd issue #11051). After Campaign, this
 // recipe reads its own key and refuses leadership when the key is gone or
 // is no longer the one it created.
-func ElectionChecked() Recipe { return RecipeFunc(ElectionCheckedName, newElectionCheckedLocker) }
+func ElectionChecked() lock.Recipe { return RecipeFunc(ElectionCheckedName, newElectionCheckedLocker) }
 
 type electionCheckedLocker struct{ *electionLocker }
 
-func newElectionCheckedLocker(ctx context.Context, env Env) (Locker, error) {
+func newElectionCheckedLocker(ctx context.Context, env Env) (lock.Locker, error) {
 	l, err := newElectionLocker(ctx, env)
 	if err != nil {
 		return nil, err
@@ -25,7 +27,7 @@ func newElectionCheckedLocker(ctx context.Context, env Env) (Locker, error) {
 	return electionCheckedLocker{l.(*electionLocker)}, nil
 }
 
-func (l electionCheckedLocker) Acquire(ctx context.Context, name string) (Held, error) {
+func (l electionCheckedLocker) Acquire(ctx context.Context, name string) (lock.Held, error) {
 	held, err := l.electionLocker.Acquire(ctx, name)
 	if err != nil {
 		return nil, err
@@ -38,7 +40,7 @@ func (l electionCheckedLocker) Acquire(ctx context.Context, name string) (Held, 
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != h.token {
 		h.Release(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("%w: leader key %s gone when Campaign returned", ErrNotAcquired, h.key)
+		return nil, fmt.Errorf("%w: leader key %s gone when Campaign returned", lock.ErrNotAcquired, h.key)
 	}
 	return h, nil
 }

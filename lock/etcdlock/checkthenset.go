@@ -1,4 +1,4 @@
-package lock
+package etcdlock
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locktest/locktest/lock"
 )
 
 // CheckThenSet is the check-then-set recipe, broken on purpose: Get the
@@ -14,8 +16,8 @@ import (
 // requests, not one transaction: waiters woken by the same delete all find
 // the key absent and all Put it, and each believes it holds the lock. The
 // token is the revision of the client's Put.
-func CheckThenSet() Recipe {
-	return RecipeFunc(CheckThenSetName, func(ctx context.Context, env Env) (Locker, error) {
+func CheckThenSet() lock.Recipe {
+	return RecipeFunc(CheckThenSetName, func(ctx context.Context, env Env) (lock.Locker, error) {
 		s, err := newSessionLocker(ctx, env)
 		if err != nil {
 			return nil, err
@@ -26,7 +28,7 @@ func CheckThenSet() Recipe {
 
 type checkThenSet struct{ session }
 
-func (l *checkThenSet) Acquire(ctx context.Context, name string) (Held, error) {
+func (l *checkThenSet) Acquire(ctx context.Context, name string) (lock.Held, error) {
 	key := l.env.Prefix + name
 	lease := l.s.Lease()
 	for {

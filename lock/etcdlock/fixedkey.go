@@ -1,4 +1,4 @@
-package lock
+package etcdlock
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locktest/locktest/lock"
 )
 
 // The fixed-key recipes: every client tries to create the one key
@@ -17,8 +19,8 @@ import (
 
 // SameKey is the same-key recipe: a client that finds the key taken watches
 // it for its delete and retries, which wakes every waiter at once.
-func SameKey() Recipe {
-	return RecipeFunc(SameKeyName, func(ctx context.Context, env Env) (Locker, error) {
+func SameKey() lock.Recipe {
+	return RecipeFunc(SameKeyName, func(ctx context.Context, env Env) (lock.Locker, error) {
 		return newFixedKey(ctx, env, fixedKeyOpts{})
 	})
 }
@@ -26,11 +28,11 @@ func SameKey() Recipe {
 // Polling is the polling recipe with a retry interval (measured on the
 // client's clock): a client that finds the key taken sleeps and retries;
 // the session's keepalive is its watchdog.
-func Polling(interval time.Duration) Recipe {
+func Polling(interval time.Duration) lock.Recipe {
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
-	return RecipeFunc(PollingName, func(ctx context.Context, env Env) (Locker, error) {
+	return RecipeFunc(PollingName, func(ctx context.Context, env Env) (lock.Locker, error) {
 		return newFixedKey(ctx, env, fixedKeyOpts{poll: interval})
 	})
 }
@@ -39,8 +41,8 @@ func Polling(interval time.Duration) Recipe {
 // but its release is a plain Delete of the key, whoever holds it now. Once a
 // holder outlives its lease (a pause, a slow clock), its release deletes the
 // next holder's key, that holder's release the next one's, and so on.
-func UnlockAny() Recipe {
-	return RecipeFunc(UnlockAnyName, func(ctx context.Context, env Env) (Locker, error) {
+func UnlockAny() lock.Recipe {
+	return RecipeFunc(UnlockAnyName, func(ctx context.Context, env Env) (lock.Locker, error) {
 		return newFixedKey(ctx, env, fixedKeyOpts{deleteAny: true})
 	})
 }
@@ -55,7 +57,7 @@ type fixedKey struct {
 	opts fixedKeyOpts
 }
 
-func newFixedKey(ctx context.Context, env Env, opts fixedKeyOpts) (Locker, error) {
+func newFixedKey(ctx context.Context, env Env, opts fixedKeyOpts) (lock.Locker, error) {
 	s, err := newSessionLocker(ctx, env)
 	if err != nil {
 		return nil, err
@@ -63,7 +65,7 @@ func newFixedKey(ctx context.Context, env Env, opts fixedKeyOpts) (Locker, error
 	return &fixedKey{s, opts}, nil
 }
 
-func (l *fixedKey) Acquire(ctx context.Context, name string) (Held, error) {
+func (l *fixedKey) Acquire(ctx context.Context, name string) (lock.Held, error) {
 	key := l.env.Prefix + name
 	lease := l.s.Lease()
 	for {
@@ -135,7 +137,7 @@ func waitDelete(ctx context.Context, cli *clientv3.Client, key string, from int6
 				}
 			}
 		case <-done:
-			return fmt.Errorf("%w: the session's lease is gone", ErrNotAcquired)
+			return fmt.Errorf("%w: the session's lease is gone", lock.ErrNotAcquired)
 		case <-ctx.Done():
 			return fmt.Errorf("%w (waiting for %s to be deleted)", ctx.Err(), key)
 		}

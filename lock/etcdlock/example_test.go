@@ -1,4 +1,4 @@
-package lock_test
+package etcdlock_test
 
 import (
 	"context"
@@ -11,32 +11,32 @@ import (
 
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/workload"
 )
 
 // teamLock is a team's own lock: a thin wrapper around concurrency.Mutex,
-// as many teams write. To test it, implement lock.Recipe (Name and New),
+// as many teams write. To test it, implement lock.Recipe (here
+// etcdlock.RecipeFunc, which hands it the client's etcd client),
 // lock.Locker (Acquire and Close) and lock.Held (Token and Release); the
-// optional interfaces (Watched, Fenced, Keyed, LeaseHolder) let the harness
-// use more of it.
-type teamLock struct{}
-
-func (teamLock) Name() string { return "team-mutex" }
-
-func (teamLock) New(ctx context.Context, env lock.Env) (lock.Locker, error) {
-	// lock.NewSession keeps the lease alive through env.Client, on the
-	// client's clock; ctx bounds only the grant.
-	s, err := lock.NewSession(ctx, env)
-	if err != nil {
-		return nil, err
-	}
-	return &teamLocker{env: env, s: s}, nil
+// optional interfaces (lock.Watched, etcdlock.Fenced, etcdlock.LeaseHolder)
+// let the harness use more of it.
+func teamLock() lock.Recipe {
+	return etcdlock.RecipeFunc("team-mutex", func(ctx context.Context, env etcdlock.Env) (lock.Locker, error) {
+		// NewSession keeps the lease alive through env.Client, on the
+		// client's clock; ctx bounds only the grant.
+		s, err := etcdlock.NewSession(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		return &teamLocker{env: env, s: s}, nil
+	})
 }
 
 type teamLocker struct {
-	env lock.Env
+	env etcdlock.Env
 	s   *concurrency.Session
 }
 
@@ -86,7 +86,7 @@ func Example() {
 	defer os.RemoveAll(dir)
 
 	cfg := workload.DefaultConfig()
-	cfg.Recipe = teamLock{}
+	cfg.Recipe = teamLock()
 	cfg.Seed = 7
 	res, err := harness.Run(context.Background(), harness.Options{
 		Dir:      dir,

@@ -1,4 +1,4 @@
-package lock_test
+package etcdlock_test
 
 import (
 	"context"
@@ -12,31 +12,15 @@ import (
 	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/cluster"
 	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/etcdlock"
+	"github.com/locktest/locktest/lock/recipes"
 )
-
-func TestBuiltins(t *testing.T) {
-	for _, name := range lock.Names() {
-		r, err := lock.Builtin(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Name() != name {
-			t.Errorf("Builtin(%q).Name() = %q", name, r.Name())
-		}
-	}
-	if _, err := lock.Builtin("redlock"); err == nil {
-		t.Error("unknown recipe accepted")
-	}
-	if !lock.Broken(lock.NoRenewName) || lock.Broken(lock.MutexName) {
-		t.Error("Broken")
-	}
-}
 
 // Each recipe, driven directly: two clients take turns, tokens grow, and
 // the second waits while the first holds.
 func TestRecipesDirect(t *testing.T) {
 	ctx, c := startCluster(t)
-	for _, name := range lock.Names() {
+	for _, name := range recipes.Names() {
 		t.Run(name, func(t *testing.T) {
 			lockers := twoLockers(ctx, t, c, name, "/direct/"+name+"/")
 			h, err := lockers[0].Acquire(ctx, "x")
@@ -93,7 +77,7 @@ func TestWaiterWhoseLeaseEnded(t *testing.T) {
 		recipe  string
 		granted bool
 	}{
-		{lock.MutexName, false}, {lock.Mutex34Name, true}, {lock.ElectionName, true}, {lock.ElectionCheckedName, false},
+		{etcdlock.MutexName, false}, {etcdlock.Mutex34Name, true}, {etcdlock.ElectionName, true}, {etcdlock.ElectionCheckedName, false},
 	} {
 		t.Run(tc.recipe, func(t *testing.T) {
 			prefix := "/waiter/" + tc.recipe + "/"
@@ -115,7 +99,7 @@ func TestWaiterWhoseLeaseEnded(t *testing.T) {
 				resp, err := admin.Get(ctx, prefix+"x", clientv3.WithPrefix(), clientv3.WithCountOnly())
 				return err == nil && resp.Count == 2
 			})
-			rev, err := admin.Revoke(ctx, lockers[1].(lock.LeaseHolder).LeaseID())
+			rev, err := admin.Revoke(ctx, lockers[1].(etcdlock.LeaseHolder).LeaseID())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +122,7 @@ func TestWaiterWhoseLeaseEnded(t *testing.T) {
 			if res.err != nil {
 				t.Fatalf("Acquire: %v; want the (wrong) grant", res.err)
 			}
-			k := res.h.(lock.Keyed).Key()
+			k := res.h.(etcdlock.Keyed).Key()
 			if resp, err := admin.Get(ctx, k); err != nil || len(resp.Kvs) != 0 {
 				t.Fatalf("the granted key %s: %v, %v; want it gone", k, resp, err)
 			}
@@ -166,7 +150,7 @@ func startCluster(t *testing.T) (context.Context, *cluster.Cluster) {
 // over links of its own, with keys under prefix.
 func twoLockers(ctx context.Context, t *testing.T, c *cluster.Cluster, recipe, prefix string) []lock.Locker {
 	t.Helper()
-	r, err := lock.Builtin(recipe)
+	r, err := recipes.Lookup(recipe)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +161,7 @@ func twoLockers(ctx context.Context, t *testing.T, c *cluster.Cluster, recipe, p
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cli.Close() })
-		l, err := r.New(ctx, lock.Env{Client: cli, Clock: clock.New(), TTL: 2, Prefix: prefix, Name: cn})
+		l, err := r.New(ctx, lock.Env{Conn: cli, Clock: clock.New(), TTL: 2, Prefix: prefix, Name: cn})
 		if err != nil {
 			t.Fatal(err)
 		}
