@@ -98,7 +98,7 @@ func newClient(w *Workload, i int, cl Cluster, resourceAddr string) (*client, er
 		// links.
 		c.store = etcdStore{resource.NewEtcd(cli, resource.EtcdPrefix(w.cfg.Prefix))}
 	} else {
-		addr, err := cl.Proxy(name+"-resource", resourceAddr)
+		addr, err := cl.ResourceProxy(name, resourceAddr)
 		if err != nil {
 			cli.Close()
 			return nil, fmt.Errorf("client %s: resource link: %w", name, err)
@@ -553,8 +553,7 @@ func decisionRevision(held lock.Held) int64 {
 }
 
 // criticalSection reads the resource, thinks, checks its guard and writes
-// with the fencing token: value+1 (counter), or, in the stock workload, the
-// sold count+1 if any stock is left (a sale). It reports whether an
+// with the fencing token what the workload's Section makes of the value. It reports whether an
 // operation's outcome was unknown.
 func (c *client) criticalSection(ctx context.Context, h *holding) (unknown bool, err error) {
 	key, token := h.key, h.token
@@ -575,12 +574,12 @@ func (c *client) criticalSection(ctx context.Context, h *holding) (unknown bool,
 	if err := c.complete(histories.OK, histories.Read, key, histories.ReadValue(v), nil); err != nil {
 		return false, err
 	}
-	stock := c.cfg.Workload == histories.WorkloadStock
-	if stock && v >= int64(c.cfg.items()) {
+	next, ok := c.w.section.Next(v)
+	if !ok {
 		c.mu.Lock()
 		c.stats.SoldOut++
 		c.mu.Unlock()
-		return false, nil // sold out: nothing to write
+		return false, nil
 	}
 
 	if err := c.think(ctx, c.thinkTime()); err != nil {
@@ -598,16 +597,16 @@ func (c *client) criticalSection(ctx context.Context, h *holding) (unknown bool,
 		return false, err
 	}
 
-	wv := histories.WriteValue(token, v+1)
+	wv := histories.WriteValue(token, next)
 	if err := c.record(histories.Invoke, histories.Write, key, wv, nil); err != nil {
 		return false, err
 	}
 	wctx, cancel := c.opContext(ctx)
-	werr := opError(wctx, c.store.Write(wctx, key, token, v+1, h.held))
+	werr := opError(wctx, c.store.Write(wctx, key, token, next, h.held))
 	cancel()
 	switch {
 	case werr == nil:
-		if stock {
+		if c.w.section.Sells() {
 			c.mu.Lock()
 			c.stats.Sales++
 			c.mu.Unlock()
@@ -627,34 +626,3 @@ func (c *client) thinkTime() time.Duration {
 	}
 	return c.cfg.ThinkMin + time.Duration(c.rng.Int64N(int64(span)+1))
 }
-
-// store is the protected resource as a client reaches it.
-type store interface {
-	// Read reads under the holder's fencing token; it returns
-	// resource.ErrRejected if the resource refused the token.
-	Read(ctx context.Context, key string, token int64) (int64, error)
-	// Write returns resource.ErrRejected if the resource refused the write.
-	Write(ctx context.Context, key string, token, value int64, held lock.Held) error
-	Close()
-}
-
-// httpStore is the HTTP resource, fenced or not, over the client's link.
-type httpStore struct{ *resource.Client }
-
-func (s httpStore) Write(ctx context.Context, key string, token, value int64, _ lock.Held) error {
-	return s.Client.Write(ctx, key, token, value)
-}
-
-// etcdStore is the etcd-txn resource: a write commits only if the grant's
-// compare holds (etcdlock.Fenced), or, for a recipe without one, if its token
-// is at least the highest accepted.
-type etcdStore struct{ *resource.Etcd }
-
-func (s etcdStore) Write(ctx context.Context, key string, token, value int64, held lock.Held) error {
-	if f, ok := held.(etcdlock.Fenced); ok {
-		return s.Etcd.Write(ctx, key, value, f.Guard())
-	}
-	return s.WriteFenced(ctx, key, token, value)
-}
-
-func (etcdStore) Close() {}

@@ -22,12 +22,21 @@
 // the members and records, as nemesis info events, when the server really
 // deleted a client's lock key ("key-deleted") and when a client learned that
 // the lease under a lock it holds was gone ("lease-lost").
+//
+// Where things are: workload.go, the clients as a whole, the controls a
+// nemesis drives and who deleted a key; client.go, one client's loop and
+// what it records; section.go with counter.go and stock.go, what a
+// critical section writes; store.go, the resource as a client reaches it;
+// observer.go with etcdobserver.go, the server's truth; lease.go, the
+// clock-driven lease; revisions.go, the revisions a lock read; control.go,
+// pauses and crashes.
 package workload
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,8 +46,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/locktest/locktest/clock"
-	"github.com/locktest/locktest/cluster"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/etcdlock"
@@ -47,12 +54,13 @@ import (
 
 // Cluster is what the workload needs from an etcd cluster: an etcd client and
 // a link to the resource for each named client, each over links of its own so
-// that faults can single one client out, and the members' direct client URLs
-// for the observer. *cluster.Cluster is one.
+// that faults can single one client out, and clients dialled directly to the
+// members for the observer and the final reads. *cluster.Cluster is one.
 type Cluster interface {
 	Client(name string) (*clientv3.Client, error)
-	Proxy(name, upstream string) (string, error)
-	Members() []*cluster.Member
+	ResourceProxy(client, upstream string) (string, error)
+	MemberNames() []string
+	DirectClient(members ...int) (*clientv3.Client, error)
 }
 
 // Recorder appends operations to the run's history.
@@ -73,9 +81,6 @@ const (
 	// since the lock was granted is below the TTL minus the guard margin.
 	GuardClock = "clock"
 )
-
-// DefaultItems is the stock workload's default inventory.
-const DefaultItems = 100
 
 // Config describes the clients and their critical section.
 type Config struct {
@@ -105,8 +110,8 @@ type Config struct {
 	// Recipe is the lock under test; nil means etcdlock.Mutex(). Results record
 	// its name, not the value.
 	Recipe lock.Recipe `json:"-"`
-	// Workload is what a critical section does: histories.WorkloadCounter ("" too)
-	// or histories.WorkloadStock.
+	// Workload is what a critical section does: one of Workloads
+	// (histories.WorkloadCounter, "" too, or histories.WorkloadStock).
 	Workload string
 	// Items is the stock workload's inventory per key; 0 means
 	// DefaultItems.
@@ -160,10 +165,8 @@ func (c Config) Validate() error {
 			return errors.New("lock names must not be empty")
 		}
 	}
-	switch c.Workload {
-	case "", histories.WorkloadCounter, histories.WorkloadStock:
-	default:
-		return fmt.Errorf("unknown workload %q (want %s or %s)", c.Workload, histories.WorkloadCounter, histories.WorkloadStock)
+	if _, err := c.section(); err != nil {
+		return err
 	}
 	if c.Items < 0 {
 		return fmt.Errorf("items must not be negative, got %d", c.Items)
@@ -174,14 +177,6 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
-}
-
-// items is the stock workload's effective inventory.
-func (c Config) items() int {
-	if c.Items > 0 {
-		return c.Items
-	}
-	return DefaultItems
 }
 
 // workload is the effective workload name.
@@ -239,11 +234,13 @@ func (s *Stats) add(o Stats) {
 // drives them with. Its methods are safe for concurrent use.
 type Workload struct {
 	cfg     Config
+	section Section
 	rec     Recorder
 	clients []*client
 	byName  map[string]*client
 	next    atomic.Int64 // next process number
-	obs     *observer
+	obs     Observer
+	cluster Cluster
 
 	mu       sync.Mutex
 	owners   map[clientv3.LeaseID]leaseOwner
@@ -286,11 +283,16 @@ func New(ctx context.Context, cfg Config, cl Cluster, resourceAddr string, rec R
 		cfg.Recipe = etcdlock.Mutex()
 	}
 	cfg.Workload = cfg.workload()
+	section, err := cfg.section()
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Resource != resource.EtcdTxn && resourceAddr == "" {
 		return nil, errors.New("workload: no resource address (the etcd-txn resource needs none: set Config.Resource)")
 	}
 	w := &Workload{
 		cfg:          cfg,
+		section:      section,
 		rec:          rec,
 		byName:       map[string]*client{},
 		owners:       map[clientv3.LeaseID]leaseOwner{},
@@ -308,11 +310,8 @@ func New(ctx context.Context, cfg Config, cl Cluster, resourceAddr string, rec R
 		w.clients = append(w.clients, c)
 		w.byName[c.name] = c
 	}
-	var eps []string
-	for _, m := range cl.Members() {
-		eps = append(eps, m.ClientURL)
-	}
-	obs, err := startObserver(ctx, w, eps)
+	w.cluster = cl
+	obs, err := startEtcdObserver(ctx, w, cl)
 	if err != nil {
 		w.Close()
 		return nil, err
@@ -366,11 +365,11 @@ func (w *Workload) Run(ctx context.Context, stop <-chan struct{}) (Stats, error)
 		errs = append(errs, err)
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	if err := w.obs.sync(sctx); err == nil {
-		w.obs.recordObserved()
+	if err := w.obs.Sync(sctx); err == nil {
+		w.obs.RecordObserved()
 	}
 	cancel()
-	if err := w.obs.error(); err != nil {
+	if err := w.obs.Err(); err != nil {
 		errs = append(errs, err)
 	}
 	slices.Sort(total.acquireWaits)
@@ -385,7 +384,7 @@ func (w *Workload) Run(ctx context.Context, stop <-chan struct{}) (Stats, error)
 func (w *Workload) Close() error {
 	w.closeOnce.Do(func() {
 		if w.obs != nil {
-			w.obs.close()
+			w.obs.Close()
 		}
 		for _, c := range w.clients {
 			c.close()
@@ -515,15 +514,6 @@ func (w *Workload) ResetClock(client string) {
 	if c, ok := w.byName[client]; ok {
 		c.clock.Reset()
 	}
-}
-
-// Clock returns client's clock.
-func (w *Workload) Clock(client string) (*clock.Clock, bool) {
-	c, ok := w.byName[client]
-	if !ok {
-		return nil, false
-	}
-	return c.clock, true
 }
 
 // Crash crashes client at its next pause point (at once if it is paused or
@@ -732,9 +722,7 @@ func (w *Workload) setupEvent() histories.Op {
 		"locks":    strings.Join(w.cfg.Locks, ","),
 		"ttl":      strconv.Itoa(w.cfg.TTL),
 	}
-	if w.cfg.Workload == histories.WorkloadStock {
-		params["items"] = strconv.Itoa(w.cfg.items())
-	}
+	maps.Copy(params, w.section.Params())
 	if w.cfg.Resource == resource.EtcdTxn {
 		params["resource"] = string(resource.EtcdTxn)
 	}
@@ -747,7 +735,12 @@ func (w *Workload) setupEvent() histories.Op {
 func (w *Workload) finalReads(ctx context.Context) error {
 	var st store
 	if w.cfg.Resource == resource.EtcdTxn {
-		st = etcdStore{resource.NewEtcd(w.obs.admin, resource.EtcdPrefix(w.cfg.Prefix))}
+		direct, err := w.cluster.DirectClient()
+		if err != nil {
+			return err
+		}
+		defer direct.Close()
+		st = etcdStore{resource.NewEtcd(direct, resource.EtcdPrefix(w.cfg.Prefix))}
 	} else {
 		st = httpStore{resource.NewClient(w.resourceAddr)}
 	}
