@@ -37,6 +37,7 @@ type Family interface {
 	Inject(ctx context.Context, env *Env, e Entry) (*Injected, error)
 	// Heal undoes whatever faults of the family may have left behind, at
 	// the end of a run, and names the members or clients it restored.
+	// Toxics on client links are not its: the runner removes them all.
 	Heal(ctx context.Context, env *Env) (healed []string, err error)
 	// Describe says in words what a fault of kind did to its targets, for
 	// the checks' stories ("c4 was paused").

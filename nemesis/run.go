@@ -163,6 +163,13 @@ func (r *runner) heal() error {
 		errs   []error
 		healed []string
 	)
+	// Toxics on client links are one mechanism shared by several
+	// families: removed once, here.
+	if links, ok := r.env.Sys.(linker); ok {
+		if err := links.ClearToxics(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, f := range families {
 		h, err := f.Heal(ctx, r.env)
 		healed = append(healed, h...)

@@ -82,11 +82,3 @@ func cutClient(env *Env, client, fault string, inj *Injected) error {
 	}
 	return nil
 }
-
-// clearToxics is the Heal of the families that act through toxics.
-func clearToxics(env *Env) ([]string, error) {
-	if links, ok := env.Sys.(linker); ok {
-		return nil, links.ClearToxics()
-	}
-	return nil, nil
-}
