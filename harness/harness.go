@@ -70,6 +70,10 @@ type Options struct {
 	// LivenessBound is how soon after the final heal every client asking
 	// for a lock must get it (default DefaultLivenessBound).
 	LivenessBound time.Duration `json:"liveness_bound_ns"`
+	// Scenario names the catalog scenario the run plays (package
+	// scenario), and Lesson is what it teaches; empty for other runs.
+	Scenario string `json:"scenario,omitempty"`
+	Lesson   string `json:"lesson,omitempty"`
 	// Command is the command line that reproduces the run, for the results
 	// (the CLI fills it in).
 	Command string `json:"-"`

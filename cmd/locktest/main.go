@@ -29,6 +29,8 @@ const usage = `locktest: a fault-injection and correctness testbed for locks on 
 Usage:
   locktest run [flags]            start a cluster, run the workload, check the history
   locktest check [flags] PATH     re-check a stored history (a file or a run directory)
+  locktest scenario list          the catalog of classic split-brains
+  locktest scenario run NAME      play one: its scripted faults, its lesson, its verdicts
   locktest sweep [flags]          run one configuration over many seeds and summarise
   locktest compare [flags]        run several recipes, resources, client counts side by side
   locktest report DIR             write DIR/index.html over the run directories under DIR
@@ -56,6 +58,8 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		code, err = checkCmd(args[1:], stdout)
 	case "sweep":
 		code, err = sweepCmd(args[1:], stdout)
+	case "scenario":
+		code, err = scenarioCmd(args[1:], stdout)
 	case "compare":
 		code, err = compareCmd(args[1:], stdout)
 	case "report":
@@ -66,7 +70,7 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitValid
 	default:
-		err = fmt.Errorf("unknown command %q (want run, check, sweep, compare, report or serve)", args[0])
+		err = fmt.Errorf("unknown command %q (want run, check, scenario, sweep, compare, report or serve)", args[0])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return exitValid

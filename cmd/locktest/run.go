@@ -45,6 +45,7 @@ type runFlags struct {
 	guard        *string
 	ttl          *int
 	thinkMax     *time.Duration
+	thinkMin     *time.Duration
 	opTimeout    *time.Duration
 	faults       *string
 	interval     *time.Duration
@@ -78,7 +79,8 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		require:      fs.String("require", "resource", "checks whose failure makes the exit status 1: a comma list of "+strings.Join(histories.Checks(), ", ")+", or all"),
 		guard:        fs.String("guard", workload.GuardNone, "what a holder checks just before writing: none, session (its session is alive) or clock (its lease has time left on its own clock)"),
 		ttl:          fs.Int("ttl", def.TTL, "session lease TTL in seconds"),
-		thinkMax:     fs.Duration("think", def.ThinkMax, "longest think time between a holder's read and write (drawn uniformly from 0)"),
+		thinkMax:     fs.Duration("think", def.ThinkMax, "longest think time between a holder's read and write (drawn uniformly from --think-min)"),
+		thinkMin:     fs.Duration("think-min", def.ThinkMin, "shortest think time between a holder's read and write"),
 		opTimeout:    fs.Duration("op-timeout", def.OpTimeout, "time limit of each acquire, read, write and release"),
 		faults:       fs.String("nemesis", defaultNemesis, "faults: a comma list of "+strings.Join(nemesis.Categories(), ", ")+", or all, or none"),
 		interval:     fs.Duration("nemesis-interval", 3*time.Second, "quiet time before each fault"),
@@ -109,7 +111,7 @@ func (f *runFlags) options() (harness.Options, error) {
 		return harness.Options{}, fmt.Errorf("--clients: want a number, got %q", *f.clients)
 	}
 	wc := workload.DefaultConfig()
-	wc.Clients, wc.TTL, wc.ThinkMax, wc.OpTimeout, wc.Seed, wc.Guard = clients, *f.ttl, *f.thinkMax, *f.opTimeout, *f.seed, *f.guard
+	wc.Clients, wc.TTL, wc.ThinkMin, wc.ThinkMax, wc.OpTimeout, wc.Seed, wc.Guard = clients, *f.ttl, *f.thinkMin, *f.thinkMax, *f.opTimeout, *f.seed, *f.guard
 	if *f.locks < 1 {
 		return harness.Options{}, fmt.Errorf("--locks must be at least 1, got %d", *f.locks)
 	}
@@ -209,6 +211,12 @@ func runCmd(args []string, stdout io.Writer) (int, error) {
 	if err != nil {
 		return exitUnknown, fmt.Errorf("run: %w", err)
 	}
+	return runOne(o, rf, stdout)
+}
+
+// runOne carries out one run from options and prints its verdicts.
+func runOne(o harness.Options, rf *runFlags, stdout io.Writer) (int, error) {
+	var err error
 	if o.Dir, err = harness.NewRunDir(*rf.out, o.Workload.Seed); err != nil {
 		return exitUnknown, err
 	}
@@ -217,8 +225,14 @@ func runCmd(args []string, stdout io.Writer) (int, error) {
 	if len(o.Nemesis.Faults) > 0 {
 		faults = "faults " + strings.Join(o.Nemesis.Faults, ",")
 	}
+	if o.Scenario != "" {
+		faults = "scenario " + o.Scenario
+	}
 	fmt.Fprintf(stdout, "locktest run: seed %d, recipe %s, %s workload, %d clients, %d lock(s), resource %s, guard %s, %s for %s (run directory %s)\n",
 		o.Workload.Seed, *rf.recipe, *rf.work, o.Workload.Clients, len(o.Workload.Locks), o.Resource, o.Workload.Guard, faults, o.Time, relPath(o.Dir))
+	if o.Lesson != "" {
+		fmt.Fprintf(stdout, "lesson: %s\n", o.Lesson)
+	}
 
 	ctx, stop := signalContext()
 	defer stop()

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/locktest/locktest/scenario"
+)
+
+func scenarioCmd(args []string, stdout io.Writer) (int, error) {
+	if len(args) == 0 {
+		return exitUnknown, fmt.Errorf("scenario: want list or run NAME (scenarios: %s)", strings.Join(scenario.Names(), ", "))
+	}
+	switch args[0] {
+	case "list":
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		for _, sc := range scenario.Catalog {
+			fmt.Fprintf(tw, "%s\t%s\n", sc.Name, sc.Summary)
+		}
+		tw.Flush()
+		return exitValid, nil
+	case "run":
+	default:
+		return exitUnknown, fmt.Errorf("scenario: unknown subcommand %q (want list or run NAME)", args[0])
+	}
+	if len(args) < 2 || strings.HasPrefix(args[1], "-") {
+		return exitUnknown, fmt.Errorf("scenario run: want a scenario name (one of %s)", strings.Join(scenario.Names(), ", "))
+	}
+	sc, err := scenario.Lookup(args[1])
+	if err != nil {
+		return exitUnknown, err
+	}
+	fs := newFlags("scenario run", "scenario run NAME [flags]\n\nPlays a scenario of the catalog (locktest scenario list): its scripted faults and the\nworkload settings it needs. Every flag of run applies and overrides the scenario's.", stdout)
+	rf := addRunFlags(fs)
+	if err := parseFlags(fs, args[2:]); err != nil {
+		return exitUnknown, err
+	}
+	if fs.NArg() > 0 {
+		return exitUnknown, fmt.Errorf("scenario run: unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for name, v := range sc.Flags {
+		if !set[name] {
+			if err := fs.Set(name, v); err != nil {
+				return exitUnknown, fmt.Errorf("scenario %s: flag --%s=%s: %w", sc.Name, name, v, err)
+			}
+		}
+	}
+	o, err := rf.options()
+	if err != nil {
+		return exitUnknown, fmt.Errorf("scenario run: %w", err)
+	}
+	o.Scenario, o.Lesson = sc.Name, sc.Lesson
+	if o.Schedule == nil {
+		s := sc.Schedule(o.Workload.Seed, scenario.Shape{Members: o.Members, Clients: clientNames(o.Workload.Clients),
+			TTL: time.Duration(o.Workload.TTL) * time.Second})
+		o.Schedule = &s
+	}
+	return runOne(o, rf, stdout)
+}
+
+func clientNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("c%d", i)
+	}
+	return out
+}

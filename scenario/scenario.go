@@ -1,0 +1,194 @@
+// Package scenario is the catalog of classic split-brains, each a scripted
+// fault schedule and the workload settings that put a lock in the
+// situation, with its lesson and the verdicts it should give: the incident
+// on demand, in seconds, where a random schedule finds it by chance.
+package scenario
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/nemesis"
+)
+
+// Scenario is one classic split-brain.
+type Scenario struct {
+	Name string
+	// Summary is one line for the catalog.
+	Summary string
+	// Lesson is what it teaches, in two or three sentences.
+	Lesson string
+	// Flags are run flags the scenario sets unless the command line does
+	// (think times, run time, recipe, workload, guard).
+	Flags map[string]string
+	// Expect are the verdicts it should give, by resource mode (unfenced,
+	// fenced) and check.
+	Expect map[string]map[string]string
+	// Faults script the schedule for a run of this shape.
+	Faults func(s Shape) []nemesis.Entry
+}
+
+// Shape is what a schedule is scripted for.
+type Shape struct {
+	Members int
+	Clients []string
+	TTL     time.Duration
+}
+
+// Schedule is the scenario's fault schedule for a run of shape s.
+func (sc Scenario) Schedule(seed int64, s Shape) nemesis.Schedule {
+	return nemesis.Schedule{Seed: seed, Members: s.Members, Clients: slices.Clone(s.Clients), Entries: sc.Faults(s)}
+}
+
+// Lookup returns the scenario called name.
+func Lookup(name string) (Scenario, error) {
+	for _, sc := range Catalog {
+		if sc.Name == name {
+			return sc, nil
+		}
+	}
+	return Scenario{}, fmt.Errorf("unknown scenario %q (want one of %s)", name, strings.Join(Names(), ", "))
+}
+
+// Names lists the catalog's names.
+func Names() []string {
+	var out []string
+	for _, sc := range Catalog {
+		out = append(out, sc.Name)
+	}
+	return out
+}
+
+// holder strikes the client holding the lock then, else fallback c0.
+func holder(e nemesis.Entry) nemesis.Entry {
+	e.Target, e.Fallback = nemesis.TargetHolder, "c0"
+	return e
+}
+
+const (
+	unfenced = "unfenced"
+	fenced   = "fenced"
+)
+
+// damage is the expectation of a scenario that shows what fencing is for.
+var damage = map[string]map[string]string{
+	unfenced: {"resource": "invalid"},
+	fenced:   {"resource": "valid", "invariant": "valid"},
+}
+
+// Catalog is every scenario, in the order the list prints them.
+var Catalog = []Scenario{
+	{
+		Name:    "paused-holder",
+		Summary: "the holder stops (a GC pause) between its read and its write, longer than its lease",
+		Lesson: "A pause can strike between any check a holder makes and its write: its lease expires while it is stopped, " +
+			"another client takes the lock and writes, and the first wakes up and writes too. No check in the client " +
+			"helps; a fencing token checked by the resource rejects the late write.",
+		Flags:  map[string]string{"time": "8s"},
+		Expect: damage,
+		Faults: func(s Shape) []nemesis.Entry {
+			return []nemesis.Entry{holder(nemesis.Entry{At: time.Second, Fault: nemesis.PauseClient, Duration: 2*s.TTL + time.Second,
+				Params: map[string]string{"before_write": "true"}})}
+		},
+	},
+	{
+		Name:    "partitioned-holder",
+		Summary: "the holder's links to the cluster are cut mid-section; its lease expires; it keeps working",
+		Lesson: "A holder cut off from the cluster cannot renew its lease, and cannot learn that it has lost it: the server " +
+			"expires the lease and grants the lock to another client while the first goes on with its critical section " +
+			"and writes. Fencing rejects that write.",
+		Flags:  map[string]string{"time": "8s", "think": "3s", "think-min": "3s"},
+		Expect: damage,
+		Faults: func(s Shape) []nemesis.Entry {
+			return []nemesis.Entry{holder(nemesis.Entry{At: time.Second, Fault: nemesis.Isolate, Duration: 2*s.TTL + 2*time.Second})}
+		},
+	},
+	{
+		Name:    "lease-revoked",
+		Summary: "an operator (or a lease bug) revokes the holder's lease mid-section",
+		Lesson: "The lease is the lock: when it is revoked, the key goes with it and the next client is granted the lock at " +
+			"once, while the holder is still in its critical section. The holder learns of it only at its next keepalive; " +
+			"its write lands after the new holder's. Fencing rejects it.",
+		Flags:  map[string]string{"time": "6s", "think": "2s", "think-min": "2s"},
+		Expect: damage,
+		Faults: func(Shape) []nemesis.Entry {
+			return []nemesis.Entry{holder(nemesis.Entry{At: time.Second, Fault: nemesis.LeaseRevoke})}
+		},
+	},
+	{
+		Name:    "delayed-write",
+		Summary: "the holder's write to the resource is delayed on the network past its lease and the next holder's write",
+		Lesson: "A write in flight is not a write done: the network holds the holder's write while its lease runs out and " +
+			"another client takes the lock and writes; then the old write arrives. Only the resource, which sees the " +
+			"token with the write, can tell it is stale.",
+		Flags:  map[string]string{"time": "8s"},
+		Expect: damage,
+		Faults: func(s Shape) []nemesis.Entry {
+			return []nemesis.Entry{holder(nemesis.Entry{At: time.Second, Fault: nemesis.Slow, Duration: 2*s.TTL + 2*time.Second,
+				Params: map[string]string{"link": "resource", "toxic": "latency", "latency": (s.TTL + time.Second).String(), "jitter": "0s"}})}
+		},
+	},
+	{
+		Name:    "clock-guard",
+		Summary: "the holder checks its lease on its own clock before writing; its clock runs slow; the check passes after the lease is gone",
+		Lesson: "Checking the lease's time left on the client's own clock assumes that clock keeps time. A clock running slow " +
+			"says the lease has time left after the server has expired it and granted the lock to another client; the " +
+			"check passes and the write goes through. Fencing does not depend on any clock.",
+		Flags:  map[string]string{"time": "10s", "guard": "clock", "think": "1500ms", "think-min": "1s"},
+		Expect: damage,
+		Faults: func(s Shape) []nemesis.Entry {
+			return []nemesis.Entry{holder(nemesis.Entry{At: time.Second, Fault: nemesis.ClockRate, Duration: 4 * s.TTL,
+				Params: map[string]string{"rate": "0.25"}})}
+		},
+	},
+	{
+		Name:    "oversold",
+		Summary: "a flash sale: a slow dependency inside the critical section, longer than the lease, and a release that deletes whoever holds the lock",
+		Lesson: "A holder whose critical section outlasts its lease overlaps the next holder, and a release that deletes the " +
+			"key whoever holds it (no ownership check) hands the lock to a third client mid-section: several clients sell " +
+			"the same items and the stock goes below zero. Fencing the writes keeps the count right.",
+		Flags: map[string]string{"time": "10s", "recipe": "unlock-any", "workload": "stock", "items": "20", "think": "3s", "think-min": "2500ms"},
+		Expect: map[string]map[string]string{
+			unfenced: {"invariant": "invalid", "contract": "invalid"},
+			fenced:   {"resource": "valid", "invariant": "valid"},
+		},
+		Faults: func(Shape) []nemesis.Entry { return nil },
+	},
+	{
+		Name:    "waiter-expiry",
+		Summary: "a queued waiter's lease expires while it waits (etcd#11456)",
+		Lesson: "A waiter whose session lease expires while it is queued must not be granted the lock: its key is gone, and " +
+			"the next waiter may be granted it too. etcd's Mutex.Lock checks (since the fix for etcd#11456); --recipe " +
+			"mutex-3.4 shows the old bug and etcd 3.6's own election still has it. The contract check names it.",
+		Flags: map[string]string{"time": "8s", "think": "300ms", "think-min": "200ms", "require": "contract"},
+		Expect: map[string]map[string]string{
+			unfenced: {"contract": "valid"},
+			fenced:   {"contract": "valid"},
+		},
+		Faults: func(s Shape) []nemesis.Entry {
+			return []nemesis.Entry{{At: time.Second, Fault: nemesis.LeaseStarve, Target: nemesis.TargetWaiter, Fallback: "c1",
+				Duration: 2*s.TTL + 2*time.Second}}
+		},
+	},
+	{
+		Name:    "leader-loss",
+		Summary: "the leader is partitioned away, and later crashed, while a client holds the lock: what etcd gets right",
+		Lesson: "Raft keeps the lock safe when the leader goes: the old leader cannot commit without a majority, a new one is " +
+			"elected in a few hundred milliseconds, and leases survive the change (a new leader extends them). Mutual " +
+			"exclusion holds, only waits grow.",
+		Flags: map[string]string{"time": "10s", "require": "resource,contract,liveness"},
+		Expect: map[string]map[string]string{
+			unfenced: {"resource": "valid", "contract": "valid", "liveness": "valid"},
+			fenced:   {"resource": "valid", "contract": "valid", "liveness": "valid"},
+		},
+		Faults: func(Shape) []nemesis.Entry {
+			return []nemesis.Entry{
+				{At: time.Second, Fault: nemesis.PartitionLeader, Target: nemesis.TargetLeader, Fallback: "m0", Duration: 3 * time.Second,
+					Params: map[string]string{"links": "refuse"}},
+				{At: 6 * time.Second, Fault: nemesis.CrashLeader, Target: nemesis.TargetLeader, Fallback: "m1", Duration: 2 * time.Second},
+			}
+		},
+	},
+}
