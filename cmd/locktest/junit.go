@@ -1,0 +1,120 @@
+package main
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// nightlyRun is one run of a nightly plan, as reported.
+type nightlyRun struct {
+	Name     string  // scenario or "seed N", recipe, resource
+	Dir      string  // the run directory
+	Command  string  // what reproduces it
+	Seconds  float64 // how long it took
+	Verdicts map[string]string
+	Exit     int
+	Failed   string // the first story of a required check that failed; "" when it held
+	Error    string // a run that could not be carried out, or an unknown verdict
+}
+
+type junitSuites struct {
+	XMLName xml.Name   `xml:"testsuites"`
+	Suites  []junitSet `xml:"testsuite"`
+}
+
+type junitSet struct {
+	Name     string      `xml:"name,attr"`
+	Tests    int         `xml:"tests,attr"`
+	Failures int         `xml:"failures,attr"`
+	Errors   int         `xml:"errors,attr"`
+	Time     string      `xml:"time,attr"`
+	Cases    []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitMessage `xml:"failure,omitempty"`
+	Error     *junitMessage `xml:"error,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitMessage struct {
+	Message string `xml:"message,attr"`
+	Text    string `xml:",chardata"`
+}
+
+// writeJUnit writes the runs as one JUnit test suite, as CI systems read
+// it: a test case per run, a failure with the first story where a
+// required check failed, an error where the run could not be judged.
+func writeJUnit(w io.Writer, runs []nightlyRun) error {
+	set := junitSet{Name: "locktest nightly", Tests: len(runs)}
+	var total float64
+	for _, r := range runs {
+		total += r.Seconds
+		c := junitCase{Name: r.Name, Classname: "locktest", Time: fmt.Sprintf("%.3f", r.Seconds),
+			SystemOut: fmt.Sprintf("reproduce: %s\nrun directory: %s\n", r.Command, r.Dir)}
+		switch {
+		case r.Failed != "":
+			set.Failures++
+			c.Failure = &junitMessage{Message: firstLine(r.Failed), Text: r.Failed}
+		case r.Error != "":
+			set.Errors++
+			c.Error = &junitMessage{Message: firstLine(r.Error), Text: r.Error}
+		}
+		set.Cases = append(set.Cases, c)
+	}
+	set.Time = fmt.Sprintf("%.3f", total)
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(junitSuites{Suites: []junitSet{set}}); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+// writeSummary writes the runs as Markdown for a CI job's summary page: a
+// table of runs and verdicts, then each failure's story and reproduction.
+func writeSummary(w io.Writer, runs []nightlyRun) error {
+	var b strings.Builder
+	failed := 0
+	for _, r := range runs {
+		if r.Failed != "" || r.Error != "" {
+			failed++
+		}
+	}
+	fmt.Fprintf(&b, "# locktest nightly: %d runs, %d failed\n\n", len(runs), failed)
+	b.WriteString("| run | verdict | exit | seconds |\n| --- | --- | --- | --- |\n")
+	for _, r := range runs {
+		verdict := "held"
+		switch {
+		case r.Failed != "":
+			verdict = "**failed**"
+		case r.Error != "":
+			verdict = "**unknown**"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %.1f |\n", mdCell(r.Name), verdict, r.Exit, r.Seconds)
+	}
+	for _, r := range runs {
+		if r.Failed == "" && r.Error == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n\nReproduce: `%s`  \nRun directory: `%s`\n", r.Name, r.Failed+r.Error, r.Command, r.Dir)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func mdCell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"strings"
+	"testing"
+)
+
+func TestJUnitAndSummary(t *testing.T) {
+	runs := []nightlyRun{
+		{Name: "paused-holder mutex unfenced", Dir: "runs/a", Command: "locktest scenario run paused-holder --seed 1", Seconds: 15.2,
+			Exit: 1, Failed: "On key \"lock\", the resource accepted a stale write.\nmore"},
+		{Name: "paused-holder mutex fenced", Dir: "runs/b", Command: "locktest scenario run paused-holder --seed 1 --resource fenced", Seconds: 14.8},
+		{Name: "seed 7 mutex fenced", Dir: "runs/c", Command: "locktest run --seed 7", Seconds: 25, Exit: 2, Error: "contract unknown"},
+	}
+	var b bytes.Buffer
+	if err := writeJUnit(&b, runs); err != nil {
+		t.Fatal(err)
+	}
+	var got junitSuites
+	if err := xml.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatalf("JUnit does not parse: %v\n%s", err, b.String())
+	}
+	s := got.Suites[0]
+	if s.Tests != 3 || s.Failures != 1 || s.Errors != 1 || s.Time != "55.000" {
+		t.Errorf("suite %+v", s)
+	}
+	if f := s.Cases[0].Failure; f == nil || f.Message != "On key \"lock\", the resource accepted a stale write." || !strings.Contains(s.Cases[0].SystemOut, "runs/a") {
+		t.Errorf("failing case %+v", s.Cases[0])
+	}
+	if s.Cases[1].Failure != nil || s.Cases[1].Error != nil {
+		t.Errorf("passing case %+v", s.Cases[1])
+	}
+	b.Reset()
+	if err := writeSummary(&b, runs); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{"3 runs, 2 failed", "| paused-holder mutex unfenced | **failed** | 1 |", "Reproduce: `locktest run --seed 7`"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("summary lacks %q:\n%s", want, md)
+		}
+	}
+}
