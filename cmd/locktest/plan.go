@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/scenario"
+)
+
+// shard is a deterministic part K of N of a nightly plan.
+type shard struct{ k, n int }
+
+// parseShard reads --shard K/N (1 <= K <= N).
+func parseShard(s string) (shard, error) {
+	ks, ns, ok := strings.Cut(s, "/")
+	k, err1 := strconv.Atoi(ks)
+	n, err2 := strconv.Atoi(ns)
+	if !ok || err1 != nil || err2 != nil || n < 1 || k < 1 || k > n {
+		return shard{}, fmt.Errorf("--shard: want K/N with 1 <= K <= N, got %q", s)
+	}
+	return shard{k, n}, nil
+}
+
+// mine says whether the plan's i-th run is this shard's.
+func (s shard) mine(i int) bool { return i%s.n == s.k-1 }
+
+// planned is one run of a nightly plan: a scenario, or random faults with a
+// seed.
+type planned struct {
+	Scenario string // "" for random faults
+	Seed     int64
+	Recipe   string
+	Resource string
+}
+
+func (p planned) name() string {
+	what := p.Scenario
+	if what == "" {
+		what = fmt.Sprintf("seed %d", p.Seed)
+	}
+	return fmt.Sprintf("%s %s %s", what, p.Recipe, p.Resource)
+}
+
+// nightlyPlan is the whole plan, every shard's: each scenario with the
+// unfenced and the fenced resource for each recipe, then random-fault runs
+// with seeds from first on, for as long as a budget lasts (the caller stops
+// taking them). It is a function of its arguments, so every CI worker
+// computes the same plan and runs its own part.
+func nightlyPlan(recipes []string, seed int64, randomRuns int) []planned {
+	var out []planned
+	for _, sc := range scenario.Catalog {
+		for _, r := range recipes {
+			for _, res := range []string{"unfenced", "fenced"} {
+				out = append(out, planned{Scenario: sc.Name, Seed: seed, Recipe: r, Resource: res})
+			}
+		}
+	}
+	for i := range randomRuns {
+		for _, r := range recipes {
+			out = append(out, planned{Seed: seed + int64(i), Recipe: r, Resource: "fenced"})
+		}
+	}
+	return out
+}
+
+// runCost is how long a run of these many seconds of faults and quiet is
+// expected to take, start to verdict, with room for the cluster's start
+// and the checks.
+func runCost(faults, quiet time.Duration) time.Duration { return faults + quiet + 5*time.Second }
