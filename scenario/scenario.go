@@ -99,10 +99,10 @@ var Catalog = []Scenario{
 		Lesson: "A holder cut off from the cluster cannot renew its lease, and cannot learn that it has lost it: the server " +
 			"expires the lease and grants the lock to another client while the first goes on with its critical section " +
 			"and writes. Fencing rejects that write.",
-		Flags:  map[string]string{"time": "8s", "think": "3s", "think-min": "3s"},
+		Flags:  map[string]string{"time": "7s", "think": "2500ms", "think-min": "2500ms", "clients": "3"},
 		Expect: damage,
 		Faults: func(s Shape) []nemesis.Entry {
-			return []nemesis.Entry{holder(nemesis.Entry{At: time.Second, Fault: nemesis.Isolate, Duration: 2*s.TTL + 2*time.Second})}
+			return []nemesis.Entry{holder(nemesis.Entry{At: 2 * time.Second, Fault: nemesis.Isolate, Duration: 2*s.TTL + 2*time.Second})}
 		},
 	},
 	{
@@ -111,23 +111,25 @@ var Catalog = []Scenario{
 		Lesson: "The lease is the lock: when it is revoked, the key goes with it and the next client is granted the lock at " +
 			"once, while the holder is still in its critical section. The holder learns of it only at its next keepalive; " +
 			"its write lands after the new holder's. Fencing rejects it.",
-		Flags:  map[string]string{"time": "6s", "think": "2s", "think-min": "2s"},
+		Flags:  map[string]string{"time": "5s", "think": "2s", "think-min": "2s", "clients": "3"},
 		Expect: damage,
 		Faults: func(Shape) []nemesis.Entry {
-			return []nemesis.Entry{holder(nemesis.Entry{At: time.Second, Fault: nemesis.LeaseRevoke})}
+			return []nemesis.Entry{holder(nemesis.Entry{At: 2 * time.Second, Fault: nemesis.LeaseRevoke})}
 		},
 	},
 	{
 		Name:    "delayed-write",
 		Summary: "the holder's write to the resource is delayed on the network past its lease and the next holder's write",
-		Lesson: "A write in flight is not a write done: the network holds the holder's write while its lease runs out and " +
-			"another client takes the lock and writes; then the old write arrives. Only the resource, which sees the " +
-			"token with the write, can tell it is stale.",
-		Flags:  map[string]string{"time": "8s"},
+		Lesson: "A write in flight is not a write done: the network holds the holder's write, and its lease renewals with it; " +
+			"the lease runs out, another client takes the lock and writes, and then the old write arrives and is " +
+			"accepted. Only the resource, which sees the token with the write, can tell it is stale.",
+		// Its keepalives are held too: the lease runs out while the write is
+		// in flight, and the client waits for the write.
+		Flags:  map[string]string{"time": "6s", "think": "500ms", "think-min": "300ms"},
 		Expect: damage,
 		Faults: func(s Shape) []nemesis.Entry {
-			return []nemesis.Entry{holder(nemesis.Entry{At: time.Second, Fault: nemesis.Slow, Duration: 2*s.TTL + 2*time.Second,
-				Params: map[string]string{"link": "resource", "toxic": "latency", "latency": (s.TTL + time.Second).String(), "jitter": "0s"}})}
+			return []nemesis.Entry{holder(nemesis.Entry{At: time.Second, Fault: nemesis.Slow, Duration: 5 * time.Second,
+				Params: map[string]string{"link": "all", "toxic": "latency", "latency": (s.TTL + time.Second).String(), "jitter": "0s"}})}
 		},
 	},
 	{
