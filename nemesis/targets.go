@@ -67,6 +67,8 @@ func (env *Env) resolveClient(ctx context.Context, e Entry, params map[string]st
 	if e.Target != TargetHolder && e.Target != TargetWaiter {
 		return e.Target, nil
 	}
+	// A scripted entry may ask any fault to strike at a fresh grant.
+	fresh = fresh || e.Params["on"] == "grant"
 	params["selector"] = e.Target
 	wctx, cancel := context.WithTimeout(ctx, freshGrantWait)
 	defer cancel()
