@@ -147,16 +147,21 @@ var Catalog = []Scenario{
 	},
 	{
 		Name:    "oversold",
-		Summary: "a flash sale: a slow dependency inside the critical section, longer than the lease, and a release that deletes whoever holds the lock",
-		Lesson: "A holder whose critical section outlasts its lease overlaps the next holder, and a release that deletes the " +
-			"key whoever holds it (no ownership check) hands the lock to a third client mid-section: several clients sell " +
-			"the same items and the stock goes below zero. Fencing the writes keeps the count right.",
-		Flags: map[string]string{"time": "10s", "recipe": "unlock-any", "workload": "stock", "items": "20", "think": "3s", "think-min": "2500ms"},
+		Summary: "a flash sale: a holder stalls inside its critical section longer than its lease, and a release deletes whoever holds the lock",
+		Lesson: "A holder that stalls past its lease (a slow dependency, a pause) overlaps the next holder, and a release " +
+			"that deletes the lock key whoever holds it (no ownership check) then hands the lock to a third client in the " +
+			"middle of the second's sale: several clients sell at once and more items are sold than there were. Fencing " +
+			"the writes keeps the count right.",
+		Flags: map[string]string{"time": "8s", "recipe": "unlock-any", "workload": "stock", "items": "40",
+			"think": "200ms", "think-min": "100ms", "require": "resource,invariant"},
 		Expect: map[string]map[string]string{
-			unfenced: {"invariant": "invalid", "contract": "invalid"},
+			unfenced: {"invariant": "invalid"},
 			fenced:   {"resource": "valid", "invariant": "valid"},
 		},
-		Faults: func(Shape) []nemesis.Entry { return nil },
+		Faults: func(s Shape) []nemesis.Entry {
+			return []nemesis.Entry{holder(nemesis.Entry{At: time.Second, Fault: nemesis.PauseClient, Duration: 2*s.TTL + time.Second,
+				Params: map[string]string{"before_write": "true"}})}
+		},
 	},
 	{
 		Name:    "waiter-expiry",
