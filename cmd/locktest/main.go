@@ -31,6 +31,7 @@ Usage:
   locktest check [flags] PATH     re-check a stored history (a file or a run directory)
   locktest scenario list          the catalog of classic split-brains
   locktest scenario run NAME      play one: its scripted faults, its lesson, its verdicts
+  locktest nightly [flags]        the CI job: every scenario, then random faults, within a budget
   locktest sweep [flags]          run one configuration over many seeds and summarise
   locktest compare [flags]        run several recipes, resources, client counts side by side
   locktest report DIR             write DIR/index.html over the run directories under DIR
@@ -60,6 +61,8 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		code, err = sweepCmd(args[1:], stdout)
 	case "scenario":
 		code, err = scenarioCmd(args[1:], stdout)
+	case "nightly":
+		code, err = nightlyCmd(args[1:], stdout, stderr)
 	case "compare":
 		code, err = compareCmd(args[1:], stdout)
 	case "report":
@@ -70,7 +73,7 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitValid
 	default:
-		err = fmt.Errorf("unknown command %q (want run, check, scenario, sweep, compare, report or serve)", args[0])
+		err = fmt.Errorf("unknown command %q (want run, check, scenario, nightly, sweep, compare, report or serve)", args[0])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return exitValid

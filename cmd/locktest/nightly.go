@@ -1,0 +1,264 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/report"
+	"github.com/locktest/locktest/scenario"
+)
+
+// randomRuns bounds the random-fault part of a nightly plan; the budget
+// ends it long before.
+const randomRuns = 100_000
+
+func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	fs := newFlags("nightly", "nightly [flags]\n\nThe command a CI job runs: every scenario of the catalog with the unfenced and the fenced\nresource for each recipe, then random-fault runs with fresh seeds, until the budget is spent.\nEvery flag of run applies to every run (a scenario's own settings give way to them).", stdout)
+	rf := addRunFlags(fs)
+	budget := fs.Duration("budget", 30*time.Minute, "time for the whole plan; no run starts that cannot finish inside it")
+	shardFlag := fs.String("shard", "1/1", "run part K of N of the plan (K/N), for N CI workers")
+	junitPath := fs.String("junit", "", "write JUnit XML here")
+	summaryPath := fs.String("summary", "", "write a Markdown summary here")
+	keep := fs.String("keep", "failures", "run directories to keep: failures or all")
+	recipeList := fs.String("recipes", "mutex", "comma list of lock recipes")
+	if err := parseFlags(fs, args); err != nil {
+		return exitUnknown, err
+	}
+	if fs.NArg() > 0 {
+		return exitUnknown, fmt.Errorf("nightly: unexpected argument %q", fs.Arg(0))
+	}
+	sh, err := parseShard(*shardFlag)
+	if err != nil {
+		return exitUnknown, err
+	}
+	if *keep != "failures" && *keep != "all" {
+		return exitUnknown, fmt.Errorf("--keep: want failures or all, got %q", *keep)
+	}
+	recipes := strings.Split(*recipeList, ",")
+	for _, r := range recipes {
+		if _, err := recipeNamed(r, *rf.poll); err != nil {
+			return exitUnknown, fmt.Errorf("--recipes: %w", err)
+		}
+	}
+	// Every worker must draw the same plan: the seed is the date unless given.
+	given := map[string]string{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
+	seed := *rf.seed
+	if _, ok := given["seed"]; !ok {
+		seed, _ = strconv.ParseInt(time.Now().UTC().Format("20060102"), 10, 64)
+	}
+	cheapest := runCost(*rf.runTime, *rf.quiet)
+	for _, sc := range scenario.Catalog {
+		if c := scenarioCost(sc, given); c < cheapest {
+			cheapest = c
+		}
+	}
+	if *budget < cheapest {
+		return exitUnknown, fmt.Errorf("--budget %s is too small for one run (the shortest takes about %s)", *budget, cheapest)
+	}
+	var junit, summary *os.File
+	for _, out := range []struct {
+		path string
+		f    **os.File
+		flag string
+	}{{*junitPath, &junit, "junit"}, {*summaryPath, &summary, "summary"}} {
+		if out.path == "" {
+			continue
+		}
+		if *out.f, err = os.Create(out.path); err != nil {
+			return exitUnknown, fmt.Errorf("--%s: %w", out.flag, err)
+		}
+		defer (*out.f).Close()
+	}
+
+	fmt.Fprintf(stderr, "locktest nightly: seed %d, shard %d/%d, recipes %s, budget %s (run directories under %s)\n",
+		seed, sh.k, sh.n, strings.Join(recipes, ","), *budget, *rf.out)
+	ctx, stop := signalContext()
+	defer stop()
+	began := time.Now()
+	var runs []nightlyRun
+	code := exitValid
+	for i, p := range nightlyPlan(recipes, seed, randomRuns) {
+		if !sh.mine(i) || ctx.Err() != nil {
+			continue
+		}
+		cost := runCost(*rf.runTime, *rf.quiet)
+		if p.Scenario != "" {
+			sc, _ := scenario.Lookup(p.Scenario)
+			cost = scenarioCost(sc, given)
+		}
+		if time.Since(began)+cost > *budget {
+			if p.Scenario == "" {
+				break
+			}
+			continue
+		}
+		r, err := nightlyOne(p, given, stdout)
+		if err != nil {
+			return exitUnknown, fmt.Errorf("nightly: %s: %w", p.name(), err)
+		}
+		runs = append(runs, r)
+		status := "held"
+		switch {
+		case r.Failed != "":
+			status, code = "FAILED", max(code, exitInvalid)
+		case r.Error != "":
+			status, code = "UNKNOWN", exitUnknown
+		}
+		fmt.Fprintf(stderr, "nightly %4d %-40s %-7s %5.1fs  %s\n", len(runs), p.name(), status, r.Seconds, relPath(r.Dir))
+		if *keep == "failures" && r.Failed == "" && r.Error == "" {
+			os.RemoveAll(r.Dir)
+		}
+	}
+	if code == exitInvalid && anyUnknown(runs) {
+		code = exitUnknown
+	}
+	if junit != nil {
+		if err := writeJUnit(junit, runs); err != nil {
+			return exitUnknown, fmt.Errorf("--junit: %w", err)
+		}
+	}
+	if summary != nil {
+		if err := writeSummary(summary, runs); err != nil {
+			return exitUnknown, fmt.Errorf("--summary: %w", err)
+		}
+	}
+	if idx, err := report.WriteIndex(*rf.out); err == nil {
+		fmt.Fprintf(stderr, "index: %s\n", relPath(idx))
+	}
+	return code, nil
+}
+
+func anyUnknown(runs []nightlyRun) bool {
+	for _, r := range runs {
+		if r.Error != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// scenarioCost is how long a scenario's run takes, given the flags that
+// override its own.
+func scenarioCost(sc scenario.Scenario, given map[string]string) time.Duration {
+	get := func(name string, def time.Duration) time.Duration {
+		v, ok := given[name]
+		if !ok {
+			v, ok = sc.Flags[name]
+		}
+		if d, err := time.ParseDuration(v); ok && err == nil {
+			return d
+		}
+		return def
+	}
+	return runCost(get("time", defaultTime), get("quiet", harness.DefaultQuiet))
+}
+
+// nightlyOne carries out one planned run: the scenario's settings, then the
+// command line's flags, then the plan's recipe, resource and seed.
+func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRun, error) {
+	fs := flag.NewFlagSet("nightly run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	rf := addRunFlags(fs)
+	var sc scenario.Scenario
+	if p.Scenario != "" {
+		sc, _ = scenario.Lookup(p.Scenario)
+		for k, v := range sc.Flags {
+			fs.Set(k, v)
+		}
+	}
+	for k, v := range given {
+		if fs.Lookup(k) != nil {
+			fs.Set(k, v)
+		}
+	}
+	fs.Set("recipe", p.Recipe)
+	fs.Set("resource", p.Resource)
+	fs.Set("seed", strconv.FormatInt(p.Seed, 10))
+	o, err := rf.options()
+	if err != nil {
+		return nightlyRun{}, err
+	}
+	if p.Scenario != "" {
+		o.Scenario, o.Lesson = sc.Name, sc.Lesson
+		s := sc.Schedule(p.Seed, scenario.Shape{Members: o.Members, Clients: clientNames(o.Workload.Clients),
+			TTL: time.Duration(o.Workload.TTL) * time.Second})
+		o.Schedule = &s
+	}
+	if o.Dir, err = harness.NewRunDir(*rf.out, p.Seed); err != nil {
+		return nightlyRun{}, err
+	}
+	o.Command = reproduce(o)
+	began := time.Now()
+	ctx, stop := signalContext()
+	defer stop()
+	res, err := harness.Run(ctx, o)
+	if err != nil {
+		return nightlyRun{}, err
+	}
+	writeReport(io.Discard, filepath.Join(o.Dir, "report.html"), res)
+	r := nightlyRun{Name: p.name(), Dir: o.Dir, Command: o.Command, Seconds: time.Since(began).Seconds(),
+		Verdicts: map[string]string{}, Exit: res.Exit}
+	for _, c := range res.Checks {
+		r.Verdicts[c.Name] = string(c.Verdict)
+	}
+	if p.Scenario != "" {
+		r.Failed, r.Error = expectationMet(sc.Expect[p.Resource], res)
+		return r, nil
+	}
+	switch res.Exit {
+	case exitInvalid:
+		r.Failed = firstFailure(res)
+	case exitUnknown:
+		r.Error = firstUnknown(res)
+	}
+	return r, nil
+}
+
+// expectationMet compares a scenario run's verdicts with what the scenario
+// expects: a mismatch is a failure with the check's story; an expected
+// verdict that came out unknown is an error.
+func expectationMet(want map[string]string, res *harness.Results) (failed, unknown string) {
+	for _, c := range res.Checks {
+		w, ok := want[c.Name]
+		if !ok || string(c.Verdict) == w {
+			continue
+		}
+		if c.Verdict == checker.Unknown {
+			unknown += fmt.Sprintf("%s is unknown, expected %s: %s\n", c.Name, w, c.Explanation)
+			continue
+		}
+		failed += fmt.Sprintf("%s is %s, expected %s: %s\n", c.Name, c.Verdict, w, c.Explanation)
+	}
+	return strings.TrimSpace(failed), strings.TrimSpace(unknown)
+}
+
+func firstFailure(res *harness.Results) string {
+	for _, c := range res.Checks {
+		if c.Verdict == checker.Invalid && slices.Contains(res.Required, c.Name) {
+			return c.Name + ": " + c.Explanation
+		}
+	}
+	return string(res.Verdict)
+}
+
+func firstUnknown(res *harness.Results) string {
+	if res.Error != "" {
+		return res.Error
+	}
+	for _, c := range res.Checks {
+		if c.Verdict == checker.Unknown && slices.Contains(res.Required, c.Name) {
+			return c.Name + " unknown: " + c.Explanation
+		}
+	}
+	return "unknown"
+}
