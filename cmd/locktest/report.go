@@ -17,19 +17,31 @@ import (
 )
 
 // reproduce is the command that runs o again: its flags, its seed, and the
-// schedule its run directory holds.
+// schedule its run directory holds (a scenario's too).
 func reproduce(o harness.Options) string {
 	w := o.Workload
-	args := []string{"locktest run", "--recipe " + o.RecipeName, "--resource " + string(o.Resource), "--workload " + w.Workload,
-		fmt.Sprintf("--clients %d --locks %d --members %d --ttl %d --think %s --op-timeout %s --guard %s --time %s --quiet %s",
-			w.Clients, len(w.Locks), o.Members, w.TTL, w.ThinkMax, w.OpTimeout, w.Guard, o.Time, o.Quiet)}
+	recipe := o.RecipeName
+	if recipe == "" && w.Recipe != nil {
+		recipe = w.Recipe.Name()
+	}
+	cmd := "locktest run"
+	if o.Scenario != "" {
+		cmd = "locktest scenario run " + o.Scenario
+	}
+	args := []string{cmd, "--recipe " + recipe, "--resource " + string(o.Resource), "--workload " + w.Workload,
+		fmt.Sprintf("--clients %d --locks %d --members %d --ttl %d --think-min %s --think %s --op-timeout %s --guard %s --time %s --quiet %s",
+			w.Clients, len(w.Locks), o.Members, w.TTL, w.ThinkMin, w.ThinkMax, w.OpTimeout, w.Guard, o.Time, o.Quiet)}
 	if w.Workload == histories.WorkloadStock {
 		args = append(args, fmt.Sprintf("--items %d", w.Items))
 	}
 	args = append(args, fmt.Sprintf("--seed %d", w.Seed))
-	if len(o.Nemesis.Faults) > 0 {
-		args = append(args, "--nemesis "+strings.Join(o.Nemesis.Faults, ","), "--schedule "+filepath.Join(o.Dir, "schedule.json"))
-	} else {
+	switch {
+	case o.Schedule != nil || len(o.Nemesis.Faults) > 0:
+		if len(o.Nemesis.Faults) > 0 {
+			args = append(args, "--nemesis "+strings.Join(o.Nemesis.Faults, ","))
+		}
+		args = append(args, "--schedule "+filepath.Join(o.Dir, "schedule.json"))
+	default:
 		args = append(args, "--nemesis none")
 	}
 	return strings.Join(args, " ")
