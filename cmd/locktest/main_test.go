@@ -182,6 +182,13 @@ func TestBadInput(t *testing.T) {
 		{"five is the other size", []string{"run", "--members", "4"}, "--members must be 3 or 5"},
 		{"missing schedule", []string{"run", "--schedule", filepath.Join(tmp, "nope.json")}, "--schedule"},
 		{"zero seeds", []string{"sweep", "--seeds", "0"}, "--seeds must be at least 1"},
+		{"unknown scenario", []string{"scenario", "run", "split-brain"}, "paused-holder"},
+		{"scenario without name", []string{"scenario", "run"}, "want a scenario name"},
+		{"shard 0/2", []string{"nightly", "--shard", "0/2"}, "--shard"},
+		{"shard 3/2", []string{"nightly", "--shard", "3/2"}, "--shard"},
+		{"shard x", []string{"nightly", "--shard", "x"}, "--shard"},
+		{"tiny budget", []string{"nightly", "--budget", "5s"}, "too small for one run"},
+		{"unwritable junit", []string{"nightly", "--junit", filepath.Join(file, "j.xml")}, "--junit"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
