@@ -138,7 +138,7 @@ var Catalog = []Scenario{
 		Lesson: "Checking the lease's time left on the client's own clock assumes that clock keeps time. A clock running slow " +
 			"says the lease has time left after the server has expired it and granted the lock to another client; the " +
 			"check passes and the write goes through. Fencing does not depend on any clock.",
-		Flags:  map[string]string{"time": "7s", "guard": "clock", "think": "1500ms", "think-min": "1400ms", "clients": "3"},
+		Flags:  map[string]string{"time": "7s", "guard": "clock", "think": "1500ms", "think-min": "1s", "clients": "3"},
 		Expect: damage,
 		Faults: func(s Shape) []nemesis.Entry {
 			return []nemesis.Entry{holder(nemesis.Entry{At: time.Second, Fault: nemesis.ClockRate, Duration: 3 * s.TTL,
