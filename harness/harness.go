@@ -70,10 +70,8 @@ type Options struct {
 	// LivenessBound is how soon after the final heal every client asking
 	// for a lock must get it (default DefaultLivenessBound).
 	LivenessBound time.Duration `json:"liveness_bound_ns"`
-	// Scenario names the catalog scenario the run plays (package
-	// scenario), and Lesson is what it teaches; empty for other runs.
-	Scenario string `json:"scenario,omitempty"`
-	Lesson   string `json:"lesson,omitempty"`
+	// Scenario is the catalog scenario the run plays, if any.
+	Scenario *Scenario `json:"scenario,omitempty"`
 	// Command is the command line that reproduces the run, for the results
 	// (the CLI fills it in).
 	Command string `json:"-"`
@@ -182,6 +180,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	seed := o.Workload.Seed
 	res.Seed, res.Config, res.Interrupted, res.Command = &seed, &o, interrupted, o.Command
+	res.Scenario = o.Scenario.judge(res.Checks)
 	if st != nil {
 		res.Run = &st.RunStats
 		res.AddConsistency(st.hashes)

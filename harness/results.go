@@ -53,7 +53,10 @@ type Results struct {
 	Error string `json:"error,omitempty"`
 	// Warnings are problems that did not stop the check, e.g. a last line
 	// cut off by a killed run ("file:line: ...").
-	Warnings []string         `json:"warnings,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	// Scenario is the catalog scenario the run played, with whether its
+	// verdicts were the ones it expects.
+	Scenario *Scenario        `json:"scenario,omitempty"`
 	Run      *RunStats        `json:"run,omitempty"`
 	Checks   []checker.Result `json:"checks"`
 	// Hashes are the members' hashes of their final key-value state, for

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
 )
 
@@ -41,6 +42,7 @@ type meta struct {
 	Reproduce string            `json:"reproduce,omitempty"`
 	Warnings  []string          `json:"warnings,omitempty"`
 	Error     string            `json:"error,omitempty"`
+	Scenario  *harness.Scenario `json:"scenario,omitempty"`
 }
 
 type check struct {

@@ -116,17 +116,23 @@ func checked(t *testing.T, dir, name string) *harness.Results {
 func TestReportInBrowser(t *testing.T) {
 	dir := t.TempDir()
 	res := checked(t, dir, "paused-holder-unfenced.jsonl")
+	met := true
+	res.Scenario = &harness.Scenario{Name: "paused-holder", Lesson: "A pause can strike between any check and the write.",
+		Expect: map[string]string{"resource": "invalid"}, Met: &met}
 	out := filepath.Join(dir, "report.html")
 	if err := Write(out, res, res.History); err != nil {
 		t.Fatal(err)
 	}
 	ctx, errs := browser(t)
+	var lesson, expected string
 	var lanes, faults []string
 	var violations int
 	var before, after [2]string
 	err := chromedp.Run(ctx,
 		chromedp.Navigate("file://"+out),
 		chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
+		chromedp.Text("#lesson", &lesson, chromedp.ByQuery),
+		chromedp.Text("#expected", &expected, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll("#lanes [data-lane]")].map(e => e.textContent)`, &lanes),
 		chromedp.Evaluate(`[...document.querySelectorAll("#flist li")].map(e => e.dataset.fault)`, &faults),
 		chromedp.Evaluate(`document.querySelectorAll("#vlist li[data-check]").length`, &violations),
@@ -141,6 +147,12 @@ func TestReportInBrowser(t *testing.T) {
 	}
 	if e := errs.list(); len(e) > 0 {
 		t.Errorf("script errors: %v", e)
+	}
+	if !strings.Contains(lesson, "paused-holder") || !strings.Contains(lesson, res.Scenario.Lesson) {
+		t.Errorf("lesson shown as %q", lesson)
+	}
+	if expected != "expected: resource invalid (as expected)" {
+		t.Errorf("expectation shown as %q", expected)
 	}
 	for _, c := range []string{"c0", "c1", "c2"} {
 		if !strings.Contains(strings.Join(lanes, " "), c) {

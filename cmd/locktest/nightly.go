@@ -172,7 +172,7 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	var sc scenario.Scenario
 	if p.Scenario != "" {
 		sc, _ = scenario.Lookup(p.Scenario)
-		for k, v := range sc.Flags {
+		for k, v := range sc.Settings() {
 			fs.Set(k, v)
 		}
 	}
@@ -189,10 +189,8 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 		return nightlyRun{}, err
 	}
 	if p.Scenario != "" {
-		o.Scenario, o.Lesson = sc.Name, sc.Lesson
-		s := sc.Schedule(p.Seed, scenario.Shape{Members: o.Members, Clients: clientNames(o.Workload.Clients),
-			TTL: time.Duration(o.Workload.TTL) * time.Second})
-		o.Schedule = &s
+		o.Schedule = nil
+		play(&o, sc, p.Recipe)
 	}
 	if o.Dir, err = harness.NewRunDir(*rf.out, p.Seed); err != nil {
 		return nightlyRun{}, err
@@ -211,8 +209,8 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	for _, c := range res.Checks {
 		r.Verdicts[c.Name] = string(c.Verdict)
 	}
-	if p.Scenario != "" {
-		r.Failed, r.Error = expectationMet(sc.Expect[p.Resource], res)
+	if sc := res.Scenario; sc != nil {
+		r.Failed, r.Error = expectationMet(sc, res)
 		return r, nil
 	}
 	switch res.Exit {
@@ -224,12 +222,15 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	return r, nil
 }
 
-// expectationMet compares a scenario run's verdicts with what the scenario
-// expects: a mismatch is a failure with the check's story; an expected
-// verdict that came out unknown is an error.
-func expectationMet(want map[string]string, res *harness.Results) (failed, unknown string) {
+// expectationMet says how a scenario run missed what its scenario
+// expects: a check that came out otherwise is a failure, with its story;
+// an expected verdict that came out unknown is an error.
+func expectationMet(sc *harness.Scenario, res *harness.Results) (failed, unknown string) {
+	if sc.Met != nil && *sc.Met {
+		return "", ""
+	}
 	for _, c := range res.Checks {
-		w, ok := want[c.Name]
+		w, ok := sc.Expect[c.Name]
 		if !ok || string(c.Verdict) == w {
 			continue
 		}
@@ -238,6 +239,9 @@ func expectationMet(want map[string]string, res *harness.Results) (failed, unkno
 			continue
 		}
 		failed += fmt.Sprintf("%s is %s, expected %s: %s\n", c.Name, c.Verdict, w, c.Explanation)
+	}
+	if failed == "" && unknown == "" {
+		failed = strings.Join(sc.Missed, "; ")
 	}
 	return strings.TrimSpace(failed), strings.TrimSpace(unknown)
 }

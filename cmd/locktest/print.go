@@ -52,6 +52,13 @@ func printChecks(w io.Writer, r *harness.Results) {
 		fmt.Fprintf(w, "  the resource rejected %s that carried a stale fencing token\n", words.Plural(r.WritesRejected, "write"))
 	}
 	fmt.Fprintf(w, "verdict: %s (required: %s)\n", r.Verdict, strings.Join(r.Required, ", "))
+	if sc := r.Scenario; sc != nil && sc.Met != nil {
+		if *sc.Met {
+			fmt.Fprintf(w, "scenario %s: as expected (%s)\n", sc.Name, sc.ExpectText())
+		} else {
+			fmt.Fprintf(w, "scenario %s: NOT as expected: %s\n", sc.Name, strings.Join(sc.Missed, "; "))
+		}
+	}
 }
 
 // printSummary writes what a run did, its checks, a plain reading of them,

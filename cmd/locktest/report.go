@@ -25,12 +25,13 @@ func reproduce(o harness.Options) string {
 		recipe = w.Recipe.Name()
 	}
 	cmd := "locktest run"
-	if o.Scenario != "" {
-		cmd = "locktest scenario run " + o.Scenario
+	if o.Scenario != nil {
+		cmd = "locktest scenario run " + o.Scenario.Name
 	}
 	args := []string{cmd, "--recipe " + recipe, "--resource " + string(o.Resource), "--workload " + w.Workload,
-		fmt.Sprintf("--clients %d --locks %d --members %d --ttl %d --think-min %s --think %s --op-timeout %s --guard %s --time %s --quiet %s",
-			w.Clients, len(w.Locks), o.Members, w.TTL, w.ThinkMin, w.ThinkMax, w.OpTimeout, w.Guard, o.Time, o.Quiet)}
+		fmt.Sprintf("--clients %d --locks %d --members %d --ttl %d --think-min %s --think %s --op-timeout %s --guard %s --time %s --quiet %s --liveness-bound %s --require %s",
+			w.Clients, len(w.Locks), o.Members, w.TTL, w.ThinkMin, w.ThinkMax, w.OpTimeout, w.Guard, o.Time, o.Quiet,
+			o.LivenessBound, strings.Join(o.Required, ","))}
 	if w.Workload == histories.WorkloadStock {
 		args = append(args, fmt.Sprintf("--items %d", w.Items))
 	}

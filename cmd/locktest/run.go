@@ -225,13 +225,13 @@ func runOne(o harness.Options, rf *runFlags, stdout io.Writer) (int, error) {
 	if len(o.Nemesis.Faults) > 0 {
 		faults = "faults " + strings.Join(o.Nemesis.Faults, ",")
 	}
-	if o.Scenario != "" {
-		faults = "scenario " + o.Scenario
+	if o.Scenario != nil {
+		faults = "scenario " + o.Scenario.Name
 	}
 	fmt.Fprintf(stdout, "locktest run: seed %d, recipe %s, %s workload, %d clients, %d lock(s), resource %s, guard %s, %s for %s (run directory %s)\n",
 		o.Workload.Seed, *rf.recipe, *rf.work, o.Workload.Clients, len(o.Workload.Locks), o.Resource, o.Workload.Guard, faults, o.Time, relPath(o.Dir))
-	if o.Lesson != "" {
-		fmt.Fprintf(stdout, "lesson: %s\n", o.Lesson)
+	if sc := o.Scenario; sc != nil {
+		fmt.Fprintf(stdout, "lesson: %s\nexpected: %s\n", sc.Lesson, sc.ExpectText())
 	}
 
 	ctx, stop := signalContext()

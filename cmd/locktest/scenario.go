@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/scenario"
 )
 
@@ -42,10 +43,10 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	if fs.NArg() > 0 {
 		return exitUnknown, fmt.Errorf("scenario run: unexpected argument %q", fs.Arg(0))
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for name, v := range sc.Flags {
-		if !set[name] {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, v := range sc.Settings() {
+		if !given[name] {
 			if err := fs.Set(name, v); err != nil {
 				return exitUnknown, fmt.Errorf("scenario %s: flag --%s=%s: %w", sc.Name, name, v, err)
 			}
@@ -55,13 +56,19 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	if err != nil {
 		return exitUnknown, fmt.Errorf("scenario run: %w", err)
 	}
-	o.Scenario, o.Lesson = sc.Name, sc.Lesson
+	play(&o, sc, *rf.recipe)
+	return runOne(o, rf, stdout)
+}
+
+// play sets o up to play sc with recipe: its lesson, the verdicts it
+// expects, and its scripted schedule unless o replays one.
+func play(o *harness.Options, sc scenario.Scenario, recipe string) {
+	o.Scenario = &harness.Scenario{Name: sc.Name, Lesson: sc.Lesson, Expect: sc.Expected(recipe, string(o.Resource))}
 	if o.Schedule == nil {
 		s := sc.Schedule(o.Workload.Seed, scenario.Shape{Members: o.Members, Clients: clientNames(o.Workload.Clients),
 			TTL: time.Duration(o.Workload.TTL) * time.Second})
 		o.Schedule = &s
 	}
-	return runOne(o, rf, stdout)
 }
 
 func clientNames(n int) []string {

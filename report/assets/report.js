@@ -32,6 +32,12 @@
         "run " + sec(D.end - D.start), "required: " + (M.required || []).join(", ")].filter(Boolean).join(" · ")),
     el("div", { class: "meta" }, "versions: " + Object.entries(M.versions || {}).map(([k, v]) => k + " " + v).join(", ")),
   );
+  if (M.scenario) {
+    const sc = M.scenario, expect = Object.keys(sc.expect || {}).sort().map((k) => k + " " + sc.expect[k]).join(", ");
+    $("head").append(el("div", { id: "lesson" }, el("b", {}, "scenario " + sc.name + ": "), sc.lesson),
+      el("div", { class: sc.met ? "valid" : "invalid", id: "expected" },
+        "expected: " + expect + (sc.met ? " (as expected)" : " (NOT as expected: " + (sc.missed || []).join("; ") + ")")));
+  }
   if (M.reproduce) $("head").append(el("div", {}, "reproduce: ", el("code", { id: "reproduce" }, M.reproduce)));
   for (const w of M.warnings || []) $("head").append(el("div", { class: "unknown" }, "warning: " + w));
   if (M.error) $("head").append(el("div", { class: "invalid" }, "run error: " + M.error));
