@@ -35,9 +35,12 @@ func (clockFault) Durations(ttl time.Duration) Range { return Range{2 * ttl, 5 *
 // falls behind renews its lease late and trusts it too long.
 func (clockFault) Draw(g *Gen, e *Entry, d Range) {
 	g.clientTarget(e, 0.8)
+	// A section the clock guard lets write (under TTL less its margin)
+	// that a slow clock stretches past the lease.
+	g.aim(e, g.cfg.TTL/4, 3*g.cfg.TTL/4)
 	switch e.Fault {
 	case ClockBump:
-		delta := g.between(200*time.Millisecond, 2*g.cfg.TTL+time.Second)
+		delta := g.between(g.cfg.TTL/2, 2*g.cfg.TTL+time.Second)
 		if g.chance(0.75) {
 			delta = -delta
 		}
@@ -46,7 +49,12 @@ func (clockFault) Draw(g *Gen, e *Entry, d Range) {
 		e.Params["delta"] = g.between(200*time.Millisecond, 2*g.cfg.TTL).String()
 		e.Params["period"] = g.between(10*time.Millisecond, 200*time.Millisecond).String()
 	case ClockRate:
-		rates := []string{"0.1", "0.2", "0.25", "0.5", "0.75", "1.5", "2"}
+		// Mostly slow enough that the holder's renewals fall behind its
+		// lease (under a third of normal speed).
+		rates := []string{"0.5", "0.75", "1.5", "2"}
+		if g.chance(0.75) {
+			rates = []string{"0.1", "0.2", "0.25"}
+		}
 		e.Params["rate"] = rates[g.rng.IntN(len(rates))]
 	}
 	e.Duration = g.dur(d)

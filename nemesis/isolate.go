@@ -24,7 +24,8 @@ func (isolate) Needs(string) []system.Capability { return []system.Capability{sy
 func (isolate) Durations(ttl time.Duration) Range { return Range{ttl + ttl/2, 2*ttl + 2*time.Second} }
 
 func (isolate) Draw(g *Gen, e *Entry, d Range) {
-	g.roleTarget(e, 0.6, 0.25)
+	g.roleTarget(e, 0.75, 0.15)
+	g.aim(e, g.cfg.TTL+500*time.Millisecond, 0)
 	e.Duration = g.dur(d)
 }
 

@@ -19,17 +19,18 @@ import (
 
 // Clients is what the nemesis needs from the running workload.
 type Clients interface {
-	Names() []string                                              // "c0", "c1", ...
-	Holder(key string) (client string, token int64, ok bool)      // the client that currently believes it holds lock key ("" key = any lock), and its token
-	Pause(client string, d time.Duration, beforeWrite bool) error // stop-the-world pause of d; if beforeWrite, armed to hit between the client's guard check and its write (the call returns once armed/started; the client resumes by itself after d)
-	BumpClock(client string, d time.Duration)                     // jump the client's clock by d
-	SetClockRate(client string, rate float64)                     // 1.0 normal, 0.5 runs slow
-	ResetClock(client string)                                     // offset 0, rate 1
-	Crash(client string) error                                    // drop the client's session without closing it; it continues as a new process with a new session
-	Lease(client string) (id string, ok bool)                     // the client's current session lease, in hex
-	Waiter(minWait time.Duration) (client string, ok bool)        // the client longest in Acquire, if it has waited at least minWait
-	Role(client string) string                                    // "holder", "waiter" or "idle" now
-	Disarm(client string) (armed bool, pausedUntil time.Time)     // cancel a pause armed for the client's next write; when its current pause ends (zero: not paused)
+	Names() []string                                                  // "c0", "c1", ...
+	Holder(key string) (client string, token int64, ok bool)          // the client that currently believes it holds lock key ("" key = any lock), and its token
+	Pause(client string, d time.Duration, beforeWrite bool) error     // stop-the-world pause of d; if beforeWrite, armed to hit between the client's guard check and its write (the call returns once armed/started; the client resumes by itself after d)
+	BumpClock(client string, d time.Duration)                         // jump the client's clock by d
+	SetClockRate(client string, rate float64)                         // 1.0 normal, 0.5 runs slow
+	ResetClock(client string)                                         // offset 0, rate 1
+	Crash(client string) error                                        // drop the client's session without closing it; it continues as a new process with a new session
+	Lease(client string) (id string, ok bool)                         // the client's current session lease, in hex
+	Waiter(minWait time.Duration) (client string, ok bool)            // the client longest in Acquire, if it has waited at least minWait
+	Entering(min, max, within time.Duration) (client string, ok bool) // a holder that began, within the last within, a section thinking between min and max (max 0: no bound) on its clock
+	Role(client string) string                                        // "holder", "waiter" or "idle" now
+	Disarm(client string) (armed bool, pausedUntil time.Time)         // cancel a pause armed for the client's next write; when its current pause ends (zero: not paused)
 }
 
 // Recorder appends operations to the history; *histories.Recorder is one.

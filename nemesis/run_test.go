@@ -64,7 +64,10 @@ type fakeClients struct {
 	names  []string
 	holder string
 	waiter string
-	leases map[string]string
+	// entering is the holder entering a slow section, and its think time.
+	entering string
+	think    time.Duration
+	leases   map[string]string
 	calls  []string
 }
 
@@ -99,6 +102,12 @@ func (f *fakeClients) Waiter(time.Duration) (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.waiter, f.waiter != ""
+}
+func (f *fakeClients) Entering(min, max, _ time.Duration) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ok := f.entering != "" && f.think >= min && (max == 0 || f.think <= max)
+	return f.entering, ok
 }
 func (f *fakeClients) Role(c string) string {
 	f.mu.Lock()

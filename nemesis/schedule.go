@@ -152,6 +152,20 @@ func (g *Gen) roleTarget(e *Entry, holder, waiter float64) {
 	}
 }
 
+// aim has a fault on the holder wait for a holder entering a critical
+// section of think time in [min, max] (max 0: no bound): one with work
+// ahead, which the fault can harm.
+func (g *Gen) aim(e *Entry, min, max time.Duration) {
+	if e.Target != TargetHolder {
+		return
+	}
+	a := min.String() + "-"
+	if max > 0 {
+		a += max.String()
+	}
+	e.Params["ahead"] = a
+}
+
 // sides places every client in one of n groups.
 func (g *Gen) sides(n int) map[string]int {
 	m := map[string]int{}
@@ -189,6 +203,14 @@ func (e Entry) validate(n int) error {
 	}
 	if e.At < 0 || e.Duration < 0 {
 		return errors.New("negative time")
+	}
+	if a, ok := e.Params["ahead"]; ok {
+		if e.Target != TargetHolder {
+			return errors.New("param ahead aims at a holder: the target must be " + TargetHolder)
+		}
+		if _, _, err := parseAhead(a); err != nil {
+			return err
+		}
 	}
 	seen := map[int]bool{}
 	for _, g := range e.Groups {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/locktest/locktest/system"
@@ -82,6 +83,12 @@ func (env *Env) resolveClient(ctx context.Context, e Entry, params map[string]st
 			}
 		}
 	} else {
+		if aim, ok := e.Params["ahead"]; ok {
+			if h, ok := env.aim(ctx, aim); ok {
+				params["aimed"] = "true"
+				return h, nil
+			}
+		}
 		h, tok, ok := env.Clients.Holder("")
 		if fresh {
 			for wctx.Err() == nil {
@@ -102,6 +109,49 @@ func (env *Env) resolveClient(ctx context.Context, e Entry, params map[string]st
 	}
 	params["resolved"] = "fallback"
 	return e.Fallback, nil
+}
+
+// aimWait bounds how long a fault aimed at a holder with work ahead waits
+// for one; slow sections come every few seconds.
+const aimWait = 8 * time.Second
+
+// aim waits for a holder entering a critical section whose think time is in
+// the range "MIN-MAX" (MAX may be empty: no bound).
+func (env *Env) aim(ctx context.Context, ahead string) (string, bool) {
+	lo, hi, err := parseAhead(ahead)
+	if err != nil {
+		return "", false
+	}
+	wctx, cancel := context.WithTimeout(ctx, aimWait)
+	defer cancel()
+	for {
+		if h, ok := env.Clients.Entering(lo, hi, 50*time.Millisecond); ok {
+			return h, true
+		}
+		if !sleepUntil(wctx, time.Now().Add(5*time.Millisecond)) {
+			return "", false
+		}
+	}
+}
+
+// parseAhead reads an "ahead" parameter: "MIN-MAX" or "MIN-".
+func parseAhead(s string) (lo, hi time.Duration, err error) {
+	a, b, ok := strings.Cut(s, "-")
+	if !ok {
+		return 0, 0, fmt.Errorf("ahead %q: want MIN-MAX or MIN-", s)
+	}
+	if lo, err = time.ParseDuration(a); err != nil {
+		return 0, 0, fmt.Errorf("ahead %q: %w", s, err)
+	}
+	if b != "" {
+		if hi, err = time.ParseDuration(b); err != nil {
+			return 0, 0, fmt.Errorf("ahead %q: %w", s, err)
+		}
+	}
+	if lo < 0 || (b != "" && hi < lo) {
+		return 0, 0, fmt.Errorf("ahead %q: not a range", s)
+	}
+	return lo, hi, nil
 }
 
 // member resolves e's member target to its index, records it as the

@@ -50,8 +50,8 @@ func (sc Scenario) Schedule(seed int64, s Shape) nemesis.Schedule {
 
 // common are the settings of every scenario: a shorter quiet period than
 // a random run's, since a scenario's faults are over early and its
-// clients are few.
-var common = map[string]string{"quiet": "6s", "liveness-bound": "5s"}
+// clients are few, and no slow sections but those it asks for.
+var common = map[string]string{"quiet": "6s", "liveness-bound": "5s", "slow-share": "0"}
 
 // Settings are the run flags the scenario sets unless the command line
 // does.

@@ -42,6 +42,8 @@ type client struct {
 	locker  *locker
 	held    *holding
 	waiting time.Time // when the Acquire in flight began; zero when none is
+	// thinking is the critical section's think in progress, if any.
+	thinking thinking
 	stats   Stats
 }
 
@@ -422,6 +424,19 @@ func (c *client) guard(h *holding) bool {
 	}
 }
 
+// thinking is a think in progress: when it began (host time) and how long
+// it lasts on the client's clock.
+type thinking struct {
+	since  time.Time
+	length time.Duration
+}
+
+func (c *client) setThinking(t thinking) {
+	c.mu.Lock()
+	c.thinking = t
+	c.mu.Unlock()
+}
+
 func (c *client) setWaiting(since time.Time) {
 	c.mu.Lock()
 	c.waiting = since
@@ -582,7 +597,11 @@ func (c *client) criticalSection(ctx context.Context, h *holding) (unknown bool,
 		return false, nil
 	}
 
-	if err := c.think(ctx, c.thinkTime()); err != nil {
+	d := c.thinkTime()
+	c.setThinking(thinking{since: time.Now(), length: d})
+	err = c.think(ctx, d)
+	c.setThinking(thinking{})
+	if err != nil {
 		return false, err
 	}
 	if !c.guard(h) {
@@ -619,10 +638,15 @@ func (c *client) criticalSection(ctx context.Context, h *holding) (unknown bool,
 	}
 }
 
+// thinkTime draws a critical section's think time: mostly short, a share
+// slow.
 func (c *client) thinkTime() time.Duration {
-	span := c.cfg.ThinkMax - c.cfg.ThinkMin
-	if span <= 0 {
-		return c.cfg.ThinkMin
+	lo, hi := c.cfg.ThinkMin, c.cfg.ThinkMax
+	if c.cfg.SlowShare > 0 && c.rng.Float64() < c.cfg.SlowShare {
+		lo, hi = c.cfg.SlowRange()
 	}
-	return c.cfg.ThinkMin + time.Duration(c.rng.Int64N(int64(span)+1))
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(c.rng.Int64N(int64(hi-lo)+1))
 }

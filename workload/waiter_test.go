@@ -104,3 +104,53 @@ func TestHealDisarmsArmedPause(t *testing.T) {
 	}
 	e.finish()
 }
+
+// A share of sections is slow, and a fault can find a holder entering one:
+// Entering names a client that holds the lock and has just begun a think
+// of the asked length.
+func TestSlowSectionsCanBeAimedAt(t *testing.T) {
+	cfg := testConfig()
+	cfg.Clients = 3
+	cfg.Recipe = recipe(t, etcdlock.MutexName)
+	cfg.SlowShare, cfg.SlowMin, cfg.SlowMax = 0.3, 300*time.Millisecond, 400*time.Millisecond
+	e := setup(t, resource.Fenced, cfg)
+	e.start()
+	deadline := time.Now().Add(10 * time.Second)
+	var got string
+	for got == "" && time.Now().Before(deadline) {
+		if c, ok := e.wl.Entering(300*time.Millisecond, 400*time.Millisecond, 50*time.Millisecond); ok {
+			got = c
+			if role := e.wl.Role(c); role != "holder" {
+				t.Errorf("Entering named %s, whose role is %q", c, role)
+			}
+		}
+		time.Sleep(2 * time.Millisecond) // polls, as the nemesis does
+	}
+	if got == "" {
+		t.Fatal("no holder entered a slow section within 10 s")
+	}
+	if c, ok := e.wl.Entering(5*time.Second, 0, time.Minute); ok {
+		t.Errorf("Entering named %s for a section longer than any drawn", c)
+	}
+	_, ops := e.finish()
+	var slow, short int
+	for i, op := range ops {
+		if op.F != histories.Write || op.Type != histories.Invoke {
+			continue
+		}
+		// The write follows its read by the think time.
+		for j := i - 1; j >= 0; j-- {
+			if r := ops[j]; r.F == histories.Read && r.Type == histories.OK && r.Process == op.Process {
+				if d := time.Duration(op.Time - r.Time); d >= 300*time.Millisecond {
+					slow++
+				} else if d < 100*time.Millisecond {
+					short++
+				}
+				break
+			}
+		}
+	}
+	if slow == 0 || short == 0 {
+		t.Errorf("%d slow and %d short sections; want both", slow, short)
+	}
+}

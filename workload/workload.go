@@ -92,6 +92,13 @@ type Config struct {
 	// critical section draws a time uniformly from [ThinkMin, ThinkMax]. It
 	// is measured on the client's clock.
 	ThinkMin, ThinkMax time.Duration
+	// SlowShare of the critical sections are slow, as sections that call
+	// another service are: they think a time drawn uniformly from
+	// [SlowMin, SlowMax] instead (both zero: a quarter of the TTL to twice
+	// the TTL). A lease fault only does harm to a holder with work ahead of
+	// it, so the default run has such sections.
+	SlowShare        float64
+	SlowMin, SlowMax time.Duration
 	// TTL is the session lease TTL in seconds.
 	TTL int
 	// OpTimeout bounds each acquire, read, write and release, on the
@@ -129,6 +136,7 @@ func DefaultConfig() Config {
 		Locks:     []string{"lock"},
 		ThinkMin:  0,
 		ThinkMax:  20 * time.Millisecond,
+		SlowShare: DefaultSlowShare,
 		TTL:       2,
 		OpTimeout: 5 * time.Second,
 		Prefix:    "/locktest/locks/",
@@ -145,6 +153,10 @@ func (c Config) Validate() error {
 		return errors.New("at least one lock name is needed")
 	case c.ThinkMin < 0 || c.ThinkMax < c.ThinkMin:
 		return fmt.Errorf("think time range [%v, %v] is not valid", c.ThinkMin, c.ThinkMax)
+	case c.SlowShare < 0 || c.SlowShare > 1:
+		return fmt.Errorf("slow share %v is not between 0 and 1", c.SlowShare)
+	case c.SlowMin < 0 || c.SlowMax < c.SlowMin:
+		return fmt.Errorf("slow think range [%v, %v] is not valid", c.SlowMin, c.SlowMax)
 	case c.TTL < 1:
 		return fmt.Errorf("ttl must be at least 1 s, got %d", c.TTL)
 	case c.OpTimeout <= 0:
@@ -188,6 +200,18 @@ func (c Config) workload() string {
 }
 
 // margin is the clock guard's effective margin.
+// DefaultSlowShare is the share of slow critical sections by default.
+const DefaultSlowShare = 0.2
+
+// SlowRange is the think time range of slow sections.
+func (c Config) SlowRange() (time.Duration, time.Duration) {
+	if c.SlowMin == 0 && c.SlowMax == 0 {
+		ttl := time.Duration(c.TTL) * time.Second
+		return ttl / 4, 2 * ttl
+	}
+	return c.SlowMin, c.SlowMax
+}
+
 func (c Config) margin() time.Duration {
 	if c.GuardMargin > 0 {
 		return c.GuardMargin
@@ -425,6 +449,23 @@ func (w *Workload) Holder(key string) (string, int64, bool) {
 		}
 	}
 	return best, tok, best != ""
+}
+
+// Entering returns a holder that began, within the last within, a critical
+// section that will think between min and max on its clock: a holder with
+// that much work ahead of it. It is how a fault aims at a section it can
+// harm, as a failpoint in the client would.
+func (w *Workload) Entering(min, max, within time.Duration) (string, bool) {
+	since := time.Now().Add(-within)
+	for _, c := range w.clients {
+		c.mu.Lock()
+		t, held := c.thinking, c.held != nil
+		c.mu.Unlock()
+		if held && !t.since.IsZero() && t.since.After(since) && t.length >= min && (max <= 0 || t.length <= max) {
+			return c.name, true
+		}
+	}
+	return "", false
 }
 
 // Waiter returns the client that has waited longest in Acquire, if one has

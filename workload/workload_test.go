@@ -21,6 +21,7 @@ func testConfig() Config {
 	cfg.Clients = 2
 	cfg.TTL = 2
 	cfg.Seed = 1
+	cfg.SlowShare = 0 // each test says what sections it needs
 	return cfg
 }
 

@@ -32,6 +32,8 @@ func reproduce(o harness.Options) string {
 		fmt.Sprintf("--clients %d --locks %d --members %d --ttl %d --think-min %s --think %s --op-timeout %s --guard %s --time %s --quiet %s --liveness-bound %s --require %s",
 			w.Clients, len(w.Locks), o.Members, w.TTL, w.ThinkMin, w.ThinkMax, w.OpTimeout, w.Guard, o.Time, o.Quiet,
 			o.LivenessBound, strings.Join(o.Required, ","))}
+	lo, hi := w.SlowRange()
+	args = append(args, fmt.Sprintf("--slow-share %g --slow-think %s-%s", w.SlowShare, lo, hi))
 	if w.Workload == histories.WorkloadStock {
 		args = append(args, fmt.Sprintf("--items %d", w.Items))
 	}

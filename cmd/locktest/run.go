@@ -46,6 +46,8 @@ type runFlags struct {
 	ttl          *int
 	thinkMax     *time.Duration
 	thinkMin     *time.Duration
+	slowShare    *float64
+	slowThink    *string
 	opTimeout    *time.Duration
 	faults       *string
 	interval     *time.Duration
@@ -81,6 +83,8 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		ttl:          fs.Int("ttl", def.TTL, "session lease TTL in seconds"),
 		thinkMax:     fs.Duration("think", def.ThinkMax, "longest think time between a holder's read and write (drawn uniformly from --think-min)"),
 		thinkMin:     fs.Duration("think-min", def.ThinkMin, "shortest think time between a holder's read and write"),
+		slowShare:    fs.Float64("slow-share", def.SlowShare, "share of critical sections that are slow (as sections that call another service), 0 to 1"),
+		slowThink:    fs.String("slow-think", "", "think time range of slow sections, MIN-MAX (default: TTL/4 to 2 TTL)"),
 		opTimeout:    fs.Duration("op-timeout", def.OpTimeout, "time limit of each acquire, read, write and release"),
 		faults:       fs.String("nemesis", defaultNemesis, "faults: a comma list of "+strings.Join(nemesis.Categories(), ", ")+", or all, or none"),
 		interval:     fs.Duration("nemesis-interval", 3*time.Second, "quiet time before each fault"),
@@ -114,6 +118,17 @@ func (f *runFlags) options() (harness.Options, error) {
 	wc.Clients, wc.TTL, wc.ThinkMin, wc.ThinkMax, wc.OpTimeout, wc.Seed, wc.Guard = clients, *f.ttl, *f.thinkMin, *f.thinkMax, *f.opTimeout, *f.seed, *f.guard
 	if *f.locks < 1 {
 		return harness.Options{}, fmt.Errorf("--locks must be at least 1, got %d", *f.locks)
+	}
+	wc.SlowShare = *f.slowShare
+	if *f.slowThink != "" {
+		lo, hi, ok := strings.Cut(*f.slowThink, "-")
+		wc.SlowMin, err = time.ParseDuration(lo)
+		if err == nil {
+			wc.SlowMax, err = time.ParseDuration(hi)
+		}
+		if !ok || err != nil {
+			return harness.Options{}, fmt.Errorf("--slow-think: want MIN-MAX durations, got %q", *f.slowThink)
+		}
 	}
 	wc.Locks = lockNames(*f.locks)
 	wc.Workload, wc.Items = *f.work, *f.items
