@@ -68,7 +68,7 @@ type fakeClients struct {
 	entering string
 	think    time.Duration
 	leases   map[string]string
-	calls  []string
+	calls    []string
 }
 
 func (f *fakeClients) call(format string, args ...any) {

@@ -44,7 +44,7 @@ type client struct {
 	waiting time.Time // when the Acquire in flight began; zero when none is
 	// thinking is the critical section's think in progress, if any.
 	thinking thinking
-	stats   Stats
+	stats    Stats
 }
 
 // locker is the client's current lock.Locker, with its LeaseHolder side if
