@@ -189,6 +189,10 @@ func TestBadInput(t *testing.T) {
 		{"shard x", []string{"nightly", "--shard", "x"}, "--shard"},
 		{"tiny budget", []string{"nightly", "--budget", "5s"}, "too small for one run"},
 		{"unwritable junit", []string{"nightly", "--junit", filepath.Join(file, "j.xml")}, "--junit"},
+		{"bad keep", []string{"nightly", "--keep", "some"}, "--keep"},
+		{"unknown nightly recipe", []string{"nightly", "--recipes", "mutex,hope"}, `unknown lock recipe "hope"`},
+		{"slow share above 1", []string{"run", "--slow-share", "1.5"}, "slow share 1.5"},
+		{"slow think without range", []string{"run", "--slow-think", "2s"}, "--slow-think"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -102,7 +103,9 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			}
 			continue
 		}
+		stopBar := startBar(stderr, began, *budget, fmt.Sprintf("run %d: %s", len(runs)+1, p.name()))
 		r, err := nightlyOne(p, given, stdout)
+		stopBar()
 		if err != nil {
 			return exitUnknown, fmt.Errorf("nightly: %s: %w", p.name(), err)
 		}
@@ -132,8 +135,13 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			return exitUnknown, fmt.Errorf("--summary: %w", err)
 		}
 	}
-	if idx, err := report.WriteIndex(*rf.out); err == nil {
+	switch idx, err := report.WriteIndex(*rf.out); {
+	case err == nil:
 		fmt.Fprintf(stderr, "index: %s\n", relPath(idx))
+	case errors.Is(err, report.ErrNoRuns):
+		fmt.Fprintln(stderr, "index: none, no run directory was kept")
+	default:
+		fmt.Fprintf(stderr, "index: not written: %s\n", oneLine(err))
 	}
 	return code, nil
 }
@@ -265,4 +273,43 @@ func firstUnknown(res *harness.Results) string {
 		}
 	}
 	return "unknown"
+}
+
+// startBar draws, while a run goes on and only when w is a terminal, a bar
+// of the budget spent; the returned func clears it.
+func startBar(w io.Writer, began time.Time, budget time.Duration, what string) func() {
+	f, ok := w.(*os.File)
+	if !ok {
+		return func() {}
+	}
+	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return func() {}
+	}
+	const width = 30
+	draw := func() {
+		spent := time.Since(began)
+		n := min(width, int(float64(width)*spent.Seconds()/budget.Seconds()))
+		fmt.Fprintf(f, "\r\033[K[%s%s] %s of %s  %s", strings.Repeat("#", n), strings.Repeat(".", width-n),
+			spent.Round(time.Second), budget, what)
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			draw()
+			select {
+			case <-done:
+				fmt.Fprint(f, "\r\033[K")
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
 }

@@ -44,14 +44,19 @@ func (p planned) name() string {
 }
 
 // nightlyPlan is the whole plan, every shard's: each scenario with the
-// unfenced and the fenced resource for each recipe, then random-fault runs
+// unfenced and the fenced resource for each recipe (a scenario about one
+// recipe, with that one), then random-fault runs
 // with seeds from first on, for as long as a budget lasts (the caller stops
 // taking them). It is a function of its arguments, so every CI worker
 // computes the same plan and runs its own part.
 func nightlyPlan(recipes []string, seed int64, randomRuns int) []planned {
 	var out []planned
 	for _, sc := range scenario.Catalog {
-		for _, r := range recipes {
+		rs := recipes
+		if r, ok := sc.Flags["recipe"]; ok {
+			rs = []string{r} // the scenario is about that recipe
+		}
+		for _, r := range rs {
 			for _, res := range []string{"unfenced", "fenced"} {
 				out = append(out, planned{Scenario: sc.Name, Seed: seed, Recipe: r, Resource: res})
 			}

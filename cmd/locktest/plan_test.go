@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/locktest/locktest/scenario"
@@ -20,7 +21,18 @@ func TestParseShard(t *testing.T) {
 // Shards are disjoint and together the whole plan.
 func TestShardsSplitThePlan(t *testing.T) {
 	plan := nightlyPlan([]string{"mutex", "election"}, 100, 7)
-	if want := len(scenario.Catalog)*2*2 + 7*2; len(plan) != want {
+	want := 7 * 2
+	for _, sc := range scenario.Catalog {
+		if r, ok := sc.Flags["recipe"]; ok {
+			want += 2 // its own recipe only
+			if !slices.Contains(plan, planned{Scenario: sc.Name, Seed: 100, Recipe: r, Resource: "unfenced"}) {
+				t.Errorf("%s is not planned with its recipe %s", sc.Name, r)
+			}
+			continue
+		}
+		want += 2 * 2
+	}
+	if len(plan) != want {
 		t.Fatalf("plan of %d runs, want %d", len(plan), want)
 	}
 	for _, n := range []int{1, 2, 3, 5} {

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A nightly run on a budget for one scenario run: the budget decides what
+// runs, the JUnit file and the summary say what happened, a passing run's
+// directory is removed, and with nothing kept no index is written.
+func TestNightlyOnABudget(t *testing.T) {
+	dir := t.TempDir()
+	out, junit, summary := filepath.Join(dir, "runs"), filepath.Join(dir, "junit.xml"), filepath.Join(dir, "summary.md")
+	// Shard 1 of 20 starts with paused-holder, mutex, unfenced (about 15 s,
+	// planned as 19 s); no other run of the shard fits in what is left.
+	code, _, stderr := runMain(t, "nightly", "--budget", "22s", "--shard", "1/20", "--seed", "3", "--out", out,
+		"--junit", junit, "--summary", summary)
+	if code != exitValid {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, stderr)
+	}
+	b, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suites junitSuites
+	if err := xml.Unmarshal(b, &suites); err != nil {
+		t.Fatalf("JUnit does not parse: %v\n%s", err, b)
+	}
+	if len(suites.Suites) != 1 || len(suites.Suites[0].Cases) != 1 {
+		t.Fatalf("JUnit: %+v, want one suite with one case", suites)
+	}
+	c := suites.Suites[0].Cases[0]
+	if c.Name != "paused-holder mutex unfenced" || c.Failure != nil || !strings.Contains(c.SystemOut, "locktest scenario run paused-holder") {
+		t.Errorf("JUnit case %+v", c)
+	}
+	s, _ := os.ReadFile(summary)
+	if !strings.Contains(string(s), "paused-holder mutex unfenced") {
+		t.Errorf("summary lacks the run:\n%s", s)
+	}
+	if ents, err := os.ReadDir(out); err != nil || len(ents) != 0 {
+		t.Errorf("runs directory holds %v (%v), want nothing: the passing run removed", ents, err)
+	}
+	if !strings.Contains(stderr, "index: none") {
+		t.Errorf("stderr does not say that no index was written:\n%s", stderr)
+	}
+	if !strings.Contains(stderr, "nightly    1 paused-holder mutex unfenced") || !strings.Contains(stderr, "held") {
+		t.Errorf("no progress line for the run:\n%s", stderr)
+	}
+}
