@@ -18,12 +18,17 @@ import (
 	"github.com/locktest/locktest/scenario"
 )
 
+// randomSettings are what a nightly's random-fault runs do unless the
+// command line says otherwise: every fault, and a verdict on the data and
+// on the lock itself.
+var randomSettings = map[string]string{"nemesis": "all", "require": "resource,invariant,contract"}
+
 // randomRuns bounds the random-fault part of a nightly plan; the budget
 // ends it long before.
 const randomRuns = 100_000
 
 func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := newFlags("nightly", "nightly [flags]\n\nThe command a CI job runs: every scenario of the catalog with the unfenced and the fenced\nresource for each recipe, then random-fault runs with fresh seeds, until the budget is spent.\nEvery flag of run applies to every run (a scenario's own settings give way to them).", stdout)
+	fs := newFlags("nightly", "nightly [flags]\n\nThe command a CI job runs: every scenario of the catalog with the unfenced and the fenced\nresource for each recipe, then random-fault runs (fenced, --nemesis all, requiring resource,\ninvariant and contract) with fresh seeds, until the budget is spent. Every flag of run applies\nto every run (a scenario's own settings give way to them).", stdout)
 	rf := addRunFlags(fs)
 	budget := fs.Duration("budget", 30*time.Minute, "time for the whole plan; no run starts that cannot finish inside it")
 	shardFlag := fs.String("shard", "1/1", "run part K of N of the plan (K/N), for N CI workers")
@@ -178,11 +183,13 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	fs.SetOutput(io.Discard)
 	rf := addRunFlags(fs)
 	var sc scenario.Scenario
+	settings := randomSettings
 	if p.Scenario != "" {
 		sc, _ = scenario.Lookup(p.Scenario)
-		for k, v := range sc.Settings() {
-			fs.Set(k, v)
-		}
+		settings = sc.Settings()
+	}
+	for k, v := range settings {
+		fs.Set(k, v)
 	}
 	for k, v := range given {
 		if fs.Lookup(k) != nil {
