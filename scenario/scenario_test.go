@@ -37,6 +37,13 @@ func TestCatalog(t *testing.T) {
 			t.Errorf("Lookup(%s): %v", sc.Name, err)
 		}
 	}
+	we, _ := Lookup("waiter-expiry")
+	if we.Expected("mutex-3.4", fenced)["contract"] != "invalid" || we.Expected("mutex", unfenced)["contract"] != "valid" {
+		t.Errorf("waiter-expiry expects %v of mutex-3.4 and %v of mutex", we.Expected("mutex-3.4", fenced), we.Expected("mutex", unfenced))
+	}
+	if ph, _ := Lookup("paused-holder"); ph.Settings()["slow-share"] != "0" || ph.Settings()["time"] != ph.Flags["time"] {
+		t.Errorf("paused-holder settings %v: want its flags over the common ones", ph.Settings())
+	}
 	if _, err := Lookup("split-brain"); err == nil || !strings.Contains(err.Error(), "paused-holder") {
 		t.Errorf("unknown scenario: %v, want the known ones listed", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/scenario"
+
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
@@ -213,6 +215,22 @@ func TestBadInput(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(tmp); len(ents) != 2 {
 		t.Errorf("bad input left files behind: %v", ents)
+	}
+}
+
+// The catalog lists every scenario with what it expects.
+func TestScenarioList(t *testing.T) {
+	code, stdout, _ := runMain(t, "scenario", "list")
+	if code != exitValid {
+		t.Fatalf("exit %d", code)
+	}
+	for _, name := range scenario.Names() {
+		if !strings.Contains(stdout, name+" ") {
+			t.Errorf("list lacks %s:\n%s", name, stdout)
+		}
+	}
+	if n := strings.Count(stdout, "expects: unfenced "); n != len(scenario.Catalog) {
+		t.Errorf("%d expectation lines for %d scenarios:\n%s", n, len(scenario.Catalog), stdout)
 	}
 }
 

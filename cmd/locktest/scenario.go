@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,6 +23,7 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		for _, sc := range scenario.Catalog {
 			fmt.Fprintf(tw, "%s\t%s\n", sc.Name, sc.Summary)
+			fmt.Fprintf(tw, "\texpects: %s\n", expectations(sc))
 		}
 		tw.Flush()
 		return exitValid, nil
@@ -77,4 +80,17 @@ func clientNames(n int) []string {
 		out[i] = fmt.Sprintf("c%d", i)
 	}
 	return out
+}
+
+// expectations says in a line what sc expects of each resource mode and of
+// the recipes it names.
+func expectations(sc scenario.Scenario) string {
+	var parts []string
+	for _, res := range []string{"unfenced", "fenced"} {
+		parts = append(parts, res+" "+(&harness.Scenario{Expect: sc.Expect[res]}).ExpectText())
+	}
+	for _, r := range slices.Sorted(maps.Keys(sc.ByRecipe)) {
+		parts = append(parts, "--recipe "+r+" "+(&harness.Scenario{Expect: sc.ByRecipe[r]}).ExpectText())
+	}
+	return strings.Join(parts, "; ")
 }
