@@ -16,6 +16,7 @@ import (
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/report"
 	"github.com/locktest/locktest/scenario"
+	"github.com/locktest/locktest/workload"
 )
 
 // randomSettings are what a nightly's random-fault runs do unless the
@@ -62,7 +63,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if _, ok := given["seed"]; !ok {
 		seed, _ = strconv.ParseInt(time.Now().UTC().Format("20060102"), 10, 64)
 	}
-	cheapest := runCost(*rf.runTime, *rf.quiet)
+	cheapest := runCost(*rf.runTime, *rf.quiet, *rf.opTimeout)
 	for _, sc := range scenario.Catalog {
 		if c := scenarioCost(sc, given); c < cheapest {
 			cheapest = c
@@ -92,12 +93,12 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	defer stop()
 	began := time.Now()
 	var runs []nightlyRun
-	code := exitValid
+	var failed, unknown bool
 	for i, p := range nightlyPlan(recipes, seed, randomRuns) {
 		if !sh.mine(i) || ctx.Err() != nil {
 			continue
 		}
-		cost := runCost(*rf.runTime, *rf.quiet)
+		cost := runCost(*rf.runTime, *rf.quiet, *rf.opTimeout)
 		if p.Scenario != "" {
 			sc, _ := scenario.Lookup(p.Scenario)
 			cost = scenarioCost(sc, given)
@@ -112,22 +113,33 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		r, err := nightlyOne(p, given, stdout)
 		stopBar()
 		if err != nil {
-			return exitUnknown, fmt.Errorf("nightly: %s: %w", p.name(), err)
+			// One run that could not be carried out is an error of that
+			// run; the others still run.
+			r = nightlyRun{Name: p.name(), Error: oneLine(err)}
 		}
 		runs = append(runs, r)
 		status := "held"
 		switch {
 		case r.Failed != "":
-			status, code = "FAILED", max(code, exitInvalid)
+			status, failed = "FAILED", true
 		case r.Error != "":
-			status, code = "UNKNOWN", exitUnknown
+			status, unknown = "UNKNOWN", true
 		}
-		fmt.Fprintf(stderr, "nightly %4d %-40s %-7s %5.1fs  %s\n", len(runs), p.name(), status, r.Seconds, relPath(r.Dir))
+		where := r.Error
+		if r.Dir != "" {
+			where = relPath(r.Dir)
+		}
+		fmt.Fprintf(stderr, "nightly %4d %-40s %-7s %5.1fs  %s\n", len(runs), p.name(), status, r.Seconds, where)
 		if *keep == "failures" && r.Failed == "" && r.Error == "" {
 			os.RemoveAll(r.Dir)
 		}
 	}
-	if code == exitInvalid && anyUnknown(runs) {
+	// As for one run: a violation found decides, then anything unknown.
+	code := exitValid
+	switch {
+	case failed:
+		code = exitInvalid
+	case unknown:
 		code = exitUnknown
 	}
 	if junit != nil {
@@ -151,15 +163,6 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	return code, nil
 }
 
-func anyUnknown(runs []nightlyRun) bool {
-	for _, r := range runs {
-		if r.Error != "" {
-			return true
-		}
-	}
-	return false
-}
-
 // scenarioCost is how long a scenario's run takes, given the flags that
 // override its own.
 func scenarioCost(sc scenario.Scenario, given map[string]string) time.Duration {
@@ -173,7 +176,7 @@ func scenarioCost(sc scenario.Scenario, given map[string]string) time.Duration {
 		}
 		return def
 	}
-	return runCost(get("time", defaultTime), get("quiet", harness.DefaultQuiet))
+	return runCost(get("time", defaultTime), get("quiet", harness.DefaultQuiet), get("op-timeout", workload.DefaultConfig().OpTimeout))
 }
 
 // nightlyOne carries out one planned run: the scenario's settings, then the

@@ -71,6 +71,9 @@ func nightlyPlan(recipes []string, seed int64, randomRuns int) []planned {
 }
 
 // runCost is how long a run of these many seconds of faults and quiet is
-// expected to take, start to verdict, with room for the cluster's start
-// and the checks.
-func runCost(faults, quiet time.Duration) time.Duration { return faults + quiet + 5*time.Second }
+// expected to take at most, start to verdict: the clients' last operations
+// may run to their timeout, and the cluster's start, the checks and the
+// close take a few seconds more.
+func runCost(faults, quiet, opTimeout time.Duration) time.Duration {
+	return faults + quiet + opTimeout + 3*time.Second
+}
