@@ -43,7 +43,8 @@ type Report struct {
 // operation of process "nemesis", f "start"/"stop", value {fault, targets,
 // params} with the targets as resolved; the final heal is f "heal" with
 // fault "all". A fault that fails to start is recorded as start and stop
-// with the error. Run returns an error only for an unusable schedule or a
+// with the error; one that was still waiting for its target when ctx ended
+// did nothing and is not recorded. Run returns an error only for an unusable schedule or a
 // failed heal.
 func Run(ctx context.Context, cfg Config, sys system.System, cl Clients, rec Recorder, sched Schedule) (Report, error) {
 	cfg = cfg.WithDefaults()
@@ -105,6 +106,9 @@ func (r *runner) fire(ctx context.Context, i int, e Entry) {
 		}
 	} else {
 		err = fmt.Errorf("unknown fault %q", e.Fault)
+	}
+	if errors.Is(err, errNotStruck) {
+		return
 	}
 	params := maps.Clone(e.Params)
 	if params == nil {

@@ -68,6 +68,19 @@ func (env *Env) resolveClient(ctx context.Context, e Entry, params map[string]st
 	if e.Target != TargetHolder && e.Target != TargetWaiter {
 		return e.Target, nil
 	}
+	name, err := env.findClient(ctx, e, params, fresh)
+	if err == nil && ctx.Err() != nil {
+		// The run ended while the fault waited for its moment.
+		return "", errNotStruck
+	}
+	return name, err
+}
+
+// errNotStruck is a fault that the run's end overtook before it found its
+// target: nothing was done, and nothing is recorded.
+var errNotStruck = errors.New("the run ended before the fault found its target")
+
+func (env *Env) findClient(ctx context.Context, e Entry, params map[string]string, fresh bool) (string, error) {
 	// A scripted entry may ask any fault to strike at a fresh grant.
 	fresh = fresh || e.Params["on"] == "grant"
 	params["selector"] = e.Target
