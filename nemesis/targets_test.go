@@ -1,8 +1,8 @@
 package nemesis
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
