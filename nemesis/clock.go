@@ -31,17 +31,28 @@ func (clockFault) Needs(string) []system.Capability { return nil }
 // a slow holder's renewals fall behind while its own clock vouches for it.
 func (clockFault) Durations(ttl time.Duration) Range { return Range{2 * ttl, 5 * ttl} }
 
+// Weight: a drifting or stepped clock misleads a holder; a strobing one
+// mostly ends its waits early, which harms nothing.
+func (clockFault) Weight(kind string) int {
+	if kind == ClockStrobe {
+		return 1
+	}
+	return 3
+}
+
 // Draw favours the holder and the slow direction: a holder whose clock
 // falls behind renews its lease late and trusts it too long.
 func (clockFault) Draw(g *Gen, e *Entry, d Range) {
-	g.clientTarget(e, 0.8)
+	g.clientTarget(e, 0.9)
 	// A section the clock guard lets write (under TTL less its margin)
 	// that a slow clock stretches past the lease.
 	g.aim(e, g.cfg.TTL/4, 3*g.cfg.TTL/4)
 	switch e.Fault {
 	case ClockBump:
-		delta := g.between(g.cfg.TTL/2, 2*g.cfg.TTL+time.Second)
-		if g.chance(0.75) {
+		// Stepped back by a TTL or more, the holder's timers (its
+		// renewals, its section) fire that much later.
+		delta := g.between(g.cfg.TTL, 2*g.cfg.TTL+time.Second)
+		if g.chance(0.85) {
 			delta = -delta
 		}
 		e.Params["delta"] = delta.String()
@@ -52,7 +63,7 @@ func (clockFault) Draw(g *Gen, e *Entry, d Range) {
 		// Mostly slow enough that the holder's renewals fall behind its
 		// lease (under a third of normal speed).
 		rates := []string{"0.5", "0.75", "1.5", "2"}
-		if g.chance(0.75) {
+		if g.chance(0.85) {
 			rates = []string{"0.1", "0.2", "0.25"}
 		}
 		e.Params["rate"] = rates[g.rng.IntN(len(rates))]

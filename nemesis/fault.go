@@ -44,6 +44,12 @@ type Family interface {
 	Describe(kind string, targets []string) string
 }
 
+// weighted is a family whose kinds are not equally likely: Generate draws
+// a kind in proportion to its weight.
+type weighted interface {
+	Weight(kind string) int
+}
+
 // families is the registry, in canonical order: --nemesis lists them so,
 // and Generate draws from them so (reordering changes every schedule).
 var families = []Family{

@@ -36,13 +36,23 @@ func (pause) Needs(kind string) []system.Capability {
 	return nil
 }
 
+// Weight: a paused member seldom harms a lease lock here (the embedded
+// member's lessor keeps running, and a new leader extends every lease), a
+// paused holder nearly always: four client pauses to one member pause.
+func (pause) Weight(kind string) int {
+	if kind == PauseClient {
+		return 4
+	}
+	return 1
+}
+
 // Durations: pauses outlast the lease, so the holder wakes up with its
 // lease gone.
 func (pause) Durations(ttl time.Duration) Range { return Range{ttl + ttl/4, 2 * ttl} }
 
 func (pause) Draw(g *Gen, e *Entry, d Range) {
 	if e.Fault == PauseClient {
-		g.roleTarget(e, 0.6, 0.25)
+		g.roleTarget(e, 0.8, 0.15)
 		e.Params["before_write"] = strconv.FormatBool(e.Target == TargetHolder && g.chance(0.7))
 	} else {
 		e.Target = g.member()

@@ -67,7 +67,8 @@ type Schedule struct {
 // Generate draws a schedule from seed: a pure function of seed and cfg
 // (its Faults, Interval, Time, Members, Clients and durations). Each fault
 // starts Interval after the previous one's drawn end; the family is drawn
-// uniformly from cfg.Faults, then the kind within it. Targets favour the
+// uniformly from cfg.Faults, then the kind within it (by the family's
+// weights, if it has them). Targets favour the
 // lock holder and the leader.
 func Generate(seed int64, cfg Config) (Schedule, error) {
 	cfg = cfg.WithDefaults()
@@ -97,8 +98,7 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg}
 	for at := cfg.Interval; at < cfg.Time; {
 		f := fams[g.rng.IntN(len(fams))]
-		ks := f.Kinds(cfg.Members, clients)
-		e := Entry{Fault: ks[g.rng.IntN(len(ks))], Params: map[string]string{}}
+		e := Entry{Fault: g.kind(f, f.Kinds(cfg.Members, clients)), Params: map[string]string{}}
 		f.Draw(g, &e, cfg.Durations[f.Name()])
 		if len(e.Params) == 0 {
 			e.Params = nil
@@ -114,6 +114,25 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 type Gen struct {
 	rng *rand.Rand
 	cfg Config
+}
+
+// kind draws one of ks, f's kinds, in proportion to their weights.
+func (g *Gen) kind(f Family, ks []string) string {
+	w, ok := f.(weighted)
+	if !ok {
+		return ks[g.rng.IntN(len(ks))]
+	}
+	total := 0
+	for _, k := range ks {
+		total += w.Weight(k)
+	}
+	n := g.rng.IntN(total)
+	for _, k := range ks {
+		if n -= w.Weight(k); n < 0 {
+			return k
+		}
+	}
+	return ks[len(ks)-1]
 }
 
 func (g *Gen) dur(r Range) time.Duration {

@@ -191,3 +191,20 @@ func TestGenerateStrikesWaiters(t *testing.T) {
 		t.Errorf("kinds aimed at waiters: %v; want %v", kinds, want)
 	}
 }
+
+// A weighted family's kinds come in proportion to their weights: four
+// client pauses to one member pause.
+func TestGenerateWeighsKinds(t *testing.T) {
+	cfg := Config{Faults: []string{"pause"}, Members: 3, Clients: []string{"c0", "c1"}, Time: 10 * time.Hour}
+	s, err := Generate(1, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, e := range s.Entries {
+		n[e.Fault]++
+	}
+	if ratio := float64(n[PauseClient]) / float64(n[PauseMember]); ratio < 3 || ratio > 5.5 {
+		t.Errorf("%d client pauses to %d member pauses: want about 4 to 1", n[PauseClient], n[PauseMember])
+	}
+}

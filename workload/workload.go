@@ -203,10 +203,16 @@ func (c Config) workload() string {
 // DefaultSlowShare is the share of slow critical sections by default.
 const DefaultSlowShare = 0.2
 
-// SlowRange is the think time range of slow sections.
+// SlowRange is the think time range of slow sections. By default, a
+// quarter of the TTL to twice the TTL; with the clock guard, up to what the
+// guard lets write (a team that checks its lease's time left keeps its
+// sections inside the lease).
 func (c Config) SlowRange() (time.Duration, time.Duration) {
 	if c.SlowMin == 0 && c.SlowMax == 0 {
 		ttl := time.Duration(c.TTL) * time.Second
+		if c.Guard == GuardClock {
+			return ttl / 4, ttl - c.margin()
+		}
 		return ttl / 4, 2 * ttl
 	}
 	return c.SlowMin, c.SlowMax
