@@ -49,9 +49,10 @@ func (clockFault) Draw(g *Gen, e *Entry, d Range) {
 	g.aim(e, g.cfg.TTL/4, 3*g.cfg.TTL/4)
 	switch e.Fault {
 	case ClockBump:
-		// Stepped back by a TTL or more, the holder's timers (its
-		// renewals, its section) fire that much later.
-		delta := g.between(g.cfg.TTL, 2*g.cfg.TTL+time.Second)
+		// Stepped back by more than a TTL, the holder's timers (its
+		// renewals, its section) fire that much later: its lease runs out
+		// before it writes.
+		delta := g.between(g.cfg.TTL+g.cfg.TTL/4, 2*g.cfg.TTL)
 		if g.chance(0.85) {
 			delta = -delta
 		}
@@ -61,10 +62,10 @@ func (clockFault) Draw(g *Gen, e *Entry, d Range) {
 		e.Params["period"] = g.between(10*time.Millisecond, 200*time.Millisecond).String()
 	case ClockRate:
 		// Mostly slow enough that the holder's renewals fall behind its
-		// lease (under a third of normal speed).
-		rates := []string{"0.5", "0.75", "1.5", "2"}
+		// lease (a renewal every TTL/3 of its time comes after the TTL).
+		rates := []string{"0.1", "0.5", "0.75", "1.5", "2"}
 		if g.chance(0.85) {
-			rates = []string{"0.1", "0.2", "0.25"}
+			rates = []string{"0.2", "0.25"}
 		}
 		e.Params["rate"] = rates[g.rng.IntN(len(rates))]
 	}
