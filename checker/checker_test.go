@@ -352,6 +352,34 @@ func TestResourceWriteUnknown(t *testing.T) {
 	}
 }
 
+// A write that timed out for its client but that the resource's own log
+// shows it accepted, with a stale token, damaged the data even though no
+// read ever returned its value: the client's history alone allows that it
+// never arrived, the resource's log does not.
+func TestResourceWriteAppliedByTheLog(t *testing.T) {
+	h := (&hist{}).
+		write(1, "k", 0, 1, ok, 9, 1).
+		write(2, "k", 2, 3, info, 4, 7).
+		write(3, "k", 4, 5, ok, 10, 2).read(4, "k", 6, 7, ok, 2)
+	expect(t, Resource(h.ops(), Options{}), Valid)
+	hh := Build(h.ops())
+	if n := hh.MarkApplied([]AppliedWrite{{"k", 9, 1}, {"k", 4, 7}, {"k", 10, 2}, {"other", 4, 7}}); n != 1 {
+		t.Fatalf("marked %d writes, want the one of unknown outcome", n)
+	}
+	r := hh.Resource(Options{})
+	expect(t, r, Invalid)
+	if !strings.Contains(r.Violations[0].Story, "the resource's log shows it accepted") {
+		t.Errorf("story %q does not say the resource's log showed it", r.Violations[0].Story)
+	}
+	if c := hh.InvariantCounts(); c[0].Accepted != 3 || c[0].Unknown != 0 {
+		t.Errorf("invariant counts %+v: want the applied write accepted", c[0])
+	}
+	// A write of unknown outcome the log does not show stays unknown.
+	hh = Build(h.ops())
+	hh.MarkApplied([]AppliedWrite{{"k", 9, 1}, {"k", 10, 2}})
+	expect(t, hh.Resource(Options{}), Valid)
+}
+
 func TestResourcePartitionedByKey(t *testing.T) {
 	h := (&hist{}).
 		write(1, "a", 0, 1, ok, 5, 1).write(2, "b", 0, 1, ok, 6, 1).

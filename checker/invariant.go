@@ -129,6 +129,10 @@ func (h *History) InvariantCounts() []InvariantCount {
 				c.Rejected++
 				lastKnownRet = max(lastKnownRet, w.ret)
 			default:
+				if w.applied { // the resource's log says so; when, it does not
+					c.Accepted++
+					continue
+				}
 				c.Unknown++
 			}
 		}
@@ -144,7 +148,7 @@ func (h *History) InvariantCounts() []InvariantCount {
 		if final != nil && c.Unknown == 1 {
 			var last *operation
 			for _, w := range ko.writes {
-				if w.unknown() {
+				if w.unknown() && !w.applied {
 					last = w
 				}
 			}

@@ -23,6 +23,10 @@ import (
 //     write cannot overwrite what a newer holder read and is updating (a
 //     lost update). An unfenced resource that accepts such a write fails
 //     the check.
+//   - write with unknown outcome that the resource's own log shows it
+//     accepted (History.MarkApplied): as a write ok that returns at the
+//     history's end. A timed-out write the resource accepted late, with a
+//     stale token, is then caught even if no read ever returned its value.
 //   - write with unknown outcome (info, no completion): returns at the
 //     history's end; when linearized, it takes effect if its token passes
 //     the fence, and is otherwise rejected, a no-op. That covers "it never
@@ -133,6 +137,13 @@ func resourceSpec(h *History) spec {
 			if o.f == histories.Write && c.hasToken {
 				accepted = append(accepted, tokened{o, c.token})
 			}
+		case o.f == histories.Write && o.applied:
+			// The client does not know, the resource does: it took
+			// effect, some time before the history's end.
+			s.add(c, o.call, h.end)
+			if c.hasToken {
+				accepted = append(accepted, tokened{o, c.token})
+			}
 		case o.f == histories.Write && observed[kv{o.key, v}]:
 			c.unknown = true
 			s.add(c, o.call, h.end)
@@ -154,4 +165,39 @@ func resourceSpec(h *History) spec {
 		return []Violation{h.staleWriteViolation(a, b)}
 	}
 	return s
+}
+
+// AppliedWrite is a write the resource says it accepted, from its own log.
+type AppliedWrite struct {
+	Key          string
+	Token, Value int64
+}
+
+// MarkApplied tells the history which writes the resource accepted, by the
+// resource's own log: a write of unknown outcome (info) found there did
+// take effect, and the resource check holds it to that. It returns how
+// many writes it marked. The client's history alone cannot tell a
+// timed-out write that the resource accepted late from one that never
+// arrived; the resource can.
+func (h *History) MarkApplied(ws []AppliedWrite) int {
+	type id struct {
+		key          string
+		token, value int64
+	}
+	log := map[id]int{}
+	for _, w := range ws {
+		log[id{w.Key, w.Token, w.Value}]++
+	}
+	n := 0
+	for _, o := range h.ops {
+		if o.f != histories.Write || o.status != histories.Info || !o.hasTok || !o.hasVal {
+			continue
+		}
+		if k := (id{o.key, o.tok, o.val}); log[k] > 0 {
+			log[k]--
+			o.applied = true
+			n++
+		}
+	}
+	return n
 }

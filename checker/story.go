@@ -256,8 +256,12 @@ func (h *History) staleWriteViolation(a, b tokened) Violation {
 	bv, _ := b.o.value()
 	v := Violation{Check: histories.CheckResource, Kind: "stale-write", Key: b.o.key, Processes: []int{int(b.o.process), int(a.o.process)},
 		Tokens: []int64{b.token, a.token}, From: a.o.ret, To: b.o.ret}
-	lead := fmt.Sprintf("On key %q, the resource accepted %s's write of %d with token %d (invoked %s, accepted %s), although %s's write of %d with the higher token %d had been accepted by %s. ",
-		b.o.key, h.who(b.o.process), bv, b.token, h.at(b.o.call), h.at(b.o.ret), h.who(a.o.process), av, a.token, h.at(a.o.ret))
+	accepted := "accepted " + h.at(b.o.ret)
+	if b.o.applied {
+		accepted = "its client gave up on it at " + h.at(b.o.ret) + ", but the resource's log shows it accepted"
+	}
+	lead := fmt.Sprintf("On key %q, the resource accepted %s's write of %d with token %d (invoked %s, %s), although %s's write of %d with the higher token %d had been accepted by %s. ",
+		b.o.key, h.who(b.o.process), bv, b.token, h.at(b.o.call), accepted, h.who(a.o.process), av, a.token, h.at(a.o.ret))
 	var bs []Belief
 	from, to := a.o.call, b.o.ret
 	for _, w := range []tokened{b, a} {

@@ -260,7 +260,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 		resAddr, stale = res.Addr(), res.Stale()
 		defer func() {
 			res.Close()
-			writeResourceLog(filepath.Join(o.Dir, "resource-log.jsonl"), res.Log())
+			writeResourceLog(filepath.Join(o.Dir, resourceLogName), res.Log())
 		}()
 	}
 

@@ -171,6 +171,10 @@ func Check(path string, o CheckOptions) (*Results, error) {
 		p.report("reading %s: %d records", filepath.Base(path), n)
 	}
 	h := b.Finish()
+	var warnings []string
+	if err := markApplied(h, filepath.Join(filepath.Dir(path), resourceLogName)); err != nil {
+		warnings = append(warnings, err.Error())
+	}
 	began := time.Now()
 	opt := checker.Options{Timeout: o.Timeout}
 	if o.Progress != nil {
@@ -196,6 +200,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 		Required:       o.Required,
 		WritesRejected: h.WritesRejected(),
 		MutexOverlaps:  len(h.Overlaps().Overlaps),
+		Warnings:       warnings,
 	}
 	if t := r.Torn(); t != nil {
 		res.Warnings = append(res.Warnings, t.Error())

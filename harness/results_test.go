@@ -61,3 +61,50 @@ func TestCheckVisualizesAndWordsFaults(t *testing.T) {
 		t.Errorf("mutex story does not word the pause as the nemesis does: %s", res.Checks[0].Explanation)
 	}
 }
+
+// Check reads the resource's log beside the history: a write that timed out
+// for its client but that the resource accepted with a stale token is a
+// violation; a malformed log is a warning naming its line, not a failure.
+func TestCheckUsesTheResourceLog(t *testing.T) {
+	dir := t.TempDir()
+	history := filepath.Join(dir, "history.jsonl")
+	h := strings.Join([]string{
+		`{"type":"invoke","f":"write","process":0,"time":0,"key":"k","value":{"token":9,"value":1}}`,
+		`{"type":"ok","f":"write","process":0,"time":1,"key":"k","value":{"token":9,"value":1}}`,
+		`{"type":"invoke","f":"write","process":1,"time":2,"key":"k","value":{"token":4,"value":7}}`,
+		`{"type":"info","f":"write","process":1,"time":3,"key":"k","value":{"token":4,"value":7},"error":"timeout"}`,
+	}, "\n") + "\n"
+	if err := os.WriteFile(history, []byte(h), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	verdictOf := func() (checker.Verdict, []string) {
+		res, err := Check(history, CheckOptions{Required: []string{histories.CheckResource}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range res.Checks {
+			if c.Name == histories.CheckResource {
+				return c.Verdict, res.Warnings
+			}
+		}
+		t.Fatal("no resource check")
+		return "", nil
+	}
+	if v, _ := verdictOf(); v != checker.Valid {
+		t.Errorf("without the resource's log: %s, want valid (the write may never have arrived)", v)
+	}
+	log := `{"seq":1,"key":"k","token":9,"value":1,"at":"2026-11-23T08:00:00Z"}` + "\n" +
+		`{"seq":2,"key":"k","token":4,"value":7,"at":"2026-11-23T08:00:01Z","stale":true}` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, resourceLogName), []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := verdictOf(); v != checker.Invalid {
+		t.Errorf("with the resource's log: %s, want invalid", v)
+	}
+	if err := os.WriteFile(filepath.Join(dir, resourceLogName), []byte(log+"{oops\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v, w := verdictOf(); v != checker.Valid || len(w) != 1 || !strings.Contains(w[0], resourceLogName+":3:") {
+		t.Errorf("with a malformed log: %s, warnings %q; want valid and a warning naming line 3", v, w)
+	}
+}

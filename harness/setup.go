@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -87,6 +88,37 @@ func memberHashes(ctx context.Context, sys system.System) []checker.MemberHash {
 		out[i] = checker.MemberHash{Member: h.Member, Revision: h.Revision, Hash: h.Hash}
 	}
 	return out
+}
+
+// resourceLogName is the resource's log of accepted writes in a run
+// directory.
+const resourceLogName = "resource-log.jsonl"
+
+// markApplied reads the resource's log at path, if there is one, and tells
+// h which writes of unknown outcome the resource accepted.
+func markApplied(h *checker.History, path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var ws []checker.AppliedWrite
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		var e resource.Entry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return fmt.Errorf("%s:%d: %v (the resource's log was not used)", path, n, err)
+		}
+		ws = append(ws, checker.AppliedWrite{Key: e.Key, Token: e.Token, Value: e.Value})
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: %v (the resource's log was not used)", path, err)
+	}
+	h.MarkApplied(ws)
+	return nil
 }
 
 // writeResourceLog stores the writes the resource accepted, in its order.
