@@ -11,8 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/resource"
 )
 
 // Scenario is one classic split-brain.
@@ -95,15 +98,24 @@ func holder(e nemesis.Entry) nemesis.Entry {
 	return e
 }
 
+// pauseHolderBeforeWrite pauses the holder between its last check and its
+// write, for longer than its lease.
+func pauseHolderBeforeWrite(s Shape) []nemesis.Entry {
+	return []nemesis.Entry{holder(nemesis.Entry{At: time.Second, Fault: nemesis.PauseClient, Duration: 2*s.TTL + time.Second,
+		Params: map[string]string{"before_write": "true"}})}
+}
+
 const (
-	unfenced = "unfenced"
-	fenced   = "fenced"
+	unfenced = string(resource.Unfenced)
+	fenced   = string(resource.Fenced)
+	valid    = string(checker.Valid)
+	invalid  = string(checker.Invalid)
 )
 
 // damage is the expectation of a scenario that shows what fencing is for.
 var damage = map[string]map[string]string{
-	unfenced: {"resource": "invalid"},
-	fenced:   {"resource": "valid", "invariant": "valid"},
+	unfenced: {histories.CheckResource: invalid},
+	fenced:   {histories.CheckResource: valid, histories.CheckInvariant: valid},
 }
 
 // Catalog is every scenario, in the order the list prints them.
@@ -116,10 +128,7 @@ var Catalog = []Scenario{
 			"helps; a fencing token checked by the resource rejects the late write.",
 		Flags:  map[string]string{"time": "8s"},
 		Expect: damage,
-		Faults: func(s Shape) []nemesis.Entry {
-			return []nemesis.Entry{holder(nemesis.Entry{At: time.Second, Fault: nemesis.PauseClient, Duration: 2*s.TTL + time.Second,
-				Params: map[string]string{"before_write": "true"}})}
-		},
+		Faults: pauseHolderBeforeWrite,
 	},
 	{
 		Name:    "partitioned-holder",
@@ -188,13 +197,10 @@ var Catalog = []Scenario{
 		Flags: map[string]string{"time": "8s", "recipe": "unlock-any", "workload": "stock", "items": "40",
 			"think": "200ms", "think-min": "100ms", "require": "resource,invariant"},
 		Expect: map[string]map[string]string{
-			unfenced: {"invariant": "invalid"},
-			fenced:   {"resource": "valid", "invariant": "valid"},
+			unfenced: {histories.CheckInvariant: invalid},
+			fenced:   {histories.CheckResource: valid, histories.CheckInvariant: valid},
 		},
-		Faults: func(s Shape) []nemesis.Entry {
-			return []nemesis.Entry{holder(nemesis.Entry{At: time.Second, Fault: nemesis.PauseClient, Duration: 2*s.TTL + time.Second,
-				Params: map[string]string{"before_write": "true"}})}
-		},
+		Faults: pauseHolderBeforeWrite,
 	},
 	{
 		Name:    "waiter-expiry",
@@ -204,12 +210,12 @@ var Catalog = []Scenario{
 			"mutex-3.4 shows the old bug and etcd 3.6's own election still has it. The contract check names it.",
 		Flags: map[string]string{"time": "8s", "think": "300ms", "think-min": "200ms", "require": "contract"},
 		Expect: map[string]map[string]string{
-			unfenced: {"contract": "valid"},
-			fenced:   {"contract": "valid"},
+			unfenced: {histories.CheckContract: valid},
+			fenced:   {histories.CheckContract: valid},
 		},
 		ByRecipe: map[string]map[string]string{
-			etcdlock.Mutex34Name:  {"contract": "invalid"},
-			etcdlock.ElectionName: {"contract": "invalid"},
+			etcdlock.Mutex34Name:  {histories.CheckContract: invalid},
+			etcdlock.ElectionName: {histories.CheckContract: invalid},
 		},
 		Faults: func(s Shape) []nemesis.Entry {
 			return []nemesis.Entry{{At: time.Second, Fault: nemesis.LeaseStarve, Target: nemesis.TargetWaiter, Fallback: "c1",
@@ -224,8 +230,8 @@ var Catalog = []Scenario{
 			"exclusion holds, only waits grow.",
 		Flags: map[string]string{"time": "10s", "require": "resource,contract,liveness"},
 		Expect: map[string]map[string]string{
-			unfenced: {"resource": "valid", "contract": "valid", "liveness": "valid"},
-			fenced:   {"resource": "valid", "contract": "valid", "liveness": "valid"},
+			unfenced: {histories.CheckResource: valid, histories.CheckContract: valid, histories.CheckLiveness: valid},
+			fenced:   {histories.CheckResource: valid, histories.CheckContract: valid, histories.CheckLiveness: valid},
 		},
 		Faults: func(Shape) []nemesis.Entry {
 			return []nemesis.Entry{

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/scenario"
 )
 
@@ -57,14 +58,14 @@ func nightlyPlan(recipes []string, seed int64, randomRuns int) []planned {
 			rs = []string{r} // the scenario is about that recipe
 		}
 		for _, r := range rs {
-			for _, res := range []string{"unfenced", "fenced"} {
-				out = append(out, planned{Scenario: sc.Name, Seed: seed, Recipe: r, Resource: res})
+			for _, res := range []resource.Mode{resource.Unfenced, resource.Fenced} {
+				out = append(out, planned{Scenario: sc.Name, Seed: seed, Recipe: r, Resource: string(res)})
 			}
 		}
 	}
 	for i := range randomRuns {
 		for _, r := range recipes {
-			out = append(out, planned{Seed: seed + int64(i), Recipe: r, Resource: "fenced"})
+			out = append(out, planned{Seed: seed + int64(i), Recipe: r, Resource: string(resource.Fenced)})
 		}
 	}
 	return out

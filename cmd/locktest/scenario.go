@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/scenario"
 )
 
@@ -86,8 +87,8 @@ func clientNames(n int) []string {
 // the recipes it names.
 func expectations(sc scenario.Scenario) string {
 	var parts []string
-	for _, res := range []string{"unfenced", "fenced"} {
-		parts = append(parts, res+" "+(&harness.Scenario{Expect: sc.Expect[res]}).ExpectText())
+	for _, res := range []resource.Mode{resource.Unfenced, resource.Fenced} {
+		parts = append(parts, string(res)+" "+(&harness.Scenario{Expect: sc.Expect[string(res)]}).ExpectText())
 	}
 	for _, r := range slices.Sorted(maps.Keys(sc.ByRecipe)) {
 		parts = append(parts, "--recipe "+r+" "+(&harness.Scenario{Expect: sc.ByRecipe[r]}).ExpectText())
