@@ -42,7 +42,7 @@ func (lease) Durations(ttl time.Duration) Range {
 func (lease) Draw(g *Gen, e *Entry, d Range) {
 	g.roleTarget(e, 0.75, 0.25)
 	if e.Fault == LeaseStarve {
-		g.aim(e, g.cfg.TTL+500*time.Millisecond, 0)
+		g.aim(e, g.cfg.TTL+g.cfg.TTL/4, 0)
 		e.Duration = g.dur(d)
 	} else {
 		g.aim(e, 200*time.Millisecond, 0)

@@ -126,7 +126,7 @@ func (env *Env) findClient(ctx context.Context, e Entry, params map[string]strin
 
 // aimWait bounds how long a fault aimed at a holder with work ahead waits
 // for one; slow sections come every few seconds.
-const aimWait = 8 * time.Second
+const aimWait = 10 * time.Second
 
 // aim waits for a holder entering a critical section whose think time is in
 // the range "MIN-MAX" (MAX may be empty: no bound).

@@ -94,8 +94,7 @@ type Config struct {
 	ThinkMin, ThinkMax time.Duration
 	// SlowShare of the critical sections are slow, as sections that call
 	// another service are: they think a time drawn uniformly from
-	// [SlowMin, SlowMax] instead (both zero: a quarter of the TTL to twice
-	// the TTL). A lease fault only does harm to a holder with work ahead of
+	// [SlowMin, SlowMax] instead (both zero: SlowRange's default). A lease fault only does harm to a holder with work ahead of
 	// it, so the default run has such sections.
 	SlowShare        float64
 	SlowMin, SlowMax time.Duration
@@ -201,11 +200,11 @@ func (c Config) workload() string {
 
 // margin is the clock guard's effective margin.
 // DefaultSlowShare is the share of slow critical sections by default.
-const DefaultSlowShare = 0.2
+const DefaultSlowShare = 0.1
 
-// SlowRange is the think time range of slow sections. By default, a
-// quarter of the TTL to twice the TTL; with the clock guard, up to what the
-// guard lets write (a team that checks its lease's time left keeps its
+// SlowRange is the think time range of slow sections. By default, half the
+// TTL to twice the TTL; with the clock guard, a quarter of the TTL to what
+// the guard lets write (a team that checks its lease's time left keeps its
 // sections inside the lease).
 func (c Config) SlowRange() (time.Duration, time.Duration) {
 	if c.SlowMin == 0 && c.SlowMax == 0 {
@@ -213,7 +212,7 @@ func (c Config) SlowRange() (time.Duration, time.Duration) {
 		if c.Guard == GuardClock {
 			return ttl / 4, ttl - c.margin()
 		}
-		return ttl / 4, 2 * ttl
+		return ttl / 2, 2 * ttl
 	}
 	return c.SlowMin, c.SlowMax
 }

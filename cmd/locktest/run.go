@@ -84,7 +84,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		thinkMax:     fs.Duration("think", def.ThinkMax, "longest think time between a holder's read and write (drawn uniformly from --think-min)"),
 		thinkMin:     fs.Duration("think-min", def.ThinkMin, "shortest think time between a holder's read and write"),
 		slowShare:    fs.Float64("slow-share", def.SlowShare, "share of critical sections that are slow (as sections that call another service), 0 to 1"),
-		slowThink:    fs.String("slow-think", "", "think time range of slow sections, MIN-MAX (default: TTL/4 to 2 TTL)"),
+		slowThink:    fs.String("slow-think", "", "think time range of slow sections, MIN-MAX (default: TTL/2 to 2 TTL; with --guard clock, TTL/4 to what the guard lets write)"),
 		opTimeout:    fs.Duration("op-timeout", def.OpTimeout, "time limit of each acquire, read, write and release"),
 		faults:       fs.String("nemesis", defaultNemesis, "faults: a comma list of "+strings.Join(nemesis.Categories(), ", ")+", or all, or none"),
 		interval:     fs.Duration("nemesis-interval", 3*time.Second, "quiet time before each fault"),
