@@ -109,7 +109,7 @@ type Range struct {
 type Config struct {
 	// Faults are the categories to draw from (see ParseFaults).
 	Faults []string `json:"faults"`
-	// Interval is the quiet time before each fault (default 3 s).
+	// Interval is the quiet time before each fault (default DefaultInterval).
 	Interval time.Duration `json:"interval_ns"`
 	// Time is how long a stretch Generate fills with faults: no fault starts
 	// at or after it (default 60 s). Run itself lasts until its context
@@ -137,10 +137,13 @@ type Config struct {
 	Logf func(format string, args ...any) `json:"-"`
 }
 
+// DefaultInterval is the quiet time before each fault.
+const DefaultInterval = 2 * time.Second
+
 // WithDefaults fills in zero fields.
 func (c Config) WithDefaults() Config {
 	if c.Interval == 0 {
-		c.Interval = 3 * time.Second
+		c.Interval = DefaultInterval
 	}
 	if c.Time == 0 {
 		c.Time = time.Minute

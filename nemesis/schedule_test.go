@@ -68,7 +68,7 @@ func TestGenerateIsPureAndSeeded(t *testing.T) {
 	prevEnd := time.Duration(0)
 	for _, e := range a.Entries {
 		kinds[e.Fault]++
-		if e.At < prevEnd+3*time.Second || e.At >= cfg.Time {
+		if e.At < prevEnd+DefaultInterval || e.At >= cfg.Time {
 			t.Fatalf("entry at %v, previous ended %v", e.At, prevEnd)
 		}
 		prevEnd = e.At + e.Duration

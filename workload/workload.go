@@ -202,8 +202,9 @@ func (c Config) workload() string {
 // DefaultSlowShare is the share of slow critical sections by default.
 const DefaultSlowShare = 0.1
 
-// SlowRange is the think time range of slow sections. By default, half the
-// TTL to twice the TTL; with the clock guard, a quarter of the TTL to what
+// SlowRange is the think time range of slow sections. By default, one to
+// two TTLs (long enough that a lease fault striking as one begins does
+// harm); with the clock guard, a quarter of the TTL to what
 // the guard lets write (a team that checks its lease's time left keeps its
 // sections inside the lease).
 func (c Config) SlowRange() (time.Duration, time.Duration) {
@@ -212,7 +213,7 @@ func (c Config) SlowRange() (time.Duration, time.Duration) {
 		if c.Guard == GuardClock {
 			return ttl / 4, ttl - c.margin()
 		}
-		return ttl / 2, 2 * ttl
+		return ttl, 2 * ttl
 	}
 	return c.SlowMin, c.SlowMax
 }
