@@ -92,9 +92,14 @@ func Names() []string {
 	return out
 }
 
-// holder strikes the client holding the lock then, else fallback c0.
+// holder strikes the client granted the lock next (waiting for a fresh
+// grant, so that it has its section ahead of it), else fallback c0.
 func holder(e nemesis.Entry) nemesis.Entry {
 	e.Target, e.Fallback = nemesis.TargetHolder, "c0"
+	if e.Params == nil {
+		e.Params = map[string]string{}
+	}
+	e.Params["on"] = "grant"
 	return e
 }
 
@@ -184,7 +189,7 @@ var Catalog = []Scenario{
 		Expect: damage,
 		Faults: func(s Shape) []nemesis.Entry {
 			return []nemesis.Entry{holder(nemesis.Entry{At: 500 * time.Millisecond, Fault: nemesis.ClockRate, Duration: 5 * s.TTL / 2,
-				Params: map[string]string{"rate": "0.25", "on": "grant"}})}
+				Params: map[string]string{"rate": "0.25"}})}
 		},
 	},
 	{
