@@ -40,7 +40,10 @@ func (lease) Durations(ttl time.Duration) Range {
 }
 
 func (lease) Draw(g *Gen, e *Entry, d Range) {
-	g.roleTarget(e, 0.75, 0.25)
+	// Mostly the holder, whose lease running out mid-section is the lease
+	// race; sometimes a waiter, whose lease running out while it is queued
+	// is where lock bugs (etcd#11456) live.
+	g.roleTarget(e, 0.85, 0.15)
 	if e.Fault == LeaseStarve {
 		g.aim(e, g.cfg.TTL+g.cfg.TTL/4, 0)
 		e.Duration = g.dur(d)
