@@ -110,6 +110,9 @@ func (r *runner) fire(ctx context.Context, i int, e Entry) {
 	if errors.Is(err, errNotStruck) {
 		return
 	}
+	// A fault that waited for its moment (a fresh grant, a slow section)
+	// started when it struck.
+	fired.Start = r.since()
 	params := maps.Clone(e.Params)
 	if params == nil {
 		params = map[string]string{}
