@@ -374,10 +374,16 @@ func TestResourceWriteAppliedByTheLog(t *testing.T) {
 	if c := hh.InvariantCounts(); c[0].Accepted != 3 || c[0].Unknown != 0 {
 		t.Errorf("invariant counts %+v: want the applied write accepted", c[0])
 	}
-	// A write of unknown outcome the log does not show stays unknown.
+	// A write of unknown outcome the log does not show had no effect.
 	hh = Build(h.ops())
 	hh.MarkApplied([]AppliedWrite{{"k", 9, 1}, {"k", 10, 2}})
 	expect(t, hh.Resource(Options{}), Valid)
+	if c := hh.InvariantCounts(); c[0].Accepted != 2 || c[0].Unknown != 0 || c[0].Rejected != 1 {
+		t.Errorf("invariant counts %+v: want the write the log lacks counted as not accepted", c[0])
+	}
+	if v := hh.Invariant().Verdict; v != Valid {
+		t.Errorf("invariant %s: the final read 2 follows 2 accepted writes", v)
+	}
 }
 
 func TestResourcePartitionedByKey(t *testing.T) {

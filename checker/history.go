@@ -58,9 +58,9 @@ type operation struct {
 	// (from the invocation) or read (completion).
 	tok, val       int64
 	hasTok, hasVal bool
-	// applied marks a write of unknown outcome that the resource's own log
-	// says it accepted (History.MarkApplied).
-	applied bool
+	// applied and lost mark a write of unknown outcome that the resource's
+	// own log says it accepted, or never accepted (History.MarkApplied).
+	applied, lost bool
 	err     string
 	// rev is an acquire ok's decision revision (0: not recorded); keyed
 	// says the grant named its etcd key (etcdlock.Keyed).

@@ -41,9 +41,10 @@ type InvariantCount struct {
 	Workload string `json:"workload"`
 	// Items is the stock workload's inventory.
 	Items int64 `json:"items,omitempty"`
-	// Accepted counts the writes the resource accepted (write ok): in the
-	// stock workload, the sales. Unknown counts writes whose outcome is
-	// unknown, Rejected those refused.
+	// Accepted counts the writes the resource accepted (write ok, or by its
+	// own log): in the stock workload, the sales. Unknown counts writes
+	// whose outcome is unknown, Rejected those refused or, by the
+	// resource's log, never accepted.
 	Accepted int64 `json:"accepted"`
 	Unknown  int64 `json:"unknown"`
 	Rejected int64 `json:"rejected"`
@@ -129,8 +130,12 @@ func (h *History) InvariantCounts() []InvariantCount {
 				c.Rejected++
 				lastKnownRet = max(lastKnownRet, w.ret)
 			default:
-				if w.applied { // the resource's log says so; when, it does not
+				switch { // the resource's log says what; when, it does not
+				case w.applied:
 					c.Accepted++
+					continue
+				case w.lost:
+					c.Rejected++
 					continue
 				}
 				c.Unknown++
@@ -148,7 +153,7 @@ func (h *History) InvariantCounts() []InvariantCount {
 		if final != nil && c.Unknown == 1 {
 			var last *operation
 			for _, w := range ko.writes {
-				if w.unknown() && !w.applied {
+				if w.unknown() && !w.applied && !w.lost {
 					last = w
 				}
 			}

@@ -25,7 +25,8 @@ import (
 //     the check.
 //   - write with unknown outcome that the resource's own log shows it
 //     accepted (History.MarkApplied): as a write ok that returns at the
-//     history's end. A timed-out write the resource accepted late, with a
+//     history's end; one the log does not show had no effect, as a write
+//     fail. A timed-out write the resource accepted late, with a
 //     stale token, is then caught even if no read ever returned its value.
 //   - write with unknown outcome (info, no completion): returns at the
 //     history's end; when linearized, it takes effect if its token passes
@@ -137,6 +138,8 @@ func resourceSpec(h *History) spec {
 			if o.f == histories.Write && c.hasToken {
 				accepted = append(accepted, tokened{o, c.token})
 			}
+		case o.f == histories.Write && o.lost:
+			s.ignored = append(s.ignored, o)
 		case o.f == histories.Write && o.applied:
 			// The client does not know, the resource does: it took
 			// effect, some time before the history's end.
@@ -174,9 +177,9 @@ type AppliedWrite struct {
 }
 
 // MarkApplied tells the history which writes the resource accepted, by the
-// resource's own log: a write of unknown outcome (info) found there did
-// take effect, and the resource check holds it to that. It returns how
-// many writes it marked. The client's history alone cannot tell a
+// resource's own log, which is complete: a write of unknown outcome (info)
+// found there did take effect, and the checks hold it to that; one not
+// found had none. It returns how many writes it found accepted. The client's history alone cannot tell a
 // timed-out write that the resource accepted late from one that never
 // arrived; the resource can.
 func (h *History) MarkApplied(ws []AppliedWrite) int {
@@ -197,6 +200,8 @@ func (h *History) MarkApplied(ws []AppliedWrite) int {
 			log[k]--
 			o.applied = true
 			n++
+		} else {
+			o.lost = true
 		}
 	}
 	return n
