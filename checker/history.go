@@ -61,7 +61,7 @@ type operation struct {
 	// applied and lost mark a write of unknown outcome that the resource's
 	// own log says it accepted, or never accepted (History.MarkApplied).
 	applied, lost bool
-	err     string
+	err           string
 	// rev is an acquire ok's decision revision (0: not recorded); keyed
 	// says the grant named its etcd key (etcdlock.Keyed).
 	rev   int64
