@@ -108,3 +108,26 @@ func TestCheckUsesTheResourceLog(t *testing.T) {
 		t.Errorf("with a malformed log: %s, warnings %q; want valid and a warning naming line 3", v, w)
 	}
 }
+
+// A scenario's expectations are judged against the checks: a check that
+// came out otherwise, or was not run, is a miss.
+func TestScenarioJudge(t *testing.T) {
+	sc := &Scenario{Name: "s", Expect: map[string]string{"resource": "invalid", "invariant": "valid", "contract": "valid"}}
+	got := sc.judge([]checker.Result{{Name: "resource", Verdict: checker.Valid}, {Name: "invariant", Verdict: checker.Valid}})
+	if got.Met == nil || *got.Met {
+		t.Fatalf("judged met: %+v", got)
+	}
+	if want := "contract was not checked, expected valid; resource is valid, expected invalid"; got.MissedText() != want {
+		t.Errorf("missed %q, want %q", got.MissedText(), want)
+	}
+	if sc.Met != nil || sc.Missed != nil {
+		t.Error("judge changed the scenario it was given")
+	}
+	got = sc.judge([]checker.Result{{Name: "resource", Verdict: checker.Invalid}, {Name: "invariant", Verdict: checker.Valid}, {Name: "contract", Verdict: checker.Valid}})
+	if !*got.Met || len(got.Missed) != 0 {
+		t.Errorf("judged %+v, want met", got)
+	}
+	if (*Scenario)(nil).judge(nil) != nil {
+		t.Error("a run without a scenario was judged")
+	}
+}

@@ -17,10 +17,33 @@ type Scenario struct {
 	Lesson string            `json:"lesson"`
 	Expect map[string]string `json:"expect"` // check name: verdict
 	// Met says whether every expected check came out as expected; Missed
-	// names those that did not, with what they were. Both are set once the
-	// run is checked.
-	Met    *bool    `json:"met,omitempty"`
-	Missed []string `json:"missed,omitempty"`
+	// are those that did not. Both are set once the run is checked.
+	Met    *bool  `json:"met,omitempty"`
+	Missed []Miss `json:"missed,omitempty"`
+}
+
+// Miss is an expected check that came out otherwise: Got is its verdict,
+// empty if it was not checked.
+type Miss struct {
+	Check string `json:"check"`
+	Got   string `json:"got"`
+	Want  string `json:"want"`
+}
+
+func (m Miss) String() string {
+	if m.Got == "" {
+		return fmt.Sprintf("%s was not checked, expected %s", m.Check, m.Want)
+	}
+	return fmt.Sprintf("%s is %s, expected %s", m.Check, m.Got, m.Want)
+}
+
+// MissedText lists the misses in a line.
+func (s *Scenario) MissedText() string {
+	var out []string
+	for _, m := range s.Missed {
+		out = append(out, m.String())
+	}
+	return strings.Join(out, "; ")
 }
 
 // ExpectText lists the expected verdicts in order of check name:
@@ -43,12 +66,12 @@ func (s *Scenario) judge(checks []checker.Result) *Scenario {
 	out.Missed = nil
 	for _, name := range slices.Sorted(maps.Keys(s.Expect)) {
 		want := s.Expect[name]
-		i := slices.IndexFunc(checks, func(c checker.Result) bool { return c.Name == name })
-		switch {
-		case i < 0:
-			out.Missed = append(out.Missed, fmt.Sprintf("%s was not checked, expected %s", name, want))
-		case string(checks[i].Verdict) != want:
-			out.Missed = append(out.Missed, fmt.Sprintf("%s is %s, expected %s", name, checks[i].Verdict, want))
+		got := ""
+		if i := slices.IndexFunc(checks, func(c checker.Result) bool { return c.Name == name }); i >= 0 {
+			got = string(checks[i].Verdict)
+		}
+		if got != want {
+			out.Missed = append(out.Missed, Miss{Check: name, Got: got, Want: want})
 		}
 	}
 	met := len(out.Missed) == 0

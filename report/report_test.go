@@ -154,6 +154,18 @@ func TestReportInBrowser(t *testing.T) {
 	if expected != "expected: resource invalid (as expected)" {
 		t.Errorf("expectation shown as %q", expected)
 	}
+	missed := false
+	res.Scenario.Met, res.Scenario.Missed = &missed, []harness.Miss{{Check: "resource", Got: "valid", Want: "invalid"}}
+	if err := Write(out, res, res.History); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Run(ctx, chromedp.Navigate("file://"+out), chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
+		chromedp.Text("#expected", &expected, chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if expected != "expected: resource invalid (NOT as expected: resource is valid, expected invalid)" {
+		t.Errorf("a missed expectation shown as %q", expected)
+	}
 	for _, c := range []string{"c0", "c1", "c2"} {
 		if !strings.Contains(strings.Join(lanes, " "), c) {
 			t.Errorf("no lane for %s in %v", c, lanes)

@@ -241,25 +241,19 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 }
 
 // expectationMet says how a scenario run missed what its scenario
-// expects: a check that came out otherwise is a failure, with its story;
-// an expected verdict that came out unknown is an error.
+// expects, with each check's story: a check that came out otherwise is a
+// failure; one that came out unknown is an error.
 func expectationMet(sc *harness.Scenario, res *harness.Results) (failed, unknown string) {
-	if sc.Met != nil && *sc.Met {
-		return "", ""
-	}
-	for _, c := range res.Checks {
-		w, ok := sc.Expect[c.Name]
-		if !ok || string(c.Verdict) == w {
-			continue
+	for _, m := range sc.Missed {
+		line := m.String()
+		if i := slices.IndexFunc(res.Checks, func(c checker.Result) bool { return c.Name == m.Check }); i >= 0 {
+			line += ": " + res.Checks[i].Explanation
 		}
-		if c.Verdict == checker.Unknown {
-			unknown += fmt.Sprintf("%s is unknown, expected %s: %s\n", c.Name, w, c.Explanation)
-			continue
+		if m.Got == string(checker.Unknown) {
+			unknown += line + "\n"
+		} else {
+			failed += line + "\n"
 		}
-		failed += fmt.Sprintf("%s is %s, expected %s: %s\n", c.Name, c.Verdict, w, c.Explanation)
-	}
-	if failed == "" && unknown == "" {
-		failed = strings.Join(sc.Missed, "; ")
 	}
 	return strings.TrimSpace(failed), strings.TrimSpace(unknown)
 }

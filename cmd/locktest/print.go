@@ -56,7 +56,7 @@ func printChecks(w io.Writer, r *harness.Results) {
 		if *sc.Met {
 			fmt.Fprintf(w, "scenario %s: as expected (%s)\n", sc.Name, sc.ExpectText())
 		} else {
-			fmt.Fprintf(w, "scenario %s: NOT as expected: %s\n", sc.Name, strings.Join(sc.Missed, "; "))
+			fmt.Fprintf(w, "scenario %s: NOT as expected: %s\n", sc.Name, sc.MissedText())
 		}
 	}
 }

@@ -36,7 +36,7 @@
     const sc = M.scenario, expect = Object.keys(sc.expect || {}).sort().map((k) => k + " " + sc.expect[k]).join(", ");
     $("head").append(el("div", { id: "lesson" }, el("b", {}, "scenario " + sc.name + ": "), sc.lesson),
       el("div", { class: sc.met ? "valid" : "invalid", id: "expected" },
-        "expected: " + expect + (sc.met ? " (as expected)" : " (NOT as expected: " + (sc.missed || []).join("; ") + ")")));
+        "expected: " + expect + (sc.met ? " (as expected)" : " (NOT as expected: " + (sc.missed || []).map((m) => m.got ? `${m.check} is ${m.got}, expected ${m.want}` : `${m.check} was not checked, expected ${m.want}`).join("; ") + ")")));
   }
   if (M.reproduce) $("head").append(el("div", {}, "reproduce: ", el("code", { id: "reproduce" }, M.reproduce)));
   for (const w of M.warnings || []) $("head").append(el("div", { class: "unknown" }, "warning: " + w));
