@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,14 +15,14 @@ import (
 	"sync"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/locktest/locktest/internal/links"
+	"github.com/locktest/locktest/internal/ports"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
 // host is the only address anything binds to.
-const host = "127.0.0.1"
+const host = ports.Host
 
 // startAttempts is how often Start tries fresh ports after a bind failure.
 const startAttempts = 5
@@ -94,13 +93,10 @@ type Cluster struct {
 	token   string
 	runDir  string // temporary; holds the members' data dirs
 	members []*Member
-	ports   []int
+	ports   []int // the members' listeners
 
-	tpServer *toxiproxy.ApiServer
-	tpHTTP   *http.Server
-	tpAddr   string
-	tpClient *toxiclient.Client
-	tpLog    *logFile
+	links *links.Links
+	tpLog *logFile
 
 	initial string // the --initial-cluster string, for restarts
 
@@ -111,7 +107,6 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	closed  bool
-	proxies map[string]proxyInfo // by proxy name, as created by us
 	clients []*clientv3.Client
 	admin   *clientv3.Client // direct (unproxied) client, see AdminClient
 
@@ -135,7 +130,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	quietGlobals()
 
-	c := &Cluster{cfg: cfg, proxies: map[string]proxyInfo{}, cuts: map[[2]int]bool{}}
+	c := &Cluster{cfg: cfg, cuts: map[[2]int]bool{}}
 	if err := c.start(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -195,7 +190,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		for _, m := range c.members {
 			m.setEtcd(nil)
 		}
-		if !isAddrInUse(err) || attempt == startAttempts {
+		if !ports.IsAddrInUse(err) || attempt == startAttempts {
 			return err
 		}
 		for _, m := range c.members {
@@ -230,20 +225,20 @@ func (c *Cluster) start(ctx context.Context) error {
 // serving and wait out its 1 s timeout.
 func (c *Cluster) startMembers(attempt int) error {
 	n := len(c.members)
-	ports, err := reservePorts(2 * n)
+	ps, err := ports.Reserve(2 * n)
 	if err != nil {
 		return err
 	}
-	c.ports = append(c.ports, ports...)
+	c.ports = append(c.ports, ps...)
 	if testHooks.afterReserve != nil {
-		testHooks.afterReserve(attempt, ports)
+		testHooks.afterReserve(attempt, ps)
 	}
 
 	initial := make([]string, n)
 	defer func() { c.initial = strings.Join(initial, ",") }()
 	for i, m := range c.members {
-		m.ClientURL = "http://" + net.JoinHostPort(host, strconv.Itoa(ports[2*i]))
-		m.peerListen = "http://" + net.JoinHostPort(host, strconv.Itoa(ports[2*i+1]))
+		m.ClientURL = "http://" + net.JoinHostPort(host, strconv.Itoa(ps[2*i]))
+		m.peerListen = "http://" + net.JoinHostPort(host, strconv.Itoa(ps[2*i+1]))
 		m.relay.setTarget(strings.TrimPrefix(m.peerListen, "http://"))
 		initial[i] = m.Name + "=" + m.PeerURL
 	}
@@ -339,7 +334,7 @@ func (c *Cluster) stopMembers() {
 		}
 	}
 	wg.Wait()
-	releasePorts(c.ports)
+	ports.Release(c.ports)
 	c.ports = nil
 }
 
@@ -365,17 +360,10 @@ func (c *Cluster) close() error {
 	}
 	// Dropping the proxies first cuts every proxied client connection, so
 	// the members' gRPC servers have no streams left to drain.
-	if c.tpServer != nil {
-		if err := c.tpServer.Collection.Clear(); err != nil {
+	if c.links != nil {
+		if err := c.links.Close(); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	if c.tpHTTP != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if err := c.tpHTTP.Shutdown(ctx); err != nil {
-			c.tpHTTP.Close()
-		}
-		cancel()
 	}
 	for _, m := range c.members {
 		if m.relay != nil {

@@ -206,16 +206,7 @@ func (c *Cluster) Cuts() [][2]int {
 // memberProxies returns the names of our proxies whose upstream is member
 // m's client address (every client's link to m).
 func (c *Cluster) memberProxies(m *Member) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var names []string
-	for name, p := range c.proxies {
-		if p.upstream == m.ClientAddr() {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	return names
+	return c.links.To(m.ClientAddr())
 }
 
 // HardStopMember crashes member i: its raft node stops at once, without a
@@ -243,7 +234,7 @@ func (c *Cluster) HardStopMember(i int) error {
 	m.relay.cut()
 	var links []*toxiclient.Proxy
 	for _, name := range c.memberProxies(m) {
-		p, err := c.tpClient.Proxy(name)
+		p, err := c.links.Get(name)
 		if err != nil || !p.Enabled {
 			continue
 		}
@@ -387,7 +378,7 @@ func (c *Cluster) PauseMember(i int) error {
 	m.Etcd().Server.PauseSending()
 	var errs []error
 	for _, name := range c.memberProxies(m) {
-		p, err := c.tpClient.Proxy(name)
+		p, err := c.links.Get(name)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -421,7 +412,7 @@ func (c *Cluster) ResumeMember(i int) error {
 	}
 	var errs []error
 	for _, name := range c.memberProxies(m) {
-		p, err := c.tpClient.Proxy(name)
+		p, err := c.links.Get(name)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -445,24 +436,7 @@ func (c *Cluster) ClearToxics() error {
 	if c.isClosed() {
 		return ErrClosed
 	}
-	ps, err := c.tpClient.Proxies()
-	if err != nil {
-		return fmt.Errorf("cluster: listing proxies: %w", err)
-	}
-	var errs []error
-	for _, p := range ps {
-		for _, t := range p.ActiveToxics {
-			if err := p.RemoveToxic(t.Name); err != nil {
-				errs = append(errs, fmt.Errorf("cluster: %s: removing toxic %s: %w", p.Name, t.Name, err))
-			}
-		}
-		if !p.Enabled {
-			if err := p.Enable(); err != nil {
-				errs = append(errs, fmt.Errorf("cluster: enabling %s: %w", p.Name, err))
-			}
-		}
-	}
-	return errors.Join(errs...)
+	return c.links.ClearToxics()
 }
 
 // --- direct clients ---

@@ -53,11 +53,7 @@ func (c *Cluster) ResourceProxy(client, upstream string) (string, error) {
 // ResourceLink returns client's link to the resource, made by
 // ResourceProxy.
 func (c *Cluster) ResourceLink(client string) (*toxiclient.Proxy, error) {
-	p, err := c.tpClient.Proxy(ResourceLinkName(client))
-	if err != nil {
-		return nil, fmt.Errorf("resource link of %s: %w", client, err)
-	}
-	return p, nil
+	return c.links.Get(ResourceLinkName(client))
 }
 
 func parseLease(lease string) (clientv3.LeaseID, error) {

@@ -1,4 +1,7 @@
-package cluster
+// Package ports hands out loopback ports for the servers a run starts
+// (etcd members, toxiproxy proxies, Redis servers), below the kernel's
+// ephemeral range, so that no outgoing connection takes one first.
+package ports
 
 import (
 	"errors"
@@ -12,8 +15,6 @@ import (
 	"syscall"
 )
 
-// Port choice for the etcd listeners.
-//
 // etcd needs its peer URLs (and we want its client URLs) fixed before any
 // member starts, so the ports cannot come from binding ":0". Ports picked
 // from the kernel's ephemeral range (e.g. by binding ":0" and closing) can be
@@ -30,6 +31,9 @@ const (
 	portLow  = 20000
 	portHigh = 32000
 )
+
+// Host is the only address anything locktest starts binds to.
+const Host = "127.0.0.1"
 
 var reserved = struct {
 	sync.Mutex
@@ -51,9 +55,9 @@ var portRange = sync.OnceValues(func() (int, int) {
 	return lo, hi
 })
 
-// reservePorts returns n distinct free loopback ports and marks them
-// reserved in this process until releasePorts.
-func reservePorts(n int) ([]int, error) {
+// Reserve returns n distinct free loopback ports and marks them
+// reserved in this process until Release.
+func Reserve(n int) ([]int, error) {
 	lo, hi := portRange()
 	reserved.Lock()
 	defer reserved.Unlock()
@@ -63,13 +67,13 @@ func reservePorts(n int) ([]int, error) {
 			for _, p := range ports {
 				delete(reserved.ports, p)
 			}
-			return nil, fmt.Errorf("cluster: no free ports in [%d,%d)", lo, hi)
+			return nil, fmt.Errorf("no free ports in [%d,%d)", lo, hi)
 		}
 		p := lo + rand.IntN(hi-lo)
 		if reserved.ports[p] {
 			continue
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
+		l, err := net.Listen("tcp", net.JoinHostPort(Host, strconv.Itoa(p)))
 		if err != nil {
 			continue
 		}
@@ -80,7 +84,7 @@ func reservePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-func releasePorts(ports []int) {
+func Release(ports []int) {
 	reserved.Lock()
 	defer reserved.Unlock()
 	for _, p := range ports {
@@ -88,8 +92,8 @@ func releasePorts(ports []int) {
 	}
 }
 
-// isAddrInUse reports whether err is a bind failure worth retrying with
+// IsAddrInUse reports whether err is a bind failure worth retrying with
 // other ports.
-func isAddrInUse(err error) bool {
+func IsAddrInUse(err error) bool {
 	return errors.Is(err, syscall.EADDRINUSE) || (err != nil && strings.Contains(err.Error(), "address already in use"))
 }

@@ -1,0 +1,168 @@
+// Package proc runs the OS processes a run starts (etcd members, Redis
+// servers) so that none outlives locktest: each gets SIGKILL from the kernel
+// when locktest dies, however it dies, and is in a process group of its own,
+// so that a Ctrl-C at the terminal reaches locktest alone, which then stops
+// them in order. It also gives the faults their signals: SIGSTOP and
+// SIGCONT for a pause, SIGKILL for a crash.
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Spec describes a process to start.
+type Spec struct {
+	Path string
+	Args []string // without the program name
+	Env  []string // added to locktest's environment
+	Dir  string
+	// Log receives the process's stdout and stderr (appended); "" discards.
+	Log string
+}
+
+// Process is a started OS process.
+type Process struct {
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{} // closed once the process has exited and been reaped
+	err  error         // Wait's result, set before done closes
+}
+
+// spawner starts every process from one goroutine locked to its OS thread
+// for good: the kernel sends the parent-death signal when the thread that
+// forked the child exits, not the process, and Go may end other threads.
+var spawner = sync.OnceValue(func() chan<- func() {
+	ch := make(chan func())
+	go func() {
+		runtime.LockOSThread()
+		for f := range ch {
+			f()
+		}
+	}()
+	return ch
+})
+
+// Start starts the process described by s.
+func Start(s Spec) (*Process, error) {
+	cmd := exec.Command(s.Path, s.Args...)
+	cmd.Dir = s.Dir
+	cmd.Env = append(os.Environ(), s.Env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p := &Process{cmd: cmd, done: make(chan struct{})}
+	if s.Log != "" {
+		f, err := os.OpenFile(s.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		p.log = f
+		cmd.Stdout, cmd.Stderr = f, f
+	}
+	res := make(chan error, 1)
+	spawner() <- func() { res <- cmd.Start() }
+	if err := <-res; err != nil {
+		p.closeLog()
+		return nil, fmt.Errorf("starting %s: %w", s.Path, err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		p.closeLog()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *Process) closeLog() {
+	if p.log != nil {
+		p.log.Close()
+	}
+}
+
+// Pid is the process's ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed once the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Err is how the process ended (nil before it has).
+func (p *Process) Err() error {
+	if !p.Exited() {
+		return nil
+	}
+	return p.err
+}
+
+// signal sends sig to the process's group (the process and anything it
+// started).
+func (p *Process) signal(sig syscall.Signal) error {
+	if p.Exited() {
+		return ErrExited
+	}
+	if err := syscall.Kill(-p.Pid(), sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("%v to process %d: %w", sig, p.Pid(), err)
+	}
+	return nil
+}
+
+// ErrExited is returned for a signal to a process that has exited.
+var ErrExited = errors.New("proc: the process has exited")
+
+// Stop freezes the process (SIGSTOP): it runs no instruction until Cont.
+func (p *Process) Stop() error { return p.signal(syscall.SIGSTOP) }
+
+// Cont resumes a stopped process (SIGCONT).
+func (p *Process) Cont() error { return p.signal(syscall.SIGCONT) }
+
+// Kill kills the process (SIGKILL, which a stopped process gets too) and
+// waits until it has exited. Killing an exited process does nothing.
+func (p *Process) Kill() error {
+	if err := p.signal(syscall.SIGKILL); err != nil && !errors.Is(err, ErrExited) {
+		return err
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("proc: process %d did not exit within 10 s of SIGKILL", p.Pid())
+	}
+}
+
+// State is the process's state letter in /proc/PID/stat: 'R' running,
+// 'S' sleeping, 'T' stopped by a signal, 'Z' exited but not reaped, ...
+func State(pid int) (byte, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// "pid (comm) S ...": comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, fmt.Errorf("proc: cannot parse /proc/%d/stat", pid)
+	}
+	return b[i+2], nil
+}
+
+// Alive reports whether a process with that ID exists and has not exited
+// (a zombie has).
+func Alive(pid int) bool {
+	s, err := State(pid)
+	return err == nil && s != 'Z' && s != 'X'
+}

@@ -1,0 +1,144 @@
+package proc
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func sleeper(t *testing.T) *Process {
+	t.Helper()
+	p, err := Start(Spec{Path: "sleep", Args: []string{"60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill() })
+	return p
+}
+
+func TestStopContKill(t *testing.T) {
+	p := sleeper(t)
+	if err := p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "state T", func() bool { s, _ := State(p.Pid()); return s == 'T' })
+	if err := p.Cont(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "state S", func() bool { s, _ := State(p.Pid()); return s == 'S' })
+	if err := p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// A stopped process dies of SIGKILL too.
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Exited() || Alive(p.Pid()) {
+		t.Fatal("the process is still there after Kill")
+	}
+	if err := p.Stop(); err != ErrExited {
+		t.Fatalf("Stop of an exited process: %v, want ErrExited", err)
+	}
+}
+
+func TestLog(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "out.log")
+	p, err := Start(Spec{Path: "sh", Args: []string{"-c", "echo out; echo err >&2"}, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); !strings.Contains(got, "out\n") || !strings.Contains(got, "err\n") {
+		t.Fatalf("log holds %q, want both streams", got)
+	}
+}
+
+func TestStartMissing(t *testing.T) {
+	if _, err := Start(Spec{Path: filepath.Join(t.TempDir(), "nothing")}); err == nil {
+		t.Fatal("Start of a missing program succeeded")
+	}
+}
+
+// TestChildDiesWithParent kills a parent (this test binary run again) with
+// SIGKILL and checks that the child it started is gone.
+func TestChildDiesWithParent(t *testing.T) {
+	if os.Getenv("PROC_TEST_PARENT") == "1" {
+		p, err := Start(Spec{Path: "sleep", Args: []string{"60"}})
+		if err != nil {
+			os.Exit(3)
+		}
+		os.Stdout.WriteString(strconv.Itoa(p.Pid()) + "\n")
+		select {}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestChildDiesWithParent$")
+	cmd.Env = append(os.Environ(), "PROC_TEST_PARENT=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var buf [32]byte
+	n, err := out.Read(buf[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	if err != nil {
+		t.Fatalf("parent printed %q", buf[:n])
+	}
+	if !Alive(child) {
+		t.Fatal("the child is not running")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitFor(t, "the child to die with its parent", func() bool { return !Alive(child) })
+}
+
+func TestSocketOwner(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	other := sleeper(t)
+	pid, err := SocketOwner(s.RemoteAddr().String(), s.LocalAddr().String(), []int{other.Pid(), os.Getpid()})
+	if err != nil || pid != os.Getpid() {
+		t.Fatalf("SocketOwner = %d, %v; want this process, %d", pid, err, os.Getpid())
+	}
+	if _, err := SocketOwner(s.RemoteAddr().String(), s.LocalAddr().String(), []int{other.Pid()}); err == nil {
+		t.Fatal("SocketOwner found the socket in a process that does not have it")
+	}
+}
