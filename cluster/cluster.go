@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locktest/locktest/internal/links"
@@ -41,28 +42,44 @@ type Member struct {
 	ClientURL string // direct (unproxied) client URL, "http://127.0.0.1:port"
 	PeerURL   string // advertised peer URL, "http://127.0.0.1:port" (see relay)
 
-	mu         sync.Mutex  // guards etcd and paused
-	etcd       *embed.Etcd // replaced by RestartMember
-	paused     bool        // PauseMember in force
-	closed     bool        // etcd has been closed (HardStopMember, Close)
+	mu         sync.Mutex // guards srv, down and paused
+	srv        server     // replaced by RestartMember
+	down       bool       // srv has been stopped (HardStopMember, Close)
+	paused     bool       // PauseMember in force
 	dataDir    string
-	log        *logFile
+	log        *logFile // embedded members only; a process writes its own
 	relay      *relay
 	peerListen string // URL the member's peer listener binds
 }
 
-// Etcd returns the member's embedded etcd. Its Server field is the
-// *etcdserver.EtcdServer (HardStop, Leader, MemberID, ReadyNotify, ...).
-// After RestartMember it is the new instance.
+// Etcd returns the member's embedded etcd, nil when the member is a
+// process. Its Server field is the *etcdserver.EtcdServer (HardStop,
+// Leader, MemberID, ReadyNotify, ...). After RestartMember it is the new
+// instance.
 func (m *Member) Etcd() *embed.Etcd {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.etcd
+	if s, ok := m.server().(*embedded); ok {
+		return s.e
+	}
+	return nil
 }
 
-func (m *Member) setEtcd(e *embed.Etcd) {
+// Pid is the member's process ID, 0 when it is embedded.
+func (m *Member) Pid() int {
+	if s, ok := m.server().(*process); ok {
+		return s.p.Pid()
+	}
+	return 0
+}
+
+func (m *Member) server() server {
 	m.mu.Lock()
-	m.etcd, m.closed = e, false
+	defer m.mu.Unlock()
+	return m.srv
+}
+
+func (m *Member) setServer(s server) {
+	m.mu.Lock()
+	m.srv, m.down, m.paused = s, s == nil, false
 	m.mu.Unlock()
 }
 
@@ -74,22 +91,26 @@ func (m *Member) PeerAddr() string { return strings.TrimPrefix(m.PeerURL, "http:
 
 // running reports whether the member's server has not stopped.
 func (m *Member) running() bool {
-	e := m.Etcd()
-	if e == nil {
+	m.mu.Lock()
+	s, down := m.srv, m.down
+	m.mu.Unlock()
+	if s == nil || down {
 		return false
 	}
 	select {
-	case <-e.Server.StopNotify():
+	case <-s.stopped():
 		return false
 	default:
 		return true
 	}
 }
 
-// Cluster is an in-process etcd cluster whose client links run through an
-// in-process toxiproxy. All methods are safe for concurrent use.
+// Cluster is an etcd cluster, in this process or as OS processes, whose
+// client links run through an in-process toxiproxy. All methods are safe
+// for concurrent use.
 type Cluster struct {
 	cfg     Config
+	etcd    Etcd
 	token   string
 	runDir  string // temporary; holds the members' data dirs
 	members []*Member
@@ -104,6 +125,9 @@ type Cluster struct {
 	// with Close.
 	faultMu sync.Mutex
 	cuts    map[[2]int]bool // cut member pairs, i < j
+	// peerCuts is a copy of cuts for the relays, which consult it for each
+	// peer connection of a process member.
+	peerCuts atomic.Pointer[map[[2]int]bool]
 
 	mu      sync.Mutex
 	closed  bool
@@ -130,7 +154,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	quietGlobals()
 
-	c := &Cluster{cfg: cfg, cuts: map[[2]int]bool{}}
+	c := &Cluster{cfg: cfg, etcd: BuiltinEtcd(), cuts: map[[2]int]bool{}}
+	if cfg.EtcdBin != "" {
+		if c.etcd, err = FindEtcd(cfg.EtcdBin); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.start(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -159,37 +188,48 @@ func (c *Cluster) start(ctx context.Context) error {
 
 	for i := range c.cfg.Members {
 		name := "m" + strconv.Itoa(i)
-		lf, err := openLog(c.cfg.LogDir, "etcd-"+name+".log")
-		if err != nil {
-			return fmt.Errorf("cluster: %w", err)
+		m := &Member{Index: i, Name: name, dataDir: filepath.Join(dir, name), down: true}
+		if !c.cfg.Processes {
+			if m.log, err = openLog(c.cfg.LogDir, "etcd-"+name+".log"); err != nil {
+				return fmt.Errorf("cluster: %w", err)
+			}
 		}
-		c.members = append(c.members, &Member{Index: i, Name: name, log: lf, dataDir: filepath.Join(dir, name)})
+		c.members = append(c.members, m)
 	}
 
 	if err := c.startToxiproxy(); err != nil {
 		return err
 	}
+	c.peerCuts.Store(&map[[2]int]bool{})
 	for _, m := range c.members {
 		r, err := newRelay()
 		if err != nil {
 			return fmt.Errorf("cluster: peer relay: %w", err)
+		}
+		if c.cfg.Processes {
+			r.filter(m.Index, c.peerOwner, c.peerCut)
 		}
 		m.relay = r
 		m.PeerURL = "http://" + r.addr()
 	}
 
 	for attempt := 1; ; attempt++ {
-		err := c.startMembers(attempt)
+		err := c.startMembers(ctx, attempt)
 		if err == nil && testHooks.afterMembers != nil {
 			err = testHooks.afterMembers()
+		}
+		for _, m := range c.members {
+			if err != nil {
+				break
+			}
+			if err = m.server().ready(ctx); err != nil {
+				err = fmt.Errorf("cluster: %w", err)
+			}
 		}
 		if err == nil {
 			break
 		}
 		c.stopMembers()
-		for _, m := range c.members {
-			m.setEtcd(nil)
-		}
 		if !ports.IsAddrInUse(err) || attempt == startAttempts {
 			return err
 		}
@@ -199,31 +239,40 @@ func (c *Cluster) start(ctx context.Context) error {
 			}
 		}
 	}
-
 	for _, m := range c.members {
-		e := m.Etcd()
-		select {
-		case <-e.Server.ReadyNotify():
-		case err := <-e.Err():
-			return fmt.Errorf("cluster: member %s failed: %v", m.Name, err)
-		case <-e.Server.StopNotify():
-			return fmt.Errorf("cluster: member %s stopped during start", m.Name)
-		case <-ctx.Done():
-			return fmt.Errorf("cluster: waiting for member %s to be ready: %w", m.Name, ctx.Err())
-		}
+		m.ID = m.server().id()
 	}
 	_, err = c.Leader(ctx)
 	return err
 }
 
-// startMembers starts every member, one after another, on fresh ports.
+// startServer starts member m, in this process or as a process.
+func (c *Cluster) startServer(m *Member, initial, state string) (server, error) {
+	var (
+		s   server
+		err error
+	)
+	if c.cfg.Processes {
+		s, err = c.startProcess(m, initial, state)
+	} else {
+		s, err = c.startEmbedded(m, initial, state)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: starting member %s: %w", m.Name, err)
+	}
+	return s, nil
+}
+
+// startMembers starts every member, one after another, on fresh ports. A
+// process member is waited for until it serves its peer listener, as
+// embed.StartEtcd does for an embedded one.
 // embed.StartEtcd returns once the member serves its peer and client
 // listeners, before it is ready (a new cluster is ready only with a quorum),
 // so starting sequentially costs little and lets each later member reach the
 // earlier ones at once; started in parallel, a member's bootstrap check of
 // its peers' member lists can hit a listener that is bound but not yet
 // serving and wait out its 1 s timeout.
-func (c *Cluster) startMembers(attempt int) error {
+func (c *Cluster) startMembers(ctx context.Context, attempt int) error {
 	n := len(c.members)
 	ps, err := ports.Reserve(2 * n)
 	if err != nil {
@@ -243,21 +292,21 @@ func (c *Cluster) startMembers(attempt int) error {
 		initial[i] = m.Name + "=" + m.PeerURL
 	}
 	for _, m := range c.members {
-		ecfg, err := c.memberConfig(m, strings.Join(initial, ","))
+		s, err := c.startServer(m, strings.Join(initial, ","), embed.ClusterStateFlagNew)
 		if err != nil {
 			return err
 		}
-		e, err := embed.StartEtcd(ecfg)
-		if err != nil {
-			return fmt.Errorf("cluster: starting member %s: %w", m.Name, err)
+		m.setServer(s)
+		if p, ok := s.(*process); ok {
+			if err := p.servingPeers(ctx); err != nil {
+				return fmt.Errorf("cluster: %w", err)
+			}
 		}
-		m.setEtcd(e)
-		m.ID = uint64(e.Server.MemberID())
 	}
 	return nil
 }
 
-func (c *Cluster) memberConfig(m *Member, initialCluster string) (*embed.Config, error) {
+func (c *Cluster) memberConfig(m *Member, initialCluster, state string) (*embed.Config, error) {
 	curl, err := url.Parse(m.ClientURL)
 	if err != nil {
 		return nil, err
@@ -287,7 +336,7 @@ func (c *Cluster) memberConfig(m *Member, initialCluster string) (*embed.Config,
 	cfg.AdvertisePeerUrls = []url.URL{*purl}
 	cfg.InitialCluster = initialCluster
 	cfg.InitialClusterToken = c.token
-	cfg.ClusterState = embed.ClusterStateFlagNew
+	cfg.ClusterState = state
 
 	cfg.TickMs = c.cfg.TickMs
 	cfg.ElectionMs = c.cfg.ElectionMs
@@ -306,14 +355,13 @@ func (c *Cluster) memberConfig(m *Member, initialCluster string) (*embed.Config,
 	return cfg, nil
 }
 
-// stopMembers hard-stops and closes every started member.
+// stopMembers hard-stops every started member, all at once.
 //
 // First all peer connections are cut at the relays (see relay for why).
-// Then HardStop: embed.Etcd.Close calls EtcdServer.Stop, which tries to hand
-// leadership to a peer first and, with the peers going away too, waits for
-// that (~5 s for three members). After HardStop on every member there is no
-// leader to hand off and no peer traffic, and Close only tears down the
-// listeners and handlers.
+// Then hardStop: for an embedded member, embed.Etcd.Close alone would call
+// EtcdServer.Stop, which tries to hand leadership to a peer first and, with
+// the peers going away too, waits for that (~5 s for three members); a
+// process is killed.
 func (c *Cluster) stopMembers() {
 	for _, m := range c.members {
 		if m.relay != nil {
@@ -323,15 +371,7 @@ func (c *Cluster) stopMembers() {
 	}
 	var wg sync.WaitGroup
 	for _, m := range c.members {
-		if e := m.Etcd(); e != nil {
-			wg.Go(e.Server.HardStop)
-		}
-	}
-	wg.Wait()
-	for _, m := range c.members {
-		if e := m.Etcd(); e != nil {
-			wg.Go(m.closeEtcd)
-		}
+		wg.Go(m.stop)
 	}
 	wg.Wait()
 	ports.Release(c.ports)
@@ -406,10 +446,10 @@ func (c *Cluster) DataDir() string { return c.runDir }
 // names as leader, waiting until they agree. It fails when ctx ends first,
 // reporting what the members last said.
 func (c *Cluster) Leader(ctx context.Context) (int, error) {
-	t := time.NewTicker(2 * time.Millisecond)
+	t := time.NewTicker(c.pollEvery())
 	defer t.Stop()
 	for {
-		m, err := c.leaderNow()
+		m, err := c.leaderNow(ctx)
 		if err == nil {
 			return m.Index, nil
 		}
@@ -430,7 +470,9 @@ func (c *Cluster) WaitLeader(ctx context.Context) error {
 	return err
 }
 
-func (c *Cluster) leaderNow() (*Member, error) {
+// leaderNow asks every running member whom it names as leader. A process
+// member that is paused cannot answer and is left out.
+func (c *Cluster) leaderNow(ctx context.Context) (*Member, error) {
 	c.mu.Lock()
 	closed := c.closed
 	c.mu.Unlock()
@@ -443,10 +485,10 @@ func (c *Cluster) leaderNow() (*Member, error) {
 		agree = true
 	)
 	for _, m := range c.members {
-		if !m.running() {
+		if !m.running() || c.cfg.Processes && m.isPaused() {
 			continue
 		}
-		l := uint64(m.Etcd().Server.Leader())
+		l := m.server().leader(ctx)
 		views = append(views, fmt.Sprintf("%s:%x", m.Name, l))
 		if l == 0 || (lead != 0 && l != lead) {
 			agree = false

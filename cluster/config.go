@@ -13,6 +13,13 @@ type Config struct {
 	// Members is the number of etcd members (default 3). Odd sizes 1..9.
 	Members int
 
+	// Processes runs each member as an OS process instead of in this
+	// process: EtcdBin, or the etcd built into locktest when EtcdBin is
+	// empty (see process.go).
+	Processes bool
+	// EtcdBin is the etcd binary process members run (see FindEtcd).
+	EtcdBin string
+
 	// Dir is the run directory. The members' data directories are created in
 	// a fresh temporary directory inside Dir (or inside os.TempDir when Dir
 	// is empty); that temporary directory is removed by Close.
@@ -84,6 +91,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LogDir == "" {
 		c.LogDir = c.Dir
+	}
+	if c.EtcdBin != "" && !c.Processes {
+		return c, errors.New("cluster: an etcd binary runs as processes only (Processes)")
 	}
 	return c, nil
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
-	"go.etcd.io/etcd/client/pkg/v3/types"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 )
@@ -120,33 +119,61 @@ func (c *Cluster) SetCuts(pairs [][2]int) error {
 	}
 	for p := range c.cuts {
 		if !want[p] {
+			delete(c.cuts, p)
 			c.setPeer(p[0], p[1], false)
 			c.setPeer(p[1], p[0], false)
-			delete(c.cuts, p)
 		}
 	}
 	for p := range want {
 		if !c.cuts[p] {
+			c.cuts[p] = true
 			c.setPeer(p[0], p[1], true)
 			c.setPeer(p[1], p[0], true)
-			c.cuts[p] = true
 		}
 	}
 	return nil
 }
 
-// setPeer cuts or mends from's view of to, if from is running.
+// setPeer cuts or mends from's view of to, if from is running. A process
+// member's peers are cut at the relays: each drops the connections the
+// other dialled.
 func (c *Cluster) setPeer(from, to int, cut bool) {
-	m := c.members[from]
-	if !m.running() {
+	if c.cfg.Processes {
+		c.storePeerCuts()
+		if cut {
+			c.members[from].relay.cutFrom(to)
+		}
 		return
 	}
-	s := m.Etcd().Server
-	if cut {
-		s.CutPeer(types.ID(c.members[to].ID))
-	} else {
-		s.MendPeer(types.ID(c.members[to].ID))
+	m := c.members[from]
+	if m.running() {
+		m.server().cutPeer(c.members[to].ID, cut)
 	}
+}
+
+// storePeerCuts publishes the cut pairs to the relays.
+func (c *Cluster) storePeerCuts() {
+	cuts := make(map[[2]int]bool, len(c.cuts))
+	for p := range c.cuts {
+		cuts[p] = true
+	}
+	c.peerCuts.Store(&cuts)
+}
+
+// peerCut reports whether the relay in front of member to must drop a
+// connection from member from (-1: a dialler the relay could not tell,
+// dropped while any cut touches to).
+func (c *Cluster) peerCut(from, to int) bool {
+	cuts := *c.peerCuts.Load()
+	if from < 0 {
+		for p := range cuts {
+			if p[0] == to || p[1] == to {
+				return true
+			}
+		}
+		return false
+	}
+	return cuts[pair(from, to)]
 }
 
 // Partition splits the members into groups (lists of member indices): every
@@ -209,64 +236,42 @@ func (c *Cluster) memberProxies(m *Member) []string {
 	return c.links.To(m.ClientAddr())
 }
 
-// HardStopMember crashes member i: its raft node stops at once, without a
-// leadership transfer (EtcdServer.HardStop), its peer and client
-// connections are dropped (as the kernel would on a process crash) and its
-// listeners are closed. Its data directory is kept for RestartMember.
-// Stopping a member that is down already does nothing.
+// HardStopMember crashes member i: an embedded member's raft node stops at
+// once, without a leadership transfer (EtcdServer.HardStop), and its
+// connections are dropped; a process member gets SIGKILL. Its data
+// directory is kept for RestartMember. Stopping a member that is down
+// already does nothing.
 func (c *Cluster) HardStopMember(i int) error {
 	m, unlock, err := c.faultMember(i)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if m.isDown() {
-		return nil
-	}
-	e := m.Etcd()
-	e.Server.HardStop()
-
-	// Drop every connection to the member, so that Close need not wait for
-	// client streams (up to the request timeout, ~5 s) or peer connections
-	// (1 s). Toggling the proxies closes their connections; re-enabled, they
-	// accept and then drop connections while the member is down, much as a
-	// host whose etcd process died.
-	m.relay.cut()
-	var links []*toxiclient.Proxy
-	for _, name := range c.memberProxies(m) {
-		p, err := c.links.Get(name)
-		if err != nil || !p.Enabled {
-			continue
-		}
-		if p.Disable() == nil {
-			links = append(links, p)
-		}
-	}
-	m.closeEtcd()
-	var errs []error
-	for _, p := range links {
-		if err := p.Enable(); err != nil {
-			errs = append(errs, fmt.Errorf("cluster: re-enabling %s: %w", p.Name, err))
-		}
-	}
-	return errors.Join(errs...)
+	m.stop()
+	return nil
 }
 
-// closeEtcd closes the member's embed.Etcd once.
-func (m *Member) closeEtcd() {
+// stop hard-stops the member's server once.
+func (m *Member) stop() {
 	m.mu.Lock()
-	e, done := m.etcd, m.closed
-	m.closed = true
+	s, done := m.srv, m.down
+	m.down = true
 	m.mu.Unlock()
-	if e != nil && !done {
-		e.Close()
+	if s != nil && !done {
+		s.hardStop()
 	}
 }
 
 func (m *Member) isDown() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.closed
+	return m.down
+}
+
+func (m *Member) isPaused() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.paused
 }
 
 // RestartMember restarts a hard-stopped member i from its data directory,
@@ -280,23 +285,17 @@ func (c *Cluster) RestartMember(ctx context.Context, i int) error {
 	if err != nil {
 		return err
 	}
-	e, err := c.restart(m)
-	if err != nil || e == nil {
+	s, err := c.restart(m)
+	if err != nil || s == nil {
 		return err
 	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		return fmt.Errorf("cluster: restarted member %s failed: %v", m.Name, err)
-	case <-e.Server.StopNotify():
-		return fmt.Errorf("cluster: restarted member %s stopped", m.Name)
-	case <-ctx.Done():
-		return fmt.Errorf("cluster: waiting for restarted member %s to be ready: %w", m.Name, ctx.Err())
+	if err := s.ready(ctx); err != nil {
+		return fmt.Errorf("cluster: restarted %w", err)
 	}
 	return c.waitCaughtUp(ctx, m)
 }
 
-func (c *Cluster) restart(m *Member) (*embed.Etcd, error) {
+func (c *Cluster) restart(m *Member) (server, error) {
 	c.faultMu.Lock()
 	defer c.faultMu.Unlock()
 	if c.isClosed() {
@@ -305,17 +304,11 @@ func (c *Cluster) restart(m *Member) (*embed.Etcd, error) {
 	if !m.isDown() {
 		return nil, nil
 	}
-	ecfg, err := c.memberConfig(m, c.initial)
+	s, err := c.startServer(m, c.initial, embed.ClusterStateFlagNew)
 	if err != nil {
 		return nil, err
 	}
-	e, err := embed.StartEtcd(ecfg)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: restarting member %s: %w", m.Name, err)
-	}
-	m.mu.Lock()
-	m.etcd, m.closed, m.paused = e, false, false
-	m.mu.Unlock()
+	m.setServer(s)
 	for p := range c.cuts {
 		switch m.Index {
 		case p[0]:
@@ -324,7 +317,7 @@ func (c *Cluster) restart(m *Member) (*embed.Etcd, error) {
 			c.setPeer(p[1], p[0], true)
 		}
 	}
-	return e, nil
+	return s, nil
 }
 
 // waitCaughtUp waits until m has applied the highest commit index any other
@@ -332,21 +325,24 @@ func (c *Cluster) restart(m *Member) (*embed.Etcd, error) {
 func (c *Cluster) waitCaughtUp(ctx context.Context, m *Member) error {
 	var target uint64
 	for _, o := range c.members {
-		if o != m && o.running() {
-			target = max(target, o.Etcd().Server.CommittedIndex())
+		if o != m && o.running() && !o.isPaused() {
+			if committed, _, err := o.server().indexes(ctx); err == nil {
+				target = max(target, committed)
+			}
 		}
 	}
-	t := time.NewTicker(2 * time.Millisecond)
+	t := time.NewTicker(c.pollEvery())
 	defer t.Stop()
+	s := m.server()
 	for {
-		e := m.Etcd()
-		if e.Server.AppliedIndex() >= target {
+		_, applied, err := s.indexes(ctx)
+		if err == nil && applied >= target {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: restarted member %s applied %d of %d: %w", m.Name, e.Server.AppliedIndex(), target, ctx.Err())
-		case <-e.Server.StopNotify():
+			return fmt.Errorf("cluster: restarted member %s applied %d of %d: %w", m.Name, applied, target, ctx.Err())
+		case <-s.stopped():
 			return fmt.Errorf("cluster: restarted member %s stopped", m.Name)
 		case <-t.C:
 		}
@@ -355,10 +351,11 @@ func (c *Cluster) waitCaughtUp(ctx context.Context, m *Member) error {
 
 // --- pauses ---
 
-// PauseMember freezes member i as a stop-the-world pause would: its raft
-// transport stops sending and reading peer messages (EtcdServer.PauseSending)
-// and every client link to it holds its data (a latency toxic of an hour in
-// both directions) until ResumeMember. Its clock and timers go on.
+// PauseMember freezes member i as a stop-the-world pause would. A process
+// member gets SIGSTOP: nothing in it runs until ResumeMember. An embedded
+// member's raft transport stops sending and reading peer messages
+// (EtcdServer.PauseSending) and every client link to it holds its data (a
+// latency toxic of an hour in both directions); its clock and timers go on.
 func (c *Cluster) PauseMember(i int) error {
 	m, unlock, err := c.faultMember(i)
 	if err != nil {
@@ -375,25 +372,10 @@ func (c *Cluster) PauseMember(i int) error {
 	if already {
 		return nil
 	}
-	m.Etcd().Server.PauseSending()
-	var errs []error
-	for _, name := range c.memberProxies(m) {
-		p, err := c.links.Get(name)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, dir := range []string{"upstream", "downstream"} {
-			if _, err := p.AddToxic(pauseToxic+"-"+dir, "latency", dir, 1, toxiclient.Attributes{"latency": int(time.Hour / time.Millisecond)}); err != nil {
-				errs = append(errs, fmt.Errorf("cluster: pausing link %s: %w", name, err))
-			}
-		}
-	}
-	return errors.Join(errs...)
+	return m.server().pause()
 }
 
-// ResumeMember ends PauseMember: the transport sends again and the client
-// links are released.
+// ResumeMember ends PauseMember.
 func (c *Cluster) ResumeMember(i int) error {
 	m, unlock, err := c.faultMember(i)
 	if err != nil {
@@ -404,17 +386,33 @@ func (c *Cluster) ResumeMember(i int) error {
 	was := m.paused
 	m.paused = false
 	m.mu.Unlock()
-	if !was {
+	switch {
+	case !was:
 		return nil
+	case m.running():
+		return m.server().resume()
+	case !c.cfg.Processes:
+		return c.holdLinks(m, false) // crashed while paused
 	}
-	if m.running() {
-		m.Etcd().Server.ResumeSending()
-	}
+	return nil
+}
+
+// holdLinks holds (or releases) every client link to m: a latency toxic
+// of an hour in both directions.
+func (c *Cluster) holdLinks(m *Member, hold bool) error {
 	var errs []error
 	for _, name := range c.memberProxies(m) {
 		p, err := c.links.Get(name)
 		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if hold {
+			for _, dir := range []string{"upstream", "downstream"} {
+				if _, err := p.AddToxic(pauseToxic+"-"+dir, "latency", dir, 1, toxiclient.Attributes{"latency": int(time.Hour / time.Millisecond)}); err != nil {
+					errs = append(errs, fmt.Errorf("cluster: pausing link %s: %w", name, err))
+				}
+			}
 			continue
 		}
 		for _, t := range p.ActiveToxics {

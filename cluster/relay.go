@@ -20,12 +20,21 @@ import (
 // for — embed.Etcd.Close waits out its 1 s peer shutdown limit, and the
 // connection's goroutines outlive Close. With the relay's connections closed
 // first, every such read ends at once.
+//
+// In front of a process member, the relay also partitions: it tells which
+// member dialled each connection (by the process that owns the socket) and
+// drops connections from members cut from its own.
 type relay struct {
 	ln net.Listener
 
+	// Set by filter before the relay is used.
+	member int                     // the member behind the relay
+	owner  func(net.Conn) int      // which member dialled a connection, -1 for none
+	isCut  func(from, to int) bool // whether from is cut from to
+
 	mu     sync.Mutex
-	target string // the member's real peer listen address
-	conns  map[net.Conn]struct{}
+	target string           // the member's real peer listen address
+	conns  map[net.Conn]int // open connections, by the member that dialled them (-1: unknown)
 	closed bool
 	wg     sync.WaitGroup // serve loop and handlers
 }
@@ -35,13 +44,19 @@ func newRelay() (*relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &relay{ln: ln, conns: map[net.Conn]struct{}{}}
+	r := &relay{ln: ln, conns: map[net.Conn]int{}}
 	r.wg.Add(1)
 	go r.serve()
 	return r, nil
 }
 
 func (r *relay) addr() string { return r.ln.Addr().String() }
+
+// filter makes the relay in front of member drop connections from members
+// cut from it.
+func (r *relay) filter(member int, owner func(net.Conn) int, cut func(from, to int) bool) {
+	r.member, r.owner, r.isCut = member, owner, cut
+}
 
 func (r *relay) setTarget(addr string) {
 	r.mu.Lock()
@@ -63,7 +78,7 @@ func (r *relay) serve() {
 			return
 		}
 		target := r.target
-		r.conns[c] = struct{}{}
+		r.conns[c] = -1
 		r.wg.Add(1)
 		r.mu.Unlock()
 		go r.handle(c, target)
@@ -73,6 +88,14 @@ func (r *relay) serve() {
 func (r *relay) handle(c net.Conn, target string) {
 	defer r.wg.Done()
 	defer r.forget(c)
+	from := -1
+	if r.owner != nil {
+		from = r.owner(c)
+		if r.isCut(from, r.member) {
+			c.Close()
+			return
+		}
+	}
 	if target == "" {
 		c.Close()
 		return
@@ -89,7 +112,7 @@ func (r *relay) handle(c net.Conn, target string) {
 		u.Close()
 		return
 	}
-	r.conns[u] = struct{}{}
+	r.conns[c], r.conns[u] = from, from
 	r.mu.Unlock()
 	defer r.forget(u)
 
@@ -119,6 +142,18 @@ func (r *relay) cut() {
 	r.mu.Lock()
 	for c := range r.conns {
 		c.Close()
+	}
+	r.mu.Unlock()
+}
+
+// cutFrom closes the connections member from dialled. A connection whose
+// dialler was still being looked up is checked against the cuts then.
+func (r *relay) cutFrom(from int) {
+	r.mu.Lock()
+	for c, f := range r.conns {
+		if f == from {
+			c.Close()
+		}
 	}
 	r.mu.Unlock()
 }

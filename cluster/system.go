@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
-	"go.etcd.io/etcd/api/v3/version"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locktest/locktest/system"
@@ -26,8 +25,14 @@ var (
 
 // Describe says what the cluster is.
 func (c *Cluster) Describe() string {
-	return fmt.Sprintf("etcd %s, %d embedded members", version.Version, len(c.members))
+	if c.cfg.Processes {
+		return fmt.Sprintf("%s, %d member processes", c.etcd.Describe(), len(c.members))
+	}
+	return fmt.Sprintf("etcd %s, %d embedded members", c.etcd.Version, len(c.members))
 }
+
+// Etcd is the etcd the members run.
+func (c *Cluster) Etcd() Etcd { return c.etcd }
 
 // MemberNames names the members in order.
 func (c *Cluster) MemberNames() []string {

@@ -1,0 +1,271 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/version"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/etcdmain"
+
+	"github.com/locktest/locktest/internal/proc"
+)
+
+// Members as OS processes (Config.Processes): the etcd built into locktest,
+// run by locktest re-executing itself through etcd's own entry point
+// (etcdmain.Main), or any etcd 3.4 or later binary (Config.EtcdBin). A
+// member pause is SIGSTOP of the whole process, a crash SIGKILL; a
+// partition cuts peer connections at the relays in front of the members'
+// peer listeners, which tell the member that dialled a connection by the
+// process that owns its socket (relay.go).
+
+// memberEnv, set to "1" in a process's environment, makes the process an
+// etcd member: init below runs etcd instead of the program. Any binary that
+// links this package can so serve as the built-in etcd, test binaries too.
+const memberEnv = "LOCKTEST_ETCD_MEMBER"
+
+func init() {
+	if os.Getenv(memberEnv) != "1" {
+		return
+	}
+	etcdmain.Main(os.Args)
+	os.Exit(0)
+}
+
+// Etcd is an etcd binary members can run as.
+type Etcd struct {
+	// Path is the binary; empty for the etcd built into locktest.
+	Path    string
+	Version string // "3.4.23"
+}
+
+// Describe names the binary and its version.
+func (b Etcd) Describe() string {
+	if b.Path == "" {
+		return "etcd " + b.Version + " (built in)"
+	}
+	return "etcd " + b.Version + " (" + b.Path + ")"
+}
+
+// BuiltinEtcd is the etcd locktest is built with.
+func BuiltinEtcd() Etcd { return Etcd{Version: version.Version} }
+
+var versionLine = regexp.MustCompile(`(?m)^etcd Version: (\d+)\.(\d+)\.(\d+)\S*`)
+
+// FindEtcd checks that path is an etcd binary members can run (3.4 or
+// later) and reads its version. Its errors name what is wrong.
+func FindEtcd(path string) (Etcd, error) {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return Etcd{}, fmt.Errorf("--etcd-bin %s: %v", path, errors.Unwrap(err))
+	case st.IsDir():
+		return Etcd{}, fmt.Errorf("--etcd-bin %s: is a directory, not an etcd binary", path)
+	case st.Mode()&0o111 == 0:
+		return Etcd{}, fmt.Errorf("--etcd-bin %s: not executable", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Etcd{}, fmt.Errorf("--etcd-bin %s: %v", path, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, abs, "--version").CombinedOutput()
+	m := versionLine.FindSubmatch(out)
+	if m == nil {
+		first, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		if err != nil && first == "" {
+			first = err.Error()
+		}
+		return Etcd{}, fmt.Errorf("--etcd-bin %s: not etcd (`%s --version` said %q)", path, path, first)
+	}
+	major, _ := strconv.Atoi(string(m[1]))
+	minor, _ := strconv.Atoi(string(m[2]))
+	v := strings.TrimPrefix(string(m[0]), "etcd Version: ")
+	if major < 3 || major == 3 && minor < 4 {
+		return Etcd{}, fmt.Errorf("--etcd-bin %s: etcd %s; locktest runs etcd 3.4 or later", path, v)
+	}
+	return Etcd{Path: abs, Version: v}, nil
+}
+
+// process is a member running as an OS process.
+type process struct {
+	p      *proc.Process
+	log    string // where the process writes, "" for nowhere
+	m      *Member
+	client *clientv3.Client // direct, to this member only
+	member uint64           // raft ID, known once ready
+}
+
+func (s *process) id() uint64 { return s.member }
+
+func (s *process) stopped() <-chan struct{} { return s.p.Done() }
+
+func (s *process) status(ctx context.Context) (*clientv3.StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	return s.client.Status(ctx, s.m.ClientURL)
+}
+
+// ready waits until the member answers Status as a member that has joined
+// (its header names it).
+func (s *process) ready(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		st, err := s.status(ctx)
+		if err == nil && st.Header.MemberId != 0 {
+			s.member = st.Header.MemberId
+			return nil
+		}
+		select {
+		case <-s.p.Done():
+			return s.exited()
+		case <-ctx.Done():
+			if err == nil {
+				err = errors.New("no member ID yet")
+			}
+			return fmt.Errorf("waiting for member %s to be ready: %v: %w", s.m.Name, err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// servingPeers waits until the member answers on its peer listener. etcd
+// binds its listeners first and serves them only after its bootstrap, in
+// which a new member asks each peer for the cluster's members with a 1 s
+// timeout: a peer that is bound but not yet serving costs that second, a
+// peer not started yet is refused at once.
+func (s *process) servingPeers(ctx context.Context) error {
+	hc := &http.Client{Timeout: 200 * time.Millisecond}
+	defer hc.CloseIdleConnections()
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for {
+		resp, err := hc.Get(s.m.peerListen + "/version")
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		select {
+		case <-s.p.Done():
+			return s.exited()
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for member %s to serve its peers: %w", s.m.Name, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// exited says why the process ended during a start: a port taken in the
+// meantime (which Start retries with other ports), or see the log.
+func (s *process) exited() error {
+	b, _ := os.ReadFile(s.log)
+	if bytes.Contains(b, []byte("address already in use")) {
+		return fmt.Errorf("member %s: %w", s.m.Name, syscall.EADDRINUSE)
+	}
+	return fmt.Errorf("member %s exited during its start (%v); see %s", s.m.Name, s.p.Err(), s.log)
+}
+
+func (s *process) leader(ctx context.Context) uint64 {
+	st, err := s.status(ctx)
+	if err != nil {
+		return 0
+	}
+	return st.Leader
+}
+
+func (s *process) indexes(ctx context.Context) (uint64, uint64, error) {
+	st, err := s.status(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return st.RaftIndex, st.RaftAppliedIndex, nil
+}
+
+func (s *process) hardStop() {
+	s.p.Kill()
+	s.client.Close()
+}
+
+func (s *process) pause() error  { return s.p.Stop() }
+func (s *process) resume() error { return s.p.Cont() }
+
+// cutPeer: a process's peers are cut at the relays (SetCuts), not by the
+// process.
+func (s *process) cutPeer(uint64, bool) {}
+
+// startProcess starts member m as an OS process.
+func (c *Cluster) startProcess(m *Member, initial, state string) (server, error) {
+	path, env := c.cfg.EtcdBin, []string(nil)
+	if path == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		path, env = self, []string{memberEnv + "=1"}
+	}
+	args := []string{
+		"--name", m.Name,
+		"--data-dir", m.dataDir,
+		"--listen-client-urls", m.ClientURL,
+		"--advertise-client-urls", m.ClientURL,
+		"--listen-peer-urls", m.peerListen,
+		"--initial-advertise-peer-urls", m.PeerURL,
+		"--initial-cluster", initial,
+		"--initial-cluster-token", c.token,
+		"--initial-cluster-state", state,
+		"--heartbeat-interval", strconv.Itoa(int(c.cfg.TickMs)),
+		"--election-timeout", strconv.Itoa(int(c.cfg.ElectionMs)),
+		"--snapshot-count", strconv.FormatUint(c.cfg.SnapshotCount, 10),
+		"--quota-backend-bytes", strconv.FormatInt(c.cfg.QuotaBackendBytes, 10),
+		"--auto-compaction-mode", "periodic",
+		"--auto-compaction-retention", "0",
+		"--logger", "zap",
+		"--log-outputs", "stderr",
+	}
+	log := ""
+	if c.cfg.LogDir != "" {
+		log = filepath.Join(c.cfg.LogDir, "etcd-"+m.Name+".log")
+	}
+	p, err := proc.Start(proc.Spec{Path: path, Args: args, Env: env, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(clientConfig([]string{m.ClientURL}))
+	if err != nil {
+		p.Kill()
+		return nil, err
+	}
+	return &process{p: p, log: log, m: m, client: cli}, nil
+}
+
+// peerOwner says which member's process dialled a peer connection that
+// the relay in front of member to accepted: -1 when none does.
+func (c *Cluster) peerOwner(conn net.Conn) int {
+	pids := map[int]int{}
+	var list []int
+	for _, m := range c.members {
+		if s, ok := m.server().(*process); ok && !s.p.Exited() {
+			pids[s.p.Pid()] = m.Index
+			list = append(list, s.p.Pid())
+		}
+	}
+	pid, err := proc.SocketOwner(conn.RemoteAddr().String(), conn.LocalAddr().String(), list)
+	if err != nil {
+		return -1
+	}
+	return pids[pid]
+}

@@ -1,0 +1,416 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locktest/locktest/internal/proc"
+)
+
+// debianEtcd is where Debian's etcd-server package puts etcd 3.4.
+const debianEtcd = "/usr/bin/etcd"
+
+func startProcesses(t *testing.T, cfg Config) (*Cluster, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	cfg.Processes = true
+	cfg.Dir = t.TempDir()
+	began := time.Now()
+	c, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s ready in %v", c.Describe(), time.Since(began).Round(time.Millisecond))
+	t.Cleanup(func() {
+		pids := pidsOf(c)
+		began := time.Now()
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+		t.Logf("Close took %v", time.Since(began).Round(time.Millisecond))
+		for _, pid := range pids {
+			if proc.Alive(pid) {
+				t.Errorf("member process %d outlived Close", pid)
+			}
+		}
+	})
+	return c, ctx
+}
+
+func pidsOf(c *Cluster) []int {
+	var pids []int
+	for _, m := range c.Members() {
+		if pid := m.Pid(); pid != 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// waitUntil polls cond every 10 ms until it holds or timeout passes.
+func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func putVia(ctx context.Context, cl *clientv3.Client, k, v string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := cl.Put(ctx, k, v)
+	return err
+}
+
+func TestProcessCluster(t *testing.T) {
+	c, ctx := startProcesses(t, Config{})
+	if !strings.Contains(c.Describe(), "member processes") {
+		t.Fatalf("Describe = %q", c.Describe())
+	}
+	pids := map[int]bool{}
+	for _, m := range c.Members() {
+		if m.Pid() == 0 || m.Pid() == os.Getpid() || pids[m.Pid()] || m.Etcd() != nil {
+			t.Fatalf("member %s: pid %d, want a process of its own", m.Name, m.Pid())
+		}
+		pids[m.Pid()] = true
+	}
+	a, err := c.Client("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := putVia(ctx, a, "k", "v", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.DirectClient(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := get(ctx, t, b, "k"); v != "v" {
+		t.Fatalf("read %q through m2, want v", v)
+	}
+	hs, err := c.HashKV(ctx)
+	if err != nil || !Consistent(hs) {
+		t.Fatalf("HashKV: %v, %v", hs, err)
+	}
+	log, err := os.ReadFile(filepath.Join(c.cfg.LogDir, "etcd-m0.log"))
+	if err != nil || !strings.Contains(string(log), `"msg"`) {
+		t.Fatalf("m0's log: %v, %.200q", err, log)
+	}
+}
+
+// TestProcessPause: a paused member's process is stopped (state T), not
+// merely slowed; the others go on; resumed, it serves again.
+func TestProcessPause(t *testing.T) {
+	c, ctx := startProcesses(t, Config{})
+	l, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Members()[l]
+	direct, err := c.DirectClient(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PauseMember(l); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Paused(l) {
+		t.Fatal("Paused is false during a pause")
+	}
+	waitUntil(t, "the paused process to be in state T", 5*time.Second, func() bool {
+		s, err := proc.State(m.Pid())
+		return err == nil && s == 'T'
+	})
+	// The rest elect a leader among themselves and commit.
+	var nl int
+	waitUntil(t, "the others to elect a leader", 5*time.Second, func() bool {
+		nl, err = c.Leader(ctx)
+		return err == nil && nl != l
+	})
+	rest, err := c.DirectClient(nl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := putVia(ctx, rest, "k", "during", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The paused member answers nothing, not even slowly.
+	if err := putVia(ctx, direct, "k2", "x", time.Second); err == nil {
+		t.Fatal("a paused member served a write")
+	}
+	if s, _ := proc.State(m.Pid()); s != 'T' {
+		t.Fatalf("state %c after a second of pause, want T", s)
+	}
+	if err := c.ResumeMember(l); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the resumed member to serve the write made without it", 10*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		r, err := direct.Get(ctx, "k")
+		return err == nil && len(r.Kvs) == 1 && string(r.Kvs[0].Value) == "during"
+	})
+}
+
+// TestProcessCrash: a crashed member's process is gone; after the restart
+// a new process serves, from the old data.
+func TestProcessCrash(t *testing.T) {
+	c, ctx := startProcesses(t, Config{})
+	a, err := c.Client("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := putVia(ctx, a, "k", "before", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	old := c.Members()[1].Pid()
+	if err := c.HardStopMember(1); err != nil {
+		t.Fatal(err)
+	}
+	if proc.Alive(old) || c.Running(1) {
+		t.Fatalf("process %d alive after HardStopMember", old)
+	}
+	// A write proposed while the leader is gone waits out the request
+	// timeout: wait for a leader among the rest first.
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := putVia(ctx, a, "k", "after", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if err := c.RestartMember(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restart (ready and caught up) took %v", time.Since(began).Round(time.Millisecond))
+	now := c.Members()[1].Pid()
+	if now == 0 || now == old || !proc.Alive(now) {
+		t.Fatalf("pid after restart %d (before %d)", now, old)
+	}
+	d, err := c.DirectClient(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := get(ctx, t, d, "k"); v != "after" {
+		t.Fatalf("restarted member read %q, want after", v)
+	}
+}
+
+// TestProcessPartition proves that the relays cut member pairs for real,
+// both ways: an isolated leader loses its leadership and cannot commit, the
+// majority elects a leader and commits, and after the heal all agree.
+func TestProcessPartition(t *testing.T) {
+	c, ctx := startProcesses(t, Config{})
+	l, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := c.Members()[l]
+	oldCli, err := c.DirectClient(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rest []int
+	for i := range c.Members() {
+		if i != l {
+			rest = append(rest, i)
+		}
+	}
+	if err := c.Partition([][]int{{l}, rest}); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	waitUntil(t, "the isolated leader to step down", 5*time.Second, func() bool {
+		return old.server().leader(ctx) != old.ID
+	})
+	t.Logf("the isolated leader %s stepped down after %v", old.Name, time.Since(began).Round(time.Millisecond))
+	var nl uint64
+	waitUntil(t, "the majority to elect a leader", 5*time.Second, func() bool {
+		a, b := c.Members()[rest[0]].server().leader(ctx), c.Members()[rest[1]].server().leader(ctx)
+		nl = a
+		return a != 0 && a == b && a != old.ID
+	})
+	maj, err := c.DirectClient(rest...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := putVia(ctx, maj, "k", "majority", 5*time.Second); err != nil {
+		t.Fatalf("the majority (leader %x) could not commit: %v", nl, err)
+	}
+	if err := putVia(ctx, oldCli, "k", "isolated", 2*time.Second); err == nil {
+		t.Fatal("the isolated old leader committed a write")
+	}
+	if v := get(ctx, t, maj, "k"); v != "majority" {
+		t.Fatalf("majority reads %q", v)
+	}
+	if err := c.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the old leader to catch up after the heal", 10*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		r, err := oldCli.Get(ctx, "k")
+		return err == nil && len(r.Kvs) == 1 && string(r.Kvs[0].Value) == "majority"
+	})
+}
+
+// TestProcessPairCut cuts one pair of a 3-member cluster: each of the two
+// still reaches the third, so the cluster keeps one leader and commits; the
+// cut pair's members are not each other's raft peers meanwhile (neither
+// of them leads both).
+func TestProcessPairCut(t *testing.T) {
+	c, ctx := startProcesses(t, Config{})
+	l, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := (l + 1) % 3
+	if err := c.SetCuts([][2]int{{l, other}}); err != nil {
+		t.Fatal(err)
+	}
+	// The leader can no longer send to other: other times out, and the
+	// cluster ends up led by the member both reach (the third), or by the
+	// old leader again once the third tells other about it... either way
+	// it stays available.
+	cli, err := c.DirectClient(3 - l - other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := putVia(ctx, cli, "k", strconv.Itoa(i), 5*time.Second); err != nil {
+			t.Fatalf("write %d with one pair cut: %v", i, err)
+		}
+	}
+	if err := c.Heal(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProcessMembersDieWithLocktest kills a process that started a cluster
+// (this test binary, run again) with SIGKILL: no member outlives it.
+func TestProcessMembersDieWithLocktest(t *testing.T) {
+	if os.Getenv("CLUSTER_TEST_PARENT") == "1" {
+		c, err := Start(context.Background(), Config{Processes: true, Dir: os.Getenv("CLUSTER_TEST_DIR")})
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(3)
+		}
+		fmt.Println(strings.Trim(fmt.Sprint(pidsOf(c)), "[]"))
+		select {}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestProcessMembersDieWithLocktest$")
+	cmd.Env = append(os.Environ(), "CLUSTER_TEST_PARENT=1", "CLUSTER_TEST_DIR="+t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(line) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			cmd.Process.Kill()
+			t.Fatalf("child printed %q", line)
+		}
+		pids = append(pids, pid)
+	}
+	if len(pids) != 3 {
+		t.Fatalf("child printed %q, want 3 pids", line)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitUntil(t, "the members to die with their parent", 10*time.Second, func() bool {
+		for _, pid := range pids {
+			if proc.Alive(pid) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestFindEtcd(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "etcd")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	notEtcd := filepath.Join(dir, "fake")
+	if err := os.WriteFile(notEtcd, []byte("#!/bin/sh\necho hello\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(dir, "old")
+	if err := os.WriteFile(old, []byte("#!/bin/sh\necho 'etcd Version: 3.3.27'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		filepath.Join(dir, "missing"): "no such file",
+		notExec:                       "not executable",
+		dir:                           "is a directory",
+		notEtcd:                       `not etcd (` + "`" + notEtcd + ` --version` + "`" + ` said "hello")`,
+		old:                           "etcd 3.3.27; locktest runs etcd 3.4 or later",
+	} {
+		_, err := FindEtcd(path)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("FindEtcd(%s) = %v, want one line with %q", path, err, want)
+		}
+	}
+	if _, err := os.Stat(debianEtcd); err == nil {
+		e, err := FindEtcd(debianEtcd)
+		if err != nil || !strings.HasPrefix(e.Version, "3.") {
+			t.Errorf("FindEtcd(%s) = %+v, %v", debianEtcd, e, err)
+		}
+	}
+}
+
+// TestProcessEtcdBin runs the members as Debian's etcd 3.4, when installed.
+func TestProcessEtcdBin(t *testing.T) {
+	if _, err := os.Stat(debianEtcd); err != nil {
+		t.Skipf("skipped: %s not installed (apt-get install etcd-server): %v", debianEtcd, err)
+	}
+	c, ctx := startProcesses(t, Config{EtcdBin: debianEtcd})
+	if !strings.Contains(c.Describe(), "etcd 3.4") {
+		t.Fatalf("Describe = %q, want etcd 3.4", c.Describe())
+	}
+	a, err := c.Client("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := putVia(ctx, a, "k", "v", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HardStopMember(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestartMember(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if hs, err := c.HashKV(ctx); err != nil || !Consistent(hs) {
+		t.Fatalf("HashKV: %v, %v", hs, err)
+	}
+}
