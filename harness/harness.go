@@ -34,7 +34,11 @@ const (
 type Options struct {
 	// Dir is the run directory; it must exist. NewRunDir makes one.
 	Dir string `json:"dir"`
-	// Members is the cluster size: 3 (default) or 5.
+	// Cluster is the etcd under test: embedded members (default), member
+	// processes, or a running cluster.
+	Cluster ClusterOptions `json:"cluster"`
+	// Members is the cluster size: 3 (default) or 5; an external cluster's
+	// is its number of endpoints.
 	Members int `json:"members"`
 	// TickMs and ElectionMs are the raft heartbeat and election timeout
 	// (defaults 10 and 100 ms).
@@ -83,11 +87,19 @@ func (o *Options) defaults() error {
 	if o.Dir == "" {
 		return errors.New("harness: Options.Dir is required")
 	}
+	if err := o.Cluster.check(); err != nil {
+		return err
+	}
+	if o.Cluster.Mode == ClusterExternal {
+		o.Members = len(o.Cluster.Endpoints)
+	}
 	if o.Members == 0 {
 		o.Members = 3
 	}
-	if err := cluster.CheckMembers(o.Members); err != nil {
-		return err
+	if o.Cluster.Mode != ClusterExternal {
+		if err := cluster.CheckMembers(o.Members); err != nil {
+			return err
+		}
 	}
 	if o.Resource == "" {
 		o.Resource = resource.Fenced
@@ -135,7 +147,9 @@ func (o *Options) defaults() error {
 // RunStats are the figures of the run itself.
 type RunStats struct {
 	// System says what was under test ("etcd 3.6.16, 3 embedded members").
-	System        string         `json:"system"`
+	System string `json:"system"`
+	// EtcdVersion is the version of the etcd under test.
+	EtcdVersion   string         `json:"etcd_version,omitempty"`
 	ClusterStart  time.Duration  `json:"cluster_start_ns"`
 	ClusterClose  time.Duration  `json:"cluster_close_ns"`
 	Leader        string         `json:"leader"`
@@ -215,21 +229,21 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	st := &runStats{}
 	began := time.Now()
 	logs := filepath.Join(o.Dir, "logs")
-	cl, err := cluster.Start(ctx, cluster.Config{Members: o.Members, LogDir: logs, TickMs: o.TickMs, ElectionMs: o.ElectionMs})
+	cl, err := o.startSystem(ctx, logs)
 	if err != nil {
-		return nil, fmt.Errorf("starting the cluster: %w", err)
+		return nil, err
 	}
 	st.ClusterStart = time.Since(began)
-	st.System = cl.Describe()
+	st.System, st.EtcdVersion = cl.Describe(), cl.Etcd().Version
 	defer func() {
 		closing := time.Now()
 		cl.Close()
 		st.ClusterClose = time.Since(closing)
 	}()
 	if i, err := cl.Leader(ctx); err == nil {
-		st.Leader = cl.Members()[i].Name
+		st.Leader = cl.MemberNames()[i]
 	}
-	o.logf("cluster: %d members ready in %s, leader %s; logs in %s", o.Members, st.ClusterStart.Round(time.Millisecond), st.Leader, logs)
+	o.logf("cluster: %s ready in %s, leader %s; logs in %s", st.System, st.ClusterStart.Round(time.Millisecond), st.Leader, logs)
 	// A fault the system cannot carry out is refused before anything is
 	// recorded.
 	if err := nemesis.Refuse(cl, o.Nemesis.Faults); err != nil {

@@ -29,9 +29,26 @@ func reproduce(o harness.Options) string {
 		cmd = "locktest scenario run " + o.Scenario.Name
 	}
 	args := []string{cmd, "--recipe " + recipe, "--resource " + string(o.Resource), "--workload " + w.Workload,
-		fmt.Sprintf("--clients %d --locks %d --members %d --ttl %d --think-min %s --think %s --op-timeout %s --guard %s --time %s --quiet %s --liveness-bound %s --require %s",
-			w.Clients, len(w.Locks), o.Members, w.TTL, w.ThinkMin, w.ThinkMax, w.OpTimeout, w.Guard, o.Time, o.Quiet,
+		fmt.Sprintf("--clients %d --locks %d --ttl %d --think-min %s --think %s --op-timeout %s --guard %s --time %s --quiet %s --liveness-bound %s --require %s",
+			w.Clients, len(w.Locks), w.TTL, w.ThinkMin, w.ThinkMax, w.OpTimeout, w.Guard, o.Time, o.Quiet,
 			o.LivenessBound, strings.Join(o.Required, ","))}
+	switch c := o.Cluster; c.Mode {
+	case harness.ClusterEmbedded, "":
+		args = append(args, fmt.Sprintf("--members %d", o.Members))
+	case harness.ClusterProcess:
+		args = append(args, fmt.Sprintf("--members %d", o.Members))
+		args = append(args, "--cluster process")
+		if c.EtcdBin != "" {
+			args = append(args, "--etcd-bin "+c.EtcdBin)
+		}
+	case harness.ClusterExternal:
+		args = append(args, "--cluster external --endpoints "+strings.Join(c.Endpoints, ","))
+		for _, f := range [][2]string{{"toxiproxy", c.Toxiproxy}, {"cacert", c.CACert}, {"cert", c.Cert}, {"key", c.Key}} {
+			if f[1] != "" {
+				args = append(args, "--"+f[0]+" "+f[1])
+			}
+		}
+	}
 	lo, hi := w.SlowRange()
 	args = append(args, fmt.Sprintf("--slow-share %g --slow-think %s-%s", w.SlowShare, lo, hi))
 	if w.Workload == histories.WorkloadStock {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -62,6 +63,13 @@ type runFlags struct {
 	poll         *time.Duration
 	tick         *uint
 	election     *uint
+	clusterMode  *string
+	etcdBin      *string
+	endpoints    *string
+	toxiproxy    *string
+	caCert       *string
+	cert         *string
+	key          *string
 	// seedDrawn is set once a seed not given on the command line has been
 	// drawn, so that every run built from these flags (compare) shares it.
 	seedDrawn bool
@@ -99,14 +107,19 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		poll:         fs.Duration("poll-interval", etcdlock.DefaultPollInterval, "retry interval of the polling recipe"),
 		tick:         fs.Uint("raft-tick", 10, "raft heartbeat interval of the members, in ms"),
 		election:     fs.Uint("raft-election", 100, "raft election timeout of the members, in ms (at least 5 ticks)"),
+		clusterMode:  fs.String("cluster", harness.ClusterEmbedded, "the etcd under test: embedded (members in locktest's process), process (members as OS processes: real SIGSTOP, SIGKILL and peer cuts) or external (a running cluster, --endpoints)"),
+		etcdBin:      fs.String("etcd-bin", "", "with --cluster process: the etcd binary members run, 3.4 or later (default: the etcd built into locktest)"),
+		endpoints:    fs.String("endpoints", "", "with --cluster external: the cluster's client URLs, comma-separated, one per member"),
+		toxiproxy:    fs.String("toxiproxy", "", "with --cluster external: API URL of a running toxiproxy-server for the links to the members (default: one in locktest)"),
+		caCert:       fs.String("cacert", "", "with --cluster external: CA certificate file to verify the members"),
+		cert:         fs.String("cert", "", "with --cluster external: client certificate file"),
+		key:          fs.String("key", "", "with --cluster external: client key file"),
 	}
 }
 
 // options turns the flags into harness options, or says what is wrong.
 func (f *runFlags) options() (harness.Options, error) {
-	seedSet := false
-	f.fs.Visit(func(fl *flag.Flag) { seedSet = seedSet || fl.Name == "seed" })
-	if !seedSet && !f.seedDrawn {
+	if !f.set("seed") && !f.seedDrawn {
 		*f.seed = time.Now().UnixNano() % 1_000_000
 		f.seedDrawn = true
 	}
@@ -144,8 +157,25 @@ func (f *runFlags) options() (harness.Options, error) {
 		Members: *f.members, TickMs: *f.tick, ElectionMs: *f.election, Workload: wc, Time: *f.runTime, Quiet: *f.quiet,
 		CheckTimeout: *f.checkTimeout, LivenessBound: *f.bound,
 	}
-	if err := cluster.CheckMembers(*f.members); err != nil {
+	o.Cluster = harness.ClusterOptions{
+		Mode: *f.clusterMode, EtcdBin: *f.etcdBin, Toxiproxy: *f.toxiproxy, CACert: *f.caCert, Cert: *f.cert, Key: *f.key,
+	}
+	if *f.endpoints != "" {
+		o.Cluster.Endpoints = strings.Split(*f.endpoints, ",")
+	}
+	if o.Cluster.Mode == harness.ClusterExternal {
+		if f.set("members") {
+			return o, errors.New("--members does not apply to --cluster external: its size is the number of --endpoints")
+		}
+	} else if err := cluster.CheckMembers(*f.members); err != nil {
 		return o, fmt.Errorf("--%w", err)
+	}
+	if o.Cluster.EtcdBin != "" {
+		// Checked here, so that a wrong binary stops the run before anything
+		// starts.
+		if _, err := cluster.FindEtcd(o.Cluster.EtcdBin); err != nil {
+			return o, err
+		}
 	}
 	if *f.tick == 0 || *f.election < 5**f.tick {
 		return o, fmt.Errorf("--raft-tick must be positive and --raft-election at least 5 ticks, got %d and %d ms", *f.tick, *f.election)
@@ -185,6 +215,13 @@ func (f *runFlags) options() (harness.Options, error) {
 		o.Schedule = &s
 	}
 	return o, nil
+}
+
+// set reports whether the command line gave flag name.
+func (f *runFlags) set(name string) bool {
+	found := false
+	f.fs.Visit(func(fl *flag.Flag) { found = found || fl.Name == name })
+	return found
 }
 
 // recipeNamed is the built-in recipe of that name, with the polling

@@ -1,0 +1,87 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/locktest/locktest/cluster"
+	"github.com/locktest/locktest/system"
+	"github.com/locktest/locktest/workload"
+)
+
+// Cluster modes.
+const (
+	ClusterEmbedded = "embedded" // members in locktest's process
+	ClusterProcess  = "process"  // members as OS processes locktest starts
+	ClusterExternal = "external" // a running cluster locktest did not start
+)
+
+// ClusterModes lists the modes --cluster takes.
+var ClusterModes = []string{ClusterEmbedded, ClusterProcess, ClusterExternal}
+
+// ClusterOptions say which etcd is under test.
+type ClusterOptions struct {
+	// Mode is one of ClusterModes; "" is embedded.
+	Mode string `json:"mode"`
+	// EtcdBin is the etcd binary process members run; "" is the etcd
+	// built into locktest.
+	EtcdBin string `json:"etcd_bin,omitempty"`
+	// Endpoints are an external cluster's client URLs, one per member.
+	Endpoints []string `json:"endpoints,omitempty"`
+	// Toxiproxy is a running toxiproxy-server's API URL for the links to
+	// an external cluster's members; "" runs one in locktest.
+	Toxiproxy string `json:"toxiproxy,omitempty"`
+	// CACert, Cert and Key are TLS files for an external cluster.
+	CACert string `json:"cacert,omitempty"`
+	Cert   string `json:"cert,omitempty"`
+	Key    string `json:"key,omitempty"`
+}
+
+// check says what is wrong with the options, in the CLI's flag names.
+func (c *ClusterOptions) check() error {
+	if c.Mode == "" {
+		c.Mode = ClusterEmbedded
+	}
+	if !slices.Contains(ClusterModes, c.Mode) {
+		return fmt.Errorf("--cluster %q: want embedded, process or external", c.Mode)
+	}
+	external := c.Mode == ClusterExternal
+	switch {
+	case c.EtcdBin != "" && c.Mode != ClusterProcess:
+		return errors.New("--etcd-bin needs --cluster process")
+	case external && len(c.Endpoints) == 0:
+		return errors.New("--cluster external needs --endpoints")
+	case !external && len(c.Endpoints) > 0:
+		return errors.New("--endpoints needs --cluster external")
+	case !external && (c.Toxiproxy != "" || c.CACert != "" || c.Cert != "" || c.Key != ""):
+		return errors.New("--toxiproxy, --cacert, --cert and --key are for --cluster external")
+	case (c.Cert == "") != (c.Key == ""):
+		return errors.New("--cert and --key go together")
+	}
+	return nil
+}
+
+// etcdSystem is the etcd under test, as the run uses it.
+type etcdSystem interface {
+	system.System
+	system.Leaderer
+	workload.Cluster
+	Etcd() cluster.Etcd
+	Close() error
+}
+
+// startSystem starts (or connects to) the etcd under test.
+func (o *Options) startSystem(ctx context.Context, logs string) (etcdSystem, error) {
+	cfg := cluster.Config{Members: o.Members, LogDir: logs, TickMs: o.TickMs, ElectionMs: o.ElectionMs}
+	if o.Cluster.Mode == ClusterProcess {
+		// The members' data dirs go under the run, beside their logs.
+		cfg.Processes, cfg.EtcdBin, cfg.Dir = true, o.Cluster.EtcdBin, o.Dir
+	}
+	cl, err := cluster.Start(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("starting the cluster: %w", err)
+	}
+	return cl, nil
+}
