@@ -228,6 +228,27 @@ var Catalog = []Scenario{
 		},
 	},
 	{
+		Name:    "etcd-11456",
+		Summary: "etcd 3.4.23's own Lock RPC grants a waiter whose lease expired while it queued (Debian's etcd-server)",
+		Lesson: "A waiter paused in the server's queue for longer than its lease loses its key, yet etcd 3.4's Lock RPC " +
+			"still answers it with success once the holder lets go (etcd#11456, fixed in 3.5): two clients are told they " +
+			"hold the lock. This runs the etcd binary of a real release as member processes; --etcd-bin '' runs the " +
+			"built-in etcd, which refuses the grant (session is expired).",
+		Flags: map[string]string{"cluster": "process", "etcd-bin": "/usr/bin/etcd", "recipe": etcdlock.LockRPCName,
+			"time": "8s", "think-min": "4s", "think": "5s", "clients": "3", "op-timeout": "20s", "require": "contract"},
+		Expect: map[string]map[string]string{
+			unfenced: {histories.CheckContract: invalid},
+			fenced:   {histories.CheckContract: invalid},
+		},
+		Faults: func(s Shape) []nemesis.Entry {
+			// The head of the queue stops (its keepalives too) while the
+			// holder is early in its section, and wakes after its lease
+			// has expired but before the holder lets go.
+			return []nemesis.Entry{{At: time.Second, Fault: nemesis.PauseClient, Target: nemesis.TargetWaiter, Fallback: "c1",
+				Duration: s.TTL + time.Second, Params: map[string]string{"before_write": "false"}}}
+		},
+	},
+	{
 		Name:    "leader-loss",
 		Summary: "the leader is partitioned away, and later crashed, while a client holds the lock: what etcd gets right",
 		Lesson: "Raft keeps the lock safe when the leader goes: the old leader cannot commit without a majority, a new one is " +

@@ -498,8 +498,6 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 		c.mu.Unlock()
 		c.w.registerLease(h.lease, c.name, p)
 	}
-	if h.etcdKey != "" {
-	}
 	if err := c.complete(histories.OK, histories.Acquire, key, histories.GrantValue(token, decided, h.etcdKey), nil); err != nil {
 		return err
 	}
