@@ -87,7 +87,7 @@ func (o *Options) defaults() error {
 	if o.Dir == "" {
 		return errors.New("harness: Options.Dir is required")
 	}
-	if err := o.Cluster.check(); err != nil {
+	if err := o.Cluster.Check(); err != nil {
 		return err
 	}
 	if o.Cluster.Mode == ClusterExternal {

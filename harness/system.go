@@ -39,8 +39,9 @@ type ClusterOptions struct {
 	Key    string `json:"key,omitempty"`
 }
 
-// check says what is wrong with the options, in the CLI's flag names.
-func (c *ClusterOptions) check() error {
+// Check fills in the default mode and says what is wrong with the options,
+// in the CLI's flag names.
+func (c *ClusterOptions) Check() error {
 	if c.Mode == "" {
 		c.Mode = ClusterEmbedded
 	}

@@ -196,6 +196,13 @@ func TestBadInput(t *testing.T) {
 		{"unknown nightly recipe", []string{"nightly", "--recipes", "mutex,hope"}, `unknown lock recipe "hope"`},
 		{"slow share above 1", []string{"run", "--slow-share", "1.5"}, "slow share 1.5"},
 		{"slow think without range", []string{"run", "--slow-think", "2s"}, "--slow-think"},
+		{"bad cluster mode", []string{"run", "--cluster", "cloud"}, `--cluster "cloud"`},
+		{"etcd-bin without process", []string{"run", "--etcd-bin", "/usr/bin/etcd"}, "--etcd-bin needs --cluster process"},
+		{"missing etcd-bin", []string{"run", "--cluster", "process", "--etcd-bin", filepath.Join(tmp, "etcd")}, "no such file"},
+		{"etcd-bin not executable", []string{"run", "--cluster", "process", "--etcd-bin", file}, "not executable"},
+		{"etcd-bin not etcd", []string{"run", "--cluster", "process", "--etcd-bin", "/bin/true"}, "not etcd"},
+		{"external without endpoints", []string{"run", "--cluster", "external"}, "--cluster external needs --endpoints"},
+		{"endpoints without external", []string{"run", "--endpoints", "http://127.0.0.1:2379"}, "--endpoints needs --cluster external"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -163,6 +163,9 @@ func (f *runFlags) options() (harness.Options, error) {
 	if *f.endpoints != "" {
 		o.Cluster.Endpoints = strings.Split(*f.endpoints, ",")
 	}
+	if err := o.Cluster.Check(); err != nil {
+		return o, err
+	}
 	if o.Cluster.Mode == harness.ClusterExternal {
 		if f.set("members") {
 			return o, errors.New("--members does not apply to --cluster external: its size is the number of --endpoints")
@@ -291,6 +294,8 @@ func runOne(o harness.Options, rf *runFlags, stdout io.Writer) (int, error) {
 	o.Command = reproduce(o)
 	res, err := harness.Run(ctx, o)
 	if err != nil {
+		// Nothing was recorded: leave no empty run directory behind.
+		os.RemoveAll(o.Dir)
 		return exitUnknown, err
 	}
 	printSummary(stdout, res)
