@@ -1,0 +1,104 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/histories"
+)
+
+// children lists the processes whose parent is this one.
+func children(t *testing.T) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("cannot list processes: %v", err)
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...": comm may hold spaces.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) && f[0] != "Z" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func readResults(t *testing.T, out string) *harness.Results {
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join(out, "*", "results.json"))
+	if err != nil || len(dirs) != 1 {
+		t.Fatalf("results: %v, %v", dirs, err)
+	}
+	b, err := os.ReadFile(dirs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res harness.Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	return &res
+}
+
+// TestRunProcessCluster runs members as processes of the built-in etcd,
+// with member faults, and checks that none outlives the run.
+func TestRunProcessCluster(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := runMain(t, "run", "--cluster", "process", "--nemesis", "pause,crash,partition", "--time", "6s",
+		"--quiet", "3s", "--seed", "3", "--out", out)
+	if code != exitValid {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "member processes ready in") {
+		t.Errorf("stdout does not say the members are processes:\n%s", stdout)
+	}
+	res := readResults(t, out)
+	if res.Run == nil || !strings.Contains(res.Run.System, "member processes") || res.Run.EtcdVersion == "" {
+		t.Fatalf("results do not name the system and its version: %+v", res.Run)
+	}
+	for _, c := range res.Checks {
+		if c.Name == histories.CheckConsistency && c.Verdict != "valid" {
+			t.Errorf("consistency %s: %v", c.Verdict, c.Explanation)
+		}
+	}
+	if !eventually(t, 5*time.Second, func() bool { return len(children(t)) == 0 }) {
+		t.Fatalf("processes outlived the run: %v", children(t))
+	}
+}
+
+// TestEtcd11456 finds etcd#11456 in Debian's etcd 3.4 (when installed) and
+// not in the built-in etcd.
+func TestEtcd11456(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/etcd"); err != nil {
+		t.Skipf("skipped: /usr/bin/etcd not installed (apt-get install etcd-server): %v", err)
+	}
+	out := t.TempDir()
+	code, stdout, stderr := runMain(t, "scenario", "run", "etcd-11456", "--seed", "1", "--out", filepath.Join(out, "34"))
+	if code != exitInvalid || !strings.Contains(stdout, "scenario etcd-11456: as expected") ||
+		!strings.Contains(stdout, "it was granted a lock whose key was already gone") {
+		t.Fatalf("etcd 3.4: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if res := readResults(t, filepath.Join(out, "34")); !strings.HasPrefix(res.Run.EtcdVersion, "3.4.") {
+		t.Errorf("etcd version %q, want 3.4", res.Run.EtcdVersion)
+	}
+	code, stdout, stderr = runMain(t, "scenario", "run", "etcd-11456", "--etcd-bin=", "--seed", "1", "--out", filepath.Join(out, "builtin"))
+	if code != exitValid || !strings.Contains(stdout, "contract    valid") {
+		t.Fatalf("built-in etcd: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
