@@ -54,6 +54,12 @@ func (pause) Draw(g *Gen, e *Entry, d Range) {
 	if e.Fault == PauseClient {
 		g.roleTarget(e, 0.8, 0.15)
 		e.Params["before_write"] = strconv.FormatBool(e.Target == TargetHolder && g.chance(0.7))
+		if e.Target == TargetWaiter {
+			// Aimed at a waiter queued behind a holder that has just begun
+			// a section longer than the lease, so that the pause outlasts
+			// its lease while it is still queued: where etcd#11456 lives.
+			e.Params["ahead"] = (g.cfg.TTL + g.cfg.TTL/4).String() + "-"
+		}
 	} else {
 		e.Target = g.member()
 		if g.chance(0.5) {

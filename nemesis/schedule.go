@@ -224,8 +224,8 @@ func (e Entry) validate(n int) error {
 		return errors.New("negative time")
 	}
 	if a, ok := e.Params["ahead"]; ok {
-		if e.Target != TargetHolder {
-			return errors.New("param ahead aims at a holder: the target must be " + TargetHolder)
+		if e.Target != TargetHolder && e.Target != TargetWaiter {
+			return errors.New("param ahead aims at a holder's section: the target must be " + TargetHolder + " or " + TargetWaiter)
 		}
 		if _, _, err := parseAhead(a); err != nil {
 			return err

@@ -87,6 +87,13 @@ func (env *Env) findClient(ctx context.Context, e Entry, params map[string]strin
 	wctx, cancel := context.WithTimeout(ctx, freshGrantWait)
 	defer cancel()
 	if e.Target == TargetWaiter {
+		// Aimed: a waiter queued behind a holder that has just begun a
+		// long section, so that it stays queued through the fault.
+		if aim, ok := e.Params["ahead"]; ok {
+			if _, ok := env.aim(ctx, aim); ok {
+				params["aimed"] = "true"
+			}
+		}
 		for {
 			if w, ok := env.Clients.Waiter(minWaiterWait); ok {
 				return w, nil
