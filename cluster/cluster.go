@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -39,7 +40,7 @@ type Member struct {
 	Index     int    // position in Cluster.Members()
 	Name      string // "m0", "m1", ...
 	ID        uint64 // raft member ID
-	ClientURL string // direct (unproxied) client URL, "http://127.0.0.1:port"
+	ClientURL string // direct (unproxied) client URL, "http://127.0.0.1:port" ("https://" with TLS)
 	PeerURL   string // advertised peer URL, "http://127.0.0.1:port" (see relay)
 
 	mu         sync.Mutex // guards srv, down and paused
@@ -84,7 +85,10 @@ func (m *Member) setServer(s server) {
 }
 
 // ClientAddr is the member's direct client address, "127.0.0.1:port".
-func (m *Member) ClientAddr() string { return strings.TrimPrefix(m.ClientURL, "http://") }
+func (m *Member) ClientAddr() string {
+	_, addr, _ := strings.Cut(m.ClientURL, "://")
+	return addr
+}
 
 // PeerAddr is the member's peer address, "127.0.0.1:port".
 func (m *Member) PeerAddr() string { return strings.TrimPrefix(m.PeerURL, "http://") }
@@ -111,6 +115,7 @@ func (m *Member) running() bool {
 type Cluster struct {
 	cfg     Config
 	etcd    Etcd
+	tls     *tls.Config // the clients', nil without Config.TLS
 	token   string
 	runDir  string // temporary; holds the members' data dirs
 	members []*Member
@@ -155,6 +160,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	quietGlobals()
 
 	c := &Cluster{cfg: cfg, etcd: BuiltinEtcd(), cuts: map[[2]int]bool{}}
+	if c.tls, err = cfg.TLS.clientTLS(); err != nil {
+		return nil, err
+	}
 	if cfg.EtcdBin != "" {
 		if c.etcd, err = FindEtcd(cfg.EtcdBin); err != nil {
 			return nil, err
@@ -283,10 +291,14 @@ func (c *Cluster) startMembers(ctx context.Context, attempt int) error {
 		testHooks.afterReserve(attempt, ps)
 	}
 
+	scheme := "http://"
+	if c.tls != nil {
+		scheme = "https://"
+	}
 	initial := make([]string, n)
 	defer func() { c.initial = strings.Join(initial, ",") }()
 	for i, m := range c.members {
-		m.ClientURL = "http://" + net.JoinHostPort(host, strconv.Itoa(ps[2*i]))
+		m.ClientURL = scheme + net.JoinHostPort(host, strconv.Itoa(ps[2*i]))
 		m.peerListen = "http://" + net.JoinHostPort(host, strconv.Itoa(ps[2*i+1]))
 		m.relay.setTarget(strings.TrimPrefix(m.peerListen, "http://"))
 		initial[i] = m.Name + "=" + m.PeerURL

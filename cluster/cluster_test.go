@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -450,14 +451,15 @@ func goroutines() map[string]string {
 	return gs
 }
 
-// waitGoroutines waits until every goroutine not in before has exited.
-func waitGoroutines(t *testing.T, before map[string]string) {
+// waitGoroutines waits until every goroutine not in before has exited,
+// but those with any of ignore in their stacks.
+func waitGoroutines(t *testing.T, before map[string]string, ignore ...string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var extra []string
 		for id, g := range goroutines() {
-			if _, ok := before[id]; !ok {
+			if _, ok := before[id]; !ok && !slices.ContainsFunc(ignore, func(s string) bool { return strings.Contains(g, s) }) {
 				extra = append(extra, g)
 			}
 		}

@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -19,6 +22,11 @@ type Config struct {
 	Processes bool
 	// EtcdBin is the etcd binary process members run (see FindEtcd).
 	EtcdBin string
+
+	// TLS, when set, makes process members serve their client URLs over
+	// TLS (https) and require client certificates, as a team's own
+	// cluster may. The cluster's own clients present the same certificate.
+	TLS *TLSFiles
 
 	// Dir is the run directory. The members' data directories are created in
 	// a fresh temporary directory inside Dir (or inside os.TempDir when Dir
@@ -95,7 +103,41 @@ func (c Config) withDefaults() (Config, error) {
 	if c.EtcdBin != "" && !c.Processes {
 		return c, errors.New("cluster: an etcd binary runs as processes only (Processes)")
 	}
+	if c.TLS != nil && !c.Processes {
+		return c, errors.New("cluster: TLS is for process members only (Processes)")
+	}
 	return c, nil
+}
+
+// TLSFiles are the PEM files of a TLS cluster: the members' certificate
+// and key (etcd's --cert-file and --key-file), which the cluster's own
+// clients present too, so the certificate must name 127.0.0.1 and allow
+// both server and client authentication; and the CA that signed it
+// (--trusted-ca-file), which members check client certificates against
+// and clients check the members' against.
+type TLSFiles struct {
+	CertFile, KeyFile, TrustedCAFile string
+}
+
+// clientTLS is the TLS configuration of the cluster's own clients; nil
+// without TLS.
+func (f *TLSFiles) clientTLS() (*tls.Config, error) {
+	if f == nil {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: TLS: %w", err)
+	}
+	ca, err := os.ReadFile(f.TrustedCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: TLS: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("cluster: TLS: no PEM certificate in %s", f.TrustedCAFile)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12}, nil
 }
 
 // CheckMembers says whether n is a cluster size locktest runs: 3 or 5. The

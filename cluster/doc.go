@@ -14,6 +14,13 @@
 // peer URL is a plain in-process TCP relay, only so that Close can cut every
 // peer connection at once.
 //
+// A running cluster that someone else started is a system too: Connect
+// returns an *External (external.go), which reaches the members only
+// through their client URLs (over TLS when they serve it), puts the client
+// links behind an in-process or a remote toxiproxy-server, keeps every key
+// it writes under a prefix and deletes them at Close. It offers no member
+// faults.
+//
 // Typical use:
 //
 //	c, err := cluster.Start(ctx, cluster.Config{Dir: runDir, LogDir: logDir})

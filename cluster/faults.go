@@ -457,7 +457,7 @@ func (c *Cluster) DirectClient(members ...int) (*clientv3.Client, error) {
 		}
 		eps = append(eps, m.ClientURL)
 	}
-	return c.track(clientv3.New(clientConfig(eps)))
+	return c.track(clientv3.New(c.clientConfig(eps)))
 }
 
 // AdminClient returns a DirectClient to all members, made once and shared.

@@ -236,6 +236,10 @@ func (c *Cluster) startProcess(m *Member, initial, state string) (server, error)
 		"--logger", "zap",
 		"--log-outputs", "stderr",
 	}
+	if f := c.cfg.TLS; f != nil {
+		args = append(args, "--cert-file", f.CertFile, "--key-file", f.KeyFile,
+			"--trusted-ca-file", f.TrustedCAFile, "--client-cert-auth")
+	}
 	log := ""
 	if c.cfg.LogDir != "" {
 		log = filepath.Join(c.cfg.LogDir, "etcd-"+m.Name+".log")
@@ -244,7 +248,7 @@ func (c *Cluster) startProcess(m *Member, initial, state string) (server, error)
 	if err != nil {
 		return nil, err
 	}
-	cli, err := clientv3.New(clientConfig([]string{m.ClientURL}))
+	cli, err := clientv3.New(c.clientConfig([]string{m.ClientURL}))
 	if err != nil {
 		p.Kill()
 		return nil, err

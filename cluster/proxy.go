@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -99,13 +100,19 @@ func (c *Cluster) ClientConfig(client string) (clientv3.Config, error) {
 	if err != nil {
 		return clientv3.Config{}, err
 	}
-	return clientConfig(eps), nil
+	return c.clientConfig(eps), nil
 }
 
 // clientConfig is the configuration of every client the cluster dials: no
-// logging, 2 s dial timeout.
-func clientConfig(endpoints []string) clientv3.Config {
-	return clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
+// logging, 2 s dial timeout, TLS when the members serve it.
+func (c *Cluster) clientConfig(endpoints []string) clientv3.Config {
+	return clientConfigTLS(endpoints, c.tls)
+}
+
+// clientConfigTLS is a client configuration with no logging, a 2 s dial
+// timeout and tc (nil: plain TCP).
+func clientConfigTLS(endpoints []string, tc *tls.Config) clientv3.Config {
+	return clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), TLS: tc}
 }
 
 // Client dials client's proxied endpoints (see ClientConfig). The caller

@@ -10,6 +10,7 @@ package system
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -106,6 +107,12 @@ type Hasher interface {
 	Hashes(ctx context.Context) ([]Hash, error)
 }
 
+// Hinter is a system that can say, when a use needs capabilities it
+// lacks, where they are to be had; Refuse adds that to its error.
+type Hinter interface {
+	Hint() string
+}
+
 // Has reports whether s offers capability c.
 func Has(s System, c Capability) bool {
 	var ok bool
@@ -150,5 +157,9 @@ func Refuse(s System, what string, need []Capability) error {
 	for i, c := range miss {
 		names[i] = string(c)
 	}
-	return fmt.Errorf("%s needs %s, which %s does not offer", what, strings.Join(names, " and "), s.Describe())
+	msg := fmt.Sprintf("%s needs %s, which %s does not offer", what, strings.Join(names, " and "), s.Describe())
+	if h, ok := s.(Hinter); ok {
+		msg += "; " + h.Hint()
+	}
+	return errors.New(msg)
 }

@@ -17,6 +17,11 @@ type leader struct{ bare }
 
 func (leader) Leader(context.Context) (int, error) { return 0, nil }
 
+// hinted says where what it lacks is to be had.
+type hinted struct{ bare }
+
+func (hinted) Hint() string { return "try another system" }
+
 func TestCapabilities(t *testing.T) {
 	all := []Capability{CapLeader, CapPartition, CapPauseMember, CapCrashMember, CapLinks, CapLeases, CapHash}
 	if got := Missing(bare{}, all); len(got) != len(all) {
@@ -31,6 +36,10 @@ func TestCapabilities(t *testing.T) {
 	err := Refuse(leader{}, "fault x", []Capability{CapLeader, CapPartition, CapLeases})
 	if err == nil || err.Error() != "fault x needs partition and leases, which a bare system does not offer" {
 		t.Errorf("Refuse = %v", err)
+	}
+	err = Refuse(hinted{}, "fault x", []Capability{CapPartition})
+	if err == nil || err.Error() != "fault x needs partition, which a bare system does not offer; try another system" {
+		t.Errorf("Refuse with a hint = %v", err)
 	}
 	if Has(leader{}, Capability("no-such")) {
 		t.Error("an unknown capability is offered")

@@ -1,0 +1,750 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locktest/locktest/internal/links"
+	"github.com/locktest/locktest/system"
+)
+
+// ExternalConfig describes a running etcd cluster that locktest tests but
+// did not start.
+type ExternalConfig struct {
+	// Endpoints are the client URLs of its members, one per member
+	// ("https://10.0.0.1:2379").
+	Endpoints []string
+	// Toxiproxy is the API URL of a running toxiproxy-server for the
+	// member links ("http://10.0.0.9:8474"); "" runs one in this process.
+	Toxiproxy string
+	// CACert, Cert and Key are PEM files for https endpoints: the CA the
+	// members' certificates are checked against (empty: the system's), and
+	// the client certificate and key (empty: none, for server-side TLS).
+	CACert, Cert, Key string
+	// Prefix is where every key locktest writes lives ("/locktest/<run>/");
+	// Close deletes what is under it. It must end in "/", so that it
+	// covers whole path segments.
+	Prefix string
+	// LogDir receives external.log (what Connect found, what Close
+	// deleted) and the in-process toxiproxy's toxiproxy.log; "" discards.
+	LogDir string
+}
+
+// The timeouts of Connect's and Close's requests to the members.
+const (
+	statusTimeout = 3 * time.Second
+	cleanTimeout  = 10 * time.Second
+)
+
+// External is an etcd cluster that locktest tests but did not start. It
+// reaches the members only through their client URLs, so it offers what
+// that allows (a leader, client links behind toxiproxy, lease actions,
+// hashes) and none of the member faults (partitions, member pauses and
+// crashes), which need the members in locktest's hands. Every key locktest
+// writes lives under the configured prefix, and External itself touches
+// no key outside it. All methods are safe for concurrent use.
+type External struct {
+	cfg     ExternalConfig
+	version string
+	members []*externalMember
+	direct  *tls.Config // for the members' own URLs; nil without TLS
+	proxied *tls.Config // for their proxies (verifyAnyHost); nil without TLS
+	// token makes our proxy names unique on a toxiproxy-server that other
+	// runs share.
+	token  string
+	links  *links.Links // the member links
+	res    *links.Links // the resource links, always in this process; links too when that is
+	tpLog  *logFile
+	log    *logFile
+	logger *log.Logger // to log, set once it is open
+
+	mu      sync.Mutex
+	closed  bool
+	clients []*clientv3.Client
+	admin   *clientv3.Client // direct, to every member
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// externalMember is a member of an External.
+type externalMember struct {
+	name  string
+	id    uint64
+	url   string               // client URL, as given
+	addr  string               // its host:port
+	cli   *clientv3.Client     // direct, to this member only
+	maint pb.MaintenanceClient // over cli's connection, kept open for Leader's polling
+}
+
+var (
+	_ system.System   = (*External)(nil)
+	_ system.Leaderer = (*External)(nil)
+	_ system.Linker   = (*External)(nil)
+	_ system.Leaser   = (*External)(nil)
+	_ system.Hasher   = (*External)(nil)
+	_ system.Hinter   = (*External)(nil)
+)
+
+// Connect checks that cfg describes a running etcd cluster locktest can
+// test, one endpoint per member, and sets up the links to it. It touches
+// no key outside cfg.Prefix, and refuses a prefix that holds keys already:
+// Close deletes everything under it. Its errors are one line naming what
+// is wrong; on error nothing is left running or connected.
+func Connect(ctx context.Context, cfg ExternalConfig) (*External, error) {
+	if err := checkPrefix(cfg.Prefix); err != nil {
+		return nil, err
+	}
+	urls, err := parseEndpoints(cfg.Endpoints)
+	if err != nil {
+		return nil, err
+	}
+	e := &External{cfg: cfg}
+	if urls[0].Scheme == "https" {
+		if e.direct, e.proxied, err = loadTLS(cfg, urls); err != nil {
+			return nil, err
+		}
+	} else if cfg.CACert != "" || cfg.Cert != "" || cfg.Key != "" {
+		return nil, fmt.Errorf("--cacert, --cert and --key are for https endpoints, and %s is http", urls[0])
+	}
+	var tok [3]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return nil, err
+	}
+	e.token = "locktest-" + hex.EncodeToString(tok[:]) + "-"
+	if err := e.connect(ctx, urls); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *External) connect(ctx context.Context, urls []*url.URL) error {
+	var err error
+	if e.log, err = openLog(e.cfg.LogDir, "external.log"); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	e.logger = e.log.stdlog("")
+	for _, u := range urls {
+		cli, err := clientv3.New(clientConfigTLS([]string{u.String()}, e.direct))
+		if err != nil {
+			return fmt.Errorf("--endpoints %s: %v", u, err)
+		}
+		e.members = append(e.members, &externalMember{url: u.String(), addr: u.Host, cli: cli,
+			maint: pb.NewMaintenanceClient(cli.ActiveConnection())})
+	}
+	if err := e.identify(ctx); err != nil {
+		return err
+	}
+	admin, err := e.DirectClient()
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	used, err := admin.Get(cctx, e.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("cluster: reading prefix %s: %v", e.cfg.Prefix, err)
+	}
+	if used.Count > 0 {
+		return fmt.Errorf("cluster: prefix %s already holds %d keys; Close deletes what is under it, so give one nothing uses", e.cfg.Prefix, used.Count)
+	}
+
+	if e.tpLog, err = openLog(e.cfg.LogDir, "toxiproxy.log"); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	// The resource listens inside locktest, on loopback, where a remote
+	// toxiproxy cannot reach it: its links are always in this process.
+	if e.res, err = links.Start(e.tpLog.writer()); err != nil {
+		return err
+	}
+	e.links = e.res
+	if e.cfg.Toxiproxy != "" {
+		if e.links, err = links.Connect(e.cfg.Toxiproxy); err != nil {
+			return err
+		}
+	}
+	// Only now may Close delete under the prefix: a failed Connect leaves
+	// the keys there, whoever wrote them.
+	e.admin = admin
+	e.logger.Printf("connected to %s; member links on toxiproxy %s, prefix %s", e.Describe(), e.links.Addr(), e.cfg.Prefix)
+	return nil
+}
+
+// identify asks every endpoint for its status, and the cluster for its
+// members: each endpoint must be a different member, and every member
+// must have one.
+func (e *External) identify(ctx context.Context) error {
+	sts := make([]*pb.StatusResponse, len(e.members))
+	errs := make([]error, len(e.members))
+	var wg sync.WaitGroup
+	for i, m := range e.members {
+		wg.Go(func() { sts[i], errs[i] = e.firstStatus(ctx, m) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	list, err := e.members[0].cli.MemberList(lctx)
+	if err != nil {
+		return fmt.Errorf("--endpoints %s: listing the members: %v", e.members[0].url, err)
+	}
+	byID := map[uint64]*pb.Member{}
+	for _, pm := range list.Members {
+		byID[pm.ID] = pm
+	}
+	var versions []string
+	named := map[string]bool{}
+	for i, m := range e.members {
+		m.id = sts[i].Header.MemberId
+		for _, o := range e.members[:i] {
+			if o.id == m.id {
+				return fmt.Errorf("--endpoints %s and %s: the same member (%x)", o.url, m.url, m.id)
+			}
+		}
+		pm, ok := byID[m.id]
+		if !ok {
+			return fmt.Errorf("--endpoints %s: member %x is not in the member list", m.url, m.id)
+		}
+		delete(byID, m.id)
+		m.name = pm.Name
+		// The name goes into proxy names and the history: one it cannot
+		// be, or one taken, is replaced by the member's position.
+		if links.CheckName(m.name) != nil || named[m.name] {
+			m.name = "m" + strconv.Itoa(i)
+		}
+		named[m.name] = true
+		if !slices.Contains(versions, sts[i].Version) {
+			versions = append(versions, sts[i].Version)
+		}
+	}
+	if len(byID) > 0 {
+		var missing []string
+		for _, pm := range byID {
+			missing = append(missing, fmt.Sprintf("%s %v", pm.Name, pm.ClientURLs))
+		}
+		slices.Sort(missing)
+		return fmt.Errorf("--endpoints: the cluster has %d members, and none of the endpoints is %s: give one per member",
+			len(list.Members), strings.Join(missing, ", "))
+	}
+	e.version = strings.Join(versions, "/")
+	return nil
+}
+
+// firstStatus asks m for its status, for Connect, whose error says in
+// words what went wrong.
+func (e *External) firstStatus(ctx context.Context, m *externalMember) (*pb.StatusResponse, error) {
+	sctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	st, err := m.maint.Status(sctx, &pb.StatusRequest{})
+	switch {
+	case err == nil:
+		return st, nil
+	case sctx.Err() != nil:
+		return nil, fmt.Errorf("--endpoints %s: no answer to Status within %v", m.url, statusTimeout)
+	case e.direct != nil && e.direct.Certificates == nil:
+		// With TLS 1.3 a member that wants a client certificate may refuse
+		// it after the handshake, and the client sees only a broken
+		// connection.
+		return nil, fmt.Errorf("--endpoints %s: Status: %v (and no client certificate was given: --cert, --key)", m.url, err)
+	}
+	return nil, fmt.Errorf("--endpoints %s: Status: %v", m.url, err)
+}
+
+// checkPrefix refuses a prefix whose Close would delete more than
+// locktest's own keys.
+func checkPrefix(p string) error {
+	if !strings.HasSuffix(p, "/") || strings.Trim(p, "/") == "" {
+		return fmt.Errorf("cluster: prefix %q: want a path of its own ending in /, such as /locktest/<run>/ (Close deletes what is under it)", p)
+	}
+	return nil
+}
+
+// parseEndpoints wants http(s)://host:port URLs, all of one scheme.
+func parseEndpoints(eps []string) ([]*url.URL, error) {
+	if len(eps) == 0 {
+		return nil, errors.New("--endpoints: none given")
+	}
+	var urls []*url.URL
+	for _, ep := range eps {
+		u, err := url.Parse(ep)
+		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Port() == "" ||
+			u.Hostname() == "" || strings.Trim(u.Path, "/") != "" || u.User != nil || u.RawQuery != "" {
+			return nil, fmt.Errorf("--endpoints %s: want a client URL, http(s)://host:port", ep)
+		}
+		if len(urls) > 0 && u.Scheme != urls[0].Scheme {
+			return nil, fmt.Errorf("--endpoints %s: %s, but %s is %s: all http or all https", ep, u.Scheme, urls[0], urls[0].Scheme)
+		}
+		u.Path = ""
+		urls = append(urls, u)
+	}
+	return urls, nil
+}
+
+// loadTLS reads the TLS files. direct dials the members at their own URLs
+// and verifies as usual; proxied dials them through proxies, whose
+// addresses no member certificate names, so that Go's own host name check
+// would refuse every one: it skips that check and does the whole
+// verification itself (verifyAnyHost).
+func loadTLS(cfg ExternalConfig, urls []*url.URL) (direct, proxied *tls.Config, err error) {
+	var roots *x509.CertPool // nil: the system's
+	if cfg.CACert != "" {
+		ca, err := readPEM("--cacert", cfg.CACert)
+		if err != nil {
+			return nil, nil, err
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(ca) {
+			return nil, nil, fmt.Errorf("--cacert %s: no certificate in it", cfg.CACert)
+		}
+	}
+	var certs []tls.Certificate
+	switch {
+	case cfg.Cert != "" && cfg.Key == "":
+		return nil, nil, fmt.Errorf("--cert %s: needs its --key", cfg.Cert)
+	case cfg.Key != "" && cfg.Cert == "":
+		return nil, nil, fmt.Errorf("--key %s: needs its --cert", cfg.Key)
+	case cfg.Cert != "":
+		certPEM, err := readPEM("--cert", cfg.Cert)
+		if err != nil {
+			return nil, nil, err
+		}
+		keyPEM, err := readPEM("--key", cfg.Key)
+		if err != nil {
+			return nil, nil, err
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--cert %s, --key %s: %v", cfg.Cert, cfg.Key, err)
+		}
+		certs = []tls.Certificate{pair}
+	}
+	var hosts []string
+	for _, u := range urls {
+		if !slices.Contains(hosts, u.Hostname()) {
+			hosts = append(hosts, u.Hostname())
+		}
+	}
+	direct = &tls.Config{RootCAs: roots, Certificates: certs, MinVersion: tls.VersionTLS12}
+	proxied = &tls.Config{
+		Certificates:       certs,
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // verifyAnyHost verifies instead, fully
+		VerifyConnection:   verifyAnyHost(roots, hosts),
+	}
+	return direct, proxied, nil
+}
+
+// readPEM reads file, the value of flag, and checks that it is PEM.
+func readPEM(flag, file string) ([]byte, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%s %s: %v", flag, file, err)
+	}
+	if blk, _ := pem.Decode(b); blk == nil {
+		return nil, fmt.Errorf("%s %s: not PEM", flag, file)
+	}
+	return b, nil
+}
+
+// verifyAnyHost verifies a member's certificate chain against roots (nil:
+// the system's) and accepts the certificate when it is valid for any of
+// hosts, the endpoints' host names: a client reaches a member through a
+// proxy, at an address that is not the member's.
+func verifyAnyHost(roots *x509.CertPool, hosts []string) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("the member sent no certificate")
+		}
+		leaf := cs.PeerCertificates[0]
+		inter := x509.NewCertPool()
+		for _, c := range cs.PeerCertificates[1:] {
+			inter.AddCert(c)
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err != nil {
+			return err
+		}
+		for _, h := range hosts {
+			if leaf.VerifyHostname(h) == nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("x509: the member's certificate is valid for none of the endpoints' hosts (%s)", strings.Join(hosts, ", "))
+	}
+}
+
+// Describe says what the cluster is: "etcd 3.5.17, external cluster of 3
+// members (m0 https://10.0.0.1:2379, ...)".
+func (e *External) Describe() string {
+	ms := make([]string, len(e.members))
+	for i, m := range e.members {
+		ms[i] = m.name + " " + m.url
+	}
+	return fmt.Sprintf("etcd %s, external cluster of %d members (%s)", e.version, len(e.members), strings.Join(ms, ", "))
+}
+
+// Hint says where the member faults an external cluster lacks are to be
+// had.
+func (e *External) Hint() string {
+	return "faults on members need --cluster process or --cluster embedded, where locktest runs the members"
+}
+
+// MemberNames names the members in the order of the endpoints: their etcd
+// names.
+func (e *External) MemberNames() []string {
+	out := make([]string, len(e.members))
+	for i, m := range e.members {
+		out[i] = m.name
+	}
+	return out
+}
+
+// LogDir is where External and its in-process toxiproxy log; the members
+// log where their owners have them log.
+func (e *External) LogDir() string { return e.cfg.LogDir }
+
+func (e *External) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+// linkName names client's proxy to member m.
+func (e *External) linkName(client string, m *externalMember) string {
+	return e.token + client + "->" + m.name
+}
+
+// Endpoints returns the addresses of client's proxies to every member, in
+// member order, creating them on first use.
+func (e *External) Endpoints(client string) ([]string, error) {
+	if err := links.CheckName(client); err != nil {
+		return nil, err
+	}
+	if e.isClosed() {
+		return nil, ErrClosed
+	}
+	eps := make([]string, len(e.members))
+	for i, m := range e.members {
+		addr, err := e.links.Proxy(e.linkName(client, m), m.addr)
+		if err != nil {
+			return nil, err
+		}
+		eps[i] = addr
+	}
+	return eps, nil
+}
+
+// Links returns client's proxies to every member, in member order, fresh
+// from the toxiproxy API.
+func (e *External) Links(client string) ([]*toxiclient.Proxy, error) {
+	if _, err := e.Endpoints(client); err != nil {
+		return nil, err
+	}
+	ps := make([]*toxiclient.Proxy, len(e.members))
+	for i, m := range e.members {
+		p, err := e.links.Get(e.linkName(client, m))
+		if err != nil {
+			return nil, err
+		}
+		ps[i] = p
+	}
+	return ps, nil
+}
+
+// ResourceProxy creates (once) client's link to the resource at upstream
+// and returns its listen address.
+func (e *External) ResourceProxy(client, upstream string) (string, error) {
+	if err := links.CheckName(client); err != nil {
+		return "", err
+	}
+	return e.res.Proxy(ResourceLinkName(client), upstream)
+}
+
+// ResourceLink returns client's link to the resource, made by
+// ResourceProxy.
+func (e *External) ResourceLink(client string) (*toxiclient.Proxy, error) {
+	return e.res.Get(ResourceLinkName(client))
+}
+
+// ClearToxics removes every toxic from our links and enables those
+// disabled.
+func (e *External) ClearToxics() error {
+	if e.isClosed() {
+		return ErrClosed
+	}
+	err := e.links.ClearToxics()
+	if e.res != e.links {
+		err = errors.Join(err, e.res.ClearToxics())
+	}
+	return err
+}
+
+// Client dials client's proxied endpoints. The caller may Close it; Close
+// of the External closes it in any case.
+func (e *External) Client(client string) (*clientv3.Client, error) {
+	eps, err := e.Endpoints(client)
+	if err != nil {
+		return nil, err
+	}
+	return e.track(clientv3.New(clientConfigTLS(eps, e.proxied)))
+}
+
+// DirectClient dials the given members (all, if none are given) at their
+// own URLs, not through toxiproxy. The caller may Close it; Close of the
+// External closes it in any case.
+func (e *External) DirectClient(members ...int) (*clientv3.Client, error) {
+	if len(members) == 0 {
+		for i := range e.members {
+			members = append(members, i)
+		}
+	}
+	eps := make([]string, 0, len(members))
+	for _, i := range members {
+		if i < 0 || i >= len(e.members) {
+			return nil, fmt.Errorf("cluster: no member %d", i)
+		}
+		eps = append(eps, e.members[i].url)
+	}
+	return e.track(clientv3.New(clientConfigTLS(eps, e.direct)))
+}
+
+func (e *External) track(cl *clientv3.Client, err error) (*clientv3.Client, error) {
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		cl.Close()
+		return nil, ErrClosed
+	}
+	e.clients = append(e.clients, cl)
+	return cl, nil
+}
+
+// statuses asks every member for its status.
+func (e *External) statuses(ctx context.Context) ([]*pb.StatusResponse, error) {
+	if e.isClosed() {
+		return nil, ErrClosed
+	}
+	out := make([]*pb.StatusResponse, len(e.members))
+	for i, m := range e.members {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := m.maint.Status(sctx, &pb.StatusRequest{})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("cluster: status of %s: %w", m.name, err)
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+// pollEvery is how often External polls the members: each poll is a
+// request to every member, which may be far away.
+const pollEvery = 20 * time.Millisecond
+
+// Leader returns the index of the member every member names as leader,
+// waiting until they agree or ctx ends.
+func (e *External) Leader(ctx context.Context) (int, error) {
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	for {
+		i, err := e.leaderNow(ctx)
+		if err == nil || errors.Is(err, ErrClosed) {
+			return i, err
+		}
+		select {
+		case <-ctx.Done():
+			return -1, fmt.Errorf("%w: %w", err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func (e *External) leaderNow(ctx context.Context) (int, error) {
+	sts, err := e.statuses(ctx)
+	if err != nil {
+		return -1, err
+	}
+	views := make([]string, len(sts))
+	for i, st := range sts {
+		views[i] = fmt.Sprintf("%s:%x", e.members[i].name, st.Leader)
+		if st.Leader == 0 || st.Leader != sts[0].Leader {
+			return -1, fmt.Errorf("cluster: members do not agree on a leader (%s)", strings.Join(views[:i+1], " "))
+		}
+	}
+	for i, m := range e.members {
+		if m.id == sts[0].Leader {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("cluster: leader %x is not a member", sts[0].Leader)
+}
+
+// adminClient is the direct client to every member that Connect made.
+func (e *External) adminClient() (*clientv3.Client, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	return e.admin, nil
+}
+
+// RevokeLease revokes a lease (hex) through a direct client.
+func (e *External) RevokeLease(ctx context.Context, lease string) error {
+	id, err := parseLease(lease)
+	if err != nil {
+		return err
+	}
+	admin, err := e.adminClient()
+	if err != nil {
+		return err
+	}
+	if _, err := admin.Revoke(ctx, id); err != nil {
+		return fmt.Errorf("revoking lease %s: %w", lease, err)
+	}
+	return nil
+}
+
+// LeaseGone reports whether the cluster no longer has a lease (hex).
+func (e *External) LeaseGone(ctx context.Context, lease string) (bool, error) {
+	id, err := parseLease(lease)
+	if err != nil {
+		return false, err
+	}
+	admin, err := e.adminClient()
+	if err != nil {
+		return false, err
+	}
+	resp, err := admin.TimeToLive(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	return resp.TTL == -1, nil
+}
+
+// Hashes has every member hash its key-value store (maintenance HashKV) at
+// one revision: the highest any member reported when asked, once every
+// member has applied it. Unlike Cluster.HashKV it does not wait for the
+// members to agree on their current revision, which other users of the
+// cluster may keep moving.
+func (e *External) Hashes(ctx context.Context) ([]system.Hash, error) {
+	sts, err := e.statuses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	revs := make([]int64, len(sts))
+	for i, st := range sts {
+		revs[i] = st.Header.Revision
+	}
+	rev := slices.Max(revs)
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	for slices.Min(revs) < rev {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cluster: members did not all reach revision %d (%v): %w", rev, revs, ctx.Err())
+		case <-t.C:
+		}
+		if sts, err = e.statuses(ctx); err != nil {
+			return nil, err
+		}
+		for i, st := range sts {
+			revs[i] = st.Header.Revision
+		}
+	}
+	out := make([]system.Hash, len(e.members))
+	for i, m := range e.members {
+		h, err := m.maint.HashKV(ctx, &pb.HashKVRequest{Revision: rev})
+		if err != nil {
+			return nil, fmt.Errorf("cluster: HashKV of %s at %d: %w", m.name, rev, err)
+		}
+		out[i] = system.Hash{Member: m.name, Revision: rev, Hash: h.Hash}
+	}
+	return out, nil
+}
+
+// Close closes the clients, deletes every key under the prefix (through a
+// direct client) and logs how many, deletes our proxies and stops the
+// in-process toxiproxy. Leases the clients granted are left to expire.
+// Idempotent; safe after a failed Connect.
+func (e *External) Close() error {
+	e.closeOnce.Do(func() { e.closeErr = e.close() })
+	return e.closeErr
+}
+
+func (e *External) close() error {
+	e.mu.Lock()
+	e.closed = true
+	clients, admin := e.clients, e.admin
+	e.clients = nil
+	e.mu.Unlock()
+
+	var errs []error
+	// The workload's clients go first, so that none writes after the
+	// cleanup.
+	for _, cl := range clients {
+		if cl != admin {
+			cl.Close()
+		}
+	}
+	if admin != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanTimeout)
+		resp, err := admin.Delete(ctx, e.cfg.Prefix, clientv3.WithPrefix())
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cluster: deleting the keys under %s: %w", e.cfg.Prefix, err))
+			e.logger.Printf("deleting the keys under %s: %v", e.cfg.Prefix, err)
+		} else {
+			e.logger.Printf("deleted %d keys under %s", resp.Deleted, e.cfg.Prefix)
+		}
+		admin.Close()
+	}
+	for _, m := range e.members {
+		m.cli.Close()
+	}
+	if e.links != nil && e.links != e.res {
+		if err := e.links.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if e.res != nil {
+		if err := e.res.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, lf := range []*logFile{e.tpLog, e.log} {
+		if err := lf.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
