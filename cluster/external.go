@@ -411,6 +411,10 @@ func (e *External) Describe() string {
 
 // Hint says where the member faults an external cluster lacks are to be
 // had.
+// Etcd is the etcd the cluster runs, as its members report it (versions
+// joined by "/" when they differ).
+func (e *External) Etcd() Etcd { return Etcd{Version: e.version} }
+
 func (e *External) Hint() string {
 	return "faults on members need --cluster process or --cluster embedded, where locktest runs the members"
 }

@@ -137,16 +137,27 @@ func TestExternal(t *testing.T) {
 			t.Errorf("lacks %s", cp)
 		}
 	}
-	for _, f := range []string{"partition", "pause", "crash"} {
-		err := nemesis.Refuse(e, []string{f})
-		if err == nil || strings.Contains(err.Error(), "\n") ||
-			!strings.Contains(err.Error(), "external cluster") || !strings.Contains(err.Error(), "need --cluster process or --cluster embedded") {
-			t.Errorf("Refuse(%s) = %v, want one line with the hint", f, err)
+	// Member faults are refused by name; of pause and crash, only their
+	// client kinds are drawn.
+	err = nemesis.Refuse(e, []string{"partition"})
+	if err == nil || strings.Contains(err.Error(), "\n") ||
+		!strings.Contains(err.Error(), "external cluster") || !strings.Contains(err.Error(), "need --cluster process or --cluster embedded") {
+		t.Errorf("Refuse(partition) = %v, want one line with the hint", err)
+	}
+	t.Logf("a member fault: %v", err)
+	if err := nemesis.Refuse(e, []string{"isolate", "lease", "slow", "clock", "pause", "crash"}); err != nil {
+		t.Errorf("Refuse of client faults: %v", err)
+	}
+	offers := nemesis.Offered(e)
+	for kind, want := range map[string]bool{nemesis.PauseClient: true, nemesis.CrashClient: true, nemesis.PauseMember: false,
+		nemesis.CrashMember: false, nemesis.CrashLeader: false, nemesis.PartitionLeader: false} {
+		if offers(kind) != want {
+			t.Errorf("Offered(%s) = %v, want %v", kind, !want, want)
 		}
 	}
-	t.Logf("a member fault: %v", nemesis.Refuse(e, []string{"partition"}))
-	if err := nemesis.Refuse(e, []string{"isolate", "lease", "slow", "clock"}); err != nil {
-		t.Errorf("Refuse of client faults: %v", err)
+	sched := nemesis.Schedule{Members: 3, Entries: []nemesis.Entry{{Fault: nemesis.PauseMember, Target: "m0", Duration: time.Second}}}
+	if err := nemesis.RefuseSchedule(e, sched); err == nil || !strings.Contains(err.Error(), "pause-member") {
+		t.Errorf("RefuseSchedule(pause-member) = %v", err)
 	}
 
 	a, err := e.Client("a")

@@ -81,6 +81,8 @@ type Options struct {
 	Command string `json:"-"`
 	// Log, if set, receives a line as each phase starts and each fault fires.
 	Log io.Writer `json:"-"`
+
+	offers func(kind string) bool // the fault kinds the system can carry out
 }
 
 func (o *Options) defaults() error {
@@ -249,6 +251,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	if err := nemesis.Refuse(cl, o.Nemesis.Faults); err != nil {
 		return nil, err
 	}
+	o.offers = nemesis.Offered(cl)
 	if o.Schedule != nil {
 		if err := nemesis.RefuseSchedule(cl, *o.Schedule); err != nil {
 			return nil, err

@@ -47,6 +47,7 @@ func (o *Options) nemesisConfig(clients []string) nemesis.Config {
 	if o.Log != nil && c.Logf == nil {
 		c.Logf = o.logf
 	}
+	c.Offers = o.offers
 	return c
 }
 

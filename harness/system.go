@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 
 	"github.com/locktest/locktest/cluster"
@@ -73,8 +74,22 @@ type etcdSystem interface {
 	Close() error
 }
 
-// startSystem starts (or connects to) the etcd under test.
+// startSystem starts (or connects to) the etcd under test. An external
+// cluster's keys live under a prefix of the run's own, which it deletes
+// when closed; the workload's lock keys and etcd-txn values go there.
 func (o *Options) startSystem(ctx context.Context, logs string) (etcdSystem, error) {
+	if o.Cluster.Mode == ClusterExternal {
+		prefix := "/locktest/" + filepath.Base(o.Dir) + "/"
+		o.Workload.Prefix = prefix + "locks/"
+		e, err := cluster.Connect(ctx, cluster.ExternalConfig{
+			Endpoints: o.Cluster.Endpoints, Toxiproxy: o.Cluster.Toxiproxy,
+			CACert: o.Cluster.CACert, Cert: o.Cluster.Cert, Key: o.Cluster.Key, Prefix: prefix, LogDir: logs,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return e, nil
+	}
 	cfg := cluster.Config{Members: o.Members, LogDir: logs, TickMs: o.TickMs, ElectionMs: o.ElectionMs}
 	if o.Cluster.Mode == ClusterProcess {
 		// The members' data dirs go under the run, beside their logs.

@@ -110,21 +110,50 @@ func Describe(kind string, targets []string) (string, bool) {
 	return f.Describe(kind, targets), true
 }
 
-// Refuse says which of the faults (categories) the system cannot run, and
-// why, naming the capability it lacks; nil when it can run them all.
+// Refuse says which of the faults (categories) the system cannot run at
+// all, and why, naming the capability it lacks; nil when it can run some
+// kind of each. Of a family it can run in part (a pause of a client but not
+// of a member), Generate draws the kinds it offers (Offered).
 func Refuse(sys system.System, faults []string) error {
 	for _, name := range faults {
 		f, ok := family(name)
 		if !ok {
 			return fmt.Errorf("nemesis: unknown fault %q", name)
 		}
+		var first error
+		offered := false
 		for _, k := range f.Kinds(len(sys.MemberNames()), true) {
-			if err := system.Refuse(sys, "fault "+k, f.Needs(k)); err != nil {
-				return fmt.Errorf("nemesis: %w", err)
+			err := system.Refuse(sys, "fault "+k, f.Needs(k))
+			if err == nil {
+				offered = true
+				break
 			}
+			if first == nil {
+				first = err
+			}
+		}
+		if !offered && first != nil {
+			return fmt.Errorf("nemesis: %w", first)
 		}
 	}
 	return nil
+}
+
+// Offered says which fault kinds sys can carry out, for Config.Offers.
+func Offered(sys system.System) func(kind string) bool {
+	return func(kind string) bool {
+		f, ok := familyOf(kind)
+		return ok && len(system.Missing(sys, f.Needs(kind))) == 0
+	}
+}
+
+// kinds are the kinds of f that Generate may draw.
+func (c Config) kinds(f Family, clients bool) []string {
+	ks := f.Kinds(c.Members, clients)
+	if c.Offers == nil {
+		return ks
+	}
+	return slices.DeleteFunc(ks, func(k string) bool { return !c.Offers(k) })
 }
 
 // RefuseSchedule is Refuse for the kinds a schedule holds.

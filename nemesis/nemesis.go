@@ -135,6 +135,9 @@ type Config struct {
 
 	// Logf, if set, receives a line per fault and problem.
 	Logf func(format string, args ...any) `json:"-"`
+	// Offers, if set, says whether the system under test can carry out a
+	// fault kind (see Offered); Generate draws only those.
+	Offers func(kind string) bool `json:"-"`
 }
 
 // DefaultInterval is the quiet time before each fault.

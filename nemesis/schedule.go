@@ -87,7 +87,7 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	clients := len(cfg.Clients) > 0
 	var fams []Family
 	for _, f := range families {
-		if slices.Contains(cfg.Faults, f.Name()) && len(f.Kinds(cfg.Members, clients)) > 0 {
+		if slices.Contains(cfg.Faults, f.Name()) && len(cfg.kinds(f, clients)) > 0 {
 			fams = append(fams, f)
 		}
 	}
@@ -98,7 +98,7 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg}
 	for at := cfg.Interval; at < cfg.Time; {
 		f := fams[g.rng.IntN(len(fams))]
-		e := Entry{Fault: g.kind(f, f.Kinds(cfg.Members, clients)), Params: map[string]string{}}
+		e := Entry{Fault: g.kind(f, cfg.kinds(f, clients)), Params: map[string]string{}}
 		f.Draw(g, &e, cfg.Durations[f.Name()])
 		if len(e.Params) == 0 {
 			e.Params = nil

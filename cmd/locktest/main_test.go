@@ -203,6 +203,8 @@ func TestBadInput(t *testing.T) {
 		{"etcd-bin not etcd", []string{"run", "--cluster", "process", "--etcd-bin", "/bin/true"}, "not etcd"},
 		{"external without endpoints", []string{"run", "--cluster", "external"}, "--cluster external needs --endpoints"},
 		{"endpoints without external", []string{"run", "--endpoints", "http://127.0.0.1:2379"}, "--endpoints needs --cluster external"},
+		{"endpoints that do not answer", []string{"run", "--cluster", "external", "--endpoints", "http://127.0.0.1:1", "--out", tmp}, "127.0.0.1:1"},
+		{"toxiproxy without external", []string{"run", "--toxiproxy", "http://127.0.0.1:8474"}, "--toxiproxy"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locktest/locktest/cluster"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
 )
@@ -100,5 +104,74 @@ func TestEtcd11456(t *testing.T) {
 	code, stdout, stderr = runMain(t, "scenario", "run", "etcd-11456", "--etcd-bin=", "--seed", "1", "--out", filepath.Join(out, "builtin"))
 	if code != exitValid || !strings.Contains(stdout, "contract    valid") {
 		t.Fatalf("built-in etcd: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
+// TestRunExternal runs against "someone else's cluster": a process cluster
+// this test starts and hands over by its client URLs only.
+func TestRunExternal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Config{Processes: true, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var urls []string
+	for _, m := range c.Members() {
+		urls = append(urls, m.ClientURL)
+	}
+	admin, err := c.AdminClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone else's keys, one beside where locktest's will go.
+	for _, k := range []string{"/app/config", "/locktest/other-run/x", "/locktestx"} {
+		if _, err := admin.Put(ctx, k, "theirs"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := admin.Get(ctx, "", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	eps := strings.Join(urls, ",")
+
+	// Member faults are refused before anything starts.
+	code, _, stderr := runMain(t, "run", "--cluster", "external", "--endpoints", eps, "--nemesis", "partition", "--out", out)
+	if code != exitUnknown || !strings.Contains(stderr, "--cluster process or --cluster embedded") || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+		t.Fatalf("--nemesis partition: exit %d, stderr %q", code, stderr)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Fatalf("a refused run left %v", ents)
+	}
+
+	code, stdout, stderr := runMain(t, "run", "--cluster", "external", "--endpoints", eps, "--nemesis", "pause,lease,isolate",
+		"--time", "8s", "--quiet", "3s", "--seed", "2", "--out", out)
+	if code != exitValid || !strings.Contains(stdout, "external cluster of 3 members") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	res := readResults(t, out)
+	if res.Run.Nemesis == nil || len(res.Run.Nemesis.Faults) == 0 {
+		t.Fatalf("no client fault ran: %+v", res.Run.Nemesis)
+	}
+	for _, f := range res.Run.Nemesis.Faults {
+		if strings.HasSuffix(f.Fault, "-member") || strings.HasPrefix(f.Fault, "partition") {
+			t.Errorf("a member fault ran against an external cluster: %s", f.Fault)
+		}
+	}
+	after, err := admin.Get(ctx, "", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Kvs) != len(before.Kvs) {
+		t.Fatalf("%d keys before the run, %d after: %v", len(before.Kvs), len(after.Kvs), after.Kvs)
+	}
+	for i, kv := range after.Kvs {
+		b := before.Kvs[i]
+		if string(kv.Key) != string(b.Key) || string(kv.Value) != string(b.Value) || kv.ModRevision != b.ModRevision {
+			t.Errorf("key %s changed: %s@%d, was %s@%d", kv.Key, kv.Value, kv.ModRevision, b.Value, b.ModRevision)
+		}
 	}
 }
