@@ -39,11 +39,26 @@ func (lease) Durations(ttl time.Duration) Range {
 	return Range{ttl + 2*time.Second, 2*ttl + 2*time.Second}
 }
 
+// Weight: two revocations to one starvation. Starving shows the lease race
+// on holders; a revocation strikes a holder or, as often, a waiter, whose
+// key the server then deletes while it is queued: where lock bugs
+// (etcd#11456) live.
+func (lease) Weight(kind string) int {
+	if kind == LeaseRevoke {
+		return 2
+	}
+	return 1
+}
+
 func (lease) Draw(g *Gen, e *Entry, d Range) {
-	// Mostly the holder, whose lease running out mid-section is the lease
-	// race; sometimes a waiter, whose lease running out while it is queued
-	// is where lock bugs (etcd#11456) live.
-	g.roleTarget(e, 0.85, 0.15)
+	// Starvation mostly strikes the holder, whose lease running out
+	// mid-section is the lease race (a starved waiter's links drop its
+	// request too).
+	if e.Fault == LeaseStarve {
+		g.roleTarget(e, 0.85, 0.15)
+	} else {
+		g.roleTarget(e, 0.35, 0.6)
+	}
 	if e.Fault == LeaseStarve {
 		g.aim(e, g.cfg.TTL+g.cfg.TTL/4, 0)
 		e.Duration = g.dur(d)
