@@ -18,7 +18,7 @@ type leader struct{ bare }
 func (leader) Leader(context.Context) (int, error) { return 0, nil }
 
 func TestCapabilities(t *testing.T) {
-	all := []Capability{CapLeader, CapPartition, CapPauseMember, CapCrashMember, CapLinks, CapLeases, CapHash}
+	all := []Capability{CapLeader, CapPartition, CapPauseMember, CapCrashMember, CapLinks, CapLeases, CapHash, CapMembership}
 	if got := Missing(bare{}, all); len(got) != len(all) {
 		t.Errorf("a bare system offers %v", got)
 	}
