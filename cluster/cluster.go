@@ -38,14 +38,15 @@ var testHooks struct {
 type Member struct {
 	Index     int    // position in Cluster.Members()
 	Name      string // "m0", "m1", ...
-	ID        uint64 // raft member ID
+	ID        uint64 // raft member ID; AddMember gives the member a new one
 	ClientURL string // direct (unproxied) client URL, "http://127.0.0.1:port"
 	PeerURL   string // advertised peer URL, "http://127.0.0.1:port" (see relay)
 
-	mu         sync.Mutex  // guards etcd and paused
-	etcd       *embed.Etcd // replaced by RestartMember
+	mu         sync.Mutex  // guards etcd, paused, closed, removed and, once started, ID
+	etcd       *embed.Etcd // replaced by RestartMember and AddMember
 	paused     bool        // PauseMember in force
-	closed     bool        // etcd has been closed (HardStopMember, Close)
+	closed     bool        // etcd has been closed (HardStopMember, RemoveMember, Close)
+	removed    bool        // out of the cluster (RemoveMember) until AddMember
 	dataDir    string
 	log        *logFile
 	relay      *relay
@@ -474,7 +475,7 @@ func (c *Cluster) leaderNow() (*Member, error) {
 		return nil, fmt.Errorf("cluster: members do not agree on a leader (%s)", strings.Join(views, " "))
 	}
 	for _, m := range c.members {
-		if m.ID == lead {
+		if m.id() == lead {
 			if !m.running() {
 				return nil, fmt.Errorf("cluster: members still name %s, which is down, as leader", m.Name)
 			}
