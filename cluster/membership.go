@@ -30,15 +30,21 @@ import (
 // "unhealthy cluster" until the member asked has been connected to enough
 // of the others for 5 s (etcdserver.HealthInterval): so for a while after
 // a start, a restart or an add. Both calls ask again while etcd says so,
-// until ctx ends. If ctx ends while etcd decides, the change may have
-// been made all the same: give ctx time for etcd's answer.
+// until ctx ends. A request etcd is deciding is not cut short by ctx's end,
+// which would leave unknown whether the change was made: it has a deadline
+// of its own.
 
 // ErrMemberRemoved is returned for a member that is out of the cluster.
 var ErrMemberRemoved = errors.New("cluster: member is removed")
 
-// reconfigRetry is how often a change etcd refused as unhealthy is asked
-// again.
-const reconfigRetry = 100 * time.Millisecond
+const (
+	// reconfigRetry is how often a change etcd refused as unhealthy is
+	// asked again.
+	reconfigRetry = 100 * time.Millisecond
+	// reconfigTimeout bounds one request for a change: etcd answers
+	// within its own request timeout (5 s and two election timeouts).
+	reconfigTimeout = 10 * time.Second
+)
 
 // Removed reports whether member i is out of the cluster: removed by
 // RemoveMember and not added back.
@@ -89,7 +95,7 @@ func (c *Cluster) RemoveMember(ctx context.Context, i int) error {
 	}
 	defer cli.Close()
 	id := m.id()
-	if err := untilHealthy(ctx, func() error {
+	if err := untilHealthy(ctx, func(ctx context.Context) error {
 		_, err := cli.MemberRemove(ctx, id)
 		return err
 	}); err != nil {
@@ -177,7 +183,7 @@ func (c *Cluster) AddMember(ctx context.Context, i int) error {
 	if _, err := c.Leader(ctx); err != nil {
 		return fmt.Errorf("cluster: adding member %s: %w", m.Name, err)
 	}
-	if err := untilHealthy(ctx, func() error {
+	if err := untilHealthy(ctx, func(ctx context.Context) error {
 		_, err := cli.MemberAdd(ctx, []string{m.PeerURL})
 		return err
 	}); err != nil {
@@ -296,12 +302,18 @@ func (c *Cluster) rejoin(m *Member) (*embed.Etcd, error) {
 }
 
 // untilHealthy makes a membership change, asking again while etcd refuses
-// it as unhealthy (see above), until ctx ends.
-func untilHealthy(ctx context.Context, change func() error) error {
+// it as unhealthy (see above), until ctx ends. Each request has a context
+// of its own, which ctx's end does not cancel.
+func untilHealthy(ctx context.Context, change func(context.Context) error) error {
 	t := time.NewTicker(reconfigRetry)
 	defer t.Stop()
 	for {
-		err := change()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reconfigTimeout)
+		err := change(rctx)
+		cancel()
 		if !errors.Is(err, rpctypes.ErrUnhealthy) {
 			return err
 		}
