@@ -39,14 +39,15 @@ var testHooks struct {
 type Member struct {
 	Index     int    // position in Cluster.Members()
 	Name      string // "m0", "m1", ...
-	ID        uint64 // raft member ID
+	ID        uint64 // raft member ID; AddMember gives the member a new one
 	ClientURL string // direct (unproxied) client URL, "http://127.0.0.1:port" ("https://" with TLS)
 	PeerURL   string // advertised peer URL, "http://127.0.0.1:port" (see relay)
 
-	mu         sync.Mutex // guards srv, down and paused
-	srv        server     // replaced by RestartMember
-	down       bool       // srv has been stopped (HardStopMember, Close)
+	mu         sync.Mutex // guards srv, down, paused, removed and, once started, ID
+	srv        server     // replaced by RestartMember and AddMember
+	down       bool       // srv has been stopped (HardStopMember, RemoveMember, Close)
 	paused     bool       // PauseMember in force
+	removed    bool       // out of the cluster (RemoveMember) until AddMember
 	dataDir    string
 	log        *logFile // embedded members only; a process writes its own
 	relay      *relay
@@ -516,7 +517,7 @@ func (c *Cluster) leaderNow(ctx context.Context) (*Member, error) {
 		return nil, fmt.Errorf("cluster: members do not agree on a leader (%s)", strings.Join(views, " "))
 	}
 	for _, m := range c.members {
-		if m.ID == lead {
+		if m.id() == lead {
 			if !m.running() {
 				return nil, fmt.Errorf("cluster: members still name %s, which is down, as leader", m.Name)
 			}

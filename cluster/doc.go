@@ -46,7 +46,9 @@
 // raft transport (PauseSending) and hold its client links; HardStopMember
 // and RestartMember crash and restart a member; HashKV compares the
 // members' key-value stores at one revision; ClearToxics removes every
-// toxic; AdminClient and DirectClient dial members directly.
+// toxic; AdminClient and DirectClient dial members directly. Membership
+// changes (membership.go): RemoveMember takes a member out of the cluster
+// and wipes its data, AddMember brings it back as a new member.
 //
 // Timing on a 2-CPU VM (3 members, TickMs 10, ElectionMs 100): Start to a
 // ready cluster with an agreed leader takes ~70-90 ms; Close ~10 ms.

@@ -147,7 +147,7 @@ func (c *Cluster) setPeer(from, to int, cut bool) {
 	}
 	m := c.members[from]
 	if m.running() {
-		m.server().cutPeer(c.members[to].ID, cut)
+		m.server().cutPeer(c.members[to].id(), cut)
 	}
 }
 
@@ -279,7 +279,8 @@ func (m *Member) isPaused() bool {
 // has applied everything the cluster had committed when it came up (so a
 // restart inside a partition that cuts it off waits until ctx ends). Cuts
 // that involve the member are applied to the new instance. Restarting a
-// running member does nothing.
+// running member does nothing; a removed member (RemoveMember) has no data
+// to restart from: AddMember brings it back.
 func (c *Cluster) RestartMember(ctx context.Context, i int) error {
 	m, err := c.member(i)
 	if err != nil {
@@ -300,6 +301,9 @@ func (c *Cluster) restart(m *Member) (server, error) {
 	defer c.faultMu.Unlock()
 	if c.isClosed() {
 		return nil, ErrClosed
+	}
+	if m.isRemoved() {
+		return nil, fmt.Errorf("%w: %s", ErrMemberRemoved, m.Name)
 	}
 	if !m.isDown() {
 		return nil, nil
@@ -341,9 +345,9 @@ func (c *Cluster) waitCaughtUp(ctx context.Context, m *Member) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: restarted member %s applied %d of %d: %w", m.Name, applied, target, ctx.Err())
+			return fmt.Errorf("cluster: member %s applied %d of %d: %w", m.Name, applied, target, ctx.Err())
 		case <-s.stopped():
-			return fmt.Errorf("cluster: restarted member %s stopped", m.Name)
+			return fmt.Errorf("cluster: member %s stopped while catching up", m.Name)
 		case <-t.C:
 		}
 	}
@@ -511,27 +515,29 @@ func Consistent(hs []MemberHash) bool {
 // directly. Members should be quiet (no writes): with writes going on they
 // may never agree. If they do not agree before ctx ends, each member is
 // hashed at the lowest revision any reported, and the error says so; a
-// member that is down or cannot answer fails HashKV.
+// member that is down or cannot answer fails HashKV. Removed members
+// (RemoveMember) are not in the cluster and not hashed.
 func (c *Cluster) HashKV(ctx context.Context) ([]MemberHash, error) {
-	clis := make([]*clientv3.Client, len(c.members))
-	for i, m := range c.members {
+	ms := c.inCluster()
+	clis := make([]*clientv3.Client, len(ms))
+	for i, m := range ms {
 		if !m.running() {
 			return nil, fmt.Errorf("%w: %s", ErrMemberDown, m.Name)
 		}
-		cl, err := c.DirectClient(i)
+		cl, err := c.DirectClient(m.Index)
 		if err != nil {
 			return nil, err
 		}
 		defer cl.Close()
 		clis[i] = cl
 	}
-	revs := make([]int64, len(c.members))
+	revs := make([]int64, len(ms))
 	var agreeErr error
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
 		var errs []error
-		for i, m := range c.members {
+		for i, m := range ms {
 			sctx, cancel := context.WithTimeout(ctx, time.Second)
 			st, err := clis[i].Status(sctx, m.ClientURL)
 			cancel()
@@ -563,8 +569,8 @@ func (c *Cluster) HashKV(ctx context.Context) ([]MemberHash, error) {
 		hctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 	}
-	hs := make([]MemberHash, len(c.members))
-	for i, m := range c.members {
+	hs := make([]MemberHash, len(ms))
+	for i, m := range ms {
 		r, err := clis[i].HashKV(hctx, m.ClientURL, rev)
 		if err != nil {
 			return nil, errors.Join(agreeErr, fmt.Errorf("cluster: HashKV of %s at %d: %w", m.Name, rev, err))

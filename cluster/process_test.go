@@ -414,3 +414,43 @@ func TestProcessEtcdBin(t *testing.T) {
 		t.Fatalf("HashKV: %v, %v", hs, err)
 	}
 }
+
+// TestProcessMembership removes a member process from the cluster and adds
+// it back as a new member: a new process with a new ID and fresh data.
+func TestProcessMembership(t *testing.T) {
+	c, ctx := startProcesses(t, Config{})
+	a, err := c.Client("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, oldID := c.Members()[2].Pid(), c.Members()[2].ID
+	if err := c.RemoveMember(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if proc.Alive(old) || !c.Removed(2) {
+		t.Fatalf("removed member's process %d alive, removed %v", old, c.Removed(2))
+	}
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := putVia(ctx, a, "k", "while removed", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddMember(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Members()[2]
+	if m.Pid() == 0 || m.Pid() == old || m.ID == oldID || m.ID == 0 {
+		t.Fatalf("added back with pid %d (was %d), ID %x (was %x)", m.Pid(), old, m.ID, oldID)
+	}
+	d, err := c.DirectClient(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := get(ctx, t, d, "k"); v != "while removed" {
+		t.Fatalf("the new member reads %q", v)
+	}
+	if hs, err := c.HashKV(ctx); err != nil || len(hs) != 3 || !Consistent(hs) {
+		t.Fatalf("HashKV: %v, %v", hs, err)
+	}
+}

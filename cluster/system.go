@@ -21,6 +21,7 @@ var (
 	_ system.Linker       = (*Cluster)(nil)
 	_ system.Leaser       = (*Cluster)(nil)
 	_ system.Hasher       = (*Cluster)(nil)
+	_ system.Reconfigurer = (*Cluster)(nil)
 )
 
 // Describe says what the cluster is.

@@ -80,18 +80,20 @@ func (crash) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	return inj, c.HardStopMember(i)
 }
 
-// Heal restarts every member that is down.
+// Heal restarts every member that is down, but those removed from the
+// cluster: the member family adds them back.
 func (crash) Heal(ctx context.Context, env *Env) ([]string, error) {
 	c, ok := env.Sys.(crasher)
 	if !ok {
 		return nil, nil
 	}
+	r, _ := env.Sys.(reconfigurer)
 	var (
 		healed []string
 		errs   []error
 	)
 	for i, name := range env.Sys.MemberNames() {
-		if !c.Running(i) {
+		if !c.Running(i) && (r == nil || !r.Removed(i)) {
 			healed = append(healed, name)
 			if err := c.RestartMember(ctx, i); err != nil {
 				errs = append(errs, err)

@@ -60,6 +60,7 @@ var families = []Family{
 	pause{},
 	crash{},
 	slow{},
+	membership{},
 }
 
 // Categories are the names --nemesis accepts, in canonical order.

@@ -1,9 +1,9 @@
 // Package nemesis injects faults into a running locktest. A fault family
 // (fault.go: the Family interface and the registry) is one file: partition,
-// isolate, lease, clock, pause, crash, slow. Each says which kinds it has,
-// what it needs of the system under test (package system), how it draws an
-// entry from the seed, how it injects, stops and heals, and how a story
-// words it. Faults run one at a time from a Schedule (schedule.go), which
+// isolate, lease, clock, pause, crash, slow, member. Each says which kinds
+// it has, what it needs of the system under test (package system), how it
+// draws an entry from the seed, how it injects, stops and heals, and how a
+// story words it. Faults run one at a time from a Schedule (schedule.go), which
 // Generate draws from a seed; Run (run.go) records every fault's start and
 // stop in the history as an operation of the "nemesis" process, and ends by
 // healing everything.

@@ -20,11 +20,12 @@ type Env struct {
 
 // The capabilities, by the names the families use.
 type (
-	linker      = system.Linker
-	partitioner = system.Partitioner
-	pauser      = system.MemberPauser
-	crasher     = system.Crasher
-	leaser      = system.Leaser
+	linker       = system.Linker
+	partitioner  = system.Partitioner
+	pauser       = system.MemberPauser
+	crasher      = system.Crasher
+	leaser       = system.Leaser
+	reconfigurer = system.Reconfigurer
 )
 
 // need returns the system as capability T, or the error that it lacks it.

@@ -1,7 +1,8 @@
 // Package system says what locktest needs of a system under test: its
 // members, and the capabilities the faults and the end-of-run checks use
 // (partitions, member pauses and crashes, a leader, client links behind
-// toxiproxy, admin actions on leases, a consistency read). A system offers
+// toxiproxy, admin actions on leases, a consistency read, membership
+// changes). A system offers
 // a capability by implementing its interface; a fault names the
 // capabilities it needs, and a run refuses, before it starts, a fault whose
 // system lacks one. The embedded etcd cluster (package cluster) is the
@@ -45,6 +46,7 @@ const (
 	CapLinks       Capability = "client-links" // Linker
 	CapLeases      Capability = "leases"       // Leaser
 	CapHash        Capability = "hash"         // Hasher
+	CapMembership  Capability = "membership"   // Reconfigurer
 )
 
 // Leaderer is a system with a leader among its members.
@@ -113,6 +115,22 @@ type Hinter interface {
 	Hint() string
 }
 
+// Reconfigurer changes the cluster's membership, as an operator replacing
+// a member does.
+type Reconfigurer interface {
+	// RemoveMember removes member i from the cluster (asking the others)
+	// and stops it; its data is wiped. It refuses (error) when the rest
+	// could not keep a quorum (a member down, paused or cut off) and when i
+	// is removed already.
+	RemoveMember(ctx context.Context, i int) error
+	// AddMember adds removed member i back as a new member with empty
+	// data, under the same name and addresses, and returns once it is
+	// ready and has caught up with the cluster's commit index.
+	AddMember(ctx context.Context, i int) error
+	// Removed reports whether member i is out of the cluster.
+	Removed(i int) bool
+}
+
 // Has reports whether s offers capability c.
 func Has(s System, c Capability) bool {
 	var ok bool
@@ -131,6 +149,8 @@ func Has(s System, c Capability) bool {
 		_, ok = s.(Leaser)
 	case CapHash:
 		_, ok = s.(Hasher)
+	case CapMembership:
+		_, ok = s.(Reconfigurer)
 	}
 	return ok
 }

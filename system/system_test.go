@@ -23,7 +23,7 @@ type hinted struct{ bare }
 func (hinted) Hint() string { return "try another system" }
 
 func TestCapabilities(t *testing.T) {
-	all := []Capability{CapLeader, CapPartition, CapPauseMember, CapCrashMember, CapLinks, CapLeases, CapHash}
+	all := []Capability{CapLeader, CapPartition, CapPauseMember, CapCrashMember, CapLinks, CapLeases, CapHash, CapMembership}
 	if got := Missing(bare{}, all); len(got) != len(all) {
 		t.Errorf("a bare system offers %v", got)
 	}
