@@ -7,6 +7,7 @@ package scenario
 import (
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -71,6 +72,19 @@ func (sc Scenario) Expected(recipe, res string) map[string]string {
 		return maps.Clone(e)
 	}
 	return maps.Clone(sc.Expect[res])
+}
+
+// Missing says what the scenario needs that this machine lacks (the etcd
+// binary it runs), nil when nothing.
+func (sc Scenario) Missing() error {
+	bin, ok := sc.Flags["etcd-bin"]
+	if !ok {
+		return nil
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("%s is not installed (apt-get install etcd-server)", bin)
+	}
+	return nil
 }
 
 // Lookup returns the scenario called name.

@@ -101,6 +101,10 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		cost := runCost(*rf.runTime, *rf.quiet, *rf.opTimeout)
 		if p.Scenario != "" {
 			sc, _ := scenario.Lookup(p.Scenario)
+			if err := sc.Missing(); err != nil {
+				fmt.Fprintf(stderr, "skipped %s: %v\n", p.name(), err)
+				continue
+			}
 			cost = scenarioCost(sc, given)
 		}
 		if time.Since(began)+cost > *budget {

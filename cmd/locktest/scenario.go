@@ -56,6 +56,9 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 			}
 		}
 	}
+	if err := sc.Missing(); err != nil && !given["etcd-bin"] {
+		return exitUnknown, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
 	o, err := rf.options()
 	if err != nil {
 		return exitUnknown, fmt.Errorf("scenario run: %w", err)
