@@ -454,3 +454,35 @@ func TestProcessMembership(t *testing.T) {
 		t.Fatalf("HashKV: %v, %v", hs, err)
 	}
 }
+
+// BenchmarkProcessStartClose measures a 3-member process cluster's start
+// (to an agreed leader) and close, as ms/start and ms/close, with the
+// built-in etcd and with Debian's etcd 3.4 when installed.
+func BenchmarkProcessStartClose(b *testing.B) {
+	b.Run("builtin", func(b *testing.B) { benchStartClose(b, "") })
+	b.Run("etcd-3.4", func(b *testing.B) {
+		if _, err := os.Stat(debianEtcd); err != nil {
+			b.Skipf("skipped: %s not installed (apt-get install etcd-server)", debianEtcd)
+		}
+		benchStartClose(b, debianEtcd)
+	})
+}
+
+func benchStartClose(b *testing.B, bin string) {
+	var start, close time.Duration
+	for b.Loop() {
+		began := time.Now()
+		c, err := Start(context.Background(), Config{Processes: true, EtcdBin: bin, Dir: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start += time.Since(began)
+		began = time.Now()
+		if err := c.Close(); err != nil {
+			b.Fatal(err)
+		}
+		close += time.Since(began)
+	}
+	b.ReportMetric(float64(start.Milliseconds())/float64(b.N), "ms/start")
+	b.ReportMetric(float64(close.Milliseconds())/float64(b.N), "ms/close")
+}
