@@ -624,35 +624,20 @@ func (e *External) adminClient() (*clientv3.Client, error) {
 
 // RevokeLease revokes a lease (hex) through a direct client.
 func (e *External) RevokeLease(ctx context.Context, lease string) error {
-	id, err := parseLease(lease)
-	if err != nil {
-		return err
-	}
 	admin, err := e.adminClient()
 	if err != nil {
 		return err
 	}
-	if _, err := admin.Revoke(ctx, id); err != nil {
-		return fmt.Errorf("revoking lease %s: %w", lease, err)
-	}
-	return nil
+	return revokeLease(ctx, admin, lease)
 }
 
 // LeaseGone reports whether the cluster no longer has a lease (hex).
 func (e *External) LeaseGone(ctx context.Context, lease string) (bool, error) {
-	id, err := parseLease(lease)
-	if err != nil {
-		return false, err
-	}
 	admin, err := e.adminClient()
 	if err != nil {
 		return false, err
 	}
-	resp, err := admin.TimeToLive(ctx, id)
-	if err != nil {
-		return false, err
-	}
-	return resp.TTL == -1, nil
+	return leaseGone(ctx, admin, lease)
 }
 
 // Hashes has every member hash its key-value store (maintenance HashKV) at

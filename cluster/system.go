@@ -72,11 +72,25 @@ func parseLease(lease string) (clientv3.LeaseID, error) {
 
 // RevokeLease revokes a lease (hex) through the admin client.
 func (c *Cluster) RevokeLease(ctx context.Context, lease string) error {
-	id, err := parseLease(lease)
+	admin, err := c.AdminClient()
 	if err != nil {
 		return err
 	}
+	return revokeLease(ctx, admin, lease)
+}
+
+// LeaseGone reports whether the cluster no longer has a lease (hex).
+func (c *Cluster) LeaseGone(ctx context.Context, lease string) (bool, error) {
 	admin, err := c.AdminClient()
+	if err != nil {
+		return false, err
+	}
+	return leaseGone(ctx, admin, lease)
+}
+
+// revokeLease revokes a lease (hex) through admin.
+func revokeLease(ctx context.Context, admin *clientv3.Client, lease string) error {
+	id, err := parseLease(lease)
 	if err != nil {
 		return err
 	}
@@ -86,13 +100,9 @@ func (c *Cluster) RevokeLease(ctx context.Context, lease string) error {
 	return nil
 }
 
-// LeaseGone reports whether the cluster no longer has a lease (hex).
-func (c *Cluster) LeaseGone(ctx context.Context, lease string) (bool, error) {
+// leaseGone reports, through admin, whether a lease (hex) is gone.
+func leaseGone(ctx context.Context, admin *clientv3.Client, lease string) (bool, error) {
 	id, err := parseLease(lease)
-	if err != nil {
-		return false, err
-	}
-	admin, err := c.AdminClient()
 	if err != nil {
 		return false, err
 	}
