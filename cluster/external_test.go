@@ -188,15 +188,7 @@ func TestExternal(t *testing.T) {
 	reads(t, ctx, b, "/locktest/r1/k", "v1")
 
 	// A client fault: a hears nothing, b is untouched.
-	blackhole(t, linksA)
-	failsWithin(t, ctx, a, 500*time.Millisecond)
-	if err := putVia(ctx, b, "/locktest/r1/k", "v2", 5*time.Second); err != nil {
-		t.Fatalf("b, whose links are clear: %v", err)
-	}
-	if err := e.ClearToxics(); err != nil {
-		t.Fatal(err)
-	}
-	reads(t, ctx, a, "/locktest/r1/k", "v2")
+	isolateAndHeal(t, ctx, e, linksA, a, b, "/locktest/r1/k")
 
 	echo := startEcho(t)
 	defer echo.Close()
@@ -670,15 +662,7 @@ func TestExternalRemoteToxiproxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blackhole(t, linksA)
-	failsWithin(t, ctx, a, 500*time.Millisecond)
-	if err := putVia(ctx, b, "/locktest/remote/k", "v2", 5*time.Second); err != nil {
-		t.Fatalf("b, whose links are clear: %v", err)
-	}
-	if err := e.ClearToxics(); err != nil {
-		t.Fatal(err)
-	}
-	reads(t, ctx, a, "/locktest/remote/k", "v2")
+	isolateAndHeal(t, ctx, e, linksA, a, b, "/locktest/remote/k")
 
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
@@ -691,4 +675,19 @@ func TestExternalRemoteToxiproxy(t *testing.T) {
 		t.Errorf("after Close the remote toxiproxy has %v, want only someone else's proxy, enabled", slices.Sorted(maps.Keys(proxies)))
 	}
 	checkRefused(t, append([]string{ra}, epsA...))
+}
+
+// isolateAndHeal blackholes a's links: a's requests time out while b writes
+// key; after ClearToxics a reads what b wrote.
+func isolateAndHeal(t *testing.T, ctx context.Context, e *External, linksA []*toxiclient.Proxy, a, b *clientv3.Client, key string) {
+	t.Helper()
+	blackhole(t, linksA)
+	failsWithin(t, ctx, a, 500*time.Millisecond)
+	if err := putVia(ctx, b, key, "v2", 5*time.Second); err != nil {
+		t.Fatalf("b, whose links are clear: %v", err)
+	}
+	if err := e.ClearToxics(); err != nil {
+		t.Fatal(err)
+	}
+	reads(t, ctx, a, key, "v2")
 }
