@@ -91,9 +91,9 @@ func (s *Server) process() *proc.Process {
 	return s.p
 }
 
-// Client is a direct client of the server, owned by the deployment: for
-// observers and admin, never for a client under test. After a Restart it
-// reconnects by itself.
+// Client is a direct client of the server (of a Sentinel, for SENTINEL
+// commands), owned by the deployment: for observers and admin, never for a
+// client under test. After a Restart it reconnects by itself.
 func (s *Server) Client() *redis.Client { return s.client }
 
 // Deployment is a started topology. Its methods are safe for concurrent
