@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -19,10 +18,10 @@ type Binary struct {
 	Version string // "7.0.15"
 }
 
-// MinMajor is the oldest Redis major version locktest runs: 7 is the first
-// whose replicas load a full sync without writing it to disk
-// (repl-diskless-load) and whose Sentinel accepts every directive we write.
-const MinMajor = 7
+// minMajor is the oldest Redis major version locktest runs: the one it is
+// tested against (Debian's 7.0), whose behaviour the faults and stories
+// describe.
+const minMajor = 7
 
 const install = "apt-get install redis-server"
 
@@ -31,7 +30,7 @@ const install = "apt-get install redis-server"
 var versionRE = regexp.MustCompile(`^Redis server v=(\d+)\.(\d+)\.(\d+)\b`)
 
 // Find returns the redis-server at path, or the one on PATH when path is
-// empty, once it has answered --version as Redis MinMajor or newer. The
+// empty, once it has answered --version as Redis 7 or newer. The
 // error is one line that names what is wrong and how to install Redis.
 // Sentinel needs no binary of its own: it is `redis-server --sentinel`.
 func Find(path string) (Binary, error) {
@@ -61,16 +60,20 @@ func Find(path string) (Binary, error) {
 		return Binary{}, fmt.Errorf("%s is not redis-server: --version said %q (install it: %s)", path, first, install)
 	}
 	version := m[1] + "." + m[2] + "." + m[3]
-	if major, _ := strconv.Atoi(m[1]); major < MinMajor {
-		return Binary{}, fmt.Errorf("redis-server %s at %s is too old: locktest needs Redis %d or newer (%s)", version, path, MinMajor, install)
+	if major, _ := strconv.Atoi(m[1]); major < minMajor {
+		return Binary{}, fmt.Errorf("redis-server %s at %s is too old: locktest needs Redis %d or newer (%s)", version, path, minMajor, install)
 	}
 	return Binary{Path: path, Version: version}, nil
 }
 
-// ForTest returns the redis-server on PATH for a test, or skips the test
-// saying why: tests that need real servers call it first, so that `go test`
-// passes (and says so) on a machine without Redis.
-func ForTest(t testing.TB) Binary {
+// ForTest returns the redis-server on PATH for a test (t is a
+// *testing.T), or skips the test saying why: tests that need real servers
+// call it first, so that `go test` passes, and says so, on a machine
+// without Redis.
+func ForTest(t interface {
+	Helper()
+	Skip(args ...any)
+}) Binary {
 	t.Helper()
 	b, err := Find("")
 	if err != nil {
