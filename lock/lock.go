@@ -121,4 +121,8 @@ type Builtin struct {
 	// Broken is set for a recipe broken on purpose: the checks must catch
 	// it.
 	Broken bool
+	// NoFencingToken is set for a recipe whose Token is not a fencing
+	// token: it is not taken with the grant, so tokens need not grow in
+	// the order of the grants, and a fenced resource cannot rely on them.
+	NoFencingToken bool
 }

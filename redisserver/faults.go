@@ -1,0 +1,291 @@
+package redisserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/internal/proc"
+)
+
+// The faults that strike the data servers themselves. Faults on a client's
+// links are toxics on its proxies (Links, Toxiproxy, ClearToxics). Each
+// takes a server's index in Servers(); they are serialised with each other
+// and with Close.
+
+// fault looks data server i up and takes the fault lock; it fails on a
+// closed deployment.
+func (d *Deployment) fault(i int) (*Server, func(), error) {
+	if i < 0 || i >= len(d.servers) {
+		return nil, nil, fmt.Errorf("redisserver: no server %d", i)
+	}
+	d.faultMu.Lock()
+	if d.isClosed() {
+		d.faultMu.Unlock()
+		return nil, nil, ErrClosed
+	}
+	return d.servers[i], d.faultMu.Unlock, nil
+}
+
+// Pause freezes server i (SIGSTOP): it answers nothing, expires nothing and
+// replicates nothing until Resume, while its clients' connections stay open
+// and their commands wait. Its keys' TTLs run on the host clock meanwhile,
+// so a key whose TTL passed during the pause is gone once it resumes. In
+// Replicated, a pause of the master longer than Config.DownAfter makes
+// Sentinel fail over to the replica.
+func (d *Deployment) Pause(i int) error {
+	s, unlock, err := d.fault(i)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.process().Stop()
+}
+
+// Resume continues server i after Pause (SIGCONT).
+func (d *Deployment) Resume(i int) error {
+	s, unlock, err := d.fault(i)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.process().Cont()
+}
+
+// Crash kills server i (SIGKILL) and waits until it has exited. Its data
+// is gone: nothing is on disk.
+func (d *Deployment) Crash(i int) error {
+	s, unlock, err := d.fault(i)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.process().Kill()
+}
+
+// Running reports whether server i's process is alive (it may be paused).
+func (d *Deployment) Running(i int) bool {
+	if i < 0 || i >= len(d.servers) {
+		return false
+	}
+	p := d.servers[i].process()
+	return p != nil && !p.Exited()
+}
+
+// Restart starts server i again on its port, killing it first if it runs,
+// and returns once it answers PING. It comes back empty, as a Redis without
+// persistence does: every key it held is gone, fencing counters too. It
+// runs with the arguments it first started with, except that in Replicated
+// a server Sentinel now names master does not start as a replica; Sentinel
+// then gives it whatever role it thinks right: an old master that comes
+// back is made a replica of the new one, but only once it has been up for
+// 8 s (four of Sentinel's fixed 2 s publish periods) and Sentinel has read
+// its INFO again (every 10 s): until then it is a second, empty master.
+func (d *Deployment) Restart(ctx context.Context, i int) error {
+	s, unlock, err := d.fault(i)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := s.process().Kill(); err != nil {
+		return err
+	}
+	args := s.args
+	if d.cfg.Topology.replicated {
+		if m, err := d.master(ctx); err == nil && m == i {
+			args = serverArgs(s, "")
+		}
+	}
+	p, err := proc.Start(proc.Spec{Path: d.cfg.Binary.Path, Args: args, Dir: s.dir, Log: s.log})
+	if err != nil {
+		return fmt.Errorf("redisserver: restarting %s: %w", s.Name, err)
+	}
+	s.mu.Lock()
+	s.p = p
+	s.mu.Unlock()
+	return waitFor(ctx, s, "PING after a restart", func(ctx context.Context) error { return s.client.Ping(ctx).Err() })
+}
+
+// Master returns the index of the data server that is master now: 0 in
+// Single; in Replicated the one every Sentinel that answers names (an error
+// while they disagree, as during a failover). Independent masters have no
+// one master.
+func (d *Deployment) Master(ctx context.Context) (int, error) {
+	if d.isClosed() {
+		return -1, ErrClosed
+	}
+	return d.master(ctx)
+}
+
+func (d *Deployment) master(ctx context.Context) (int, error) {
+	switch {
+	case d.cfg.Topology.replicated:
+	case d.cfg.Topology.masters == 1:
+		return 0, nil
+	default:
+		return -1, fmt.Errorf("redisserver: %s has no one master", d.cfg.Topology)
+	}
+	var named []string
+	var errs []error
+	for _, s := range d.sentinels {
+		addr, err := s.client.Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", MasterName).StringSlice()
+		if err != nil || len(addr) != 2 {
+			errs = append(errs, fmt.Errorf("%s: %v %v", s.Name, addr, err))
+			continue
+		}
+		named = append(named, addr[0]+":"+addr[1])
+	}
+	if len(named) == 0 {
+		return -1, fmt.Errorf("redisserver: no Sentinel answered: %w", errors.Join(errs...))
+	}
+	for _, a := range named[1:] {
+		if a != named[0] {
+			return -1, fmt.Errorf("redisserver: the Sentinels disagree on the master: %s", strings.Join(named, ", "))
+		}
+	}
+	for _, s := range d.servers {
+		if s.Addr == named[0] {
+			return s.Index, nil
+		}
+	}
+	return -1, fmt.Errorf("redisserver: Sentinel names %s, not a server of this deployment", named[0])
+}
+
+// CutReplication cuts the replica's link to its master (Replicated): its
+// proxy is disabled, so that whatever the master takes from now on, a lock
+// among it, never reaches the replica. ClearToxics mends it; the replica
+// then resyncs.
+func (d *Deployment) CutReplication() error {
+	if !d.cfg.Topology.replicated {
+		return fmt.Errorf("redisserver: %s has no replication link", d.cfg.Topology)
+	}
+	d.faultMu.Lock()
+	defer d.faultMu.Unlock()
+	if d.isClosed() {
+		return ErrClosed
+	}
+	return d.cutReplication()
+}
+
+func (d *Deployment) cutReplication() error {
+	p, err := d.links.Get(replicationLink)
+	if err != nil {
+		return err
+	}
+	if !p.Enabled {
+		return nil
+	}
+	return p.Disable() // closes the connection through it, too
+}
+
+// Promotion is the outcome of a Failover.
+type Promotion struct {
+	Old, New int // the old and the new master, indexes in Servers()
+	// Took is the time from the old master's death until every Sentinel
+	// named the new one and it took writes.
+	Took time.Duration
+}
+
+// Failover loses the master the way asynchronous replication loses data
+// (Replicated only): it cuts the replication link (CutReplication, if not
+// cut already), so that what the master took since then never reaches the
+// replica; kills the master (SIGKILL); and waits until Sentinel has
+// promoted the replica: every Sentinel names it and it answers ROLE as
+// master. Clients that ask Sentinel for the master (through Dialer) then
+// reach the new one; a lock taken on the old master after the cut is not
+// there. Sentinel promotes in about DownAfter + 1 s; ctx bounds the wait.
+//
+// Failover runs from the starting roles (r0 master, r1 replicating through
+// its proxy); once r1 is master there is no proxied replication link left
+// to cut, and a second Failover is refused. Restart(ctx, 0) brings the old
+// master back, empty; Sentinel makes it a replica of r1 later (Restart).
+func (d *Deployment) Failover(ctx context.Context) (Promotion, error) {
+	if !d.cfg.Topology.replicated {
+		return Promotion{}, fmt.Errorf("redisserver: %s has no replica to fail over to", d.cfg.Topology)
+	}
+	d.faultMu.Lock()
+	defer d.faultMu.Unlock()
+	if d.isClosed() {
+		return Promotion{}, ErrClosed
+	}
+	old, replica := d.servers[0], d.servers[1]
+	if m, err := d.master(ctx); err != nil {
+		return Promotion{}, err
+	} else if m != old.Index {
+		return Promotion{}, fmt.Errorf("redisserver: failover: %s is master already; Failover runs from the starting roles only", d.servers[m].Name)
+	}
+	if err := d.cutReplication(); err != nil {
+		return Promotion{}, err
+	}
+	start := time.Now()
+	if err := old.process().Kill(); err != nil {
+		return Promotion{}, err
+	}
+	err := waitFor(ctx, replica, "Sentinel to promote the replica", func(ctx context.Context) error {
+		if m, err := d.master(ctx); err != nil {
+			return err
+		} else if m != replica.Index {
+			return fmt.Errorf("Sentinel still names %s", d.servers[m].Name)
+		}
+		role, err := replica.client.Do(ctx, "ROLE").Slice()
+		if err != nil {
+			return err
+		}
+		if len(role) == 0 || role[0] != "master" {
+			return fmt.Errorf("%s says ROLE %v", replica.Name, role)
+		}
+		return nil
+	})
+	if err != nil {
+		return Promotion{}, err
+	}
+	return Promotion{Old: old.Index, New: replica.Index, Took: time.Since(start)}, nil
+}
+
+// expireScript makes every key matching ARGV[1] that has a TTL expire in a
+// millisecond, and returns them. Keys without a TTL (fencing counters)
+// stay, as they would through a clock jump.
+const expireScript = `
+local keys = {}
+for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
+  if redis.call('PTTL', k) > 0 then
+    redis.call('PEXPIRE', k, 1)
+    keys[#keys + 1] = k
+  end
+end
+return keys`
+
+// ExpireEarly is an EMULATION of a forward jump of server i's clock: it
+// makes every key matching pattern (a glob, e.g. prefix+"*") that has a
+// TTL expire now, and returns those keys once they are gone (reported as
+// "expired", as a real expiry is). A real jump cannot be had: every server
+// shares the host's clock, and libfaketime cannot start Debian's
+// redis-server. Unlike a real jump it moves no other time on the server
+// (no TTL set later is shortened), and it runs a script, which must run on
+// a master.
+func (d *Deployment) ExpireEarly(ctx context.Context, i int, pattern string) ([]string, error) {
+	s, unlock, err := d.fault(i)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	keys, err := s.client.Eval(ctx, expireScript, nil, pattern).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("redisserver: expiring %s on %s: %w", pattern, s.Name, err)
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	// EXISTS deletes an expired key it touches, so this returns as soon as
+	// the millisecond has passed.
+	err = waitFor(ctx, s, "the keys to expire", func(ctx context.Context) error {
+		n, err := s.client.Exists(ctx, keys...).Result()
+		if err == nil && n > 0 {
+			err = fmt.Errorf("%d keys left", n)
+		}
+		return err
+	})
+	return keys, err
+}

@@ -1,0 +1,226 @@
+package redisserver
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locktest/locktest/internal/proc"
+)
+
+// start starts a deployment for one test, with a minute for the test.
+func start(t *testing.T, topo Topology) (context.Context, *Deployment) {
+	t.Helper()
+	bin := ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	d, err := Start(ctx, Config{Binary: bin, Topology: topo, Dir: dir, LogDir: filepath.Join(dir, "logs")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		d.Close()
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(dir, "logs", "redis-*.log"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("%s:\n%s", filepath.Base(l), b)
+			}
+		}
+	})
+	return ctx, d
+}
+
+// client is a go-redis client of one proxied endpoint.
+func client(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(adminOptions(addr))
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// waitUntil polls cond until it holds or 10 s pass.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestFind(t *testing.T) {
+	dir := t.TempDir()
+	script := func(name, body string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct{ path, want string }{
+		{filepath.Join(dir, "missing"), "no such file"},
+		{script("noexec", "exit 0", 0o644), "not an executable"},
+		{script("other", "echo 'other 1.0'", 0o755), `not redis-server: --version said "other 1.0"`},
+		{script("old", "echo 'Redis server v=6.2.14 sha=00000000:0 malloc=libc bits=64'", 0o755), "6.2.14 at " + dir + "/old is too old"},
+		{script("fails", "exit 1", 0o755), "--version failed"},
+	} {
+		_, err := Find(tc.path)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "apt-get install redis-server") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Find(%s) = %v; want one line with %q and how to install", tc.path, err, tc.want)
+		}
+	}
+	b, err := Find(script("new", "echo 'Redis server v=7.2.4 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64'", 0o755))
+	if err != nil || b.Version != "7.2.4" {
+		t.Errorf("Find of a Redis 7.2.4: %+v, %v", b, err)
+	}
+	t.Setenv("PATH", dir)
+	if _, err := Find(""); err == nil || !strings.Contains(err.Error(), "not found on PATH") {
+		t.Errorf("Find with no redis-server on PATH: %v", err)
+	}
+}
+
+// Each topology starts ready, serves over a client's proxies, and leaves
+// nothing behind when it closes.
+func TestTopologies(t *testing.T) {
+	for _, tc := range []struct {
+		topo               Topology
+		servers, sentinels int
+	}{
+		{Single, 1, 0}, {Replicated, 2, 3}, {Independent(5), 5, 0},
+	} {
+		t.Run(tc.topo.String(), func(t *testing.T) {
+			bin := ForTest(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			dir := t.TempDir()
+			began := time.Now()
+			d, err := Start(ctx, Config{Binary: bin, Topology: tc.topo, Dir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			started := time.Since(began)
+			defer d.Close()
+			if len(d.Servers()) != tc.servers || len(d.Sentinels()) != tc.sentinels {
+				t.Fatalf("%d servers and %d sentinels, want %d and %d", len(d.Servers()), len(d.Sentinels()), tc.servers, tc.sentinels)
+			}
+			eps, err := d.Endpoints("c1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, ep := range eps {
+				err := client(t, ep).Set(ctx, "k", "v", 0).Err()
+				if tc.topo == Replicated && i == 1 {
+					if err == nil || !strings.HasPrefix(err.Error(), "READONLY") {
+						t.Fatalf("SET on the replica: %v, want READONLY", err)
+					}
+				} else if err != nil {
+					t.Fatalf("SET through %s: %v", LinkName("c1", d.Servers()[i]), err)
+				}
+			}
+			if tc.topo == Replicated {
+				if m, err := d.Master(ctx); err != nil || m != 0 {
+					t.Fatalf("Master = %d, %v; want 0", m, err)
+				}
+			}
+			ls, err := d.Links("c1")
+			if err != nil || len(ls) != tc.servers+tc.sentinels || ls[0].Name != "c1->r0" {
+				t.Fatalf("Links(c1) = %v, %v", ls, err)
+			}
+			var pids []int
+			for _, s := range append(d.Servers(), d.Sentinels()...) {
+				pids = append(pids, s.Pid())
+				if b, err := os.ReadFile(filepath.Join(dir, "redis-"+s.Name+".log")); err != nil || len(b) == 0 {
+					t.Errorf("%s's log: %d bytes, %v", s.Name, len(b), err)
+				}
+			}
+			dataDir := d.DataDir()
+
+			began = time.Now()
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
+			closed := time.Since(began)
+			t.Logf("%s: started in %v, closed in %v", tc.topo, started.Round(time.Millisecond), closed.Round(time.Millisecond))
+			for _, pid := range pids {
+				if proc.Alive(pid) {
+					t.Errorf("process %d is alive after Close", pid)
+				}
+			}
+			if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
+				t.Errorf("data dir %s after Close: %v", dataDir, err)
+			}
+			if err := d.Close(); err != nil {
+				t.Errorf("second Close: %v", err)
+			}
+			if _, err := d.Endpoints("c2"); err != ErrClosed {
+				t.Errorf("Endpoints after Close: %v", err)
+			}
+		})
+	}
+}
+
+// TestNothingOutlivesParent kills a parent (this test binary run again)
+// that started a Replicated deployment with SIGKILL, and checks that none of
+// its redis-server processes is left.
+func TestNothingOutlivesParent(t *testing.T) {
+	if os.Getenv("REDISSERVER_TEST_PARENT") == "1" {
+		d, err := Start(context.Background(), Config{Topology: Replicated, Dir: os.Getenv("REDISSERVER_TEST_DIR")})
+		if err != nil {
+			os.Stdout.WriteString("error " + err.Error() + "\n")
+			os.Exit(3)
+		}
+		var pids []string
+		for _, s := range append(d.Servers(), d.Sentinels()...) {
+			pids = append(pids, strconv.Itoa(s.Pid()))
+		}
+		os.Stdout.WriteString(strings.Join(pids, " ") + "\n")
+		select {}
+	}
+	ForTest(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNothingOutlivesParent$")
+	cmd.Env = append(os.Environ(), "REDISSERVER_TEST_PARENT=1", "REDISSERVER_TEST_DIR="+t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the parent's pids: %v", err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(line) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("the parent said %q", line)
+		}
+		if !proc.Alive(pid) {
+			t.Fatalf("process %d is not running", pid)
+		}
+		pids = append(pids, pid)
+	}
+	if len(pids) != 5 {
+		t.Fatalf("the parent started %d processes, want 5", len(pids))
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	for _, pid := range pids {
+		waitUntil(t, "process "+strconv.Itoa(pid)+" to die with its parent", func() bool { return !proc.Alive(pid) })
+	}
+}
