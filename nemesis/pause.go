@@ -52,7 +52,7 @@ func (pause) Durations(ttl time.Duration) Range { return Range{ttl + ttl/4, 2 * 
 
 func (pause) Draw(g *Gen, e *Entry, d Range) {
 	if e.Fault == PauseClient {
-		g.roleTarget(e, 0.7, 0.25)
+		g.roleTarget(e, 0.8, 0.15)
 		e.Params["before_write"] = strconv.FormatBool(e.Target == TargetHolder && g.chance(0.7))
 		if e.Target == TargetWaiter {
 			// Aimed at a waiter queued behind a holder that has just begun
