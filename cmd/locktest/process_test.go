@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/locktest/locktest/cluster"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/proc"
 )
 
 // children lists the processes whose parent is this one.
@@ -174,4 +178,83 @@ func TestRunExternal(t *testing.T) {
 			t.Errorf("key %s changed: %s@%d, was %s@%d", kv.Key, kv.Value, kv.ModRevision, b.Value, b.ModRevision)
 		}
 	}
+}
+
+// childrenOf lists the live processes whose parent is pid.
+func childrenOf(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) && f[0] != "Z" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestStoppedProcessRun stops a locktest run with member processes part way,
+// by Ctrl-C (SIGINT) and by SIGKILL: no member outlives it, and the history
+// recorded so far is on disk and checkable.
+func TestStoppedProcessRun(t *testing.T) {
+	if args := os.Getenv("LOCKTEST_CLI_ARGS"); args != "" {
+		os.Exit(mainArgs(strings.Split(args, " "), os.Stdout, os.Stderr))
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			out := t.TempDir()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestStoppedProcessRun$")
+			cmd.Env = append(os.Environ(), "LOCKTEST_CLI_ARGS=run --cluster process --nemesis pause --time 30s --seed 4 --out "+out)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var members []int
+			if !eventually(t, 20*time.Second, func() bool {
+				members = childrenOf(cmd.Process.Pid)
+				h, err := os.Stat(filepath.Join(firstRunDir(out), "history.jsonl"))
+				return len(members) == 3 && err == nil && h.Size() > 1000
+			}) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("the run did not get going: members %v", members)
+			}
+			cmd.Process.Signal(sig)
+			err := cmd.Wait()
+			if sig == syscall.SIGINT {
+				if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitUnknown {
+					t.Errorf("interrupted run exited with %v, want status 2", err)
+				}
+			}
+			if !eventually(t, 10*time.Second, func() bool {
+				return !slices.ContainsFunc(members, proc.Alive)
+			}) {
+				t.Fatalf("member processes %v outlived a locktest stopped by %v", members, sig)
+			}
+			code, stdout, stderr := runMain(t, "check", filepath.Join(firstRunDir(out), "history.jsonl"))
+			if !strings.Contains(stdout, "verdict: ") || strings.Contains(stderr, "history.jsonl:") {
+				t.Fatalf("the history left by %v is not checkable: exit %d\n%s\n%s", sig, code, stdout, stderr)
+			}
+			t.Logf("stopped by %v: members %v gone; check of the history: exit %d, %s", sig, members, code,
+				strings.SplitN(stdout[strings.Index(stdout, "verdict: "):], "\n", 2)[0])
+		})
+	}
+}
+
+// firstRunDir is the one run directory under out ("" while there is none).
+func firstRunDir(out string) string {
+	ents, _ := os.ReadDir(out)
+	for _, e := range ents {
+		if e.IsDir() {
+			return filepath.Join(out, e.Name())
+		}
+	}
+	return ""
 }
