@@ -282,7 +282,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	}
 
 	rec := histories.NewRecorder(w, time.Now())
-	wl, err := workload.New(ctx, o.Workload, cl, resAddr, rec)
+	wl, err := workload.New(ctx, o.Workload, workload.Etcd(cl), resAddr, rec)
 	if err != nil {
 		return nil, err
 	}

@@ -25,8 +25,8 @@ type client struct {
 	cfg    Config
 	recipe lock.Recipe
 	rng    *rand.Rand
-	etcd   *clientv3.Client
-	lease  *clockLease
+	conn   conn
+	lease  *clockLease // etcd's: the clock-driven lease; nil for other backends
 	revs   *revisions
 	clock  *clock.Clock
 	ctl    *control
@@ -77,51 +77,42 @@ type holding struct {
 	gone    chan struct{} // closed when the client stops believing
 }
 
-func newClient(w *Workload, i int, cl Cluster, resourceAddr string) (*client, error) {
+func newClient(w *Workload, i int, resourceAddr string) (*client, error) {
 	name := fmt.Sprintf("c%d", i)
-	cli, err := cl.Client(name)
-	if err != nil {
-		return nil, fmt.Errorf("client %s: %w", name, err)
-	}
 	c := &client{
 		w:       w,
 		name:    name,
 		cfg:     w.cfg,
 		recipe:  w.cfg.Recipe,
 		rng:     rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(i))),
-		etcd:    cli,
 		clock:   clock.New(),
 		ctl:     newControl(),
 		rec:     w.rec,
 		process: histories.Process(i),
+		// Only a backend that has revisions notes any.
+		revs: &revisions{},
 	}
+	cn, err := w.backend.connect(c)
+	if err != nil {
+		return nil, fmt.Errorf("client %s: %w", name, err)
+	}
+	c.conn = cn
 	if w.cfg.Resource == resource.EtcdTxn {
-		// The value lives in etcd: the client reaches it over its own etcd
-		// links.
-		c.store = etcdStore{resource.NewEtcd(cli, resource.EtcdPrefix(w.cfg.Prefix))}
+		c.store = cn.txn
 	} else {
-		addr, err := cl.ResourceProxy(name, resourceAddr)
+		addr, err := w.backend.ResourceProxy(name, resourceAddr)
 		if err != nil {
-			cli.Close()
+			cn.close()
 			return nil, fmt.Errorf("client %s: resource link: %w", name, err)
 		}
 		c.store = httpStore{resource.NewClient(addr)}
 	}
-	// Sessions grant and keep their leases alive through the client's
-	// embedded Lease: this puts the client's clock in charge.
-	c.lease = newClockLease(cli.Lease, c.clock, c.ctl)
-	cli.Lease = c.lease
-	// Every read the client's lock makes is noted, for the decision
-	// revision of its grants.
-	c.revs = &revisions{}
-	cli.KV = trackedKV{cli.KV, c.revs}
-	cli.Watcher = trackedWatcher{cli.Watcher, c.revs}
 	return c, nil
 }
 
 // env is what the recipe gets for this client.
 func (c *client) env() lock.Env {
-	return lock.Env{Conn: c.etcd, Clock: c.clock, TTL: c.cfg.TTL, Prefix: c.cfg.Prefix, Name: c.name}
+	return lock.Env{Conn: c.conn.env, Clock: c.clock, TTL: c.cfg.TTL, Prefix: c.cfg.Prefix, Name: c.name}
 }
 
 // finish ends the client's locker at the end of Run and returns its stats.
@@ -138,7 +129,7 @@ func (c *client) close() {
 	c.forgetHeld()
 	c.dropLocker()
 	c.store.Close()
-	c.etcd.Close()
+	c.conn.close()
 }
 
 func (c *client) run(ctx context.Context, stop <-chan struct{}) error {
