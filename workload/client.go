@@ -16,6 +16,7 @@ import (
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/etcdlock"
+	"github.com/locktest/locktest/lock/redislock"
 	"github.com/locktest/locktest/resource"
 )
 
@@ -72,6 +73,7 @@ type holding struct {
 	process histories.Process
 	lost    bool // lease-lost recorded
 	held    lock.Held
+	valued  *valueGrant // the grant's value, if the recipe tells (redislock.Valued)
 	locker  *locker
 	since   time.Time     // client clock: when the acquire returned
 	gone    chan struct{} // closed when the client stops believing
@@ -489,6 +491,13 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 		c.mu.Unlock()
 		c.w.registerLease(h.lease, c.name, p)
 	}
+	if v, ok := held.(redislock.Valued); ok {
+		c.mu.Lock()
+		p := c.process
+		c.mu.Unlock()
+		g := c.w.values.granted(v.Key(), valueGrant{value: v.Value(), client: c.name, process: p, token: token})
+		h.valued = &g
+	}
 	if err := c.complete(histories.OK, histories.Acquire, key, histories.GrantValue(token, decided, h.etcdKey), nil); err != nil {
 		return err
 	}
@@ -517,6 +526,9 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	if h.etcdKey != "" {
 		c.w.intendRelease(h.etcdKey, token, c.name)
 	}
+	if h.valued != nil {
+		c.w.values.release(held.(redislock.Valued).Key(), *h.valued)
+	}
 	uctx, cancel := c.opContext(ctx)
 	c.revs.reset()
 	err = opError(uctx, held.Release(uctx))
@@ -527,6 +539,9 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 			until = 0 // unknown: it may still delete
 		}
 		c.w.releaseDone(h.etcdKey, token, until, c.revs.deletedAt())
+	}
+	if h.valued != nil {
+		c.w.values.released(held.(redislock.Valued).Key(), *h.valued)
 	}
 	if err != nil {
 		err = c.complete(histories.Info, histories.Release, key, nil, err)

@@ -299,6 +299,10 @@ type Workload struct {
 	obs     Observer
 	backend Backend
 
+	// values attributes deletions of keys whose grants tell their values
+	// (redislock.Valued).
+	values *grantValues
+
 	mu       sync.Mutex
 	owners   map[clientv3.LeaseID]leaseOwner
 	releases map[keyRev]release // lock keys their owner is deleting in a release
@@ -360,6 +364,7 @@ func New(ctx context.Context, cfg Config, b Backend, resourceAddr string, rec Re
 		revoking:     map[clientv3.LeaseID]bool{},
 		resourceAddr: resourceAddr,
 		backend:      b,
+		values:       newGrantValues(),
 	}
 	w.next.Store(int64(cfg.Clients))
 	for i := range cfg.Clients {
