@@ -66,6 +66,15 @@ type contractJudge struct {
 	bugs       int
 }
 
+// noRevisions says why promises judged by revisions cannot be judged on a
+// server that has none (Redis), or "" for etcd.
+func (j *contractJudge) noRevisions() string {
+	if b := j.sd.backend; b != "" && b != "etcd" {
+		return fmt.Sprintf("%s has no revisions, so the history cannot order a grant's decision against the server's deletions", b)
+	}
+	return ""
+}
+
 func (j *contractJudge) cannot(promise, why string) {
 	if _, ok := j.unjudged[promise]; !ok {
 		j.unjudged[promise] = why
@@ -204,6 +213,10 @@ func (j *contractJudge) tokens(grants []*operation) {
 // state it was decided on.
 func (j *contractJudge) lost(grants []*operation) {
 	h := j.h
+	if why := j.noRevisions(); why != "" {
+		j.cannot(promiseLost, why)
+		return
+	}
 	for _, g := range grants {
 		switch {
 		case !g.hasTok:
@@ -260,6 +273,10 @@ func (j *contractJudge) overlaps() {
 	if an.Truncated {
 		j.cannot(promiseOverlap, fmt.Sprintf("more than %d overlaps; only the first were judged", MaxOverlaps))
 	}
+	if why := j.noRevisions(); why != "" && len(an.Overlaps) > 0 {
+		j.cannot(promiseOverlap, why)
+		return
+	}
 	grant := map[int]*operation{} // by acquire index
 	for _, o := range h.ops {
 		if o.f == histories.Acquire && o.status == histories.OK {
@@ -314,7 +331,7 @@ func (j *contractJudge) overlaps() {
 // releases judges promise 4 on the observer's deletions.
 func (j *contractJudge) releases() {
 	h := j.h
-	if j.sd.observed == 0 {
+	if !j.sd.observedAll {
 		j.cannot(promiseRelease, "the history does not say that the observer saw every deletion (no observed event), so an other-release may be missing or not definite")
 		return
 	}
@@ -342,8 +359,12 @@ func (j *contractJudge) releases() {
 		} else {
 			victim = fmt.Sprintf("%s's key (token %d)", owner, d.Token)
 		}
-		v.Story = fmt.Sprintf("on key %q, %s deleted %s at revision %d (%s), while %s's lease was alive.",
-			d.Key, what, victim, d.Revision, h.at(d.Time), owner)
+		at := h.at(d.Time)
+		if d.Revision > 0 {
+			at = fmt.Sprintf("revision %d (%s)", d.Revision, at)
+		}
+		v.Story = fmt.Sprintf("on key %q, %s deleted %s at %s, while %s's lease was alive.",
+			d.Key, what, victim, at, owner)
 		j.broke(promiseRelease, v)
 	}
 }

@@ -36,9 +36,15 @@ type storyData struct {
 	lockerFailed []lockerFailure
 	// ttl is the lease TTL from the setup event (0: not recorded);
 	// observed the revision up to which the history holds every deletion
-	// of a lock key (0: not recorded).
-	ttl      time.Duration
-	observed int64
+	// of a lock key (0: not recorded, or a server without revisions);
+	// observedAll whether an observed event says the history holds every
+	// deletion the server reported.
+	ttl         time.Duration
+	observed    int64
+	observedAll bool
+	// backend is the system under test from the setup event ("etcd",
+	// "redis"; "" in a history from before it was recorded: etcd).
+	backend string
 }
 
 // lockerFailure is one failed attempt of a client to build its locker.
@@ -114,7 +120,9 @@ func (h *History) buildStory() *storyData {
 			if ttl, ok := paramInt(v, "ttl"); ok && ttl > 0 {
 				sd.ttl = time.Duration(ttl) * time.Second
 			}
+			sd.backend = param(v, "backend")
 		case histories.FObserved:
+			sd.observedAll = true
 			if rev, ok := paramInt(v, "revision"); ok {
 				sd.observed = rev
 			}

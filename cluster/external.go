@@ -487,13 +487,13 @@ func (e *External) ResourceProxy(client, upstream string) (string, error) {
 	if err := links.CheckName(client); err != nil {
 		return "", err
 	}
-	return e.res.Proxy(ResourceLinkName(client), upstream)
+	return e.res.Proxy(links.ResourceName(client), upstream)
 }
 
 // ResourceLink returns client's link to the resource, made by
 // ResourceProxy.
 func (e *External) ResourceLink(client string) (*toxiclient.Proxy, error) {
-	return e.res.Get(ResourceLinkName(client))
+	return e.res.Get(links.ResourceName(client))
 }
 
 // ClearToxics removes every toxic from our links and enables those

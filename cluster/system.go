@@ -8,6 +8,7 @@ import (
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/system"
 )
 
@@ -47,19 +48,16 @@ func (c *Cluster) MemberNames() []string {
 // LogDir is where the members and toxiproxy log.
 func (c *Cluster) LogDir() string { return c.cfg.LogDir }
 
-// ResourceLinkName is the name of client's proxy to the resource.
-func ResourceLinkName(client string) string { return client + "-resource" }
-
 // ResourceProxy creates (once) client's link to the resource at upstream
 // and returns its listen address.
 func (c *Cluster) ResourceProxy(client, upstream string) (string, error) {
-	return c.Proxy(ResourceLinkName(client), upstream)
+	return c.Proxy(links.ResourceName(client), upstream)
 }
 
 // ResourceLink returns client's link to the resource, made by
 // ResourceProxy.
 func (c *Cluster) ResourceLink(client string) (*toxiclient.Proxy, error) {
-	return c.links.Get(ResourceLinkName(client))
+	return c.links.Get(links.ResourceName(client))
 }
 
 func parseLease(lease string) (clientv3.LeaseID, error) {

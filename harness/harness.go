@@ -20,6 +20,7 @@ import (
 	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
+	"github.com/locktest/locktest/system"
 	"github.com/locktest/locktest/workload"
 )
 
@@ -82,7 +83,8 @@ type Options struct {
 	// Log, if set, receives a line as each phase starts and each fault fires.
 	Log io.Writer `json:"-"`
 
-	offers func(kind string) bool // the fault kinds the system can carry out
+	offers      func(kind string) bool // the fault kinds the system can carry out
+	memberNames []string               // the members faults may strike
 }
 
 func (o *Options) defaults() error {
@@ -92,19 +94,26 @@ func (o *Options) defaults() error {
 	if err := o.Cluster.Check(); err != nil {
 		return err
 	}
+	o.RecipeName = etcdlock.MutexName
+	if o.Workload.Recipe != nil {
+		o.RecipeName = o.Workload.Recipe.Name()
+	}
+	if o.Resource == "" {
+		o.Resource = resource.Fenced
+	}
+	if err := o.redisDefaults(); err != nil {
+		return err
+	}
 	if o.Cluster.Mode == ClusterExternal {
 		o.Members = len(o.Cluster.Endpoints)
 	}
 	if o.Members == 0 {
 		o.Members = 3
 	}
-	if o.Cluster.Mode != ClusterExternal {
+	if _, redis := redisTopology(o.RecipeName); !redis && o.Cluster.Mode != ClusterExternal {
 		if err := cluster.CheckMembers(o.Members); err != nil {
 			return err
 		}
-	}
-	if o.Resource == "" {
-		o.Resource = resource.Fenced
 	}
 	if _, err := resource.ParseMode(string(o.Resource)); err != nil {
 		return err
@@ -113,10 +122,6 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("time must be positive, got %v", o.Time)
 	}
 	o.Workload.Resource = o.Resource
-	o.RecipeName = etcdlock.MutexName
-	if o.Workload.Recipe != nil {
-		o.RecipeName = o.Workload.Recipe.Name()
-	}
 	if err := o.Workload.Validate(); err != nil {
 		return err
 	}
@@ -150,8 +155,10 @@ func (o *Options) defaults() error {
 type RunStats struct {
 	// System says what was under test ("etcd 3.6.16, 3 embedded members").
 	System string `json:"system"`
-	// EtcdVersion is the version of the etcd under test.
+	// EtcdVersion is the version of the etcd under test, RedisVersion of
+	// the redis-server.
 	EtcdVersion   string         `json:"etcd_version,omitempty"`
+	RedisVersion  string         `json:"redis_version,omitempty"`
 	ClusterStart  time.Duration  `json:"cluster_start_ns"`
 	ClusterClose  time.Duration  `json:"cluster_close_ns"`
 	Leader        string         `json:"leader"`
@@ -200,6 +207,11 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if st != nil {
 		res.Run = &st.RunStats
 		res.AddConsistency(st.hashes)
+		for i, c := range res.Checks {
+			if c.Name == histories.CheckConsistency && st.noHashes != "" {
+				res.Checks[i].Explanation = st.noHashes
+			}
+		}
 	}
 	if runErr != nil && !interrupted {
 		res.Error = runErr.Error()
@@ -217,6 +229,9 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 type runStats struct {
 	RunStats
 	hashes []checker.MemberHash
+	// noHashes says why a system without a consistency read
+	// (system.Hasher) left consistency unjudged.
+	noHashes string
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -231,27 +246,43 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	st := &runStats{}
 	began := time.Now()
 	logs := filepath.Join(o.Dir, "logs")
-	cl, err := o.startSystem(ctx, logs)
+	sut, err := o.startSystem(ctx, logs)
 	if err != nil {
 		return nil, err
 	}
+	cl := sut.sys
 	st.ClusterStart = time.Since(began)
-	st.System, st.EtcdVersion = cl.Describe(), cl.Etcd().Version
+	st.System = cl.Describe()
+	if sut.backend.Name() == "redis" {
+		st.RedisVersion = sut.version
+	} else {
+		st.EtcdVersion = sut.version
+	}
 	defer func() {
 		closing := time.Now()
-		cl.Close()
+		sut.close()
 		st.ClusterClose = time.Since(closing)
 	}()
-	if i, err := cl.Leader(ctx); err == nil {
-		st.Leader = cl.MemberNames()[i]
+	if !system.Has(cl, system.CapHash) {
+		st.noHashes = fmt.Sprintf("%s offers no consistency read (no state its servers should share), so nothing was compared.", st.System)
 	}
-	o.logf("cluster: %s ready in %s, leader %s; logs in %s", st.System, st.ClusterStart.Round(time.Millisecond), st.Leader, logs)
+	if l, ok := cl.(system.Leaderer); ok {
+		if i, err := l.Leader(ctx); err == nil {
+			st.Leader = cl.MemberNames()[i]
+		}
+	}
+	leader := ""
+	if st.Leader != "" {
+		leader = ", leader " + st.Leader
+	}
+	o.logf("cluster: %s ready in %s%s; logs in %s", st.System, st.ClusterStart.Round(time.Millisecond), leader, logs)
 	// A fault the system cannot carry out is refused before anything is
 	// recorded.
 	if err := nemesis.Refuse(cl, o.Nemesis.Faults); err != nil {
 		return nil, err
 	}
 	o.offers = nemesis.Offered(cl)
+	o.memberNames = cl.MemberNames()
 	if o.Schedule != nil {
 		if err := nemesis.RefuseSchedule(cl, *o.Schedule); err != nil {
 			return nil, err
@@ -282,7 +313,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	}
 
 	rec := histories.NewRecorder(w, time.Now())
-	wl, err := workload.New(ctx, o.Workload, cl, resAddr, rec)
+	wl, err := workload.New(ctx, o.Workload, sut.backend, resAddr, rec)
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,7 @@ func NewRunDir(out string, seed int64) (string, error) {
 func (o *Options) nemesisConfig(clients []string) nemesis.Config {
 	c := o.Nemesis
 	c.Members = o.Members
+	c.MemberNames = o.memberNames
 	c.Clients = clients
 	c.TTL = time.Duration(o.Workload.TTL) * time.Second
 	c.Time = o.Time

@@ -38,6 +38,9 @@ type ClusterOptions struct {
 	CACert string `json:"cacert,omitempty"`
 	Cert   string `json:"cert,omitempty"`
 	Key    string `json:"key,omitempty"`
+	// RedisBin is the redis-server a Redis recipe's servers run; "" is
+	// the one on PATH.
+	RedisBin string `json:"redis_bin,omitempty"`
 }
 
 // Check fills in the default mode and says what is wrong with the options,
@@ -74,10 +77,35 @@ type etcdSystem interface {
 	Close() error
 }
 
-// startSystem starts (or connects to) the etcd under test. An external
+// started is the system under test of a run, started: etcd's or Redis's.
+type started struct {
+	sys     system.System // with the capabilities it offers
+	backend workload.Backend
+	version string // of the etcd or redis-server under test
+	close   func() error
+}
+
+// startSystem starts the system under test the recipe runs on: a
+// redisserver deployment for a Redis recipe (redisTopology), else etcd.
+func (o *Options) startSystem(ctx context.Context, logs string) (*started, error) {
+	if t, ok := redisTopology(o.RecipeName); ok {
+		r, err := startRedis(ctx, o.Cluster.RedisBin, t, o.Dir, logs)
+		if err != nil {
+			return nil, err
+		}
+		return &started{sys: r, backend: workload.Redis(r.d), version: r.d.Binary().Version, close: r.Close}, nil
+	}
+	e, err := o.startEtcd(ctx, logs)
+	if err != nil {
+		return nil, err
+	}
+	return &started{sys: e, backend: workload.Etcd(e), version: e.Etcd().Version, close: e.Close}, nil
+}
+
+// startEtcd starts (or connects to) the etcd under test. An external
 // cluster's keys live under a prefix of the run's own, which it deletes
 // when closed; the workload's lock keys and etcd-txn values go there.
-func (o *Options) startSystem(ctx context.Context, logs string) (etcdSystem, error) {
+func (o *Options) startEtcd(ctx context.Context, logs string) (etcdSystem, error) {
 	if o.Cluster.Mode == ClusterExternal {
 		prefix := "/locktest/" + filepath.Base(o.Dir) + "/"
 		o.Workload.Prefix = prefix + "locks/"

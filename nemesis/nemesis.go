@@ -117,6 +117,9 @@ type Config struct {
 	Time time.Duration `json:"time_ns"`
 	// Members is the cluster size (default 3).
 	Members int `json:"members"`
+	// MemberNames name the members a fault may strike, when they are not
+	// etcd's "m0", "m1", ... (Redis's servers are "r0", "r1", ...).
+	MemberNames []string `json:"member_names,omitempty"`
 	// Clients are the workload's client names ("c0", ...); Generate draws
 	// client targets and sides from them.
 	Clients []string `json:"clients"`

@@ -150,7 +150,13 @@ func (g *Gen) chance(p float64) bool { return g.rng.Float64() < p }
 
 func (g *Gen) client() string { return g.cfg.Clients[g.rng.IntN(len(g.cfg.Clients))] }
 
-func (g *Gen) member() string { return "m" + strconv.Itoa(g.rng.IntN(g.cfg.Members)) }
+func (g *Gen) member() string {
+	i := g.rng.IntN(g.cfg.Members)
+	if i < len(g.cfg.MemberNames) {
+		return g.cfg.MemberNames[i]
+	}
+	return "m" + strconv.Itoa(i)
+}
 
 // clientTarget favours the holder with probability p.
 func (g *Gen) clientTarget(e *Entry, p float64) { g.roleTarget(e, p, 0) }

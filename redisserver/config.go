@@ -26,6 +26,14 @@ var (
 // Redlock wants them (n = 5).
 func Independent(n int) Topology { return Topology{masters: n} }
 
+// Servers is the number of data servers: the masters, and the replica.
+func (t Topology) Servers() int {
+	if t.replicated {
+		return t.masters + 1
+	}
+	return t.masters
+}
+
 // String names the topology: "single", "replicated", "independent-5".
 func (t Topology) String() string {
 	switch {

@@ -89,6 +89,24 @@ func (d *Deployment) Dialer(client string) (func(ctx context.Context, network, a
 	}, nil
 }
 
+// ResourceProxy creates (once) client's link to the protected resource at
+// upstream ("host:port") and returns its address.
+func (d *Deployment) ResourceProxy(client, upstream string) (string, error) {
+	if err := links.CheckName(client); err != nil {
+		return "", err
+	}
+	if d.isClosed() {
+		return "", ErrClosed
+	}
+	return d.links.Proxy(links.ResourceName(client), upstream)
+}
+
+// ResourceLink returns client's link to the resource, made by
+// ResourceProxy.
+func (d *Deployment) ResourceLink(client string) (*toxiclient.Proxy, error) {
+	return d.links.Get(links.ResourceName(client))
+}
+
 // Toxiproxy is a client of the toxiproxy API that holds the links.
 func (d *Deployment) Toxiproxy() *toxiclient.Client { return d.links.API() }
 

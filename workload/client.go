@@ -16,6 +16,7 @@ import (
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/etcdlock"
+	"github.com/locktest/locktest/lock/redislock"
 	"github.com/locktest/locktest/resource"
 )
 
@@ -25,8 +26,8 @@ type client struct {
 	cfg    Config
 	recipe lock.Recipe
 	rng    *rand.Rand
-	etcd   *clientv3.Client
-	lease  *clockLease
+	conn   conn
+	lease  *clockLease // etcd's: the clock-driven lease; nil for other backends
 	revs   *revisions
 	clock  *clock.Clock
 	ctl    *control
@@ -72,56 +73,48 @@ type holding struct {
 	process histories.Process
 	lost    bool // lease-lost recorded
 	held    lock.Held
+	valued  *valueGrant // the grant's value, if the recipe tells (redislock.Valued)
 	locker  *locker
 	since   time.Time     // client clock: when the acquire returned
 	gone    chan struct{} // closed when the client stops believing
 }
 
-func newClient(w *Workload, i int, cl Cluster, resourceAddr string) (*client, error) {
+func newClient(w *Workload, i int, resourceAddr string) (*client, error) {
 	name := fmt.Sprintf("c%d", i)
-	cli, err := cl.Client(name)
-	if err != nil {
-		return nil, fmt.Errorf("client %s: %w", name, err)
-	}
 	c := &client{
 		w:       w,
 		name:    name,
 		cfg:     w.cfg,
 		recipe:  w.cfg.Recipe,
 		rng:     rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(i))),
-		etcd:    cli,
 		clock:   clock.New(),
 		ctl:     newControl(),
 		rec:     w.rec,
 		process: histories.Process(i),
+		// Only a backend that has revisions notes any.
+		revs: &revisions{},
 	}
+	cn, err := w.backend.connect(c)
+	if err != nil {
+		return nil, fmt.Errorf("client %s: %w", name, err)
+	}
+	c.conn = cn
 	if w.cfg.Resource == resource.EtcdTxn {
-		// The value lives in etcd: the client reaches it over its own etcd
-		// links.
-		c.store = etcdStore{resource.NewEtcd(cli, resource.EtcdPrefix(w.cfg.Prefix))}
+		c.store = cn.txn
 	} else {
-		addr, err := cl.ResourceProxy(name, resourceAddr)
+		addr, err := w.backend.ResourceProxy(name, resourceAddr)
 		if err != nil {
-			cli.Close()
+			cn.close()
 			return nil, fmt.Errorf("client %s: resource link: %w", name, err)
 		}
 		c.store = httpStore{resource.NewClient(addr)}
 	}
-	// Sessions grant and keep their leases alive through the client's
-	// embedded Lease: this puts the client's clock in charge.
-	c.lease = newClockLease(cli.Lease, c.clock, c.ctl)
-	cli.Lease = c.lease
-	// Every read the client's lock makes is noted, for the decision
-	// revision of its grants.
-	c.revs = &revisions{}
-	cli.KV = trackedKV{cli.KV, c.revs}
-	cli.Watcher = trackedWatcher{cli.Watcher, c.revs}
 	return c, nil
 }
 
 // env is what the recipe gets for this client.
 func (c *client) env() lock.Env {
-	return lock.Env{Conn: c.etcd, Clock: c.clock, TTL: c.cfg.TTL, Prefix: c.cfg.Prefix, Name: c.name}
+	return lock.Env{Conn: c.conn.env, Clock: c.clock, TTL: c.cfg.TTL, Prefix: c.cfg.Prefix, Name: c.name}
 }
 
 // finish ends the client's locker at the end of Run and returns its stats.
@@ -138,7 +131,7 @@ func (c *client) close() {
 	c.forgetHeld()
 	c.dropLocker()
 	c.store.Close()
-	c.etcd.Close()
+	c.conn.close()
 }
 
 func (c *client) run(ctx context.Context, stop <-chan struct{}) error {
@@ -498,6 +491,13 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 		c.mu.Unlock()
 		c.w.registerLease(h.lease, c.name, p)
 	}
+	if v, ok := held.(redislock.Valued); ok {
+		c.mu.Lock()
+		p := c.process
+		c.mu.Unlock()
+		g := c.w.values.granted(v.Key(), valueGrant{value: v.Value(), client: c.name, process: p, token: token})
+		h.valued = &g
+	}
 	if err := c.complete(histories.OK, histories.Acquire, key, histories.GrantValue(token, decided, h.etcdKey), nil); err != nil {
 		return err
 	}
@@ -526,6 +526,9 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	if h.etcdKey != "" {
 		c.w.intendRelease(h.etcdKey, token, c.name)
 	}
+	if h.valued != nil {
+		c.w.values.release(held.(redislock.Valued).Key(), *h.valued)
+	}
 	uctx, cancel := c.opContext(ctx)
 	c.revs.reset()
 	err = opError(uctx, held.Release(uctx))
@@ -536,6 +539,9 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 			until = 0 // unknown: it may still delete
 		}
 		c.w.releaseDone(h.etcdKey, token, until, c.revs.deletedAt())
+	}
+	if h.valued != nil {
+		c.w.values.released(held.(redislock.Valued).Key(), *h.valued)
 	}
 	if err != nil {
 		err = c.complete(histories.Info, histories.Release, key, nil, err)

@@ -115,7 +115,7 @@ func setup(t *testing.T, mode resource.Mode, cfg Config) *env {
 	}
 	t.Cleanup(func() { e.w.Close() })
 	e.rec = &memRecorder{rec: histories.NewRecorder(e.w, time.Now()), changed: make(chan struct{})}
-	e.wl, err = New(ctx, cfg, cl, addr, e.rec)
+	e.wl, err = New(ctx, cfg, Etcd(cl), addr, e.rec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,6 +103,9 @@ func (l *clockLease) believed(id clientv3.LeaseID) (time.Time, bool) {
 
 // forget drops the view of a lease the client no longer uses.
 func (l *clockLease) forget(id clientv3.LeaseID) {
+	if l == nil { // a backend without leases of its own
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.leases, id)

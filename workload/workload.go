@@ -63,6 +63,33 @@ type Cluster interface {
 	DirectClient(members ...int) (*clientv3.Client, error)
 }
 
+// Backend is the system under test as the workload reaches it: each
+// client's own connection to it (lock.Env.Conn, over the client's own
+// links), its link to the resource, and the observer of the server's truth
+// about lock keys. Etcd and Redis make one, each in a file of its own
+// (etcdbackend.go, redisbackend.go).
+type Backend interface {
+	// Name names the backend in the history's setup event: "etcd",
+	// "redis".
+	Name() string
+	// ResourceProxy returns the address of client's own link to the
+	// resource at upstream.
+	ResourceProxy(client, upstream string) (string, error)
+	// connect makes c's connection over c's own links.
+	connect(c *client) (conn, error)
+	// observe starts the backend's Observer.
+	observe(ctx context.Context, w *Workload) (Observer, error)
+}
+
+// conn is one client's connection, as its backend made it.
+type conn struct {
+	env   any          // lock.Env.Conn
+	close func() error // closes it
+	// txn is the etcd-txn resource over the client's links; nil for a
+	// backend that has none.
+	txn store
+}
+
 // Recorder appends operations to the run's history.
 type Recorder interface {
 	Record(op histories.Op) (histories.Op, error)
@@ -270,7 +297,11 @@ type Workload struct {
 	byName  map[string]*client
 	next    atomic.Int64 // next process number
 	obs     Observer
-	cluster Cluster
+	backend Backend
+
+	// values attributes deletions of keys whose grants tell their values
+	// (redislock.Valued).
+	values *grantValues
 
 	mu       sync.Mutex
 	owners   map[clientv3.LeaseID]leaseOwner
@@ -297,12 +328,12 @@ type leaseOwner struct {
 	process histories.Process
 }
 
-// New connects cfg.Clients clients ("c0", "c1", ...) to cl, each with its own
-// etcd client and resource link (a proxy named "<client>-resource" in front
+// New connects cfg.Clients clients ("c0", "c1", ...) to b, each with its own
+// connection and resource link (a proxy named "<client>-resource" in front
 // of resourceAddr; with cfg.Resource resource.EtcdTxn there is none, and
 // resourceAddr is ignored: pass ""), and starts the observer. Nothing is
 // recorded and no lock recipe runs until Run. Close releases everything.
-func New(ctx context.Context, cfg Config, cl Cluster, resourceAddr string, rec Recorder) (*Workload, error) {
+func New(ctx context.Context, cfg Config, b Backend, resourceAddr string, rec Recorder) (*Workload, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -317,6 +348,9 @@ func New(ctx context.Context, cfg Config, cl Cluster, resourceAddr string, rec R
 	if err != nil {
 		return nil, err
 	}
+	if _, etcd := b.(etcdBackend); cfg.Resource == resource.EtcdTxn && !etcd {
+		return nil, fmt.Errorf("workload: the %s resource keeps its values in etcd; the system under test is %s", resource.EtcdTxn, b.Name())
+	}
 	if cfg.Resource != resource.EtcdTxn && resourceAddr == "" {
 		return nil, errors.New("workload: no resource address (the etcd-txn resource needs none: set Config.Resource)")
 	}
@@ -329,10 +363,12 @@ func New(ctx context.Context, cfg Config, cl Cluster, resourceAddr string, rec R
 		releases:     map[keyRev]release{},
 		revoking:     map[clientv3.LeaseID]bool{},
 		resourceAddr: resourceAddr,
+		backend:      b,
+		values:       newGrantValues(),
 	}
 	w.next.Store(int64(cfg.Clients))
 	for i := range cfg.Clients {
-		c, err := newClient(w, i, cl, resourceAddr)
+		c, err := newClient(w, i, resourceAddr)
 		if err != nil {
 			w.Close()
 			return nil, err
@@ -340,8 +376,7 @@ func New(ctx context.Context, cfg Config, cl Cluster, resourceAddr string, rec R
 		w.clients = append(w.clients, c)
 		w.byName[c.name] = c
 	}
-	w.cluster = cl
-	obs, err := startEtcdObserver(ctx, w, cl)
+	obs, err := b.observe(ctx, w)
 	if err != nil {
 		w.Close()
 		return nil, err
@@ -768,6 +803,7 @@ func (w *Workload) setupEvent() histories.Op {
 		"resource": "http",
 		"locks":    strings.Join(w.cfg.Locks, ","),
 		"ttl":      strconv.Itoa(w.cfg.TTL),
+		"backend":  w.backend.Name(),
 	}
 	maps.Copy(params, w.section.Params())
 	if w.cfg.Resource == resource.EtcdTxn {
@@ -782,12 +818,12 @@ func (w *Workload) setupEvent() histories.Op {
 func (w *Workload) finalReads(ctx context.Context) error {
 	var st store
 	if w.cfg.Resource == resource.EtcdTxn {
-		direct, err := w.cluster.DirectClient()
+		s, closeDirect, err := w.backend.(etcdBackend).finalStore(w.cfg.Prefix)
 		if err != nil {
 			return err
 		}
-		defer direct.Close()
-		st = etcdStore{resource.NewEtcd(direct, resource.EtcdPrefix(w.cfg.Prefix))}
+		defer closeDirect()
+		st = s
 	} else {
 		st = httpStore{resource.NewClient(w.resourceAddr)}
 	}

@@ -123,7 +123,7 @@ func TestKeepAliveCadenceFollowsClientClock(t *testing.T) {
 			default:
 			}
 		}
-		s, err := concurrency.NewSession(c.etcd, concurrency.WithTTL(2))
+		s, err := concurrency.NewSession(c.conn.env.(*clientv3.Client), concurrency.WithTTL(2))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +157,7 @@ func TestKeepAliveCadenceFollowsClientClock(t *testing.T) {
 			t.Errorf("session %d ended", i)
 		default:
 		}
-		ttl, err := e.client("c0").etcd.TimeToLive(context.Background(), s.Lease())
+		ttl, err := e.client("c0").conn.env.(*clientv3.Client).TimeToLive(context.Background(), s.Lease())
 		if err != nil || ttl.TTL < 0 { // -1: not found; 0: under a second left
 			t.Errorf("session %d lease: ttl %v err %v", i, ttl, err)
 		}

@@ -275,6 +275,10 @@ func (l *Links) Close() error {
 	return errors.Join(errs...)
 }
 
+// ResourceName is the name of client's proxy to the protected resource,
+// whatever the system under test.
+func ResourceName(client string) string { return client + "-resource" }
+
 // CheckName says whether s can name a proxy's client: letters, digits,
 // '_', '.' and '-'.
 func CheckName(s string) error {

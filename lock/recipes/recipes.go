@@ -9,10 +9,12 @@ import (
 
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/etcdlock"
+	"github.com/locktest/locktest/lock/redislock"
 )
 
 var backends = [][]lock.Builtin{
 	etcdlock.Builtins,
+	redislock.Builtins,
 }
 
 func all() []lock.Builtin {

@@ -8,12 +8,13 @@ import (
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/lock/recipes"
+	"github.com/locktest/locktest/lock/redislock"
 )
 
 func TestLookup(t *testing.T) {
 	names := recipes.Names()
-	if len(names) != len(etcdlock.Builtins) {
-		t.Errorf("%d names for %d etcd recipes", len(names), len(etcdlock.Builtins))
+	if len(names) != len(etcdlock.Builtins)+len(redislock.Builtins) {
+		t.Errorf("%d names for %d etcd and %d Redis recipes", len(names), len(etcdlock.Builtins), len(redislock.Builtins))
 	}
 	for _, name := range names {
 		r, err := recipes.Lookup(name)
@@ -24,10 +25,10 @@ func TestLookup(t *testing.T) {
 			t.Errorf("Lookup(%q).Name() = %q", name, r.Name())
 		}
 	}
-	if _, err := recipes.Lookup("redlock"); err == nil || !strings.Contains(err.Error(), "mutex") {
+	if _, err := recipes.Lookup("zookeeper"); err == nil || !strings.Contains(err.Error(), "mutex") {
 		t.Errorf("unknown recipe: %v, want an error listing the known ones", err)
 	}
-	if !recipes.Broken(etcdlock.NoRenewName) || recipes.Broken(etcdlock.MutexName) || recipes.Broken("redlock") {
+	if !recipes.Broken(etcdlock.NoRenewName) || recipes.Broken(etcdlock.MutexName) || recipes.Broken(redislock.RedlockName) || !recipes.Broken(redislock.DelName) {
 		t.Error("Broken does not follow the backends' lists")
 	}
 }

@@ -51,7 +51,7 @@ func (l *del) Acquire(ctx context.Context, name string) (lock.Held, error) {
 			if err != nil {
 				return nil, fmt.Errorf("took %s but not its token: %w", key, err)
 			}
-			return &delHeld{env: l.env, key: key, token: token}, nil
+			return &delHeld{env: l.env, key: key, value: value, token: token}, nil
 		}
 		if err := sleep(ctx, l.env.Clock, l.interval); err != nil {
 			return nil, err
@@ -62,12 +62,15 @@ func (l *del) Acquire(ctx context.Context, name string) (lock.Held, error) {
 func (l *del) Close() error { return nil }
 
 type delHeld struct {
-	env   Env
-	key   string
-	token int64
+	env        Env
+	key, value string
+	token      int64
 }
 
 func (h *delHeld) Token() int64 { return h.token }
+
+func (h *delHeld) Key() string   { return h.key }
+func (h *delHeld) Value() string { return h.value }
 
 // Release deletes the key: the bug.
 func (h *delHeld) Release(ctx context.Context) error {

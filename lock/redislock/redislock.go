@@ -141,6 +141,16 @@ func RecipeFunc(name string, newLocker func(ctx context.Context, env Env) (lock.
 	})
 }
 
+// Valued is implemented by a Held that tells the lock key its grant set
+// and the value it set it to, which no other grant has: Redis's keyspace
+// events say only that a key was deleted, so the harness attributes a
+// deletion to the grant whose value the key held (the server's truth for
+// the contract check).
+type Valued interface {
+	Key() string
+	Value() string
+}
+
 // Built-in recipe names.
 const (
 	SetNXName   = "redis-setnx"

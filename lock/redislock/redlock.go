@@ -144,6 +144,9 @@ type redlockHeld struct {
 
 func (h *redlockHeld) Token() int64 { return h.token }
 
+func (h *redlockHeld) Key() string   { return h.m.Name() }
+func (h *redlockHeld) Value() string { return h.m.Value() }
+
 // Done is closed once the watchdog has learned the lock is lost.
 func (h *redlockHeld) Done() <-chan struct{} { return h.dog.Done() }
 

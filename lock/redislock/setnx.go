@@ -104,6 +104,9 @@ type setNXHeld struct {
 
 func (h *setNXHeld) Token() int64 { return h.token }
 
+func (h *setNXHeld) Key() string   { return h.key }
+func (h *setNXHeld) Value() string { return h.value }
+
 // Done is closed once the watchdog has learned the lock is lost.
 func (h *setNXHeld) Done() <-chan struct{} { return h.dog.Done() }
 

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/redisserver"
+)
+
+// checkVerdict returns the verdict of the named check.
+func checkVerdict(t *testing.T, out, name string) string {
+	t.Helper()
+	for _, c := range readResults(t, out).Checks {
+		if c.Name == name {
+			return string(c.Verdict)
+		}
+	}
+	t.Fatalf("no %s check", name)
+	return ""
+}
+
+// redisRun runs locktest with a Redis recipe and checks that it recorded a
+// history and results naming the system, and that no redis-server outlived
+// it.
+func redisRun(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	redisserver.ForTest(t)
+	out := t.TempDir()
+	code, stdout, stderr := runMain(t, append([]string{"run", "--time", "6s", "--quiet", "3s", "--out", out}, args...)...)
+	if code == exitUnknown {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	res := readResults(t, out)
+	if res.Run == nil || !strings.HasPrefix(res.Run.System, "redis ") || res.Run.RedisVersion == "" {
+		t.Fatalf("results do not name the system and its version: %+v", res.Run)
+	}
+	if res.Run.Stats.Acquisitions == 0 {
+		t.Errorf("no acquisitions")
+	}
+	if !eventually(t, 5*time.Second, func() bool { return len(children(t)) == 0 }) {
+		t.Fatalf("processes outlived the run: %v", children(t))
+	}
+	return code, out
+}
+
+// redis-del under client pauses: a run with its history and checks; its
+// late releases delete the next holder's key, which the contract check
+// sees (promise 4) on what the servers reported.
+func TestRunRedisDel(t *testing.T) {
+	_, out := redisRun(t, "--recipe", "redis-del", "--workload", "stock", "--resource", "unfenced", "--nemesis", "pause", "--seed", "1")
+	if hs, _ := filepath.Glob(filepath.Join(out, "*", "history.jsonl")); len(hs) != 1 {
+		t.Fatalf("histories: %v", hs)
+	}
+	if v := checkVerdict(t, out, histories.CheckContract); v != "invalid" {
+		t.Errorf("contract %s, want invalid", v)
+	}
+}
+
+// redis-setnx's tokens fence the resource under pauses.
+func TestRunRedisSetNXFenced(t *testing.T) {
+	code, out := redisRun(t, "--recipe", "redis-setnx", "--resource", "fenced", "--nemesis", "pause", "--seed", "2")
+	if v := checkVerdict(t, out, histories.CheckResource); v != "valid" || code != exitValid {
+		t.Errorf("resource %s, exit %d; want valid, 0", v, code)
+	}
+	res := readResults(t, out)
+	for _, c := range res.Checks {
+		if c.Name == histories.CheckContract && !strings.Contains(c.Explanation, "redis has no revisions") {
+			t.Errorf("contract does not say which promises Redis leaves unjudged: %s", c.Explanation)
+		}
+	}
+}
+
+// redlock runs on five independent masters, with server faults.
+func TestRunRedlock(t *testing.T) {
+	redisRun(t, "--recipe", "redlock", "--nemesis", "pause,crash", "--seed", "3")
+}
+
+// A Redis run refuses what does not fit it, in one line, before anything
+// runs or is left behind.
+func TestRedisBadInput(t *testing.T) {
+	redisserver.ForTest(t)
+	tmp := t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--recipe", "redis-setnx", "--resource", "etcd-txn"}, "--resource etcd-txn keeps the values in etcd"},
+		{[]string{"--recipe", "redis-del", "--nemesis", "partition"}, "needs partition, which redis"},
+		{[]string{"--recipe", "redis-del", "--redis-bin", "/nope"}, "apt-get install redis-server"},
+		{[]string{"--recipe", "redis-del", "--cluster", "process"}, "--cluster process is for etcd recipes"},
+		{[]string{"--redis-bin", "/nope"}, "--redis-bin is for a Redis recipe"},
+	}
+	for _, tc := range cases {
+		code, _, stderr := runMain(t, append([]string{"run", "--time", "2s", "--out", tmp}, tc.args...)...)
+		if code != exitUnknown || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+		if strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("%v: error is not one line: %q", tc.args, stderr)
+		}
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("bad input left files behind: %v", ents)
+	}
+	if !eventually(t, 5*time.Second, func() bool { return len(children(t)) == 0 }) {
+		t.Fatalf("processes outlived the refusals: %v", children(t))
+	}
+}
