@@ -110,7 +110,7 @@ func (o *Options) defaults() error {
 	if o.Members == 0 {
 		o.Members = 3
 	}
-	if _, redis := redisTopology(o.RecipeName); !redis && o.Cluster.Mode != ClusterExternal {
+	if !IsRedis(o.RecipeName) && o.Cluster.Mode != ClusterExternal {
 		if err := cluster.CheckMembers(o.Members); err != nil {
 			return err
 		}
