@@ -42,6 +42,13 @@ func IsRedis(recipe string) bool {
 	return ok
 }
 
+// RedisServers is the number of servers (the members) a run of a Redis
+// recipe with these fault families starts; false for another recipe.
+func RedisServers(recipe string, faults []string) (int, bool) {
+	t, ok := redisTopology(recipe, faults)
+	return t.Servers(), ok
+}
+
 // faultFamilies are the fault families the run may inject: those of
 // --nemesis, and those of the schedule it replays.
 func (o *Options) faultFamilies() []string {

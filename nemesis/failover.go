@@ -56,8 +56,8 @@ func (failover) byNameOnly() {}
 
 func (failover) Check(Entry, int) error { return nil }
 
-// afterCut waits (up to aimWait) for a holder granted after the
-// replication was cut, and, with ahead ("MIN-MAX" or "MIN-", as the
+// afterCut waits (up to aimWait) for a holder granted after the moment it
+// is called (the replication cut, members paused), and, with ahead ("MIN-MAX" or "MIN-", as the
 // holder faults' param), one that has just begun a section of that
 // length, still ahead of it when the replica is promoted. A grant counts
 // as after the cut from the second on: the first may have been taken on
