@@ -110,7 +110,7 @@ func (o *Options) defaults() error {
 	if o.Members == 0 {
 		o.Members = 3
 	}
-	if _, redis := redisTopology(o.RecipeName); !redis && o.Cluster.Mode != ClusterExternal {
+	if !IsRedis(o.RecipeName) && o.Cluster.Mode != ClusterExternal {
 		if err := cluster.CheckMembers(o.Members); err != nil {
 			return err
 		}
@@ -277,17 +277,17 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	}
 	o.logf("cluster: %s ready in %s%s; logs in %s", st.System, st.ClusterStart.Round(time.Millisecond), leader, logs)
 	// A fault the system cannot carry out is refused before anything is
-	// recorded.
-	if err := nemesis.Refuse(cl, o.Nemesis.Faults); err != nil {
-		return nil, err
-	}
-	o.offers = nemesis.Offered(cl)
-	o.memberNames = cl.MemberNames()
+	// recorded: those of the schedule replayed, which replaces drawing
+	// from --nemesis, or else those of --nemesis.
 	if o.Schedule != nil {
 		if err := nemesis.RefuseSchedule(cl, *o.Schedule); err != nil {
 			return nil, err
 		}
+	} else if err := nemesis.Refuse(cl, o.Nemesis.Faults); err != nil {
+		return nil, err
 	}
+	o.offers = nemesis.Offered(cl)
+	o.memberNames = cl.MemberNames()
 	w, err := histories.Create(history)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,29 +12,51 @@ import (
 
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/redislock"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/redisserver"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/system"
 )
 
-// redisTopology is the deployment a Redis recipe runs on, and whether the
-// recipe is one: Redlock's independent masters, as specified, or a single
-// master. The one place that choice is made.
-func redisTopology(recipe string) (redisserver.Topology, bool) {
+// redisTopology is the deployment a Redis recipe runs on under faults (the
+// fault families of the run), and whether the recipe is one: Redlock's
+// independent masters, as specified; for a single-Redis recipe a master
+// with a replica and Sentinel when the faults include a failover, which
+// needs them, else a single master. The one place that choice is made.
+func redisTopology(recipe string, faults []string) (redisserver.Topology, bool) {
 	switch {
 	case recipe == redislock.RedlockName:
 		return redisserver.Independent(5), true
-	case slices.ContainsFunc(redislock.Builtins, func(b lock.Builtin) bool { return b.Name == recipe }):
-		return redisserver.Single, true
+	case !slices.ContainsFunc(redislock.Builtins, func(b lock.Builtin) bool { return b.Name == recipe }):
+		return redisserver.Topology{}, false
+	case slices.Contains(faults, nemesis.FailoverName):
+		return redisserver.Replicated, true
 	}
-	return redisserver.Topology{}, false
+	return redisserver.Single, true
 }
 
 // IsRedis reports whether recipe is a Redis recipe: its run starts
 // redis-server, and its servers are its members.
 func IsRedis(recipe string) bool {
-	_, ok := redisTopology(recipe)
+	_, ok := redisTopology(recipe, nil)
 	return ok
+}
+
+// RedisServers is the number of servers (the members) a run of a Redis
+// recipe with these fault families starts; false for another recipe.
+func RedisServers(recipe string, faults []string) (int, bool) {
+	t, ok := redisTopology(recipe, faults)
+	return t.Servers(), ok
+}
+
+// faultFamilies are the fault families the run may inject: those of
+// --nemesis, and those of the schedule it replays.
+func (o *Options) faultFamilies() []string {
+	fs := slices.Clone(o.Nemesis.Faults)
+	if o.Schedule != nil {
+		fs = append(fs, o.Schedule.Families()...)
+	}
+	return fs
 }
 
 // redisDefaults checks the options of a Redis recipe's run and sizes it:
@@ -41,7 +64,7 @@ func IsRedis(recipe string) bool {
 // locktest starts, and none of etcd's options apply; a missing or unusable
 // redis-server is said here, before anything starts.
 func (o *Options) redisDefaults() error {
-	t, ok := redisTopology(o.RecipeName)
+	t, ok := redisTopology(o.RecipeName, o.faultFamilies())
 	if !ok {
 		if o.Cluster.RedisBin != "" {
 			return fmt.Errorf("--redis-bin is for a Redis recipe (%s), not %s", redisRecipes(), o.RecipeName)
@@ -74,8 +97,9 @@ func redisRecipes() string {
 
 // redisSystem is a redisserver deployment as a system under test. Its
 // members are the data servers (r0, r1, ...). What it offers: member pauses
-// (SIGSTOP), crashes (SIGKILL and a restart without data) and client links.
-// Not partitions (independent servers have no peer links to cut), leases
+// (SIGSTOP), crashes (SIGKILL and a restart without data), client links,
+// and the emulated clock jump (keys expired early); with a replica and
+// Sentinel, a failover (replicatedRedis). Not partitions (independent servers have no peer links to cut), leases
 // (a Redis lock's TTL is no lease an operator can revoke), a leader, or a
 // consistency read (no two servers hold the same data).
 type redisSystem struct {
@@ -91,6 +115,8 @@ var (
 	_ system.MemberPauser = (*redisSystem)(nil)
 	_ system.Crasher      = (*redisSystem)(nil)
 	_ system.Linker       = (*redisSystem)(nil)
+	_ system.EarlyExpirer = (*redisSystem)(nil)
+	_ system.Failoverer   = (*replicatedRedis)(nil)
 )
 
 func startRedis(ctx context.Context, bin string, t redisserver.Topology, dir, logs string) (*redisSystem, error) {
@@ -182,7 +208,55 @@ func (s *redisSystem) ResourceLink(client string) (*toxiclient.Proxy, error) {
 
 func (s *redisSystem) ClearToxics() error { return s.d.ClearToxics() }
 
+// ExpireEarly emulates a forward jump of server i's clock: every key of
+// its that has a TTL (the lock keys; fencing counters have none) expires
+// now. All servers share the host clock: nothing else moves.
+func (s *redisSystem) ExpireEarly(ctx context.Context, i int) ([]string, error) {
+	return s.d.ExpireEarly(ctx, i, "*")
+}
+
+// replicatedRedis is a master with a replica and Sentinel: what a failover
+// needs. redisserver fails over from the starting roles only, so a run
+// has one failover.
+type replicatedRedis struct {
+	*redisSystem
+
+	mu         sync.Mutex
+	failedOver string // why no further failover; "" before the first
+}
+
+func (s *replicatedRedis) CutReplication() error { return s.d.CutReplication() }
+
+func (s *replicatedRedis) Failover(ctx context.Context) (system.Promotion, error) {
+	if why := s.FailedOver(); why != "" {
+		return system.Promotion{}, errors.New(why)
+	}
+	p, err := s.d.Failover(ctx)
+	// Even a failed one may have killed the master or promoted the
+	// replica: the starting roles are gone either way.
+	s.mu.Lock()
+	s.failedOver = "redisserver fails over once per run, from the starting roles (r0 master, r1 its replica)"
+	s.mu.Unlock()
+	if err != nil {
+		return system.Promotion{}, err
+	}
+	servers := s.d.Servers()
+	how := fmt.Sprintf("%s killed (SIGKILL); 3 Sentinels (quorum 2, down-after %s) agreed it was down, elected a leader, which promoted %s",
+		servers[p.Old].Name, sentinelDownAfter, servers[p.New].Name)
+	return system.Promotion{Old: p.Old, New: p.New, How: how, Took: p.Took}, nil
+}
+
+// sentinelDownAfter is redisserver's default down-after-milliseconds, for
+// the story of a promotion.
+const sentinelDownAfter = "1s"
+
+func (s *replicatedRedis) FailedOver() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failedOver
+}
+
 // Hint says where the capabilities a Redis run lacks are to be had.
 func (s *redisSystem) Hint() string {
-	return "Redis runs offer pause, crash, isolate, slow and clock faults; the others need an etcd recipe"
+	return "Redis runs offer pause, crash, isolate, slow, clock and clock-jump-emulated faults, and failover with redis-setnx or redis-del; the others need an etcd recipe"
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/locktest/locktest/cluster"
+	"github.com/locktest/locktest/redisserver"
 	"github.com/locktest/locktest/system"
 	"github.com/locktest/locktest/workload"
 )
@@ -88,12 +89,16 @@ type started struct {
 // startSystem starts the system under test the recipe runs on: a
 // redisserver deployment for a Redis recipe (redisTopology), else etcd.
 func (o *Options) startSystem(ctx context.Context, logs string) (*started, error) {
-	if t, ok := redisTopology(o.RecipeName); ok {
+	if t, ok := redisTopology(o.RecipeName, o.faultFamilies()); ok {
 		r, err := startRedis(ctx, o.Cluster.RedisBin, t, o.Dir, logs)
 		if err != nil {
 			return nil, err
 		}
-		return &started{sys: r, backend: workload.Redis(r.d), version: r.d.Binary().Version, close: r.Close}, nil
+		var sys system.System = r
+		if t == redisserver.Replicated {
+			sys = &replicatedRedis{redisSystem: r}
+		}
+		return &started{sys: sys, backend: workload.Redis(r.d), version: r.d.Binary().Version, close: r.Close}, nil
 	}
 	e, err := o.startEtcd(ctx, logs)
 	if err != nil {

@@ -61,6 +61,19 @@ var families = []Family{
 	crash{},
 	slow{},
 	membership{},
+	failover{},
+	clockJump{},
+}
+
+// oncePerRun is a family whose faults a system carries out once per run:
+// Generate draws one at most.
+type oncePerRun interface {
+	oncePerRun()
+}
+
+// byNameOnly is a family that --nemesis all leaves out (ParseFaults).
+type byNameOnly interface {
+	byNameOnly()
 }
 
 // Categories are the names --nemesis accepts, in canonical order.

@@ -3,7 +3,10 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/locktest/locktest/system"
@@ -88,8 +91,43 @@ func (pause) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	if err != nil {
 		return inj, err
 	}
-	inj.Stop = func(context.Context) error { return p.ResumeMember(i) }
-	return inj, p.PauseMember(i)
+	// Param with: more members paused alongside (a script's, so that a
+	// Redlock client is granted the lock on a bare majority).
+	ms := []int{i}
+	for _, name := range strings.FieldsFunc(e.Params["with"], func(r rune) bool { return r == ',' }) {
+		j := slices.Index(env.Sys.MemberNames(), name)
+		if j < 0 {
+			return inj, fmt.Errorf("param with: no member %q", name)
+		}
+		ms = append(ms, j)
+		inj.Targets = append(inj.Targets, name)
+	}
+	inj.Stop = func(context.Context) error {
+		var errs []error
+		for _, m := range ms {
+			errs = append(errs, p.ResumeMember(m))
+		}
+		return errors.Join(errs...)
+	}
+	if e.Params["until"] == "grant" && env.Clients != nil {
+		// Resumed as soon as a client is granted the lock while they are
+		// paused: that holder has its section ahead of it, and holds the
+		// lock on the others only.
+		inj.Hold = func(ctx context.Context, d time.Duration) map[string]string {
+			hctx, cancel := context.WithTimeout(ctx, d)
+			defer cancel()
+			if h, tok, ok := env.afterCut(hctx, ""); ok {
+				return map[string]string{"granted_meanwhile": h, "granted_token": strconv.FormatInt(tok, 10)}
+			}
+			return nil
+		}
+	}
+	for _, m := range ms {
+		if err := p.PauseMember(m); err != nil {
+			return inj, err
+		}
+	}
+	return inj, nil
 }
 
 // Heal resumes paused members, disarms client pauses armed for a next

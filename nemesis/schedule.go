@@ -105,6 +105,12 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 		}
 		e.At = at
 		s.Entries = append(s.Entries, e)
+		if _, once := f.(oncePerRun); once {
+			fams = slices.DeleteFunc(fams, func(o Family) bool { return o == f })
+			if len(fams) == 0 {
+				break
+			}
+		}
 		at += e.Duration + cfg.Interval
 	}
 	return s, nil
@@ -275,6 +281,17 @@ func checkParams(e Entry, durations, numbers []string) error {
 		}
 	}
 	return nil
+}
+
+// Families names the fault families of the schedule's entries.
+func (s Schedule) Families() []string {
+	var out []string
+	for _, e := range s.Entries {
+		if f, ok := familyOf(e.Fault); ok && !slices.Contains(out, f.Name()) {
+			out = append(out, f.Name())
+		}
+	}
+	return out
 }
 
 // WriteFile writes the schedule as indented JSON.

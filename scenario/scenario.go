@@ -14,8 +14,11 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/etcdlock"
+	"github.com/locktest/locktest/lock/redislock"
 	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/redisserver"
 	"github.com/locktest/locktest/resource"
 )
 
@@ -75,8 +78,12 @@ func (sc Scenario) Expected(recipe, res string) map[string]string {
 }
 
 // Missing says what the scenario needs that this machine lacks (the etcd
-// binary it runs), nil when nothing.
+// binary it runs, or redis-server for a Redis recipe), nil when nothing.
 func (sc Scenario) Missing() error {
+	if slices.ContainsFunc(redislock.Builtins, func(b lock.Builtin) bool { return b.Name == sc.Flags["recipe"] }) {
+		_, err := redisserver.Find("")
+		return err
+	}
 	bin, ok := sc.Flags["etcd-bin"]
 	if !ok {
 		return nil
@@ -122,6 +129,15 @@ func holder(e nemesis.Entry) nemesis.Entry {
 func pauseHolderBeforeWrite(s Shape) []nemesis.Entry {
 	return []nemesis.Entry{holder(nemesis.Entry{At: time.Second, Fault: nemesis.PauseClient, Duration: 2*s.TTL + time.Second,
 		Params: map[string]string{"before_write": "true"}})}
+}
+
+// bareMajority pauses two of Redlock's five masters (r3, r4) until a
+// client is granted the lock on the other three, as a network would that
+// cut them off from that client: the holder then has a bare majority,
+// r0-r2.
+func bareMajority() nemesis.Entry {
+	return nemesis.Entry{At: time.Second, Fault: nemesis.PauseMember, Target: "r3", Duration: 8 * time.Second,
+		Params: map[string]string{"with": "r4", "until": "grant"}}
 }
 
 const (
@@ -220,6 +236,79 @@ var Catalog = []Scenario{
 			fenced:   {histories.CheckResource: valid, histories.CheckInvariant: valid},
 		},
 		Faults: pauseHolderBeforeWrite,
+	},
+	{
+		Name:    "oversold-redis",
+		Summary: "the flash sale on real Redis: SET NX EX, a holder paused past its TTL, and its late DEL removes the next holder's key",
+		Lesson: "redis-del is the incident's lock: SET NX with a TTL and release by a plain DEL. A holder paused past its TTL " +
+			"loses the key to the next client, then wakes, sells, and DELs the key the next holder set, handing the lock to " +
+			"a third client mid-sale: items are oversold. Its token is an INCR taken after the grant, not a fencing token: " +
+			"the order of the tokens is not the order of the grants, so a fenced resource cannot trust it.",
+		Flags: map[string]string{"time": "8s", "recipe": redislock.DelName, "workload": "stock", "items": "40",
+			"think": "200ms", "think-min": "100ms", "require": "invariant,contract"},
+		Expect: map[string]map[string]string{
+			unfenced: {histories.CheckInvariant: invalid, histories.CheckContract: invalid},
+			fenced:   {histories.CheckContract: invalid},
+		},
+		Faults: pauseHolderBeforeWrite,
+	},
+	{
+		Name:    "failover-redis",
+		Summary: "Redis with a replica and Sentinel: the replication is cut, a client takes the lock on the master only, the master dies, Sentinel promotes the replica",
+		Lesson: "Redis replicates asynchronously: a lock the master granted and lost before its replica saw it does not exist " +
+			"on the replica Sentinel promotes, and the next client is granted it there while the first still works. Its " +
+			"fencing counter goes back with it: the promoted replica hands out tokens it never saw given. Replication " +
+			"does not make a single-Redis lock safe; WAIT would only narrow the window.",
+		Flags: map[string]string{"time": "14s", "recipe": redislock.SetNXName, "think": "3s", "think-min": "3s", "clients": "3",
+			"require": "mutex"},
+		Expect: map[string]map[string]string{
+			unfenced: {histories.CheckMutex: invalid},
+			fenced:   {histories.CheckMutex: invalid},
+		},
+		Faults: func(s Shape) []nemesis.Entry {
+			return []nemesis.Entry{{At: time.Second, Fault: nemesis.Failover, Target: nemesis.TargetHolder, Fallback: "c0",
+				Duration: 2 * time.Second, Params: map[string]string{"ahead": (s.TTL + s.TTL/4).String() + "-"}}}
+		},
+	},
+	{
+		Name:    "redlock-restart",
+		Summary: "Redlock (Kleppmann): a holder holds 3 of 5 masters; one of them crashes and restarts without persistence; another client gets 3 of 5",
+		Lesson: "Redlock's safety rests on every master keeping its keys: a client granted the lock on a bare majority (two " +
+			"masters were unreachable) loses it when one of its three restarts empty, and the next client is granted the " +
+			"lock on that one and the two others while the first still works. Two holders; and Redlock has no fencing " +
+			"token to save the resource (Kleppmann, \"How to do distributed locking\", 2016).",
+		Flags: map[string]string{"time": "12s", "recipe": redislock.RedlockName, "think": "3s", "think-min": "3s", "clients": "3",
+			"require": "mutex"},
+		Expect: map[string]map[string]string{
+			unfenced: {histories.CheckMutex: invalid},
+			fenced:   {histories.CheckMutex: invalid},
+		},
+		Faults: func(Shape) []nemesis.Entry {
+			return []nemesis.Entry{
+				bareMajority(),
+				{At: time.Second, Fault: nemesis.CrashMember, Target: "r2", Duration: 300 * time.Millisecond},
+			}
+		},
+	},
+	{
+		Name:    "redlock-clock",
+		Summary: "Redlock (Kleppmann): a holder holds 3 of 5 masters; the clock of one jumps forward (emulated) and its key expires; another client gets 3 of 5",
+		Lesson: "Redlock assumes the masters' clocks run at about the same rate: one that jumps forward expires the holder's " +
+			"key early, and with two masters unreachable when it was granted, the holder is left with no majority while it " +
+			"still works; the next client is granted the lock. The jump is EMULATED here (the master's keys expired early, " +
+			"no clock changed): the servers share the host clock.",
+		Flags: map[string]string{"time": "12s", "recipe": redislock.RedlockName, "think": "3s", "think-min": "3s", "clients": "3",
+			"require": "mutex"},
+		Expect: map[string]map[string]string{
+			unfenced: {histories.CheckMutex: invalid},
+			fenced:   {histories.CheckMutex: invalid},
+		},
+		Faults: func(s Shape) []nemesis.Entry {
+			return []nemesis.Entry{
+				bareMajority(),
+				{At: time.Second, Fault: nemesis.ClockJumpEmulated, Target: "r2", Duration: s.TTL},
+			}
+		},
 	},
 	{
 		Name:    "waiter-expiry",

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 )
@@ -47,6 +48,8 @@ const (
 	CapLeases      Capability = "leases"       // Leaser
 	CapHash        Capability = "hash"         // Hasher
 	CapMembership  Capability = "membership"   // Reconfigurer
+	CapFailover    Capability = "failover"     // Failoverer
+	CapExpireEarly Capability = "expire-early" // EarlyExpirer
 )
 
 // Leaderer is a system with a leader among its members.
@@ -131,6 +134,40 @@ type Reconfigurer interface {
 	Removed(i int) bool
 }
 
+// Failoverer is a primary whose writes reach a replica asynchronously, and
+// a watcher (Redis Sentinel) that promotes the replica when the primary is
+// lost.
+type Failoverer interface {
+	// CutReplication stops the primary's writes from reaching the replica:
+	// what it takes from then on is lost if it is lost.
+	CutReplication() error
+	// Failover loses the primary (it is killed, and stays down until
+	// RestartMember) and returns once the replica has been promoted.
+	Failover(ctx context.Context) (Promotion, error)
+	// FailedOver says why no further Failover can be had (a system may
+	// support one per run); "" while it can.
+	FailedOver() string
+}
+
+// Promotion is the outcome of a Failover.
+type Promotion struct {
+	Old, New int // the lost primary and the promoted replica, member indexes
+	// How says who promoted the replica and on what grounds.
+	How string
+	// Took is from the primary's loss until the replica took writes.
+	Took time.Duration
+}
+
+// EarlyExpirer EMULATES a forward jump of a member's clock: it expires
+// now every key of the member's that has a time to live. An emulation, not
+// a clock change: the members share the host's clock, and nothing else on
+// the member moves in time.
+type EarlyExpirer interface {
+	// ExpireEarly expires member i's keys that have a TTL and returns
+	// them (none: it had none).
+	ExpireEarly(ctx context.Context, i int) ([]string, error)
+}
+
 // Has reports whether s offers capability c.
 func Has(s System, c Capability) bool {
 	var ok bool
@@ -151,6 +188,10 @@ func Has(s System, c Capability) bool {
 		_, ok = s.(Hasher)
 	case CapMembership:
 		_, ok = s.(Reconfigurer)
+	case CapFailover:
+		_, ok = s.(Failoverer)
+	case CapExpireEarly:
+		_, ok = s.(EarlyExpirer)
 	}
 	return ok
 }

@@ -69,10 +69,24 @@ func (o *redisObserver) loop(ch <-chan redisserver.Event) {
 			continue
 		}
 		lock := strings.TrimPrefix(ev.Key, o.w.cfg.Prefix)
-		if (ev.Op == "del" || ev.Op == "expired") && slices.Contains(o.w.cfg.Locks, lock) {
+		if (ev.Op == "del" || ev.Op == "expired") && slices.Contains(o.w.cfg.Locks, lock) && o.master(ev.Server) {
 			o.deleted(ev, lock)
 		}
 	}
+}
+
+// master reports whether server i is a master now. A replica's deletions
+// are its master's, replayed (an expiry arrives as a "del"): only a
+// master's say what happened to a lock. Only a deployment with Sentinel has
+// replicas; a server that does not answer is taken for a master.
+func (o *redisObserver) master(i int) bool {
+	if len(o.d.Sentinels()) == 0 {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	role, err := o.d.Servers()[i].Client().Do(ctx, "ROLE").Slice()
+	return err != nil || len(role) == 0 || role[0] == "master"
 }
 
 // deleted records a deletion of a lock key, once per grant and cause.
@@ -117,11 +131,14 @@ func (o *redisObserver) deleted(ev redisserver.Event, lock string) {
 	}
 }
 
-// Sync sets a marker key on every server and waits until its event
+// Sync sets a marker key on every master and waits until its event
 // arrives: a server's keyspace events come in order over one connection,
 // so every deletion before the call has been seen then.
 func (o *redisObserver) Sync(ctx context.Context) error {
 	for i, s := range o.d.Servers() {
+		if !o.master(i) {
+			continue // its events are ignored, and it takes no writes
+		}
 		o.mu.Lock()
 		o.marks[i]++
 		mark := o.marks[i]

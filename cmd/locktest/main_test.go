@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"bytes"
 	"encoding/json"
 	"os"
@@ -234,7 +235,13 @@ func TestScenarioList(t *testing.T) {
 	if code != exitValid {
 		t.Fatalf("exit %d", code)
 	}
-	for _, name := range scenario.Names() {
+	names := scenario.Names()
+	for _, redis := range []string{"oversold-redis", "failover-redis", "redlock-restart", "redlock-clock"} {
+		if !slices.Contains(names, redis) {
+			t.Errorf("the catalog lacks %s", redis)
+		}
+	}
+	for _, name := range names {
 		if !strings.Contains(stdout, name+" ") {
 			t.Errorf("list lacks %s:\n%s", name, stdout)
 		}

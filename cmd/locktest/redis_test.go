@@ -93,6 +93,11 @@ func TestRedisBadInput(t *testing.T) {
 		{[]string{"--recipe", "redis-del", "--redis-bin", "/nope"}, "apt-get install redis-server"},
 		{[]string{"--recipe", "redis-del", "--cluster", "process"}, "--cluster process is for etcd recipes"},
 		{[]string{"--redis-bin", "/nope"}, "--redis-bin is for a Redis recipe"},
+		// A failover needs a replica and Sentinel: redis-setnx and
+		// redis-del get them; Redlock's independent masters and etcd not.
+		{[]string{"--recipe", "redlock", "--nemesis", "failover"}, "fault failover needs failover, which redis"},
+		{[]string{"--nemesis", "failover"}, "fault failover needs failover, which etcd"},
+		{[]string{"--nemesis", "clock-jump-emulated"}, "fault clock-jump-emulated needs expire-early, which etcd"},
 	}
 	for _, tc := range cases {
 		code, _, stderr := runMain(t, append([]string{"run", "--time", "2s", "--out", tmp}, tc.args...)...)
@@ -108,5 +113,48 @@ func TestRedisBadInput(t *testing.T) {
 	}
 	if !eventually(t, 5*time.Second, func() bool { return len(children(t)) == 0 }) {
 		t.Fatalf("processes outlived the refusals: %v", children(t))
+	}
+}
+
+// findFault returns the start event of the first fault of kind in the
+// run's history.
+func findFault(t *testing.T, out, kind string) *histories.Value {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(out, "*", "history.jsonl"))
+	if len(dirs) != 1 {
+		t.Fatalf("histories %v", dirs)
+	}
+	ops, err := histories.ReadFile(dirs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range ops {
+		if op.F == histories.FStart && op.Value != nil && op.Value.Fault == kind {
+			return op.Value
+		}
+	}
+	t.Fatalf("no %s in the history", kind)
+	return nil
+}
+
+// A failover strikes for real: Sentinel promotes r1 after r0 is killed,
+// and the history says so.
+func TestRunRedisFailover(t *testing.T) {
+	_, out := redisRun(t, "--recipe", "redis-setnx", "--resource", "unfenced", "--nemesis", "failover", "--seed", "1", "--time", "15s")
+	v := findFault(t, out, "failover")
+	if len(v.Targets) != 2 || v.Targets[0] != "r0" || v.Targets[1] != "r1" || v.Params["promoted"] != "r1" ||
+		v.Params["promotion_took"] == "" || !strings.Contains(v.Params["promoted_by"], "Sentinel") {
+		t.Errorf("failover event %+v", v)
+	}
+}
+
+// The emulated clock jump expires a Redlock master's keys, and calls
+// itself an emulation.
+func TestRunRedisClockJumpEmulated(t *testing.T) {
+	_, out := redisRun(t, "--recipe", "redlock", "--nemesis", "clock-jump-emulated", "--seed", "1")
+	v := findFault(t, out, "clock-jump-emulated")
+	if len(v.Targets) != 1 || !strings.HasPrefix(v.Targets[0], "r") || !strings.Contains(v.Params["emulated"], "no clock was changed") ||
+		!strings.Contains(v.Params["expired"], "lock") {
+		t.Errorf("clock-jump-emulated event %+v", v)
 	}
 }

@@ -56,7 +56,7 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 			}
 		}
 	}
-	if err := sc.Missing(); err != nil && !given["etcd-bin"] {
+	if err := sc.Missing(); err != nil && !given["etcd-bin"] && !given["redis-bin"] {
 		return exitUnknown, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
 	o, err := rf.options()
@@ -74,6 +74,11 @@ func play(o *harness.Options, sc scenario.Scenario, recipe string) {
 	if o.Schedule == nil {
 		s := sc.Schedule(o.Workload.Seed, scenario.Shape{Members: o.Members, Clients: clientNames(o.Workload.Clients),
 			TTL: time.Duration(o.Workload.TTL) * time.Second})
+		// A Redis recipe's servers depend on its faults (a failover
+		// needs a replica).
+		if n, ok := harness.RedisServers(recipe, s.Families()); ok {
+			s.Members = n
+		}
 		o.Schedule = &s
 	}
 }

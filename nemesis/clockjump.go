@@ -1,0 +1,103 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/system"
+)
+
+// ClockJumpEmulated is an EMULATION of a server's clock jumping forward:
+// the server expires now every key it has with a TTL, the holder's lock key
+// among them, as it would if its clock had jumped past their expiry. Not a
+// clock change: the servers share the host's clock (libfaketime cannot
+// start Debian's redis-server), and nothing else on the server moves in
+// time. The family's name says so too.
+const ClockJumpEmulated = "clock-jump-emulated"
+
+type clockJump struct{}
+
+func (clockJump) Name() string { return ClockJumpEmulated }
+
+func (clockJump) Kinds(int, bool) []string { return []string{ClockJumpEmulated} }
+
+func (clockJump) Needs(string) []system.Capability {
+	return []system.Capability{system.CapExpireEarly}
+}
+
+// Durations: the keys are gone at once; the fault stays in force (nothing
+// to undo) for a TTL or two, while the next client takes the lock and the
+// holder, unaware, works on: no other fault blurs what it did meanwhile.
+func (clockJump) Durations(ttl time.Duration) Range { return Range{ttl, 2 * ttl} }
+
+// Draw aims at a server holding the key of a fresh grant (its holder has
+// its section ahead of it); Target names the server tried first.
+func (clockJump) Draw(g *Gen, e *Entry, d Range) {
+	e.Target = g.member()
+	e.Duration = g.dur(d)
+	if len(g.cfg.Clients) > 0 {
+		e.Params["on"] = "grant"
+	}
+}
+
+// byNameOnly: it strikes Redis only.
+func (clockJump) byNameOnly() {}
+
+func (clockJump) Check(e Entry, _ int) error { return needTarget(e) }
+
+// Inject waits for a fresh grant (with on=grant) and expires the keys of
+// the first server, from Target on, that holds any: with Redlock, one of
+// the masters holding the holder's key.
+func (clockJump) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
+	inj := &Injected{Params: map[string]string{"emulated": "keys with a TTL expired now; no clock was changed"}}
+	x, err := need[system.EarlyExpirer](env)
+	if err != nil {
+		return inj, err
+	}
+	names := env.Sys.MemberNames()
+	first := slices.Index(names, e.Target)
+	if first < 0 {
+		return inj, fmt.Errorf("no member %q", e.Target)
+	}
+	if e.Params["on"] == "grant" && env.Clients != nil {
+		h, err := env.resolveClient(ctx, Entry{Target: TargetHolder, Params: e.Params}, inj.Params, true)
+		if err != nil && !errors.Is(err, errNotStruck) {
+			// No holder: the jump strikes whatever keys there are.
+			inj.Params["holder"] = "none"
+		} else if err != nil {
+			return inj, err
+		} else {
+			inj.Params["holder"] = h
+		}
+	}
+	var errs []error
+	for k := range names {
+		i := (first + k) % len(names)
+		keys, err := x.ExpireEarly(ctx, i)
+		if err != nil {
+			// A replica runs no script; a paused or crashed server none.
+			errs = append(errs, err)
+			continue
+		}
+		if len(keys) > 0 {
+			inj.Targets = []string{names[i]}
+			inj.Params["expired"] = strings.Join(keys, ",")
+			return inj, nil
+		}
+	}
+	if len(errs) > 0 {
+		return inj, errors.Join(errs...)
+	}
+	inj.Params["expired"] = "none: no server had a key with a TTL"
+	return inj, nil
+}
+
+func (clockJump) Heal(context.Context, *Env) ([]string, error) { return nil, nil }
+
+func (clockJump) Describe(_ string, ts []string) string {
+	return "the clock of " + targets(ts) + " was made to jump forward (emulated: its lock keys expired early)"
+}

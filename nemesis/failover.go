@@ -1,0 +1,151 @@
+package nemesis
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/locktest/locktest/system"
+)
+
+// FailoverName is the failover family's --nemesis name, and its one kind.
+const FailoverName = "failover"
+
+// Failover loses the master the way asynchronous replication loses a lock:
+// the master's replication to its replica is cut, a client takes the lock
+// (on the master only), the master is killed, and Sentinel promotes the
+// replica, which never saw the lock; the next client takes it there. The
+// old master stays down for the fault's duration and comes back empty.
+const Failover = FailoverName
+
+type failover struct{}
+
+func (failover) Name() string { return FailoverName }
+
+func (failover) Kinds(int, bool) []string { return []string{Failover} }
+
+// Needs: a replica and Sentinel (redis-setnx and redis-del run on them when
+// the faults include a failover), and a way to bring the old master back.
+func (failover) Needs(string) []system.Capability {
+	return []system.Capability{system.CapFailover, system.CapCrashMember}
+}
+
+// Durations: how long the old master stays down after the promotion.
+func (failover) Durations(time.Duration) Range { return Range{2 * time.Second, 4 * time.Second} }
+
+// oncePerRun: the system fails over once per run (from the starting roles),
+// so Generate draws one failover at most.
+func (failover) oncePerRun() {}
+
+// Draw aims at the holder of the next grant: the lock it takes after the
+// cut exists on the master only.
+func (failover) Draw(g *Gen, e *Entry, d Range) {
+	if len(g.cfg.Clients) > 0 {
+		e.Target, e.Fallback = TargetHolder, g.client()
+		// A section longer than the promotion (about 1.5-2.5 s) and its
+		// lock's TTL: the holder still works when the next client is
+		// granted the lock on the promoted replica.
+		g.aim(e, g.cfg.TTL+g.cfg.TTL/4, 0)
+	}
+	e.Duration = g.dur(d)
+}
+
+// byNameOnly: it strikes Redis only.
+func (failover) byNameOnly() {}
+
+func (failover) Check(Entry, int) error { return nil }
+
+// afterCut waits (up to aimWait) for a holder granted after the moment it
+// is called (the replication cut, members paused), and, with ahead ("MIN-MAX" or "MIN-", as the
+// holder faults' param), one that has just begun a section of that
+// length, still ahead of it when the replica is promoted. A grant counts
+// as after the cut from the second on: the first may have been taken on
+// the master before the cut and reported only after it (one grant at a
+// time is ever in flight).
+func (env *Env) afterCut(ctx context.Context, ahead string) (string, int64, bool) {
+	lo, hi, err := parseAhead(ahead)
+	aimed := err == nil
+	wctx, cancel := context.WithTimeout(ctx, aimWait)
+	defer cancel()
+	var seen []int64
+	for {
+		h, tok, ok := env.Clients.Holder("")
+		if ok && !slices.Contains(seen, tok) {
+			seen = append(seen, tok)
+		}
+		if ok && len(seen) >= 3 || ok && len(seen) == 2 && tok == seen[1] {
+			// The second token seen was granted after the cut.
+			if !aimed {
+				return h, tok, true
+			}
+			if a, ok := env.Clients.Entering(lo, hi, 50*time.Millisecond); ok && a == h {
+				return h, tok, true
+			}
+		}
+		if !sleepUntil(wctx, time.Now().Add(5*time.Millisecond)) {
+			return "", 0, false
+		}
+	}
+}
+
+// Inject cuts the replication, waits for a fresh grant (which then exists
+// on the master only), loses the master and waits for the promotion. Stop
+// restarts the old master, empty.
+func (failover) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
+	inj := &Injected{Params: map[string]string{}}
+	f, err := need[system.Failoverer](env)
+	if err != nil {
+		return inj, err
+	}
+	c, err := need[crasher](env)
+	if err != nil {
+		return inj, err
+	}
+	if why := f.FailedOver(); why != "" {
+		// A later entry of a schedule: recorded, with why nothing was done.
+		inj.Params["skipped"] = why
+		return inj, nil
+	}
+	if err := f.CutReplication(); err != nil {
+		return inj, err
+	}
+	if e.Target == TargetHolder && env.Clients != nil {
+		h, tok, ok := env.afterCut(ctx, e.Params["ahead"])
+		if ctx.Err() != nil {
+			return inj, errNotStruck
+		}
+		if ok {
+			inj.Params["holder"], inj.Params["holder_token"] = h, strconv.FormatInt(tok, 10)
+			inj.Params["role"] = env.Clients.Role(h)
+		} else {
+			inj.Params["holder"] = "none found: the master was lost all the same"
+		}
+	}
+	p, err := f.Failover(ctx)
+	if err != nil {
+		return inj, err
+	}
+	names := env.Sys.MemberNames()
+	inj.Targets = []string{names[p.Old], names[p.New]}
+	inj.Params["promoted"] = names[p.New]
+	inj.Params["promoted_by"] = p.How
+	inj.Params["promotion_took"] = p.Took.Round(time.Millisecond).String()
+	inj.Stop = func(ctx context.Context) error {
+		began := time.Now()
+		err := c.RestartMember(ctx, p.Old)
+		inj.Params["restart_took"] = time.Since(began).Round(time.Millisecond).String()
+		return err
+	}
+	return inj, nil
+}
+
+// Heal: the crash family restarts a master left down.
+func (failover) Heal(context.Context, *Env) ([]string, error) { return nil, nil }
+
+func (failover) Describe(_ string, ts []string) string {
+	if len(ts) != 2 {
+		return "the master " + targets(ts) + " was lost and Sentinel promoted its replica, which had not seen the lock"
+	}
+	return "the master " + ts[0] + " was lost and Sentinel promoted " + ts[1] + ", which had not seen the lock"
+}
