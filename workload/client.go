@@ -314,20 +314,32 @@ func (c *client) ensureLocker(ctx context.Context, stop <-chan struct{}) (*locke
 			Value: &histories.Value{Targets: []string{c.name}, Params: map[string]string{"error": err.Error()}}}); rerr != nil {
 			return nil, rerr
 		}
-		_, crashed := c.ctl.crashState()
-		t := c.clock.NewTimer(100 * time.Millisecond) // back off before the next try
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if stopped := c.backOff(ctx, stop); stopped {
 			return nil, ctx.Err()
-		case <-stop:
-			t.Stop()
-			return nil, nil
-		case <-crashed:
-			t.Stop()
-		case <-t.C:
 		}
 	}
+}
+
+// retryDelay is how long a client waits before it tries again after it
+// failed to reach the servers, as real clients back off: without it, a
+// client whose server is down retries at once, thousands of times a second.
+const retryDelay = 100 * time.Millisecond
+
+// backOff waits retryDelay on the client's clock, or less if the client is
+// crashed meanwhile; stopped says the run or ctx ended first.
+func (c *client) backOff(ctx context.Context, stop <-chan struct{}) (stopped bool) {
+	_, crashed := c.ctl.crashState()
+	t := c.clock.NewTimer(retryDelay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return true
+	case <-stop:
+		return true
+	case <-crashed:
+	case <-t.C:
+	}
+	return false
 }
 
 // watchHeld records lease-lost if the grant's Done closes while the client
@@ -476,6 +488,7 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 			return err
 		}
 		c.newProcess()
+		c.backOff(ctx, stop)
 		return nil
 	}
 	token := held.Token()
