@@ -77,9 +77,20 @@ func TestRunRedisSetNXFenced(t *testing.T) {
 	}
 }
 
-// redlock runs on five independent masters, with server faults.
+// redlock runs on five independent masters, with server faults; its
+// results say that its token is not a fencing token, and a Redis run's
+// backend.
 func TestRunRedlock(t *testing.T) {
-	redisRun(t, "--recipe", "redlock", "--nemesis", "pause,crash", "--seed", "3")
+	_, out := redisRun(t, "--recipe", "redlock", "--nemesis", "pause,crash", "--seed", "3")
+	res := readResults(t, out)
+	if res.Backend != "redis" || !res.NoFencingToken {
+		t.Errorf("backend %q, no fencing token %v; want redis, true", res.Backend, res.NoFencingToken)
+	}
+	for _, c := range res.Checks {
+		if c.Name == histories.CheckResource && !strings.Contains(c.Explanation, "The token of recipe redlock is not a fencing token") {
+			t.Errorf("the resource check does not say the token is not a fencing token: %q", c.Explanation)
+		}
+	}
 }
 
 // A Redis run refuses what does not fit it, in one line, before anything
