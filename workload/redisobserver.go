@@ -83,6 +83,13 @@ func (o *redisObserver) deleted(ev redisserver.Event, lock string) {
 	} else {
 		d = o.w.values.deleted(ev.Key)
 	}
+	if d.by == histories.DeletedByOther && len(o.d.Servers()) > 1 {
+		// On independent masters a "del" may be an acquisition's own
+		// cleanup: Redlock deletes its key from the masters it got when
+		// it got too few. Which grant's key it was is not known, so
+		// another's release is not definite.
+		d.by, d.releaser = "", valueGrant{}
+	}
 	id := fmt.Sprintf("%s/%d/%s", ev.Key, d.owner.token, d.by)
 	o.mu.Lock()
 	defer o.mu.Unlock()
