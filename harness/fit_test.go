@@ -56,6 +56,20 @@ func TestFitSchedule(t *testing.T) {
 	if members == 0 {
 		t.Error("no member fault reached the server")
 	}
+	crashes := 0 // of the leader, which a Redis server has not
+	for _, e := range s.Entries {
+		if e.Fault == nemesis.CrashLeader {
+			crashes++
+		}
+	}
+	for _, e := range fitted.Entries {
+		if e.Fault == nemesis.CrashMember && e.Target == nemesis.TargetLeader {
+			crashes--
+		}
+	}
+	if crashes != 0 {
+		t.Errorf("%d crashes of the leader did not become crashes of a member", crashes)
+	}
 	for _, e := range dropped {
 		if redis(e.Fault) {
 			t.Errorf("dropped %s, which the system can carry out", e.Fault)

@@ -180,8 +180,9 @@ func DrawSchedule(o Options) (*nemesis.Schedule, error) {
 
 // fitSchedule fits s, drawn by DrawSchedule, to a system with these
 // members that offers these fault kinds: a fault on member mI strikes
-// member I modulo their number (a pause of a member is a pause of an etcd
-// member or of a Redis server alike), and a fault the system cannot carry
+// member I modulo their number (a pause or crash of a member is one of an
+// etcd member or of a Redis server alike, and one of the leader is one of a
+// member where there is no leader), and a fault the system cannot carry
 // out, or whose members do not fit it, is dropped and returned.
 func fitSchedule(s nemesis.Schedule, offers func(kind string) bool, members []string) (nemesis.Schedule, []nemesis.Entry) {
 	member := func(name string) string {
@@ -195,6 +196,12 @@ func fitSchedule(s nemesis.Schedule, offers func(kind string) bool, members []st
 	var dropped []nemesis.Entry
 	for _, e := range s.Entries {
 		e.Target, e.Fallback = member(e.Target), member(e.Fallback)
+		if e.Fault == nemesis.CrashLeader && !offers(e.Fault) && offers(nemesis.CrashMember) {
+			// A system without a leader crashes a member: the leader
+			// selector resolves to the entry's fallback, as a member
+			// pause aimed at the leader does.
+			e.Fault = nemesis.CrashMember
+		}
 		one := nemesis.Schedule{Members: len(members), Clients: s.Clients, Entries: []nemesis.Entry{e}}
 		if !offers(e.Fault) || one.Validate() != nil {
 			dropped = append(dropped, e)
