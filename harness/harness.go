@@ -290,10 +290,10 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	}
 	o.logf("cluster: %s ready in %s%s; logs in %s", st.System, st.ClusterStart.Round(time.Millisecond), leader, logs)
 	// A fault the system cannot carry out is refused before anything is
-	// recorded.
-	// With a fitted schedule, what the system cannot carry out is dropped
-	// instead, and said.
-	if !o.FitSchedule {
+	// recorded: by family when the schedule is to be drawn, else by the
+	// kinds the schedule holds; a fitted schedule drops them instead, and
+	// says so.
+	if o.Schedule == nil {
 		if err := nemesis.Refuse(cl, o.Nemesis.Faults); err != nil {
 			return nil, err
 		}
