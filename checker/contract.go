@@ -253,7 +253,7 @@ func deletionCause(h *History, d Deletion) string {
 		if h.revokedAt(d) {
 			return ": the nemesis revoked its lease"
 		}
-		return ": its lease expired"
+		return h.story().terms().expiredShort
 	case histories.DeletedByRevoke:
 		return ": its session was closed"
 	case histories.DeletedByRelease:
@@ -359,12 +359,8 @@ func (j *contractJudge) releases() {
 		} else {
 			victim = fmt.Sprintf("%s's key (token %d)", owner, d.Token)
 		}
-		at := h.at(d.Time)
-		if d.Revision > 0 {
-			at = fmt.Sprintf("revision %d (%s)", d.Revision, at)
-		}
-		v.Story = fmt.Sprintf("on key %q, %s deleted %s at %s, while %s's lease was alive.",
-			d.Key, what, victim, at, owner)
+		v.Story = fmt.Sprintf("on key %q, %s deleted %s at %s, %s.",
+			d.Key, what, victim, h.atRevision(d.Revision, d.Time), fmt.Sprintf(j.sd.terms().alive, owner))
 		j.broke(promiseRelease, v)
 	}
 }
@@ -394,8 +390,8 @@ func (j *contractJudge) live() {
 			continue
 		}
 		j.broke(promiseLive, Violation{Key: d.Key, Processes: []int{b.Process}, Tokens: []int64{d.Token}, From: b.From, To: d.Time,
-			Story: fmt.Sprintf("on key %q, the lease of %s, which held token %d since %s, expired on the server: its key was deleted at revision %d (%s), and no fault was active in the %s before.",
-				d.Key, h.who(histories.Process(b.Process)), d.Token, h.at(b.From), d.Revision, h.at(d.Time), window)})
+			Story: fmt.Sprintf("on key %q, %s of %s, which held token %d since %s, expired on the server: its key was deleted at %s, and no fault was active in the %s before.",
+				d.Key, j.sd.terms().claim, h.who(histories.Process(b.Process)), d.Token, h.at(b.From), h.atRevision(d.Revision, d.Time), window)})
 	}
 }
 

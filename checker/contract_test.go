@@ -177,3 +177,29 @@ func TestContractUnknown(t *testing.T) {
 	h = (&hist{}).recorded(5, 1).grant(1, 1000, 1100, 10, 10, "/l/lock/a")
 	expect(t, Contract(h.ops()), Unknown, "does not say whether the key of token 10 was deleted by revision 10")
 }
+
+// On Redis, promises 4 and 5 speak of the key's TTL, with no revisions.
+func TestContractRedisWording(t *testing.T) {
+	redis := func() *hist {
+		return (&hist{}).event("setup", 0, nil, map[string]string{"ttl": "2", "recipe": "redis-del", "backend": "redis"}).
+			clientOf(1, "c1").clientOf(3, "c3").
+			event("observed", 100000, nil, nil)
+	}
+	redisDeleted := func(h *hist, at int64, owner string, token int64, by string, extra ...string) *hist {
+		params := map[string]string{"key": "lock", "create_revision": strconv.FormatInt(token, 10), "by": by}
+		for i := 0; i+1 < len(extra); i += 2 {
+			params[extra[i]] = extra[i+1]
+		}
+		return h.event("key-deleted", at, []string{owner}, params)
+	}
+	h := redis().acq(1, "lock", 1000, 1100, ok, 1).acq(3, "lock", 3000, 3500, ok, 2)
+	redisDeleted(h, 4150, "c3", 2, "other-release", "released_by", "c1", "released_token", "1")
+	h.rel(1, "lock", 4100, 4200, ok).rel(3, "lock", 5000, 5010, ok)
+	expect(t, Contract(h.ops()), Invalid, `at 4.15 s, before c3's key had expired (TTL).`)
+
+	h = redis().acq(1, "lock", 1000, 1100, ok, 1)
+	redisDeleted(h, 8000, "c1", 1, "expiry", "lease_alive", "false")
+	h.rel(1, "lock", 9000, 9010, ok)
+	expect(t, Contract(h.ops()), Invalid,
+		`on key "lock", the key of process 1 (c1), which held token 1 since 1.10 s, expired on the server: its key was deleted at 8.00 s, and no fault`)
+}

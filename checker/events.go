@@ -45,6 +45,8 @@ type storyData struct {
 	// backend is the system under test from the setup event ("etcd",
 	// "redis"; "" in a history from before it was recorded: etcd).
 	backend string
+	// recipe is the lock recipe the setup event names.
+	recipe string
 }
 
 // lockerFailure is one failed attempt of a client to build its locker.
@@ -120,7 +122,7 @@ func (h *History) buildStory() *storyData {
 			if ttl, ok := paramInt(v, "ttl"); ok && ttl > 0 {
 				sd.ttl = time.Duration(ttl) * time.Second
 			}
-			sd.backend = param(v, "backend")
+			sd.backend, sd.recipe = param(v, "backend"), param(v, "recipe")
 		case histories.FObserved:
 			sd.observedAll = true
 			if rev, ok := paramInt(v, "revision"); ok {

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -265,4 +266,22 @@ func TestLivenessHungAfterHeal(t *testing.T) {
 		read(9, "x", 4000, 4001, ok, 0)
 	expect(t, Liveness(h.ops(), 2*time.Second), Invalid, `Client c1 (process 1) asked for lock "lock" at 1.10 s and had not got it 2s later`)
 	expect(t, Liveness(h.ops(), 5*time.Second), Unknown, "No client was granted a lock after the final heal at 1.00 s")
+}
+
+// On a Redis run the stories speak of the key's TTL, not of leases: the
+// same paused holder, with the backend in the setup event.
+func TestStoryRedisWording(t *testing.T) {
+	ops := pausedHolder().
+		event("setup", 0, nil, map[string]string{"backend": "redis", "recipe": "redis-setnx", "ttl": "2"}).
+		event("lease-lost", 4400, []string{"c4"}, map[string]string{"key": "lock", "token": "38"}).ops()
+	h := described(ops)
+	m := h.Mutex(Options{})
+	expect(t, m, Invalid, "the server deleted process 4's lock key (token 38) at 3.10 s: its key expired on the server (TTL); ",
+		"process 4's watchdog noticed at 4.40 s that its key was gone")
+	if regexp.MustCompile(`\blease\b`).MatchString(m.Explanation) {
+		t.Errorf("a Redis story speaks of leases: %s", m.Explanation)
+	}
+	if h.Backend() != "redis" || h.Recipe() != "redis-setnx" || described(pausedHolder().ops()).Backend() != "etcd" {
+		t.Errorf("backend %q, recipe %q", h.Backend(), h.Recipe())
+	}
 }

@@ -61,6 +61,11 @@ type Options struct {
 	Nemesis nemesis.Config `json:"nemesis"`
 	// Schedule replays a stored schedule instead of drawing one.
 	Schedule *nemesis.Schedule `json:"-"`
+	// FitSchedule says that Schedule was drawn for another system (one
+	// schedule for runs on several backends, as compare has): the faults
+	// this system cannot carry out are dropped (RunStats.Dropped), and a
+	// fault on member mI strikes this system's member I modulo its size.
+	FitSchedule bool `json:"fit_schedule,omitempty"`
 	// Quiet is how long the clients go on after the final heal (default DefaultQuiet
 	// when there are faults): the window in which liveness is judged.
 	Quiet time.Duration `json:"quiet_ns"`
@@ -135,7 +140,7 @@ func (o *Options) defaults() error {
 		if err := o.Schedule.Validate(); err != nil {
 			return err
 		}
-		if o.Schedule.Members != o.Members {
+		if o.Schedule.Members != o.Members && !o.FitSchedule {
 			return fmt.Errorf("the schedule is for %d members, the run has %d", o.Schedule.Members, o.Members)
 		}
 	}
@@ -170,9 +175,17 @@ type RunStats struct {
 	Schedule string          `json:"schedule,omitempty"`
 	Nemesis  *nemesis.Report `json:"nemesis,omitempty"`
 	// CPU is the process's CPU time (user and system) while the clients
-	// ran: the clients, and the etcd members and toxiproxy that share the
-	// process.
+	// ran: the clients and toxiproxy, and embedded etcd members, which
+	// share the process.
 	CPU time.Duration `json:"cpu_ns"`
+	// ServerCPU is the CPU time of the servers' own processes (Redis
+	// servers, etcd member processes) while the clients ran, which CPU
+	// does not include; absent when the servers have none (embedded
+	// members, an external cluster).
+	ServerCPU *time.Duration `json:"server_cpu_ns,omitempty"`
+	// Dropped are the faults of a fitted schedule (Options.FitSchedule)
+	// that this system cannot carry out, left out of its run.
+	Dropped []nemesis.Entry `json:"dropped_faults,omitempty"`
 	// FirstViolation is when, after the clients started, the resource first
 	// accepted a stale write (0: never).
 	FirstViolation time.Duration `json:"first_violation_ns,omitempty"`
@@ -277,8 +290,16 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	}
 	o.logf("cluster: %s ready in %s%s; logs in %s", st.System, st.ClusterStart.Round(time.Millisecond), leader, logs)
 	// A fault the system cannot carry out is refused before anything is
-	// recorded: those of the schedule replayed, which replaces drawing
-	// from --nemesis, or else those of --nemesis.
+	// recorded: by family when the schedule is to be drawn, else by the
+	// kinds the schedule holds (a schedule replayed replaces drawing from
+	// --nemesis); a fitted schedule drops them instead, and says so.
+	o.offers = nemesis.Offered(cl)
+	o.memberNames = cl.MemberNames()
+	if o.Schedule != nil && o.FitSchedule {
+		var fitted nemesis.Schedule
+		fitted, st.Dropped = fitSchedule(*o.Schedule, o.offers, o.memberNames)
+		o.Schedule = &fitted
+	}
 	if o.Schedule != nil {
 		if err := nemesis.RefuseSchedule(cl, *o.Schedule); err != nil {
 			return nil, err
@@ -286,8 +307,6 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	} else if err := nemesis.Refuse(cl, o.Nemesis.Faults); err != nil {
 		return nil, err
 	}
-	o.offers = nemesis.Offered(cl)
-	o.memberNames = cl.MemberNames()
 	w, err := histories.Create(history)
 	if err != nil {
 		return nil, err
@@ -370,12 +389,12 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 		nemesisDone <- err
 	}()
 
-	cpu := cpuTime()
+	cpu, servers := cpuTime(), serverCPU(cl)
 	stats, err := wl.Run(ctx, stop)
 	endFaults()
 	close(workDone)
 	nemErr := <-nemesisDone
-	st.CPU = cpuTime() - cpu
+	st.CPU, st.ServerCPU = cpuTime()-cpu, servers()
 	st.Workload = time.Since(workStart)
 	st.Stats = stats
 	if secs := st.Workload.Seconds(); secs > 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock/recipes"
 	"github.com/locktest/locktest/nemesis"
 )
 
@@ -62,6 +63,13 @@ type Results struct {
 	// Hashes are the members' hashes of their final key-value state, for
 	// the consistency check; absent if the run did not collect them.
 	Hashes []checker.MemberHash `json:"member_hashes,omitempty"`
+	// Backend is the system under test the history was recorded on:
+	// "etcd" or "redis".
+	Backend string `json:"backend"`
+	// NoFencingToken is set when the recipe's token is not a fencing token
+	// (lock.Builtin.NoFencingToken): no resource can fence with it, which
+	// the resource check's explanation says.
+	NoFencingToken bool `json:"no_fencing_token,omitempty"`
 	// MutexOverlaps counts the pairs of processes that believed they held a
 	// lock at once: how often the lock's own mutual exclusion broke.
 	MutexOverlaps int `json:"mutex_overlaps"`
@@ -192,7 +200,17 @@ func Check(path string, o CheckOptions) (*Results, error) {
 		judgedSomething(&checks[i])
 	}
 	p.done()
+	noFencing := recipes.NoFencingToken(h.Recipe())
+	if noFencing {
+		for i, c := range checks {
+			if c.Name == histories.CheckResource {
+				checks[i].Explanation = strings.TrimPrefix(c.Explanation+"\n"+notFencing(h.Recipe()), "\n")
+			}
+		}
+	}
 	res := &Results{
+		Backend:        h.Backend(),
+		NoFencingToken: noFencing,
 		Versions:       versions(),
 		History:        path,
 		Checks:         checks,
@@ -207,6 +225,11 @@ func Check(path string, o CheckOptions) (*Results, error) {
 	}
 	res.Verdict, res.Exit = verdict(checks, o.Required)
 	return res, nil
+}
+
+// notFencing says plainly that recipe's token is not a fencing token.
+func notFencing(recipe string) string {
+	return fmt.Sprintf("The token of recipe %s is not a fencing token: it is taken after the grant, not with it, so tokens need not grow in the order of the grants, and a resource that checks them cannot keep a holder whose lock expired from writing. A user of this lock cannot fence.", recipe)
 }
 
 // visualize writes a check's visualization, if it has one, to dir as

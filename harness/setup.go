@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -152,4 +154,60 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// DrawSchedule draws from o's seed the schedule o's run would draw on a
+// system that can carry out every fault kind, with o.Members members named
+// m0, m1, ...: one schedule for runs on several backends, each of which
+// fits it to its own system (Options.FitSchedule). Nil without faults.
+func DrawSchedule(o Options) (*nemesis.Schedule, error) {
+	if len(o.Nemesis.Faults) == 0 {
+		return nil, nil
+	}
+	if o.Members == 0 {
+		o.Members = 3
+	}
+	clients := make([]string, o.Workload.Clients)
+	for i := range clients {
+		clients[i] = fmt.Sprintf("c%d", i) // as the workload names them
+	}
+	s, err := nemesis.Generate(o.Workload.Seed, o.nemesisConfig(clients))
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// fitSchedule fits s, drawn by DrawSchedule, to a system with these
+// members that offers these fault kinds: a fault on member mI strikes
+// member I modulo their number (a pause or crash of a member is one of an
+// etcd member or of a Redis server alike, and one of the leader is one of a
+// member where there is no leader), and a fault the system cannot carry
+// out, or whose members do not fit it, is dropped and returned.
+func fitSchedule(s nemesis.Schedule, offers func(kind string) bool, members []string) (nemesis.Schedule, []nemesis.Entry) {
+	member := func(name string) string {
+		if i, err := strconv.Atoi(strings.TrimPrefix(name, "m")); err == nil && strings.HasPrefix(name, "m") {
+			return members[i%len(members)]
+		}
+		return name
+	}
+	fitted := s
+	fitted.Members, fitted.Entries = len(members), []nemesis.Entry{}
+	var dropped []nemesis.Entry
+	for _, e := range s.Entries {
+		e.Target, e.Fallback = member(e.Target), member(e.Fallback)
+		if e.Fault == nemesis.CrashLeader && !offers(e.Fault) && offers(nemesis.CrashMember) {
+			// A system without a leader crashes a member: the leader
+			// selector resolves to the entry's fallback, as a member
+			// pause aimed at the leader does.
+			e.Fault = nemesis.CrashMember
+		}
+		one := nemesis.Schedule{Members: len(members), Clients: s.Clients, Entries: []nemesis.Entry{e}}
+		if !offers(e.Fault) || one.Validate() != nil {
+			dropped = append(dropped, e)
+			continue
+		}
+		fitted.Entries = append(fitted.Entries, e)
+	}
+	return fitted, dropped
 }

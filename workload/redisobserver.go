@@ -97,6 +97,13 @@ func (o *redisObserver) deleted(ev redisserver.Event, lock string) {
 	} else {
 		d = o.w.values.deleted(ev.Key)
 	}
+	if d.by == histories.DeletedByOther && len(o.d.Servers()) > 1 {
+		// On independent masters a "del" may be an acquisition's own
+		// cleanup: Redlock deletes its key from the masters it got when
+		// it got too few. Which grant's key it was is not known, so
+		// another's release is not definite.
+		d.by, d.releaser = "", valueGrant{}
+	}
 	id := fmt.Sprintf("%s/%d/%s", ev.Key, d.owner.token, d.by)
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -196,6 +203,8 @@ type grantValues struct {
 	mu        sync.Mutex
 	seq       int64 // grants noted so far
 	newest    map[string]valueGrant
+	previous  map[string]valueGrant // the grant before the newest
+	gone      map[int64]bool        // grants (seq) whose key was seen deleted
 	releasing map[string][]valueRelease
 }
 
@@ -217,7 +226,8 @@ type valueRelease struct {
 const releaseGrace = 2 * time.Second
 
 func newGrantValues() *grantValues {
-	return &grantValues{newest: map[string]valueGrant{}, releasing: map[string][]valueRelease{}}
+	return &grantValues{newest: map[string]valueGrant{}, previous: map[string]valueGrant{}, gone: map[int64]bool{},
+		releasing: map[string][]valueRelease{}}
 }
 
 // granted notes a grant that set key, and returns it numbered: the newest
@@ -227,8 +237,32 @@ func (g *grantValues) granted(key string, v valueGrant) valueGrant {
 	defer g.mu.Unlock()
 	g.seq++
 	v.seq = g.seq
+	if n, ok := g.newest[key]; ok {
+		g.previous[key] = n
+	}
 	g.newest[key] = v
 	return v
+}
+
+// owner is the grant whose key a deletion of key deleted: the newest
+// grant's, unless the one before it has not been seen deleted yet. On one
+// server a SET NX succeeds only once the key before it is gone, so that
+// key's deletion comes first in the server's events; but its event may
+// reach the observer after the next grant's reply reached its client. (A
+// key lost in a crash, with no event, is blamed for the next deletion.)
+func (g *grantValues) owner(key string) valueGrant {
+	if p, ok := g.previous[key]; ok && !g.gone[p.seq] {
+		return p
+	}
+	return g.newest[key]
+}
+
+// deletion notes that d's owner's key is gone, and returns d.
+func (g *grantValues) deletion(d valueDeletion) valueDeletion {
+	if d.owner.seq > 0 {
+		g.gone[d.owner.seq] = true
+	}
+	return d
 }
 
 // release notes that v's holder is releasing key.
@@ -255,21 +289,22 @@ type valueDeletion struct {
 	by              string
 }
 
-// expired attributes an expiry of key: the newest grant's TTL ran out.
+// expired attributes an expiry of key: its owner's TTL ran out.
 func (g *grantValues) expired(key string) valueDeletion {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return valueDeletion{owner: g.newest[key], by: histories.DeletedByExpiry}
+	return g.deletion(valueDeletion{owner: g.owner(key), by: histories.DeletedByExpiry})
 }
 
 // deleted attributes a "del" of key to a release under way (or just done):
-// the owner's own, or else another client's, whose grant was older (its
-// key had gone, and the newest grant set the key since). Without a release
-// to explain it, the cause is left unsaid.
+// the owner's own, or else another client's, whose grant was older: if
+// that grant's key was seen deleted before, this release deleted a later
+// key; if not, the key was its own, whose event came late (see owner).
+// Without a release to explain it, the cause is left unsaid.
 func (g *grantValues) deleted(key string) valueDeletion {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	owner := g.newest[key]
+	owner := g.owner(key)
 	rs := slices.DeleteFunc(g.releasing[key], func(r valueRelease) bool {
 		return !r.done.IsZero() && time.Since(r.done) > releaseGrace
 	})
@@ -277,14 +312,17 @@ func (g *grantValues) deleted(key string) valueDeletion {
 	for i, r := range rs {
 		if r.value == owner.value {
 			g.releasing[key] = slices.Delete(rs, i, i+1)
-			return valueDeletion{owner: owner, releaser: r.valueGrant, by: histories.DeletedByRelease}
+			return g.deletion(valueDeletion{owner: owner, releaser: r.valueGrant, by: histories.DeletedByRelease})
 		}
 	}
 	for i, r := range rs {
 		if owner.client != "" && r.client != owner.client && r.seq < owner.seq {
 			g.releasing[key] = slices.Delete(rs, i, i+1)
-			return valueDeletion{owner: owner, releaser: r.valueGrant, by: histories.DeletedByOther}
+			if !g.gone[r.seq] {
+				return g.deletion(valueDeletion{owner: r.valueGrant, releaser: r.valueGrant, by: histories.DeletedByRelease})
+			}
+			return g.deletion(valueDeletion{owner: owner, releaser: r.valueGrant, by: histories.DeletedByOther})
 		}
 	}
-	return valueDeletion{owner: owner}
+	return g.deletion(valueDeletion{owner: owner})
 }

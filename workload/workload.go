@@ -258,6 +258,7 @@ type Stats struct {
 	Operations   int           `json:"operations"`
 	Unknown      int           `json:"unknown"`
 	AcquireP50   time.Duration `json:"acquire_p50_ns"`
+	AcquireP70   time.Duration `json:"acquire_p70_ns"`
 	AcquireP90   time.Duration `json:"acquire_p90_ns"`
 	AcquireP99   time.Duration `json:"acquire_p99_ns"`
 	// GuardRefusals counts writes a client skipped because its guard
@@ -439,6 +440,7 @@ func (w *Workload) Run(ctx context.Context, stop <-chan struct{}) (Stats, error)
 	}
 	slices.Sort(total.acquireWaits)
 	total.AcquireP50 = percentile(total.acquireWaits, 0.50)
+	total.AcquireP70 = percentile(total.acquireWaits, 0.70)
 	total.AcquireP90 = percentile(total.acquireWaits, 0.90)
 	total.AcquireP99 = percentile(total.acquireWaits, 0.99)
 	return total, errors.Join(errs...)

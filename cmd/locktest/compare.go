@@ -14,28 +14,40 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/words"
 )
 
 // compareRow is one configuration's line of the compare table.
 type compareRow struct {
-	Recipe       string                     `json:"recipe"`
-	Resource     string                     `json:"resource"`
-	Clients      int                        `json:"clients"`
-	Dir          string                     `json:"dir"`
+	Recipe   string `json:"recipe"`
+	Backend  string `json:"backend"`
+	System   string `json:"system"`
+	Resource string `json:"resource"`
+	Clients  int    `json:"clients"`
+	Dir      string `json:"dir"`
+	// Faults counts the schedule's faults this run carried out; Dropped
+	// are those its backend cannot, left out of its run.
+	Faults       int                        `json:"faults"`
+	Dropped      []string                   `json:"dropped_faults,omitempty"`
 	Verdicts     map[string]checker.Verdict `json:"verdicts"`
 	Violations   int                        `json:"violations"`
 	Overlaps     int                        `json:"mutex_overlaps"`
 	Acquisitions int                        `json:"acquisitions"`
 	PerSecond    float64                    `json:"acquisitions_per_second"`
 	P50          time.Duration              `json:"acquire_p50_ns"`
+	P70          time.Duration              `json:"acquire_p70_ns"`
 	P90          time.Duration              `json:"acquire_p90_ns"`
 	P99          time.Duration              `json:"acquire_p99_ns"`
-	CPUPerAcq    time.Duration              `json:"cpu_per_acquisition_ns"`
-	Exit         int                        `json:"exit"`
+	// CPUPerAcq is locktest's own CPU per acquisition (clients,
+	// toxiproxy, embedded members); ServerCPUPerAcq the servers' own
+	// processes', absent when they have none.
+	CPUPerAcq       time.Duration  `json:"cpu_per_acquisition_ns"`
+	ServerCPUPerAcq *time.Duration `json:"server_cpu_per_acquisition_ns,omitempty"`
+	Exit            int            `json:"exit"`
 }
 
 func compareCmd(args []string, stdout io.Writer) (int, error) {
-	fs := newFlags("compare", "compare [flags]\n\nRuns several lock recipes, resource modes and client counts under the same seeded fault\nschedule, one after another on fresh clusters, and prints one table.\n--recipe (or --recipes), --resource and --clients take comma lists here; every other flag is run's.", stdout)
+	fs := newFlags("compare", "compare [flags]\n\nRuns several lock recipes, on etcd or Redis, resource modes and client counts under one\nseeded fault schedule, one after another on fresh systems, and prints one table. A fault a\nbackend cannot carry out is dropped from its runs, and the table says so; a fault on a\nmember strikes an etcd member or a Redis server alike. --cluster applies to the etcd recipes.\n--recipe (or --recipes), --resource and --clients take comma lists here; every other flag is run's.", stdout)
 	rf := addRunFlags(fs)
 	fs.Var(stringFlag{rf.recipe}, "recipes", "same as --recipe")
 	if err := parseFlags(fs, args); err != nil {
@@ -56,12 +68,26 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 	}
 	// Check every combination before starting any run.
 	var opts []harness.Options
+	cluster, redisBin := *rf.clusterMode, *rf.redisBin
 	for _, c := range configs {
 		*rf.recipe, *rf.mode, *rf.clients = c.recipe, c.mode, c.clients
+		// --cluster is the etcd recipes' and --redis-bin the Redis ones'.
+		*rf.clusterMode, *rf.redisBin = cluster, ""
+		if harness.IsRedis(c.recipe) {
+			*rf.clusterMode, *rf.redisBin = harness.ClusterEmbedded, redisBin
+		}
 		o, err := rf.options()
 		if err != nil {
 			return exitUnknown, fmt.Errorf("compare: %w", err)
 		}
+		// One schedule for every backend, drawn for the etcd cluster the
+		// flags describe; each run fits it to its own system.
+		if o.Schedule == nil {
+			if o.Schedule, err = harness.DrawSchedule(o); err != nil {
+				return exitUnknown, fmt.Errorf("compare: %w", err)
+			}
+		}
+		o.FitSchedule = true
 		opts = append(opts, o)
 	}
 	if err := os.MkdirAll(*rf.out, 0o755); err != nil {
@@ -88,8 +114,11 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 			return exitUnknown, fmt.Errorf("%s with %s: %w", configs[i].recipe, configs[i].mode, err)
 		}
 		writeReport(io.Discard, filepath.Join(o.Dir, "report.html"), res)
-		row := compareRow{Recipe: configs[i].recipe, Resource: configs[i].mode, Clients: o.Workload.Clients, Dir: o.Dir,
+		row := compareRow{Recipe: configs[i].recipe, Backend: "etcd", Resource: configs[i].mode, Clients: o.Workload.Clients, Dir: o.Dir,
 			Verdicts: map[string]checker.Verdict{}, Overlaps: res.MutexOverlaps, Exit: res.Exit}
+		if harness.IsRedis(row.Recipe) {
+			row.Backend = "redis"
+		}
 		for _, c := range res.Checks {
 			row.Verdicts[c.Name] = c.Verdict
 			if c.Verdict == checker.Invalid {
@@ -97,10 +126,21 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 			}
 		}
 		if s := res.Run; s != nil {
+			row.System = s.System
+			if o.Schedule != nil {
+				row.Faults = len(o.Schedule.Entries) - len(s.Dropped)
+			}
+			for _, e := range s.Dropped {
+				row.Dropped = append(row.Dropped, e.Fault)
+			}
 			row.Acquisitions, row.PerSecond = s.Stats.Acquisitions, s.AcquirePerSec
-			row.P50, row.P90, row.P99 = s.Stats.AcquireP50, s.Stats.AcquireP90, s.Stats.AcquireP99
-			if s.Stats.Acquisitions > 0 {
-				row.CPUPerAcq = s.CPU / time.Duration(s.Stats.Acquisitions)
+			row.P50, row.P70, row.P90, row.P99 = s.Stats.AcquireP50, s.Stats.AcquireP70, s.Stats.AcquireP90, s.Stats.AcquireP99
+			if n := time.Duration(s.Stats.Acquisitions); n > 0 {
+				row.CPUPerAcq = s.CPU / n
+				if s.ServerCPU != nil {
+					d := *s.ServerCPU / n
+					row.ServerCPUPerAcq = &d
+				}
 			}
 		}
 		rows = append(rows, row)
@@ -123,13 +163,51 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 
 func printCompare(w io.Writer, rows []compareRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "recipe\tresource\tclients\tmutex\tresource\tinvariant\tliveness\tconsistency\tviolations\toverlaps\tacquisitions\tacq/s\tp50\tp90\tp99\tCPU/acq")
+	fmt.Fprintln(tw, "recipe\tbackend\tresource\tclients\tfaults\tmutex\tresource\tinvariant\tliveness\tcontract\tconsistency\tviolations\toverlaps\tacquisitions\tacq/s\tp50\tp70\tp90\tp99\tclient CPU/acq\tserver CPU/acq")
+	dropped := false
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\n",
-			r.Recipe, r.Resource, r.Clients, r.Verdicts[histories.CheckMutex], r.Verdicts[histories.CheckResource], r.Verdicts[histories.CheckInvariant], r.Verdicts[histories.CheckLiveness], r.Verdicts[histories.CheckConsistency],
-			r.Violations, r.Overlaps, r.Acquisitions, r.PerSecond, ms(r.P50), ms(r.P90), ms(r.P99), ms(r.CPUPerAcq))
+		faults := strconv.Itoa(r.Faults)
+		if len(r.Dropped) > 0 {
+			faults += fmt.Sprintf(" (%d dropped)", len(r.Dropped))
+			dropped = true
+		}
+		server := "in process"
+		if r.ServerCPUPerAcq != nil {
+			server = ms(*r.ServerCPUPerAcq)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			r.Recipe, r.Backend, r.Resource, r.Clients, faults, r.Verdicts[histories.CheckMutex], r.Verdicts[histories.CheckResource], r.Verdicts[histories.CheckInvariant], r.Verdicts[histories.CheckLiveness], r.Verdicts[histories.CheckContract], r.Verdicts[histories.CheckConsistency],
+			r.Violations, r.Overlaps, r.Acquisitions, r.PerSecond, ms(r.P50), ms(r.P70), ms(r.P90), ms(r.P99), ms(r.CPUPerAcq), server)
 	}
 	tw.Flush()
+	for _, r := range rows {
+		if len(r.Dropped) > 0 {
+			fmt.Fprintf(w, "%s (%s) could not carry out %s of the schedule: %s\n", r.Recipe, r.Backend, words.Plural(len(r.Dropped), "fault"), countKinds(r.Dropped))
+		}
+	}
+	if dropped {
+		fmt.Fprintln(w, "(a dropped fault is left out of that run only; the others are the same faults, scheduled at the same times, in every run)")
+	}
+	fmt.Fprintln(w, "client CPU is locktest's own process (clients, toxiproxy, embedded etcd members); server CPU is the servers' own processes (redis-server, etcd member processes)")
+}
+
+// countKinds says how many faults of each kind a list holds, in order of
+// first appearance: "lease-starve ×2, crash-leader".
+func countKinds(kinds []string) string {
+	var order []string
+	n := map[string]int{}
+	for _, k := range kinds {
+		if n[k] == 0 {
+			order = append(order, k)
+		}
+		n[k]++
+	}
+	for i, k := range order {
+		if n[k] > 1 {
+			order[i] = fmt.Sprintf("%s ×%d", k, n[k])
+		}
+	}
+	return strings.Join(order, ", ")
 }
 
 func ms(d time.Duration) string {

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"slices"
 	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"

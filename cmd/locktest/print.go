@@ -48,7 +48,10 @@ func printChecks(w io.Writer, r *harness.Results) {
 			}
 		}
 	}
-	if r.WritesRejected > 0 {
+	switch {
+	case r.WritesRejected > 0 && r.NoFencingToken:
+		fmt.Fprintf(w, "  the resource rejected %s whose token was lower than one it had seen (the recipe's token is not a fencing token)\n", words.Plural(r.WritesRejected, "write"))
+	case r.WritesRejected > 0:
 		fmt.Fprintf(w, "  the resource rejected %s that carried a stale fencing token\n", words.Plural(r.WritesRejected, "write"))
 	}
 	fmt.Fprintf(w, "verdict: %s (required: %s)\n", r.Verdict, strings.Join(r.Required, ", "))
@@ -112,13 +115,22 @@ func reading(r *harness.Results) []string {
 		case n > 1:
 			what = fmt.Sprintf("the lock's own mutual exclusion broke: %d times two clients believed they held it at once", n)
 		}
-		lines = append(lines, "in words: "+what+"; etcd documents this for leases: a lock alone is not mutual exclusion.")
+		why := "etcd documents this for leases: a lock alone is not mutual exclusion"
+		if r.Backend == "redis" {
+			why = "the lock's key expires on the server (TTL) whether or not its holder is done: a lock alone is not mutual exclusion"
+		}
+		lines = append(lines, "in words: "+what+"; "+why+".")
 	}
 	if c := get(histories.CheckContract); c != nil {
-		lines = append(lines, contractWords(c))
+		lines = append(lines, contractWords(r, c))
 	}
 	if res := get(histories.CheckResource); res != nil {
+		const notFencing = "this recipe's token is not a fencing token (it is taken after the grant, not with it), so no resource can rely on it"
 		switch {
+		case r.NoFencingToken && res.Verdict == checker.Invalid:
+			lines = append(lines, "in words: the resource was damaged: it accepted a write from a client that no longer held the lock; "+notFencing+": a user of this lock cannot fence.")
+		case r.NoFencingToken && res.Verdict == checker.Valid:
+			lines = append(lines, "in words: the resource stayed safe in this run, though not thanks to fencing: "+notFencing+".")
 		case res.Verdict == checker.Valid && r.WritesRejected > 0:
 			lines = append(lines, fmt.Sprintf("in words: fencing kept the resource safe: it rejected %s.", words.Plural(r.WritesRejected, "stale write")))
 		case res.Verdict == checker.Valid:
@@ -132,9 +144,15 @@ func reading(r *harness.Results) []string {
 
 // contractWords says whether the lock itself is broken, and how many
 // overlaps of holders were the lease race and how many bugs in the lock.
-func contractWords(c *checker.Result) string {
-	overlaps := fmt.Sprintf("of the overlapping holders, %d were the lease race (expected for any lease lock; fencing is the cure) and %d were bugs in the lock",
-		c.LeaseRaces, c.LockBugs)
+func contractWords(r *harness.Results, c *checker.Result) string {
+	race := "the lease race (expected for any lease lock; fencing is the cure)"
+	if r.Backend == "redis" {
+		race = "the expiry race (the key's TTL ran out under its holder: expected for any lock whose key expires; fencing is the cure)"
+	}
+	if r.NoFencingToken {
+		race = strings.TrimSuffix(race, ")") + ", which this recipe's token cannot give)"
+	}
+	overlaps := fmt.Sprintf("of the overlapping holders, %d were %s and %d were bugs in the lock", c.LeaseRaces, race, c.LockBugs)
 	if c.LeaseRaces+c.LockBugs == 0 {
 		overlaps = "no two clients held it at once"
 	}

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/redisserver"
 )
 
@@ -74,9 +77,20 @@ func TestRunRedisSetNXFenced(t *testing.T) {
 	}
 }
 
-// redlock runs on five independent masters, with server faults.
+// redlock runs on five independent masters, with server faults; its
+// results say that its token is not a fencing token, and a Redis run's
+// backend.
 func TestRunRedlock(t *testing.T) {
-	redisRun(t, "--recipe", "redlock", "--nemesis", "pause,crash", "--seed", "3")
+	_, out := redisRun(t, "--recipe", "redlock", "--nemesis", "pause,crash", "--seed", "3")
+	res := readResults(t, out)
+	if res.Backend != "redis" || !res.NoFencingToken {
+		t.Errorf("backend %q, no fencing token %v; want redis, true", res.Backend, res.NoFencingToken)
+	}
+	for _, c := range res.Checks {
+		if c.Name == histories.CheckResource && !strings.Contains(c.Explanation, "The token of recipe redlock is not a fencing token") {
+			t.Errorf("the resource check does not say the token is not a fencing token: %q", c.Explanation)
+		}
+	}
 }
 
 // A Redis run refuses what does not fit it, in one line, before anything
@@ -156,5 +170,70 @@ func TestRunRedisClockJumpEmulated(t *testing.T) {
 	if len(v.Targets) != 1 || !strings.HasPrefix(v.Targets[0], "r") || !strings.Contains(v.Params["emulated"], "no clock was changed") ||
 		!strings.Contains(v.Params["expired"], "lock") {
 		t.Errorf("clock-jump-emulated event %+v", v)
+	}
+}
+
+// compare runs an etcd and a Redis recipe under one schedule: the Redis
+// run leaves out the lease faults it cannot carry out, and the table says
+// so; its other faults are the etcd run's, and its servers' CPU is
+// measured apart from locktest's.
+func TestCompareAcrossBackends(t *testing.T) {
+	redisserver.ForTest(t)
+	out := t.TempDir()
+	code, stdout, stderr := runMain(t, "compare", "--recipes", "mutex,redis-setnx", "--nemesis", "pause,lease",
+		"--nemesis-interval", "300ms", "--fault-durations", "pause=500ms-1s,lease=500ms-1s", "--time", "4s", "--quiet", "1s",
+		"--seed", "1", "--out", out)
+	if code == exitUnknown {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	tables, _ := filepath.Glob(filepath.Join(out, "compare-*.json"))
+	if len(tables) != 1 {
+		t.Fatalf("tables: %v", tables)
+	}
+	b, err := os.ReadFile(tables[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []compareRow
+	if err := json.Unmarshal(b, &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("%d rows, %v", len(rows), err)
+	}
+	etcd, redis := rows[0], rows[1]
+	if etcd.Backend != "etcd" || redis.Backend != "redis" {
+		t.Fatalf("backends %q and %q", etcd.Backend, redis.Backend)
+	}
+	if len(etcd.Dropped) != 0 || len(redis.Dropped) == 0 || redis.Faults+len(redis.Dropped) != etcd.Faults {
+		t.Errorf("etcd ran %d faults, dropped %v; redis ran %d, dropped %v", etcd.Faults, etcd.Dropped, redis.Faults, redis.Dropped)
+	}
+	for _, k := range redis.Dropped {
+		if !strings.HasPrefix(k, "lease-") {
+			t.Errorf("redis dropped %s", k)
+		}
+	}
+	if !strings.Contains(stdout, "redis-setnx (redis) could not carry out") {
+		t.Errorf("the table does not say what was dropped:\n%s", stdout)
+	}
+	// The faults the Redis run kept are the etcd run's, at the same times.
+	read := func(dir string) nemesis.Schedule {
+		s, err := nemesis.ReadFile(filepath.Join(dir, "schedule.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	var kept []nemesis.Entry
+	for _, e := range read(etcd.Dir).Entries {
+		if !strings.HasPrefix(e.Fault, "lease-") {
+			kept = append(kept, e)
+		}
+	}
+	if got := read(redis.Dir).Entries; !reflect.DeepEqual(got, kept) {
+		t.Errorf("the Redis run's schedule %+v, want the etcd run's without its lease faults %+v", got, kept)
+	}
+	if etcd.ServerCPUPerAcq != nil || redis.ServerCPUPerAcq == nil || redis.CPUPerAcq <= 0 {
+		t.Errorf("server CPU per acquisition: etcd embedded %v, redis %v (client %v)", etcd.ServerCPUPerAcq, redis.ServerCPUPerAcq, redis.CPUPerAcq)
+	}
+	if redis.P70 < redis.P50 || redis.P90 < redis.P70 {
+		t.Errorf("percentiles out of order: %v %v %v", redis.P50, redis.P70, redis.P90)
 	}
 }

@@ -98,9 +98,13 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		if r.FirstViolation > 0 {
 			first = fmt.Sprintf("%.2fs", r.FirstViolation.Seconds())
 		}
-		fmt.Fprintf(stdout, "seed %-4d resource %-8s mutex %-8s invariant %-8s liveness %-8s consistency %-8s contract %-8s first stale write %-7s %d overlaps (%d lease races, %d lock bugs), %d faults, %d acquisitions\n",
+		race := "lease"
+		if res.Backend == "redis" {
+			race = "expiry" // a key's TTL running out, not a lease
+		}
+		fmt.Fprintf(stdout, "seed %-4d resource %-8s mutex %-8s invariant %-8s liveness %-8s consistency %-8s contract %-8s first stale write %-7s %d overlaps (%d %s races, %d lock bugs), %d faults, %d acquisitions\n",
 			r.Seed, r.Verdicts[histories.CheckResource], r.Verdicts[histories.CheckMutex], r.Verdicts[histories.CheckInvariant], r.Verdicts[histories.CheckLiveness], r.Verdicts[histories.CheckConsistency], r.Verdicts[histories.CheckContract], first,
-			r.MutexBroke, r.LeaseRaces, r.LockBugs, r.Faults, r.Acquisitions)
+			r.MutexBroke, r.LeaseRaces, race, r.LockBugs, r.Faults, r.Acquisitions)
 	}
 	printSweep(stdout, runs)
 	b, _ := json.MarshalIndent(runs, "", "  ")

@@ -142,3 +142,31 @@ func TestSocketOwner(t *testing.T) {
 		t.Fatal("SocketOwner found the socket in a process that does not have it")
 	}
 }
+
+// A busy process's CPU time grows, read from /proc, and a killed child's
+// moves to the reaped children: ServerCPU does not lose it.
+func TestCPU(t *testing.T) {
+	busy, err := Start(Spec{Path: "/bin/sh", Args: []string{"-c", "while :; do :; done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Kill()
+	before := ServerCPU([]int{busy.Pid()})
+	waitFor(t, "the busy child to use 200 ms of CPU", func() bool {
+		d, err := CPU(busy.Pid())
+		return err == nil && d >= 200*time.Millisecond
+	})
+	used, _ := CPU(busy.Pid())
+	if err := busy.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CPU(busy.Pid()); err == nil {
+		t.Error("CPU of a reaped process: no error")
+	}
+	if after := ServerCPU([]int{busy.Pid()}); after-before < used {
+		t.Errorf("ServerCPU grew by %v after the kill; the child had used %v", after-before, used)
+	}
+	if _, err := CPU(os.Getpid()); err != nil {
+		t.Error(err)
+	}
+}

@@ -41,6 +41,13 @@ func Broken(name string) bool {
 	return i >= 0 && all()[i].Broken
 }
 
+// NoFencingToken reports whether the built-in recipe of that name has a
+// token that is not a fencing token (lock.Builtin.NoFencingToken).
+func NoFencingToken(name string) bool {
+	i := slices.IndexFunc(all(), func(b lock.Builtin) bool { return b.Name == name })
+	return i >= 0 && all()[i].NoFencingToken
+}
+
 // Lookup returns the built-in recipe called name.
 func Lookup(name string) (lock.Recipe, error) {
 	for _, b := range all() {

@@ -31,6 +31,9 @@ func TestLookup(t *testing.T) {
 	if !recipes.Broken(etcdlock.NoRenewName) || recipes.Broken(etcdlock.MutexName) || recipes.Broken(redislock.RedlockName) || !recipes.Broken(redislock.DelName) {
 		t.Error("Broken does not follow the backends' lists")
 	}
+	if !recipes.NoFencingToken(redislock.RedlockName) || !recipes.NoFencingToken(redislock.DelName) || recipes.NoFencingToken(redislock.SetNXName) || recipes.NoFencingToken(etcdlock.MutexName) {
+		t.Error("NoFencingToken does not follow the backends' lists")
+	}
 }
 
 // An etcd recipe refuses a connection that is not an etcd client, with an

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/histories"
+)
+
+// The in-words lines speak of the backend's own mechanism, and of a token
+// that is not a fencing token as such.
+func TestReadingByBackend(t *testing.T) {
+	results := func(backend string, noFencing bool) *harness.Results {
+		return &harness.Results{Backend: backend, NoFencingToken: noFencing, MutexOverlaps: 3, WritesRejected: 2, Checks: []checker.Result{
+			{Name: histories.CheckMutex, Verdict: checker.Invalid},
+			{Name: histories.CheckContract, Verdict: checker.Valid, LeaseRaces: 3},
+			{Name: histories.CheckResource, Verdict: checker.Valid},
+		}}
+	}
+	cases := []struct {
+		r         *harness.Results
+		want, not []string
+	}{
+		{results("etcd", false),
+			[]string{"etcd documents this for leases", "3 were the lease race (expected for any lease lock; fencing is the cure)", "fencing kept the resource safe: it rejected 2 stale writes"},
+			[]string{"TTL", "not a fencing token"}},
+		{results("redis", false),
+			[]string{"the lock's key expires on the server (TTL) whether or not its holder is done", "3 were the expiry race", "fencing kept the resource safe"},
+			[]string{"etcd", "lease", "not a fencing token"}},
+		{results("redis", true),
+			[]string{"fencing is the cure, which this recipe's token cannot give)", "the resource stayed safe in this run, though not thanks to fencing: this recipe's token is not a fencing token"},
+			[]string{"etcd", "lease", "fencing kept"}},
+	}
+	for _, tc := range cases {
+		got := strings.Join(reading(tc.r), "\n")
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s (no fencing token: %v): missing %q in\n%s", tc.r.Backend, tc.r.NoFencingToken, w, got)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(got, n) {
+				t.Errorf("%s (no fencing token: %v): %q in\n%s", tc.r.Backend, tc.r.NoFencingToken, n, got)
+			}
+		}
+	}
+	damaged := results("redis", true)
+	damaged.Checks[2].Verdict = checker.Invalid
+	if got := strings.Join(reading(damaged), "\n"); !strings.Contains(got, "a user of this lock cannot fence") {
+		t.Errorf("damaged resource without a fencing token:\n%s", got)
+	}
+}

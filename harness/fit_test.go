@@ -1,0 +1,78 @@
+package harness
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/workload"
+)
+
+// One schedule for etcd and Redis: an etcd system with every kind gets it
+// unchanged; a single Redis server gets each member fault on its one
+// server, and the faults it cannot carry out dropped, not lost silently.
+func TestFitSchedule(t *testing.T) {
+	o := Options{Members: 3, Time: 60 * time.Second, Workload: workload.DefaultConfig(),
+		Nemesis: nemesis.Config{Faults: []string{"pause", "lease", "crash", "isolate"}}}
+	o.Workload.Seed = 4
+	s, err := DrawSchedule(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := DrawSchedule(o)
+	if !reflect.DeepEqual(s, again) {
+		t.Fatal("the same options drew two schedules")
+	}
+	all := func(string) bool { return true }
+	same, dropped := fitSchedule(*s, all, []string{"m0", "m1", "m2"})
+	if !reflect.DeepEqual(&same, s) || len(dropped) != 0 {
+		t.Errorf("fitting to the system it was drawn for changed it: %d dropped", len(dropped))
+	}
+
+	redis := func(k string) bool { return !strings.HasPrefix(k, "lease") && k != nemesis.CrashLeader }
+	fitted, dropped := fitSchedule(*s, redis, []string{"r0"})
+	if len(fitted.Entries)+len(dropped) != len(s.Entries) || len(dropped) == 0 || len(fitted.Entries) == 0 {
+		t.Fatalf("%d kept and %d dropped of %d", len(fitted.Entries), len(dropped), len(s.Entries))
+	}
+	if err := fitted.Validate(); err != nil || fitted.Members != 1 {
+		t.Fatalf("fitted schedule for %d members: %v", fitted.Members, err)
+	}
+	members := 0
+	for _, e := range fitted.Entries {
+		if !redis(e.Fault) {
+			t.Errorf("kept %s, which the system cannot carry out", e.Fault)
+		}
+		for _, name := range []string{e.Target, e.Fallback} {
+			if strings.HasPrefix(name, "m") {
+				t.Errorf("%s still targets %s", e.Fault, name)
+			}
+			if name == "r0" {
+				members++
+			}
+		}
+	}
+	if members == 0 {
+		t.Error("no member fault reached the server")
+	}
+	crashes := 0 // of the leader, which a Redis server has not
+	for _, e := range s.Entries {
+		if e.Fault == nemesis.CrashLeader {
+			crashes++
+		}
+	}
+	for _, e := range fitted.Entries {
+		if e.Fault == nemesis.CrashMember && e.Target == nemesis.TargetLeader {
+			crashes--
+		}
+	}
+	if crashes != 0 {
+		t.Errorf("%d crashes of the leader did not become crashes of a member", crashes)
+	}
+	for _, e := range dropped {
+		if redis(e.Fault) {
+			t.Errorf("dropped %s, which the system can carry out", e.Fault)
+		}
+	}
+}
