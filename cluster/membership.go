@@ -189,6 +189,14 @@ func (c *Cluster) AddMember(ctx context.Context, i int) error {
 		if err == nil {
 			id = resp.Member.ID
 		}
+		if errors.Is(err, rpctypes.ErrMemberNotFound) {
+			// etcd derives a new member's ID from its peer URLs and the
+			// second it is added: the same URLs added again within the
+			// second a member under them was removed get that removed ID,
+			// which etcd refuses (ErrIDRemoved, "member not found"). The
+			// next second gives a new ID.
+			return rpctypes.ErrUnhealthy
+		}
 		return err
 	}); err != nil {
 		return fmt.Errorf("cluster: adding member %s: %w", m.Name, err)
