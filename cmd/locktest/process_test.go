@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,32 +19,6 @@ import (
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/proc"
 )
-
-// children lists the processes whose parent is this one.
-func children(t *testing.T) []int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Skipf("cannot list processes: %v", err)
-	}
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid ...": comm may hold spaces.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) && f[0] != "Z" {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
 
 func readResults(t *testing.T, out string) *harness.Results {
 	t.Helper()
@@ -85,8 +58,8 @@ func TestRunProcessCluster(t *testing.T) {
 			t.Errorf("consistency %s: %v", c.Verdict, c.Explanation)
 		}
 	}
-	if !eventually(t, 5*time.Second, func() bool { return len(children(t)) == 0 }) {
-		t.Fatalf("processes outlived the run: %v", children(t))
+	if !eventually(t, 5*time.Second, func() bool { return len(proc.Children(os.Getpid())) == 0 }) {
+		t.Fatalf("processes outlived the run: %v", proc.Children(os.Getpid()))
 	}
 }
 
@@ -180,27 +153,6 @@ func TestRunExternal(t *testing.T) {
 	}
 }
 
-// childrenOf lists the live processes whose parent is pid.
-func childrenOf(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) && f[0] != "Z" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // TestStoppedProcessRun stops a locktest run with member processes part way,
 // by Ctrl-C (SIGINT) and by SIGKILL: no member outlives it, and the history
 // recorded so far is on disk and checkable.
@@ -218,7 +170,7 @@ func TestStoppedProcessRun(t *testing.T) {
 			}
 			var members []int
 			if !eventually(t, 20*time.Second, func() bool {
-				members = childrenOf(cmd.Process.Pid)
+				members = proc.Children(cmd.Process.Pid)
 				h, err := os.Stat(filepath.Join(firstRunDir(out), "history.jsonl"))
 				return len(members) == 3 && err == nil && h.Size() > 1000
 			}) {

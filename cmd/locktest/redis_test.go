@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/redisserver"
 )
@@ -44,8 +45,8 @@ func redisRun(t *testing.T, args ...string) (int, string) {
 	if res.Run.Stats.Acquisitions == 0 {
 		t.Errorf("no acquisitions")
 	}
-	if !eventually(t, 5*time.Second, func() bool { return len(children(t)) == 0 }) {
-		t.Fatalf("processes outlived the run: %v", children(t))
+	if !eventually(t, 5*time.Second, func() bool { return len(proc.Children(os.Getpid())) == 0 }) {
+		t.Fatalf("processes outlived the run: %v", proc.Children(os.Getpid()))
 	}
 	return code, out
 }
@@ -125,8 +126,8 @@ func TestRedisBadInput(t *testing.T) {
 	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
 		t.Errorf("bad input left files behind: %v", ents)
 	}
-	if !eventually(t, 5*time.Second, func() bool { return len(children(t)) == 0 }) {
-		t.Fatalf("processes outlived the refusals: %v", children(t))
+	if !eventually(t, 5*time.Second, func() bool { return len(proc.Children(os.Getpid())) == 0 }) {
+		t.Fatalf("processes outlived the refusals: %v", proc.Children(os.Getpid()))
 	}
 }
 

@@ -166,3 +166,29 @@ func Alive(pid int) bool {
 	s, err := State(pid)
 	return err == nil && s != 'Z' && s != 'X'
 }
+
+// Children lists the live processes whose parent is pid.
+func Children(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	parent := strconv.Itoa(pid)
+	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...": comm may hold spaces.
+		f := bytes.Fields(b[bytes.LastIndexByte(b, ')')+1:])
+		if len(f) > 1 && string(f[1]) == parent && string(f[0]) != "Z" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -168,5 +169,16 @@ func TestCPU(t *testing.T) {
 	}
 	if _, err := CPU(os.Getpid()); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestChildren(t *testing.T) {
+	p := sleeper(t)
+	if !slices.Contains(Children(os.Getpid()), p.Pid()) {
+		t.Fatalf("Children(%d) = %v, lacks %d", os.Getpid(), Children(os.Getpid()), p.Pid())
+	}
+	p.Kill()
+	if slices.Contains(Children(os.Getpid()), p.Pid()) {
+		t.Fatal("Children lists a process that has exited")
 	}
 }
