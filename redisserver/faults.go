@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+
 	"github.com/locktest/locktest/internal/proc"
 )
 
@@ -154,9 +156,9 @@ func (d *Deployment) master(ctx context.Context) (int, error) {
 }
 
 // CutReplication cuts the replica's link to its master (Replicated): its
-// proxy is disabled, so that whatever the master takes from now on, a lock
-// among it, never reaches the replica. ClearToxics mends it; the replica
-// then resyncs.
+// proxy holds every byte both ways, so that whatever the master takes from
+// now on, a lock among it, never reaches the replica. ClearToxics mends it
+// (closing the held connection); the replica then resyncs.
 func (d *Deployment) CutReplication() error {
 	if !d.cfg.Topology.replicated {
 		return fmt.Errorf("redisserver: %s has no replication link", d.cfg.Topology)
@@ -174,10 +176,21 @@ func (d *Deployment) cutReplication() error {
 	if err != nil {
 		return err
 	}
-	if !p.Enabled {
-		return nil
+	// Hold the data both ways and keep the connection open, rather than
+	// disable the link: a replica whose link is down reconnects, and
+	// Sentinel, seeing it replicate from an address other than the
+	// master's, points it at the master directly (+fix-slave-config),
+	// which would heal the cut behind the proxy's back.
+	for _, dir := range []string{"upstream", "downstream"} {
+		name := "replication-cut-" + dir
+		if hasToxic(p.ActiveToxics, name) {
+			continue
+		}
+		if _, err := p.AddToxic(name, "timeout", dir, 1, toxiclient.Attributes{"timeout": 0}); err != nil {
+			return fmt.Errorf("redisserver: cutting replication: %w", err)
+		}
 	}
-	return p.Disable() // closes the connection through it, too
+	return nil
 }
 
 // Promotion is the outcome of a Failover.
@@ -288,4 +301,13 @@ func (d *Deployment) ExpireEarly(ctx context.Context, i int, pattern string) ([]
 		return err
 	})
 	return keys, err
+}
+
+func hasToxic(ts toxiclient.Toxics, name string) bool {
+	for _, t := range ts {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
 }
