@@ -1,11 +1,9 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locktest/locktest/internal/proc"
+	"github.com/locktest/locktest/internal/proctest"
 )
 
 // debianEtcd is where Debian's etcd-server package puts etcd 3.4.
@@ -316,42 +315,7 @@ func TestProcessMembersDieWithLocktest(t *testing.T) {
 		fmt.Println(strings.Trim(fmt.Sprint(pidsOf(c)), "[]"))
 		select {}
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestProcessMembersDieWithLocktest$")
-	cmd.Env = append(os.Environ(), "CLUSTER_TEST_PARENT=1", "CLUSTER_TEST_DIR="+t.TempDir())
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		cmd.Process.Kill()
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, f := range strings.Fields(line) {
-		pid, err := strconv.Atoi(f)
-		if err != nil {
-			cmd.Process.Kill()
-			t.Fatalf("child printed %q", line)
-		}
-		pids = append(pids, pid)
-	}
-	if len(pids) != 3 {
-		t.Fatalf("child printed %q, want 3 pids", line)
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	waitUntil(t, "the members to die with their parent", 10*time.Second, func() bool {
-		for _, pid := range pids {
-			if proc.Alive(pid) {
-				return false
-			}
-		}
-		return true
-	})
+	proctest.KillParent(t, "TestProcessMembersDieWithLocktest", 3, "CLUSTER_TEST_PARENT=1", "CLUSTER_TEST_DIR="+t.TempDir())
 }
 
 func TestFindEtcd(t *testing.T) {

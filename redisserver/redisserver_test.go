@@ -1,10 +1,8 @@
 package redisserver
 
 import (
-	"bufio"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/internal/proc"
+	"github.com/locktest/locktest/internal/proctest"
 )
 
 // start starts a deployment for one test, with a minute for the test.
@@ -189,38 +188,5 @@ func TestNothingOutlivesParent(t *testing.T) {
 		select {}
 	}
 	ForTest(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestNothingOutlivesParent$")
-	cmd.Env = append(os.Environ(), "REDISSERVER_TEST_PARENT=1", "REDISSERVER_TEST_DIR="+t.TempDir())
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading the parent's pids: %v", err)
-	}
-	var pids []int
-	for _, f := range strings.Fields(line) {
-		pid, err := strconv.Atoi(f)
-		if err != nil {
-			t.Fatalf("the parent said %q", line)
-		}
-		if !proc.Alive(pid) {
-			t.Fatalf("process %d is not running", pid)
-		}
-		pids = append(pids, pid)
-	}
-	if len(pids) != 5 {
-		t.Fatalf("the parent started %d processes, want 5", len(pids))
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	for _, pid := range pids {
-		waitUntil(t, "process "+strconv.Itoa(pid)+" to die with its parent", func() bool { return !proc.Alive(pid) })
-	}
+	proctest.KillParent(t, "TestNothingOutlivesParent", 5, "REDISSERVER_TEST_PARENT=1", "REDISSERVER_TEST_DIR="+t.TempDir())
 }
