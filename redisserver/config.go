@@ -65,9 +65,10 @@ type Config struct {
 	// must be silent before a Sentinel thinks it down (default 1 s). A
 	// pause of the master longer than this starts a failover.
 	DownAfter time.Duration
-	// FailoverTimeout is Sentinel's failover-timeout (default 2 s): a
-	// Sentinel that lost an election waits twice this before it tries
-	// again.
+	// FailoverTimeout is Sentinel's failover-timeout once Failover has
+	// killed the master (default 2 s): a Sentinel that lost an election
+	// waits twice this before it tries again. Until then the Sentinels run
+	// with quietFailoverTimeout.
 	FailoverTimeout time.Duration
 	// StartTimeout bounds Start when its context has no deadline (default
 	// 30 s).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -176,6 +177,9 @@ func (d *Deployment) cutReplication() error {
 	if err != nil {
 		return err
 	}
+	if err := d.replicatesThrough(p.Listen); err != nil {
+		return err
+	}
 	// Hold the data both ways and keep the connection open, rather than
 	// disable the link: a replica whose link is down reconnects, and
 	// Sentinel, seeing it replicate from an address other than the
@@ -231,6 +235,12 @@ func (d *Deployment) Failover(ctx context.Context) (Promotion, error) {
 	}
 	if err := d.cutReplication(); err != nil {
 		return Promotion{}, err
+	}
+	for _, s := range d.sentinels {
+		err := s.client.Do(ctx, "SENTINEL", "SET", MasterName, "failover-timeout", d.cfg.FailoverTimeout.Milliseconds()).Err()
+		if err != nil {
+			return Promotion{}, fmt.Errorf("redisserver: setting %s's failover-timeout: %w", s.Name, err)
+		}
 	}
 	start := time.Now()
 	if err := old.process().Kill(); err != nil {
@@ -301,6 +311,31 @@ func (d *Deployment) ExpireEarly(ctx context.Context, i int, pattern string) ([]
 		return err
 	})
 	return keys, err
+}
+
+// replicatesThrough checks that the replica replicates from link, the
+// listen address of its proxy: a cut of a link the replica does not use
+// would be no cut at all.
+func (d *Deployment) replicatesThrough(link string) error {
+	replica := d.servers[1]
+	info, err := replica.client.Info(context.Background(), "replication").Result()
+	if err != nil {
+		return fmt.Errorf("redisserver: reading %s's replication: %w", replica.Name, err)
+	}
+	var host, port string
+	for _, l := range strings.Split(info, "\n") {
+		l = strings.TrimSpace(l)
+		if v, ok := strings.CutPrefix(l, "master_host:"); ok {
+			host = v
+		}
+		if v, ok := strings.CutPrefix(l, "master_port:"); ok {
+			port = v
+		}
+	}
+	if net.JoinHostPort(host, port) != link {
+		return fmt.Errorf("redisserver: %s replicates from %s:%s, not through its link %s", replica.Name, host, port, link)
+	}
+	return nil
 }
 
 func hasToxic(ts toxiclient.Toxics, name string) bool {

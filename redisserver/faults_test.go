@@ -3,7 +3,9 @@ package redisserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -211,4 +213,67 @@ func TestFailover(t *testing.T) {
 	if m, err := d.Master(ctx); err != nil || m != 1 {
 		t.Fatalf("Master after the old one's restart = %d, %v; want 1", m, err)
 	}
+}
+
+// The replica stays on its proxied link after Sentinel has looked at it
+// again, well past a short failover-timeout: Sentinel re-points a replica
+// whose master address is not the one it monitors once failover-timeout
+// has passed, and a cut of the link it left would cut nothing.
+func TestReplicationStaysOnItsLink(t *testing.T) {
+	ctx, d := start(t, Replicated)
+	since := time.Now().Add(3 * time.Second)
+	for _, s := range d.Sentinels() {
+		// Sentinel reads a replica's INFO every 10 s.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			r, err := sentinelReplica(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms, err := strconv.Atoi(r["info-refresh"])
+			if err != nil {
+				t.Fatalf("%s: info-refresh %q", s.Name, r["info-refresh"])
+			}
+			if time.Now().Add(-time.Duration(ms) * time.Millisecond).After(since) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not read the replica's INFO again", s.Name)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if err := d.CutReplication(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Servers()[0].Client().Set(ctx, "lost", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A marker written straight to the replica's master would reach the
+	// replica at once; through the cut link it never does.
+	replica := d.Servers()[1].Client()
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if replica.Exists(ctx, "lost").Val() != 0 {
+			t.Fatal("a key written after the cut reached the replica")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sentinelReplica is what Sentinel s says of the replica.
+func sentinelReplica(ctx context.Context, s *Server) (map[string]string, error) {
+	v, err := s.Client().Do(ctx, "SENTINEL", "REPLICAS", MasterName).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(v) != 1 {
+		return nil, fmt.Errorf("%s knows %d replicas", s.Name, len(v))
+	}
+	fields, _ := v[0].([]any)
+	m := map[string]string{}
+	for i := 0; i+1 < len(fields); i += 2 {
+		m[fmt.Sprint(fields[i])] = fmt.Sprint(fields[i+1])
+	}
+	return m, nil
 }

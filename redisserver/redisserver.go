@@ -330,6 +330,14 @@ func serverArgs(s *Server, replicaOf string) []string {
 	return args
 }
 
+// quietFailoverTimeout is the Sentinels' failover-timeout until Failover.
+// Sentinel re-points a replica that replicates from an address other than
+// the master's it monitors once failover-timeout has passed since it saw
+// the replica's configuration (+fix-slave-config): with a short timeout
+// it took the replica off its proxied link within seconds of the start,
+// and replication ran where no cut could reach it.
+const quietFailoverTimeout = 24 * time.Hour
+
 // writeSentinelConfigs writes each Sentinel's config file, in which it
 // already knows the replica and the other Sentinels (by IDs chosen here),
 // so that it need not wait for their hello messages (every 2 s) before it
@@ -354,7 +362,7 @@ func (d *Deployment) writeSentinelConfigs() error {
 		fmt.Fprintf(&b, "sentinel myid %s\n", ids[i])
 		fmt.Fprintf(&b, "sentinel monitor %s %s 2\n", MasterName, strings.Replace(master.Addr, ":", " ", 1))
 		fmt.Fprintf(&b, "sentinel down-after-milliseconds %s %d\n", MasterName, d.cfg.DownAfter.Milliseconds())
-		fmt.Fprintf(&b, "sentinel failover-timeout %s %d\n", MasterName, d.cfg.FailoverTimeout.Milliseconds())
+		fmt.Fprintf(&b, "sentinel failover-timeout %s %d\n", MasterName, quietFailoverTimeout.Milliseconds())
 		fmt.Fprintf(&b, "sentinel known-replica %s %s\n", MasterName, strings.Replace(replica.Addr, ":", " ", 1))
 		for j, o := range d.sentinels {
 			if j != i {
