@@ -179,6 +179,10 @@ func (h *History) Contract() Result {
 // tokens judges promise 1: per lock, a grant's token must exceed every token
 // returned before the grant was invoked.
 func (j *contractJudge) tokens(grants []*operation) {
+	if j.sd.noFencingToken {
+		j.cannot(promiseTokens, "the recipe's token is no fencing token (locktest's count, taken after the grant): the lock promises nothing of its order")
+		return
+	}
 	byRet := slices.Clone(grants)
 	slices.SortStableFunc(byRet, func(a, b *operation) int { return cmp.Compare(a.ret, b.ret) })
 	byCall := slices.Clone(grants)

@@ -3,6 +3,7 @@ package checker
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/locktest/locktest/histories"
@@ -202,4 +203,25 @@ func TestContractRedisWording(t *testing.T) {
 	h.rel(1, "lock", 9000, 9010, ok)
 	expect(t, Contract(h.ops()), Invalid,
 		`on key "lock", the key of process 1 (c1), which held token 1 since 1.10 s, expired on the server: its key was deleted at 8.00 s, and no fault`)
+}
+
+// A recipe whose token is no fencing token (Redlock's count after the
+// grant) promises nothing of its order: a repeated token is not judged a
+// broken promise 1, and the check says why.
+func TestContractNoFencingToken(t *testing.T) {
+	h := func(fencing string) *hist {
+		params := map[string]string{"ttl": "2", "recipe": "redlock", "backend": "redis"}
+		if fencing != "" {
+			params["fencing_token"] = fencing
+		}
+		h := (&hist{}).event("setup", 0, nil, params).clientOf(1, "c1").clientOf(3, "c3").event("observed", 100000, nil, nil)
+		h.acq(1, "lock", 1000, 1100, ok, 5).rel(1, "lock", 2000, 2010, ok)
+		h.acq(3, "lock", 3000, 3100, ok, 5).rel(3, "lock", 4000, 4010, ok)
+		return h
+	}
+	expect(t, Contract(h("").ops()), Invalid, "the higher or equal token 5")
+	r := Contract(h("false").ops())
+	if r.Verdict == Invalid || !slices.Contains(r.Unjudged, promiseTokens) || !strings.Contains(r.Explanation, "no fencing token") {
+		t.Errorf("repeated tokens of a recipe without a fencing token: %s, unjudged %v: %s", r.Verdict, r.Unjudged, r.Explanation)
+	}
 }

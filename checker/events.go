@@ -47,6 +47,9 @@ type storyData struct {
 	backend string
 	// recipe is the lock recipe the setup event names.
 	recipe string
+	// noFencingToken: the setup event says the recipe's token is no
+	// fencing token (locktest's count, taken after the grant).
+	noFencingToken bool
 }
 
 // lockerFailure is one failed attempt of a client to build its locker.
@@ -123,6 +126,7 @@ func (h *History) buildStory() *storyData {
 				sd.ttl = time.Duration(ttl) * time.Second
 			}
 			sd.backend, sd.recipe = param(v, "backend"), param(v, "recipe")
+			sd.noFencingToken = param(v, "fencing_token") == "false"
 		case histories.FObserved:
 			sd.observedAll = true
 			if rev, ok := paramInt(v, "revision"); ok {

@@ -35,6 +35,16 @@ func redisTopology(recipe string, faults []string) (redisserver.Topology, bool) 
 	return redisserver.Single, true
 }
 
+// grantQuorum is how many of a run's members a grant of recipe takes when
+// each holds its own copy of the lock: Redlock's majority of its masters;
+// 0 for every other recipe, whose members replicate one lock.
+func grantQuorum(recipe string, members int) int {
+	if recipe != redislock.RedlockName {
+		return 0
+	}
+	return members/2 + 1
+}
+
 // IsRedis reports whether recipe is a Redis recipe: its run starts
 // redis-server, and its servers are its members.
 func IsRedis(recipe string) bool {

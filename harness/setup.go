@@ -44,6 +44,7 @@ func (o *Options) nemesisConfig(clients []string) nemesis.Config {
 	c := o.Nemesis
 	c.Members = o.Members
 	c.MemberNames = o.memberNames
+	c.Quorum = grantQuorum(o.RecipeName, len(o.memberNames))
 	c.Clients = clients
 	c.TTL = time.Duration(o.Workload.TTL) * time.Second
 	c.Time = o.Time

@@ -35,13 +35,16 @@ func (clockJump) Needs(string) []system.Capability {
 func (clockJump) Durations(ttl time.Duration) Range { return Range{ttl, 2 * ttl} }
 
 // Draw aims at a server holding the key of a fresh grant (its holder has
-// its section ahead of it); Target names the server tried first.
+// its section ahead of it), or of a grant on a bare quorum
+// (Gen.bareQuorum); Target names the server tried first.
 func (clockJump) Draw(g *Gen, e *Entry, d Range) {
-	e.Target = g.member()
-	e.Duration = g.dur(d)
-	if len(g.cfg.Clients) > 0 {
-		e.Params["on"] = "grant"
+	if !g.bareQuorum(e) {
+		e.Target = g.member()
+		if len(g.cfg.Clients) > 0 {
+			e.Params["on"] = "grant"
+		}
 	}
+	e.Duration = g.dur(d)
 }
 
 // byNameOnly: it strikes Redis only.

@@ -42,6 +42,12 @@ func (crash) Durations(time.Duration) Range { return Range{2 * time.Second, 4 * 
 func (crash) Draw(g *Gen, e *Entry, d Range) {
 	switch e.Fault {
 	case CrashMember:
+		if g.bareQuorum(e) {
+			// Restarted at once: empty, it can serve the next grant while
+			// the holder still works.
+			e.Duration = g.between(100*time.Millisecond, 500*time.Millisecond)
+			return
+		}
 		e.Target = g.member()
 		e.Duration = g.dur(d)
 	case CrashLeader:

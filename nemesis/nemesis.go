@@ -132,6 +132,12 @@ type Config struct {
 	// Clients are the workload's client names ("c0", ...); Generate draws
 	// client targets and sides from them.
 	Clients []string `json:"clients"`
+	// Quorum, when set, is how many members a grant takes, each member
+	// holding its own copy of the lock (Redlock: a majority of independent
+	// masters). Crashes and clock jumps of a member then often strike a
+	// holder granted on a bare quorum, as the published Redlock
+	// counterexamples do (see Gen.bareQuorum).
+	Quorum int `json:"quorum,omitempty"`
 	// TTL is the clients' session lease TTL (default 2 s). Some defaults
 	// derive from it.
 	TTL time.Duration `json:"ttl_ns"`

@@ -91,8 +91,9 @@ func (pause) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	if err != nil {
 		return inj, err
 	}
-	// Param with: more members paused alongside (a script's, so that a
-	// Redlock client is granted the lock on a bare majority).
+	// Param with: more members paused alongside (a script's, or drawn by
+	// Gen.bareQuorum, so that a Redlock client is granted the lock on a
+	// bare majority).
 	ms := []int{i}
 	for _, name := range strings.FieldsFunc(e.Params["with"], func(r rune) bool { return r == ',' }) {
 		j := slices.Index(env.Sys.MemberNames(), name)
@@ -111,12 +112,13 @@ func (pause) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	}
 	if e.Params["until"] == "grant" && env.Clients != nil {
 		// Resumed as soon as a client is granted the lock while they are
-		// paused: that holder has its section ahead of it, and holds the
-		// lock on the others only.
+		// paused (one entering a section of param ahead, if set): that
+		// holder has its section ahead of it, and holds the lock on the
+		// others only.
 		inj.Hold = func(ctx context.Context, d time.Duration) map[string]string {
 			hctx, cancel := context.WithTimeout(ctx, d)
 			defer cancel()
-			if h, tok, ok := env.afterCut(hctx, ""); ok {
+			if h, tok, ok := env.afterCut(hctx, e.Params["ahead"]); ok {
 				return map[string]string{"granted_meanwhile": h, "granted_token": strconv.FormatInt(tok, 10)}
 			}
 			return nil
@@ -166,6 +168,9 @@ func (pause) Heal(ctx context.Context, env *Env) ([]string, error) {
 }
 
 func (pause) Describe(kind string, ts []string) string {
+	if kind == PauseMember && len(ts) > 1 {
+		return "members " + targets(ts) + " were paused"
+	}
 	if kind == PauseMember {
 		return "member " + targets(ts) + " was paused"
 	}

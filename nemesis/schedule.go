@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -104,6 +105,11 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 			e.Params = nil
 		}
 		e.At = at
+		for _, b := range g.before {
+			b.At = at
+			s.Entries = append(s.Entries, b)
+		}
+		g.before = g.before[:0]
 		s.Entries = append(s.Entries, e)
 		if _, once := f.(oncePerRun); once {
 			fams = slices.DeleteFunc(fams, func(o Family) bool { return o == f })
@@ -120,6 +126,9 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 type Gen struct {
 	rng *rand.Rand
 	cfg Config
+	// before are entries a Draw places before its own, at the same time:
+	// the strike starts as soon as they stop.
+	before []Entry
 }
 
 // kind draws one of ks, f's kinds, in proportion to their weights.
@@ -156,12 +165,46 @@ func (g *Gen) chance(p float64) bool { return g.rng.Float64() < p }
 
 func (g *Gen) client() string { return g.cfg.Clients[g.rng.IntN(len(g.cfg.Clients))] }
 
-func (g *Gen) member() string {
-	i := g.rng.IntN(g.cfg.Members)
+func (g *Gen) member() string { return g.memberName(g.rng.IntN(g.cfg.Members)) }
+
+func (g *Gen) memberName(i int) string {
 	if i < len(g.cfg.MemberNames) {
 		return g.cfg.MemberNames[i]
 	}
 	return "m" + strconv.Itoa(i)
+}
+
+// bareQuorumChance is how often a crash or clock jump of a member strikes
+// a holder granted on a bare quorum, when the system has one.
+const bareQuorumChance = 0.7
+
+// bareQuorumPause bounds the pause before a strike on a bare quorum: it
+// ends at the grant it waits for, and strikes anyway after this long.
+const bareQuorumPause = 8 * time.Second
+
+// bareQuorum, with cfg.Quorum set, has e strike a member under a holder
+// granted on a bare quorum (with probability bareQuorumChance; it reports
+// whether it did): a pause-member entry goes first, of the members but
+// Quorum of them, Target not among them, until a client is granted the
+// lock (one entering a section of at least a TTL), so that it holds the
+// lock on Target and the others only. One crash or clock jump of Target
+// then leaves it short of a quorum while another client can be granted
+// one: Kleppmann's Redlock counterexamples.
+func (g *Gen) bareQuorum(e *Entry) bool {
+	n, q := g.cfg.Members, g.cfg.Quorum
+	if q <= 0 || q >= n || !g.chance(bareQuorumChance) {
+		return false
+	}
+	perm := g.rng.Perm(n)
+	e.Target = g.memberName(perm[0])
+	var with []string
+	paused := sorted(perm[1 : 1+n-q])
+	for _, i := range paused[1:] {
+		with = append(with, g.memberName(i))
+	}
+	g.before = append(g.before, Entry{Fault: PauseMember, Target: g.memberName(paused[0]), Duration: bareQuorumPause,
+		Params: map[string]string{"with": strings.Join(with, ","), "until": "grant", "ahead": g.cfg.TTL.String() + "-"}})
+	return true
 }
 
 // clientTarget favours the holder with probability p.
@@ -236,8 +279,8 @@ func (e Entry) validate(n int) error {
 		return errors.New("negative time")
 	}
 	if a, ok := e.Params["ahead"]; ok {
-		if e.Target != TargetHolder && e.Target != TargetWaiter {
-			return errors.New("param ahead aims at a holder's section: the target must be " + TargetHolder + " or " + TargetWaiter)
+		if e.Target != TargetHolder && e.Target != TargetWaiter && e.Params["until"] != "grant" {
+			return errors.New("param ahead aims at a holder's section: the target must be " + TargetHolder + " or " + TargetWaiter + ", or the grant awaited (until=grant)")
 		}
 		if _, _, err := parseAhead(a); err != nil {
 			return err

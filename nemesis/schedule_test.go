@@ -208,3 +208,54 @@ func TestGenerateWeighsKinds(t *testing.T) {
 		t.Errorf("%d client pauses to %d member pauses: want about 4 to 1", n[PauseClient], n[PauseMember])
 	}
 }
+
+// With a grant quorum (Redlock's 3 of 5), crashes and clock jumps of a
+// member mostly strike under a holder granted on a bare quorum: a pause of
+// the two other members until a grant goes first, at the same time, the
+// target not among them; without a quorum, no such pause is drawn.
+func TestGenerateBareQuorum(t *testing.T) {
+	names := []string{"r0", "r1", "r2", "r3", "r4"}
+	cfg := Config{Faults: []string{"crash", ClockJumpEmulated}, Members: 5, MemberNames: names,
+		Clients: []string{"c0", "c1", "c2"}, Time: 20 * time.Minute, TTL: 2 * time.Second}
+	count := func(cfg Config) (bare, all int) {
+		s, err := Generate(7, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range s.Entries {
+			if e.Fault != CrashMember && e.Fault != ClockJumpEmulated {
+				if e.Fault == PauseMember && (i+1 == len(s.Entries) || s.Entries[i+1].At != e.At) {
+					t.Fatalf("entry %d %+v: a pause for a bare quorum with no strike after it", i, e)
+				}
+				continue
+			}
+			all++
+			if i == 0 || s.Entries[i-1].Fault != PauseMember {
+				continue
+			}
+			bare++
+			p := s.Entries[i-1]
+			paused := []string{p.Target, p.Params["with"]}
+			if p.At != e.At || p.Params["until"] != "grant" || p.Params["ahead"] != "2s-" || slices.Contains(paused, e.Target) ||
+				paused[0] == paused[1] || !slices.Contains(names, paused[1]) {
+				t.Fatalf("pause %+v before %+v: want two other members paused until a grant, aimed at a section of a TTL or more", p, e)
+			}
+			if e.Fault == CrashMember && e.Duration > 500*time.Millisecond {
+				t.Fatalf("entry %+v: a bare-quorum crash restarts at once", e)
+			}
+		}
+		return bare, all
+	}
+	cfg.Quorum = 3
+	bare, all := count(cfg)
+	if all < 50 || float64(bare) < 0.55*float64(all) || float64(bare) > 0.85*float64(all) {
+		t.Errorf("%d of %d member crashes and jumps on a bare quorum; want about %.0f%%", bare, all, 100*bareQuorumChance)
+	}
+	cfg.Quorum = 0
+	if bare, _ := count(cfg); bare != 0 {
+		t.Errorf("without a quorum %d entries on a bare quorum", bare)
+	}
+}

@@ -191,6 +191,35 @@ func TestReportInBrowser(t *testing.T) {
 	}
 }
 
+// The legend speaks of the backend's own mechanism: leases on etcd, a
+// TTL kept by a watchdog on Redis.
+func TestReportLegendByBackend(t *testing.T) {
+	ctx, errs := browser(t)
+	for history, want := range map[string]struct{ has, hasNot string }{
+		"paused-holder-unfenced.jsonl":   {"noticed its lease was lost", "watchdog"},
+		"redlock-restart-unfenced.jsonl": {"watchdog found its lock lost", "its lease"},
+	} {
+		dir := t.TempDir()
+		res := checked(t, dir, history)
+		out := filepath.Join(dir, "report.html")
+		if err := Write(out, res, res.History); err != nil {
+			t.Fatal(err)
+		}
+		var legend string
+		if err := chromedp.Run(ctx, chromedp.Navigate("file://"+out),
+			chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
+			chromedp.Text("#legend", &legend, chromedp.ByQuery)); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(legend, want.has) || strings.Contains(legend, want.hasNot) {
+			t.Errorf("%s: legend %q; want %q in it, not %q", history, legend, want.has, want.hasNot)
+		}
+	}
+	if e := errs.list(); len(e) > 0 {
+		t.Errorf("script errors: %v", e)
+	}
+}
+
 // The index lists every run of its directory, failures marked, and a run
 // whose history is malformed gets a row saying where.
 func TestIndexInBrowser(t *testing.T) {

@@ -25,6 +25,8 @@ import (
 type redisObserver struct {
 	w       *Workload
 	d       *redisserver.Deployment
+	values  *grantValues
+	servers []string // the data servers' names, by index
 	syncKey string
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -33,7 +35,7 @@ type redisObserver struct {
 	marks    []int           // per server: sync markers set
 	synced   []int           // per server: sync markers seen
 	changed  chan struct{}   // closed and replaced when synced advances
-	recorded map[string]bool // "key/token/by" recorded (Redlock's masters each delete the key)
+	recorded map[string]bool // "key/token/by" and "key/token" recorded (Redlock's masters each delete the key)
 	events   int             // deletions seen
 	err      error
 }
@@ -41,8 +43,15 @@ type redisObserver struct {
 func startRedisObserver(ctx context.Context, w *Workload, d *redisserver.Deployment) (_ *redisObserver, err error) {
 	wctx, cancel := context.WithCancel(context.Background())
 	n := len(d.Servers())
-	o := &redisObserver{w: w, d: d, syncKey: w.cfg.Prefix + ":observer-sync", cancel: cancel,
+	var names []string
+	for _, s := range d.Servers() {
+		names = append(names, s.Name)
+	}
+	o := &redisObserver{w: w, d: d, values: w.values, servers: names, syncKey: w.cfg.Prefix + ":observer-sync", cancel: cancel,
 		marks: make([]int, n), synced: make([]int, n), changed: make(chan struct{}), recorded: map[string]bool{}}
+	if n > 1 && len(d.Sentinels()) == 0 {
+		w.values.setLocate(o.locate)
+	}
 	var chans []<-chan redisserver.Event
 	for i := range n {
 		ch, err := d.Events(wctx, i, w.cfg.Prefix)
@@ -91,28 +100,88 @@ func (o *redisObserver) master(i int) bool {
 
 // deleted records a deletion of a lock key, once per grant and cause.
 func (o *redisObserver) deleted(ev redisserver.Event, lock string) {
-	var d valueDeletion
-	if ev.Op == "expired" {
-		d = o.w.values.expired(ev.Key)
-	} else {
-		d = o.w.values.deleted(ev.Key)
-	}
-	if d.by == histories.DeletedByOther && len(o.d.Servers()) > 1 {
-		// On independent masters a "del" may be an acquisition's own
-		// cleanup: Redlock deletes its key from the masters it got when
-		// it got too few. Which grant's key it was is not known, so
-		// another's release is not definite.
-		d.by, d.releaser = "", valueGrant{}
-	}
-	id := fmt.Sprintf("%s/%d/%s", ev.Key, d.owner.token, d.by)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.events++
-	if o.recorded[id] {
+	op, ok := o.deletion(ev, lock)
+	if !ok {
 		return
 	}
-	o.recorded[id] = true
-	params := map[string]string{"key": lock, "server": o.d.Servers()[ev.Server].Name}
+	if _, err := o.w.rec.Record(op); err != nil && o.err == nil {
+		o.err = fmt.Errorf("workload: observer: %w", err)
+	}
+}
+
+// locateWait bounds locate's reads: a paused master does not answer, and
+// the grant waits for them.
+const locateWait = 50 * time.Millisecond
+
+// locate returns the masters that hold value at key, read over direct
+// connections right after the grant, with the process of each that holds
+// it: on independent masters a grant's key is on some of them only, a
+// master that missed a release keeps an older grant's key, and one that
+// restarts has lost it.
+func (o *redisObserver) locate(key, value string) []serverProcess {
+	ctx, cancel := context.WithTimeout(context.Background(), locateWait)
+	defer cancel()
+	var (
+		mu sync.Mutex
+		on []serverProcess
+		wg sync.WaitGroup
+	)
+	for i, s := range o.d.Servers() {
+		wg.Go(func() {
+			pid := s.Pid()
+			if v, err := s.Client().Get(ctx, key).Result(); err == nil && v == value && s.Pid() == pid {
+				mu.Lock()
+				on = append(on, serverProcess{i, pid})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(on, func(a, b serverProcess) int { return a.server - b.server })
+	return on
+}
+
+// serverProcess is a server, by index, and the ID of its process then.
+type serverProcess struct{ server, pid int }
+
+// deletion is the key-deleted event that records ev, a deletion of lock's
+// key, attributed by o.values; false when that grant's deletion by that
+// cause is recorded already (Redlock's masters each delete the key), or
+// when on independent masters the key was no grant's located there (an
+// acquisition's that got too few masters, or a grant's its locate missed).
+// o.mu is held.
+func (o *redisObserver) deletion(ev redisserver.Event, lock string) (histories.Op, bool) {
+	var d valueDeletion
+	switch {
+	case len(o.servers) > 1:
+		var ok bool
+		if d, ok = o.values.deletedOn(ev.Key, serverProcess{ev.Server, o.d.Servers()[ev.Server].Pid()}, ev.Op == "expired"); !ok {
+			return histories.Op{}, false
+		}
+	case ev.Op == "expired":
+		d = o.values.expired(ev.Key)
+	default:
+		d = o.values.deleted(ev.Key)
+	}
+	return o.deletionOf(d, ev, lock)
+}
+
+// deletionOf is the key-deleted event of ev attributed as d; false when
+// it is recorded already. o.mu is held.
+func (o *redisObserver) deletionOf(d valueDeletion, ev redisserver.Event, lock string) (histories.Op, bool) {
+	// A release matches one deletion of its key, the first master's; the
+	// other masters' deletions of that key then have no cause, and say
+	// nothing the first did not.
+	grant := fmt.Sprintf("%s/%d", ev.Key, d.owner.token)
+	id := grant + "/" + d.by
+	if o.recorded[id] || d.by == "" && o.recorded[grant] {
+		return histories.Op{}, false
+	}
+	o.recorded[id], o.recorded[grant] = true, true
+	params := map[string]string{"key": lock, "server": o.servers[ev.Server]}
 	if d.by != "" {
 		params["by"] = d.by
 	}
@@ -132,10 +201,7 @@ func (o *redisObserver) deleted(ev redisserver.Event, lock string) {
 		params["released_by"] = d.releaser.client
 		params["released_token"] = strconv.FormatInt(d.releaser.token, 10)
 	}
-	_, err := o.w.rec.Record(histories.Op{Type: histories.Info, F: histories.FKeyDeleted, Process: histories.Nemesis, Key: lock, Value: v})
-	if err != nil && o.err == nil {
-		o.err = fmt.Errorf("workload: observer: %w", err)
-	}
+	return histories.Op{Type: histories.Info, F: histories.FKeyDeleted, Process: histories.Nemesis, Key: lock, Value: v}, true
 }
 
 // Sync sets a marker key on every master and waits until its event
@@ -206,6 +272,17 @@ type grantValues struct {
 	previous  map[string]valueGrant // the grant before the newest
 	gone      map[int64]bool        // grants (seq) whose key was seen deleted
 	releasing map[string][]valueRelease
+
+	// On independent masters (setLocate): locate finds the masters that
+	// hold a grant's value; located lists, by key and master, the grants
+	// whose key is there, oldest first, with the master's process then.
+	locate  func(key, value string) []serverProcess
+	located map[string]map[int][]locatedGrant
+}
+
+type locatedGrant struct {
+	valueGrant
+	pid int
 }
 
 // valueGrant is one grant of a key.
@@ -230,6 +307,13 @@ func newGrantValues() *grantValues {
 		releasing: map[string][]valueRelease{}}
 }
 
+// setLocate has every grant located on the masters as it is noted.
+func (g *grantValues) setLocate(locate func(key, value string) []serverProcess) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.locate, g.located = locate, map[string]map[int][]locatedGrant{}
+}
+
 // granted notes a grant that set key, and returns it numbered: the newest
 // grant is the one whose key a deletion deletes.
 func (g *grantValues) granted(key string, v valueGrant) valueGrant {
@@ -241,6 +325,19 @@ func (g *grantValues) granted(key string, v valueGrant) valueGrant {
 		g.previous[key] = n
 	}
 	g.newest[key] = v
+	if g.locate == nil {
+		return v
+	}
+	locate := g.locate
+	g.mu.Unlock()
+	on := locate(key, v.value)
+	g.mu.Lock()
+	if g.located[key] == nil {
+		g.located[key] = map[int][]locatedGrant{}
+	}
+	for _, at := range on {
+		g.located[key][at.server] = append(g.located[key][at.server], locatedGrant{v, at.pid})
+	}
 	return v
 }
 
@@ -296,6 +393,43 @@ func (g *grantValues) expired(key string) valueDeletion {
 	return g.deletion(valueDeletion{owner: g.owner(key), by: histories.DeletedByExpiry})
 }
 
+// releases are the releases of key under way or done within releaseGrace;
+// older ones are dropped. g.mu is held.
+func (g *grantValues) releases(key string) []valueRelease {
+	g.releasing[key] = slices.DeleteFunc(g.releasing[key], func(r valueRelease) bool {
+		return !r.done.IsZero() && time.Since(r.done) > releaseGrace
+	})
+	return g.releasing[key]
+}
+
+// deletedOn attributes a deletion of key on master at.server, whose
+// process is at.pid (independent masters): on one master a key is set only
+// once the one before it is gone, so it is the oldest grant located there,
+// in that process, not yet deleted there; a "del" of it is its own
+// release's if one is under way or just done (Redlock's release and
+// clean-up delete only their own value), else its cause is unsaid. False
+// when no grant is located there.
+func (g *grantValues) deletedOn(key string, at serverProcess, expired bool) (valueDeletion, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	// Keys located in an earlier process of the master died with it.
+	l := slices.DeleteFunc(g.located[key][at.server], func(lg locatedGrant) bool { return lg.pid != at.pid })
+	if len(l) == 0 {
+		return valueDeletion{}, false
+	}
+	owner := l[0].valueGrant
+	g.located[key][at.server] = l[1:]
+	if expired {
+		return g.deletion(valueDeletion{owner: owner, by: histories.DeletedByExpiry}), true
+	}
+	for _, r := range g.releases(key) {
+		if r.valueGrant == owner {
+			return g.deletion(valueDeletion{owner: owner, releaser: r.valueGrant, by: histories.DeletedByRelease}), true
+		}
+	}
+	return g.deletion(valueDeletion{owner: owner}), true
+}
+
 // deleted attributes a "del" of key to a release under way (or just done):
 // the owner's own, or else another client's, whose grant was older: if
 // that grant's key was seen deleted before, this release deleted a later
@@ -305,10 +439,7 @@ func (g *grantValues) deleted(key string) valueDeletion {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	owner := g.owner(key)
-	rs := slices.DeleteFunc(g.releasing[key], func(r valueRelease) bool {
-		return !r.done.IsZero() && time.Since(r.done) > releaseGrace
-	})
-	g.releasing[key] = rs
+	rs := g.releases(key)
 	for i, r := range rs {
 		if r.value == owner.value {
 			g.releasing[key] = slices.Delete(rs, i, i+1)

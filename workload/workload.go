@@ -49,6 +49,7 @@ import (
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/etcdlock"
+	"github.com/locktest/locktest/lock/recipes"
 	"github.com/locktest/locktest/resource"
 )
 
@@ -808,6 +809,11 @@ func (w *Workload) setupEvent() histories.Op {
 		"backend":  w.backend.Name(),
 	}
 	maps.Copy(params, w.section.Params())
+	if recipes.NoFencingToken(w.cfg.Recipe.Name()) {
+		// The token is locktest's count, taken after the grant: the
+		// lock promises no order of it (the contract check reads this).
+		params["fencing_token"] = "false"
+	}
 	if w.cfg.Resource == resource.EtcdTxn {
 		params["resource"] = string(resource.EtcdTxn)
 	}

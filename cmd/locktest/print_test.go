@@ -46,6 +46,14 @@ func TestReadingByBackend(t *testing.T) {
 			}
 		}
 	}
+	// Without revisions the contract check cannot tell an overlap's cause:
+	// the reading says so, and never that no two clients held the lock.
+	untold := results("redis", true)
+	untold.Checks[1] = checker.Result{Name: histories.CheckContract, Verdict: checker.Invalid, Unjudged: []string{"3 (overlap only after loss)"}}
+	if got := strings.Join(reading(untold), "\n"); !strings.Contains(got, "3 overlaps of holders, not told apart into the expiry race") ||
+		strings.Contains(got, "no two clients") {
+		t.Errorf("overlaps the contract check could not judge:\n%s", got)
+	}
 	damaged := results("redis", true)
 	damaged.Checks[2].Verdict = checker.Invalid
 	if got := strings.Join(reading(damaged), "\n"); !strings.Contains(got, "a user of this lock cannot fence") {
