@@ -59,7 +59,7 @@ func TestGrantValuesLateEvents(t *testing.T) {
 // event per grant and cause, and records nothing for a key no grant was
 // located on (an acquisition that got too few masters).
 func TestRedlockObserverAttribution(t *testing.T) {
-	on := map[string][]serverProcess{} // where locate finds each grant's value
+	on := map[string][]serverProcess{}    // where locate finds each grant's value
 	pid := []int{100, 101, 102, 103, 104} // each master's process
 	o := &redisObserver{values: newGrantValues(), servers: []string{"r0", "r1", "r2", "r3", "r4"}, recorded: map[string]bool{}}
 	o.values.setLocate(func(key, value string) []serverProcess { return on[value] })
