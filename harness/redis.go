@@ -225,6 +225,10 @@ func (s *redisSystem) ExpireEarly(ctx context.Context, i int) ([]string, error) 
 	return s.d.ExpireEarly(ctx, i, "*")
 }
 
+func (s *redisSystem) Expiring(ctx context.Context, i int) ([]string, error) {
+	return s.d.Expiring(ctx, i, "*")
+}
+
 // replicatedRedis is a master with a replica and Sentinel: what a failover
 // needs. redisserver fails over from the starting roles only, so a run
 // has one failover.

@@ -52,9 +52,11 @@ func (clockJump) byNameOnly() {}
 
 func (clockJump) Check(e Entry, _ int) error { return needTarget(e) }
 
-// Inject waits for a fresh grant (with on=grant) and expires the keys of
-// the first server, from Target on, that holds any: with Redlock, one of
-// the masters holding the holder's key.
+// Inject waits for a fresh grant (with on=grant) and aims at the first
+// server, from Target on, that holds keys with a TTL: with Redlock, one of
+// the masters holding the holder's key. The keys expire in Hold, once the
+// fault's start is in the history: their deletions must not come before
+// the fault that caused them.
 func (clockJump) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	inj := &Injected{Params: map[string]string{"emulated": "keys with a TTL expired now; no clock was changed"}}
 	x, err := need[system.EarlyExpirer](env)
@@ -80,17 +82,29 @@ func (clockJump) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 	var errs []error
 	for k := range names {
 		i := (first + k) % len(names)
-		keys, err := x.ExpireEarly(ctx, i)
+		keys, err := x.Expiring(ctx, i)
 		if err != nil {
 			// A replica runs no script; a paused or crashed server none.
 			errs = append(errs, err)
 			continue
 		}
-		if len(keys) > 0 {
-			inj.Targets = []string{names[i]}
-			inj.Params["expired"] = strings.Join(keys, ",")
-			return inj, nil
+		if len(keys) == 0 {
+			continue
 		}
+		inj.Targets = []string{names[i]}
+		var strikeErr error
+		inj.Hold = func(ctx context.Context, d time.Duration) map[string]string {
+			end := time.Now().Add(d)
+			keys, err := x.ExpireEarly(ctx, i)
+			strikeErr = err
+			sleepUntil(ctx, end)
+			if len(keys) == 0 {
+				return map[string]string{"expired": "none: the keys were gone by then"}
+			}
+			return map[string]string{"expired": strings.Join(keys, ",")}
+		}
+		inj.Stop = func(context.Context) error { return strikeErr }
+		return inj, nil
 	}
 	if len(errs) > 0 {
 		return inj, errors.Join(errs...)

@@ -338,6 +338,30 @@ func (d *Deployment) replicatesThrough(link string) error {
 	return nil
 }
 
+// Expiring returns the keys matching pattern that have a TTL on server i,
+// the keys ExpireEarly would expire now; an error for a replica, whose
+// keys expire with its master's.
+func (d *Deployment) Expiring(ctx context.Context, i int, pattern string) ([]string, error) {
+	if i < 0 || i >= len(d.servers) {
+		return nil, fmt.Errorf("redisserver: no server %d", i)
+	}
+	s := d.servers[i]
+	role, err := s.client.Do(ctx, "ROLE").Slice()
+	if err != nil {
+		return nil, fmt.Errorf("redisserver: %s: %w", s.Name, err)
+	}
+	if len(role) == 0 || role[0] != "master" {
+		return nil, fmt.Errorf("redisserver: %s is a replica: its keys expire with its master's", s.Name)
+	}
+	var keys []string
+	for _, k := range s.client.Keys(ctx, pattern).Val() {
+		if s.client.PTTL(ctx, k).Val() > 0 {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
+
 func hasToxic(ts toxiclient.Toxics, name string) bool {
 	for _, t := range ts {
 		if t.Name == name {

@@ -166,6 +166,9 @@ type EarlyExpirer interface {
 	// ExpireEarly expires member i's keys that have a TTL and returns
 	// them (none: it had none).
 	ExpireEarly(ctx context.Context, i int) ([]string, error)
+	// Expiring returns the keys ExpireEarly would expire on member i now,
+	// expiring none; an error when it could not expire them.
+	Expiring(ctx context.Context, i int) ([]string, error)
 }
 
 // Has reports whether s offers capability c.

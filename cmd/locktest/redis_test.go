@@ -163,14 +163,44 @@ func TestRunRedisFailover(t *testing.T) {
 	}
 }
 
-// The emulated clock jump expires a Redlock master's keys, and calls
-// itself an emulation.
+// The emulated clock jump expires a Redlock master's keys, calls itself
+// an emulation, and the expiries it causes come after its start in the
+// history (a check reading them must find the fault active).
 func TestRunRedisClockJumpEmulated(t *testing.T) {
 	_, out := redisRun(t, "--recipe", "redlock", "--nemesis", "clock-jump-emulated", "--seed", "1")
-	v := findFault(t, out, "clock-jump-emulated")
+	dirs, _ := filepath.Glob(filepath.Join(out, "*", "history.jsonl"))
+	ops, err := histories.ReadFile(dirs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var start, stop *histories.Op
+	for i, op := range ops {
+		if op.Value == nil || op.Value.Fault != "clock-jump-emulated" {
+			continue
+		}
+		if op.F == histories.FStart && start == nil {
+			start = &ops[i]
+		}
+		if op.F == histories.FStop && start != nil && stop == nil {
+			stop = &ops[i]
+		}
+	}
+	if start == nil || stop == nil {
+		t.Fatal("no clock-jump-emulated started and stopped in the history")
+	}
+	v := start.Value
 	if len(v.Targets) != 1 || !strings.HasPrefix(v.Targets[0], "r") || !strings.Contains(v.Params["emulated"], "no clock was changed") ||
-		!strings.Contains(v.Params["expired"], "lock") {
-		t.Errorf("clock-jump-emulated event %+v", v)
+		!strings.Contains(stop.Value.Params["expired"], "lock") {
+		t.Fatalf("clock-jump-emulated start %+v, stop %+v", v, stop.Value)
+	}
+	expired := false
+	for _, op := range ops[start.Index+1 : stop.Index] {
+		if op.F == histories.FKeyDeleted && op.Value.Params["server"] == v.Targets[0] && op.Value.Params["by"] == histories.DeletedByExpiry {
+			expired = true
+		}
+	}
+	if !expired {
+		t.Errorf("no expiry on %s between the fault's start and stop", v.Targets[0])
 	}
 }
 
