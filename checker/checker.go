@@ -126,8 +126,11 @@ type call struct {
 	implicit bool
 	token    int64
 	hasToken bool
-	value    int64
-	op       *operation // nil if implicit
+	// unordered: the token is no fencing token (the setup event says so),
+	// and the lock promises nothing of its order: only exclusion counts.
+	unordered bool
+	value     int64
+	op        *operation // nil if implicit
 	// init is the state a segment's synthetic first operation sets (f is
 	// fInit).
 	init any

@@ -225,3 +225,29 @@ func TestContractNoFencingToken(t *testing.T) {
 		t.Errorf("repeated tokens of a recipe without a fencing token: %s, unjudged %v: %s", r.Verdict, r.Unjudged, r.Explanation)
 	}
 }
+
+// The mutex check of a recipe whose token is no fencing token checks
+// exclusion only: tokens going back without two holders is no violation;
+// two holders still are.
+func TestMutexNoFencingToken(t *testing.T) {
+	h := func(fencing string, overlap bool) *hist {
+		params := map[string]string{"ttl": "2", "recipe": "redlock", "backend": "redis"}
+		if fencing != "" {
+			params["fencing_token"] = fencing
+		}
+		h := (&hist{}).event("setup", 0, nil, params).clientOf(1, "c1").clientOf(3, "c3")
+		h.acq(1, "lock", 1000, 1100, ok, 5).rel(1, "lock", 2000, 2010, ok)
+		if overlap {
+			h.acq(3, "lock", 1500, 1600, ok, 3).rel(3, "lock", 4000, 4010, ok)
+		} else {
+			h.acq(3, "lock", 3000, 3100, ok, 3).rel(3, "lock", 4000, 4010, ok)
+		}
+		return h
+	}
+	mutex := func(h *hist) Result { return Build(h.ops()).Mutex(Options{}) }
+	expect(t, mutex(h("", false)), Invalid, "tokens must grow")
+	if r := mutex(h("false", false)); r.Verdict != Valid {
+		t.Errorf("tokens going back, one holder at a time, no fencing token: %s: %s", r.Verdict, r.Explanation)
+	}
+	expect(t, mutex(h("false", true)), Invalid, "both believed they held the lock")
+}

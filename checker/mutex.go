@@ -16,7 +16,9 @@ import (
 // granted. The operations are modelled as follows.
 //
 //   - acquire ok with token T: legal only if the lock is free and T is above
-//     the last token; the process becomes the holder.
+//     the last token; the process becomes the holder. A recipe whose token is
+//     no fencing token (Redlock's count taken after the grant) promises no
+//     order of it: its grants need only a free lock.
 //   - release ok: legal only by the holder; frees the lock.
 //   - release with unknown outcome (fail, info, no completion) by a process
 //     whose acquire ok it follows: returns at the history's end, and when
@@ -60,11 +62,11 @@ type lockState struct {
 func mutexStep(state, input, _ any) (bool, any) {
 	s, c := state.(lockState), input.(*call)
 	if c.f == histories.Acquire {
-		if s.held || c.hasToken && c.token <= s.last {
+		if s.held || c.hasToken && !c.unordered && c.token <= s.last {
 			return false, s
 		}
 		s.held, s.holder = true, c.process
-		if c.hasToken {
+		if c.hasToken && !c.unordered {
 			s.last = c.token
 		}
 		return true, s
@@ -134,6 +136,7 @@ func mutexSpec(h *History) spec {
 		switch {
 		case o.f == histories.Acquire && o.status == histories.OK:
 			c.token, c.hasToken = o.token()
+			c.unordered = h.story().noFencingToken
 			s.add(c, o.call, o.ret)
 			holding[k] = o
 			delete(released, k)

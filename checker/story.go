@@ -228,7 +228,8 @@ func (h *History) mutexViolations() []Violation {
 	}
 	var grants []tokened
 	for _, o := range h.ops {
-		if o.f == histories.Acquire && o.status == histories.OK && o.hasTok {
+		// A token that is no fencing token promises no order.
+		if o.f == histories.Acquire && o.status == histories.OK && o.hasTok && !h.story().noFencingToken {
 			grants = append(grants, tokened{o, o.tok})
 		}
 	}

@@ -108,6 +108,9 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 		for _, b := range g.before {
 			b.At = at
 			s.Entries = append(s.Entries, b)
+			// Counted whole, though it may end sooner: the entries after
+			// it do not pile up behind it.
+			at += b.Duration
 		}
 		g.before = g.before[:0]
 		s.Entries = append(s.Entries, e)
