@@ -89,9 +89,10 @@ func (env *Env) afterCut(ctx context.Context, ahead string) (string, int64, bool
 	}
 }
 
-// Inject cuts the replication, waits for a fresh grant (which then exists
-// on the master only), loses the master and waits for the promotion. Stop
-// restarts the old master, empty.
+// Inject cuts the replication and waits for a fresh grant (which then
+// exists on the master only); Hold, once the fault's start is in the
+// history, loses the master and waits for the promotion, then for the
+// fault's duration. Stop restarts the old master, empty.
 func (failover) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	inj := &Injected{Params: map[string]string{}}
 	f, err := need[system.Failoverer](env)
@@ -122,16 +123,26 @@ func (failover) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error
 			inj.Params["holder"] = "none found: the master was lost all the same"
 		}
 	}
-	p, err := f.Failover(ctx)
-	if err != nil {
-		return inj, err
-	}
+	// Failover runs from the starting roles: r0 is lost, r1 promoted.
 	names := env.Sys.MemberNames()
-	inj.Targets = []string{names[p.Old], names[p.New]}
-	inj.Params["promoted"] = names[p.New]
-	inj.Params["promoted_by"] = p.How
-	inj.Params["promotion_took"] = p.Took.Round(time.Millisecond).String()
+	inj.Targets = []string{names[0], names[1]}
+	var (
+		p         system.Promotion
+		failedErr error
+	)
+	inj.Hold = func(ctx context.Context, d time.Duration) map[string]string {
+		p, failedErr = f.Failover(ctx)
+		if failedErr != nil {
+			return nil
+		}
+		sleepUntil(ctx, time.Now().Add(d))
+		return map[string]string{"promoted": names[p.New], "promoted_by": p.How,
+			"promotion_took": p.Took.Round(time.Millisecond).String()}
+	}
 	inj.Stop = func(ctx context.Context) error {
+		if failedErr != nil {
+			return failedErr
+		}
 		began := time.Now()
 		err := c.RestartMember(ctx, p.Old)
 		inj.Params["restart_took"] = time.Since(began).Round(time.Millisecond).String()

@@ -131,9 +131,9 @@ func TestRedisBadInput(t *testing.T) {
 	}
 }
 
-// findFault returns the start event of the first fault of kind in the
-// run's history.
-func findFault(t *testing.T, out, kind string) *histories.Value {
+// faultOps reads the one run's history under out and returns it with the
+// indexes of the first start of a fault of kind and of its stop.
+func faultOps(t *testing.T, out, kind string) (ops []histories.Op, start, stop int) {
 	t.Helper()
 	dirs, _ := filepath.Glob(filepath.Join(out, "*", "history.jsonl"))
 	if len(dirs) != 1 {
@@ -143,23 +143,37 @@ func findFault(t *testing.T, out, kind string) *histories.Value {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, op := range ops {
-		if op.F == histories.FStart && op.Value != nil && op.Value.Fault == kind {
-			return op.Value
+	start, stop = -1, -1
+	for i, op := range ops {
+		if op.Value == nil || op.Value.Fault != kind {
+			continue
+		}
+		if op.F == histories.FStart && start < 0 {
+			start = i
+		}
+		if op.F == histories.FStop && start >= 0 && stop < 0 {
+			stop = i
 		}
 	}
-	t.Fatalf("no %s in the history", kind)
-	return nil
+	if start < 0 || stop < 0 {
+		t.Fatalf("no %s started and stopped in the history", kind)
+	}
+	return ops, start, stop
 }
 
 // A failover strikes for real: Sentinel promotes r1 after r0 is killed,
-// and the history says so.
+// and the history says so, the promotion within the fault's span.
 func TestRunRedisFailover(t *testing.T) {
 	_, out := redisRun(t, "--recipe", "redis-setnx", "--resource", "unfenced", "--nemesis", "failover", "--seed", "1", "--time", "15s")
-	v := findFault(t, out, "failover")
-	if len(v.Targets) != 2 || v.Targets[0] != "r0" || v.Targets[1] != "r1" || v.Params["promoted"] != "r1" ||
-		v.Params["promotion_took"] == "" || !strings.Contains(v.Params["promoted_by"], "Sentinel") {
-		t.Errorf("failover event %+v", v)
+	ops, start, stop := faultOps(t, out, "failover")
+	v, w := ops[start].Value, ops[stop].Value
+	took, err := time.ParseDuration(w.Params["promotion_took"])
+	if len(v.Targets) != 2 || v.Targets[0] != "r0" || v.Targets[1] != "r1" || w.Params["promoted"] != "r1" ||
+		err != nil || !strings.Contains(w.Params["promoted_by"], "Sentinel") {
+		t.Fatalf("failover start %+v, stop %+v", v, w)
+	}
+	if span := time.Duration(ops[stop].Time - ops[start].Time); span < took {
+		t.Errorf("the failover's span %s in the history is shorter than its promotion (%s): the master was lost before its start", span, took)
 	}
 }
 
@@ -168,33 +182,14 @@ func TestRunRedisFailover(t *testing.T) {
 // history (a check reading them must find the fault active).
 func TestRunRedisClockJumpEmulated(t *testing.T) {
 	_, out := redisRun(t, "--recipe", "redlock", "--nemesis", "clock-jump-emulated", "--seed", "1")
-	dirs, _ := filepath.Glob(filepath.Join(out, "*", "history.jsonl"))
-	ops, err := histories.ReadFile(dirs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var start, stop *histories.Op
-	for i, op := range ops {
-		if op.Value == nil || op.Value.Fault != "clock-jump-emulated" {
-			continue
-		}
-		if op.F == histories.FStart && start == nil {
-			start = &ops[i]
-		}
-		if op.F == histories.FStop && start != nil && stop == nil {
-			stop = &ops[i]
-		}
-	}
-	if start == nil || stop == nil {
-		t.Fatal("no clock-jump-emulated started and stopped in the history")
-	}
-	v := start.Value
+	ops, start, stop := faultOps(t, out, "clock-jump-emulated")
+	v := ops[start].Value
 	if len(v.Targets) != 1 || !strings.HasPrefix(v.Targets[0], "r") || !strings.Contains(v.Params["emulated"], "no clock was changed") ||
-		!strings.Contains(stop.Value.Params["expired"], "lock") {
-		t.Fatalf("clock-jump-emulated start %+v, stop %+v", v, stop.Value)
+		!strings.Contains(ops[stop].Value.Params["expired"], "lock") {
+		t.Fatalf("clock-jump-emulated start %+v, stop %+v", v, ops[stop].Value)
 	}
 	expired := false
-	for _, op := range ops[start.Index+1 : stop.Index] {
+	for _, op := range ops[start+1 : stop] {
 		if op.F == histories.FKeyDeleted && op.Value.Params["server"] == v.Targets[0] && op.Value.Params["by"] == histories.DeletedByExpiry {
 			expired = true
 		}
