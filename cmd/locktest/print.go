@@ -126,7 +126,16 @@ func reading(r *harness.Results) []string {
 	}
 	if res := get(histories.CheckResource); res != nil {
 		const notFencing = "this recipe's token is not a fencing token (it is taken after the grant, not with it), so no resource can rely on it"
+		inv := get(histories.CheckInvariant)
 		switch {
+		case res.Verdict == checker.Valid && inv != nil && inv.Verdict == checker.Invalid:
+			// The resource did what its check demands, and the data is
+			// damaged all the same: the tokens themselves were unsound.
+			line := "in words: the data was damaged although the resource kept to its fencing check (see invariant)"
+			if c := get(histories.CheckContract); c != nil && slices.ContainsFunc(c.Violations, func(v checker.Violation) bool { return v.Kind == "promise 1" }) {
+				line += ": the lock handed the same token to two holders (its tokens went back, promise 1), and no fencing check can tell their writes apart"
+			}
+			lines = append(lines, line+".")
 		case r.NoFencingToken && res.Verdict == checker.Invalid:
 			lines = append(lines, "in words: the resource was damaged: it accepted a write from a client that no longer held the lock; "+notFencing+": a user of this lock cannot fence.")
 		case r.NoFencingToken && res.Verdict == checker.Valid:

@@ -54,6 +54,15 @@ func TestReadingByBackend(t *testing.T) {
 		strings.Contains(got, "no two clients") {
 		t.Errorf("overlaps the contract check could not judge:\n%s", got)
 	}
+	// Fencing with tokens that went back: the resource kept to its check,
+	// the data was damaged all the same, and the reading says so.
+	repeated := results("redis", false)
+	repeated.Checks[1] = checker.Result{Name: histories.CheckContract, Verdict: checker.Invalid, Violations: []checker.Violation{{Kind: "promise 1"}}}
+	repeated.Checks = append(repeated.Checks, checker.Result{Name: histories.CheckInvariant, Verdict: checker.Invalid})
+	if got := strings.Join(reading(repeated), "\n"); !strings.Contains(got, "the data was damaged although the resource kept to its fencing check") ||
+		!strings.Contains(got, "same token to two holders") || strings.Contains(got, "safe") {
+		t.Errorf("a valid resource over a damaged invariant:\n%s", got)
+	}
 	damaged := results("redis", true)
 	damaged.Checks[2].Verdict = checker.Invalid
 	if got := strings.Join(reading(damaged), "\n"); !strings.Contains(got, "a user of this lock cannot fence") {
