@@ -18,6 +18,7 @@ import (
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/locktest/locktest/internal/polltest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -125,7 +126,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 	start = time.Now()
-	waitFor(t, 10*time.Second, "client a recovers", func() bool {
+	polltest.Until(t, 10*time.Second, "client a recovers", func() bool {
 		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
 		r, err := a.Get(short, "k")
@@ -356,7 +357,7 @@ func TestHelperScenario(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "client a recovers", func() bool {
+	polltest.Until(t, 10*time.Second, "client a recovers", func() bool {
 		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
 		_, err := a.Get(short, "k")
@@ -417,18 +418,6 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
-}
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // goroutines returns the stacks of all goroutines by ID.

@@ -29,6 +29,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/locktest/locktest/internal/links"
+	"github.com/locktest/locktest/internal/polltest"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/system"
 )
@@ -98,7 +99,7 @@ func failsWithin(t *testing.T, ctx context.Context, cl *clientv3.Client, d time.
 // reads polls until cl reads want at key.
 func reads(t *testing.T, ctx context.Context, cl *clientv3.Client, key, want string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "a read of "+key+" = "+want, func() bool {
+	polltest.Until(t, 10*time.Second, "a read of "+key+" = "+want, func() bool {
 		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
 		r, err := cl.Get(short, key)

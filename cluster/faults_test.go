@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/internal/polltest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -274,7 +275,7 @@ func TestFiveMemberCuts(t *testing.T) {
 	// void (they time out after ~5 s), so write through a self-declared
 	// leader: a majority still sees it.
 	var lead int
-	waitFor(t, 5*time.Second, "a leader", func() bool {
+	polltest.Until(t, 5*time.Second, "a leader", func() bool {
 		for _, m := range c.members {
 			if uint64(m.Etcd().Server.Leader()) == m.ID {
 				lead = m.Index

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/locktest/locktest/internal/polltest"
 )
 
 // memberIDs lists the cluster's members as etcd's MemberList gives them.
@@ -246,7 +248,7 @@ func TestAddedMemberIsCut(t *testing.T) {
 	if err := c.Heal(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the added member serves once the cuts are mended", func() bool {
+	polltest.Until(t, 10*time.Second, "the added member serves once the cuts are mended", func() bool {
 		gctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
 		r, err := direct.Get(gctx, "k")

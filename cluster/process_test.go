@@ -12,6 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/locktest/locktest/internal/polltest"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/internal/proctest"
 )
@@ -55,18 +56,6 @@ func pidsOf(c *Cluster) []int {
 		}
 	}
 	return pids
-}
-
-// waitUntil polls cond every 10 ms until it holds or timeout passes.
-func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func putVia(ctx context.Context, cl *clientv3.Client, k, v string, timeout time.Duration) error {
@@ -131,13 +120,13 @@ func TestProcessPause(t *testing.T) {
 	if !c.Paused(l) {
 		t.Fatal("Paused is false during a pause")
 	}
-	waitUntil(t, "the paused process to be in state T", 5*time.Second, func() bool {
+	polltest.Until(t, 5*time.Second, "the paused process to be in state T", func() bool {
 		s, err := proc.State(m.Pid())
 		return err == nil && s == 'T'
 	})
 	// The rest elect a leader among themselves and commit.
 	var nl int
-	waitUntil(t, "the others to elect a leader", 5*time.Second, func() bool {
+	polltest.Until(t, 5*time.Second, "the others to elect a leader", func() bool {
 		nl, err = c.Leader(ctx)
 		return err == nil && nl != l
 	})
@@ -158,7 +147,7 @@ func TestProcessPause(t *testing.T) {
 	if err := c.ResumeMember(l); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the resumed member to serve the write made without it", 10*time.Second, func() bool {
+	polltest.Until(t, 10*time.Second, "the resumed member to serve the write made without it", func() bool {
 		ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
 		r, err := direct.Get(ctx, "k")
@@ -234,12 +223,12 @@ func TestProcessPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	waitUntil(t, "the isolated leader to step down", 5*time.Second, func() bool {
+	polltest.Until(t, 5*time.Second, "the isolated leader to step down", func() bool {
 		return old.server().leader(ctx) != old.ID
 	})
 	t.Logf("the isolated leader %s stepped down after %v", old.Name, time.Since(began).Round(time.Millisecond))
 	var nl uint64
-	waitUntil(t, "the majority to elect a leader", 5*time.Second, func() bool {
+	polltest.Until(t, 5*time.Second, "the majority to elect a leader", func() bool {
 		a, b := c.Members()[rest[0]].server().leader(ctx), c.Members()[rest[1]].server().leader(ctx)
 		nl = a
 		return a != 0 && a == b && a != old.ID
@@ -263,7 +252,7 @@ func TestProcessPartition(t *testing.T) {
 	if _, err := c.Leader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the old leader to catch up after the heal", 10*time.Second, func() bool {
+	polltest.Until(t, 10*time.Second, "the old leader to catch up after the heal", func() bool {
 		ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
 		r, err := oldCli.Get(ctx, "k")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/locktest/locktest/internal/polltest"
 	"github.com/locktest/locktest/internal/proc"
 )
 
@@ -30,7 +31,7 @@ func TestPauseResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := d.Servers()[0].Pid()
-	waitUntil(t, "state T", func() bool { s, _ := proc.State(pid); return s == 'T' })
+	polltest.Until(t, 10*time.Second, "state T", func() bool { s, _ := proc.State(pid); return s == 'T' })
 	pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	err = c.Ping(pctx).Err()
 	cancel()
@@ -40,7 +41,7 @@ func TestPauseResume(t *testing.T) {
 	if err := d.Resume(0); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the server to run", func() bool { s, _ := proc.State(pid); return s != 'T' })
+	polltest.Until(t, 10*time.Second, "the server to run", func() bool { s, _ := proc.State(pid); return s != 'T' })
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatalf("PING after Resume: %v", err)
 	}
@@ -157,7 +158,7 @@ func TestFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	replica := d.Servers()[1].Client()
-	waitUntil(t, "the replica to have the key", func() bool { return replica.Get(ctx, "before").Val() == "1" })
+	polltest.Until(t, 10*time.Second, "the replica to have the key", func() bool { return replica.Get(ctx, "before").Val() == "1" })
 
 	if err := d.CutReplication(); err != nil {
 		t.Fatal(err)
@@ -177,7 +178,7 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("Master = %d, %v; want 1", m, err)
 	}
 	// The client's first commands may still go to the old master's link.
-	waitUntil(t, "the client to write to the new master", func() bool { return c.Set(ctx, "after", "1", 0).Err() == nil })
+	polltest.Until(t, 10*time.Second, "the client to write to the new master", func() bool { return c.Set(ctx, "after", "1", 0).Err() == nil })
 	if v, err := c.Get(ctx, "before").Result(); err != nil || v != "1" {
 		t.Fatalf("GET before = %q, %v", v, err)
 	}
@@ -198,7 +199,7 @@ func TestFailover(t *testing.T) {
 	if err := d.ClearToxics(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the client to read again", func() bool { return c.Get(ctx, "after").Err() == nil })
+	polltest.Until(t, 10*time.Second, "the client to read again", func() bool { return c.Get(ctx, "after").Err() == nil })
 
 	if _, err := d.Failover(ctx); err == nil {
 		t.Fatal("a second Failover was not refused")

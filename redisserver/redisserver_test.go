@@ -47,18 +47,6 @@ func client(t *testing.T, addr string) *redis.Client {
 	return c
 }
 
-// waitUntil polls cond until it holds or 10 s pass.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestFind(t *testing.T) {
 	dir := t.TempDir()
 	script := func(name, body string, mode os.FileMode) string {

@@ -10,19 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+	"github.com/locktest/locktest/internal/polltest"
+)
 
 func sleeper(t *testing.T) *Process {
 	t.Helper()
@@ -39,11 +29,11 @@ func TestStopContKill(t *testing.T) {
 	if err := p.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "state T", func() bool { s, _ := State(p.Pid()); return s == 'T' })
+	polltest.Until(t, 10*time.Second, "state T", func() bool { s, _ := State(p.Pid()); return s == 'T' })
 	if err := p.Cont(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "state S", func() bool { s, _ := State(p.Pid()); return s == 'S' })
+	polltest.Until(t, 10*time.Second, "state S", func() bool { s, _ := State(p.Pid()); return s == 'S' })
 	if err := p.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +105,7 @@ func TestChildDiesWithParent(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	waitFor(t, "the child to die with its parent", func() bool { return !Alive(child) })
+	polltest.Until(t, 10*time.Second, "the child to die with its parent", func() bool { return !Alive(child) })
 }
 
 func TestSocketOwner(t *testing.T) {
@@ -153,7 +143,7 @@ func TestCPU(t *testing.T) {
 	}
 	defer busy.Kill()
 	before := ServerCPU([]int{busy.Pid()})
-	waitFor(t, "the busy child to use 200 ms of CPU", func() bool {
+	polltest.Until(t, 10*time.Second, "the busy child to use 200 ms of CPU", func() bool {
 		d, err := CPU(busy.Pid())
 		return err == nil && d >= 200*time.Millisecond
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/cluster"
+	"github.com/locktest/locktest/internal/polltest"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/lock/recipes"
@@ -96,7 +97,7 @@ func TestWaiterWhoseLeaseEnded(t *testing.T) {
 				h2, err := lockers[1].Acquire(ctx, "x")
 				got <- result{h2, err}
 			}()
-			waitFor(t, "the waiter's key", func() bool {
+			polltest.Until(t, 5*time.Second, "the waiter's key", func() bool {
 				resp, err := admin.Get(ctx, prefix+"x", clientv3.WithPrefix(), clientv3.WithCountOnly())
 				return err == nil && resp.Count == 2
 			})
@@ -170,15 +171,4 @@ func twoLockers(ctx context.Context, t *testing.T, c *cluster.Cluster, recipe, p
 		lockers = append(lockers, l)
 	}
 	return lockers
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
