@@ -3,7 +3,7 @@ package harness
 import (
 	"time"
 
-	"github.com/locktest/locktest/cluster"
+	"github.com/locktest/locktest/backend/etcd/cluster"
 	"github.com/locktest/locktest/internal/proc"
 )
 

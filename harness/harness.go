@@ -14,10 +14,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/locktest/locktest/backend/etcd/cluster"
+	"github.com/locktest/locktest/backend/etcd/etcdlock"
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/cluster"
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/system"

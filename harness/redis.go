@@ -10,10 +10,10 @@ import (
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 
+	"github.com/locktest/locktest/backend/redis/redislock"
+	"github.com/locktest/locktest/backend/redis/redisserver"
 	"github.com/locktest/locktest/lock"
-	"github.com/locktest/locktest/lock/redislock"
 	"github.com/locktest/locktest/nemesis"
-	"github.com/locktest/locktest/redisserver"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/system"
 )

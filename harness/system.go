@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/locktest/locktest/cluster"
-	"github.com/locktest/locktest/redisserver"
+	"github.com/locktest/locktest/backend/etcd/cluster"
+	"github.com/locktest/locktest/backend/redis/redisserver"
 	"github.com/locktest/locktest/system"
 	"github.com/locktest/locktest/workload"
 )

@@ -13,7 +13,7 @@
 // This package names no lock service. What a recipe gets to reach its
 // service is Env.Conn; each backend has a package of its own with a typed
 // Env, its optional interfaces and its built-in recipes: etcd's is
-// lock/etcdlock. Package lock/recipes looks the built-ins up by name.
+// backend/etcd/etcdlock. Package lock/recipes looks the built-ins up by name.
 package lock
 
 import (

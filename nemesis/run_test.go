@@ -14,7 +14,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
-	"github.com/locktest/locktest/cluster"
+	"github.com/locktest/locktest/backend/etcd/cluster"
 	"github.com/locktest/locktest/histories"
 )
 

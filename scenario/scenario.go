@@ -12,13 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/backend/etcd/etcdlock"
+	"github.com/locktest/locktest/backend/redis/redislock"
+	"github.com/locktest/locktest/backend/redis/redisserver"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
-	"github.com/locktest/locktest/lock/etcdlock"
-	"github.com/locktest/locktest/lock/redislock"
 	"github.com/locktest/locktest/nemesis"
-	"github.com/locktest/locktest/redisserver"
 	"github.com/locktest/locktest/resource"
 )
 

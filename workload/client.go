@@ -12,11 +12,11 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/locktest/locktest/backend/etcd/etcdlock"
+	"github.com/locktest/locktest/backend/redis/redislock"
 	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
-	"github.com/locktest/locktest/lock/etcdlock"
-	"github.com/locktest/locktest/lock/redislock"
 	"github.com/locktest/locktest/resource"
 )
 

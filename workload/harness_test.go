@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/cluster"
+	"github.com/locktest/locktest/backend/etcd/cluster"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/resource"
 )

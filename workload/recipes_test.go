@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/backend/etcd/etcdlock"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
-	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/lock/recipes"
 	"github.com/locktest/locktest/resource"
 )

@@ -3,8 +3,8 @@ package workload
 import (
 	"context"
 
-	"github.com/locktest/locktest/lock/redislock"
-	"github.com/locktest/locktest/redisserver"
+	"github.com/locktest/locktest/backend/redis/redislock"
+	"github.com/locktest/locktest/backend/redis/redisserver"
 )
 
 // redisBackend is Redis as the workload reaches it: each client's

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locktest/locktest/backend/redis/redisserver"
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/redisserver"
 )
 
 // redisObserver is Redis's Observer: it reads every data server's keyspace

@@ -3,8 +3,8 @@ package workload
 import (
 	"testing"
 
+	"github.com/locktest/locktest/backend/redis/redisserver"
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/redisserver"
 )
 
 // A deletion's event may reach the observer after the next grant's reply

@@ -3,8 +3,8 @@ package workload
 import (
 	"context"
 
+	"github.com/locktest/locktest/backend/etcd/etcdlock"
 	"github.com/locktest/locktest/lock"
-	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/resource"
 )
 

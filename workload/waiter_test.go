@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/backend/etcd/etcdlock"
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 )

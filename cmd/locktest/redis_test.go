@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/backend/redis/redisserver"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/nemesis"
-	"github.com/locktest/locktest/redisserver"
 )
 
 // checkVerdict returns the verdict of the named check.

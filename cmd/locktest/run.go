@@ -14,11 +14,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/locktest/locktest/cluster"
+	"github.com/locktest/locktest/backend/etcd/cluster"
+	"github.com/locktest/locktest/backend/etcd/etcdlock"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
-	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/lock/recipes"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/locktest/locktest/backend/etcd/etcdlock"
+	"github.com/locktest/locktest/backend/redis/redislock"
 	"github.com/locktest/locktest/lock"
-	"github.com/locktest/locktest/lock/etcdlock"
-	"github.com/locktest/locktest/lock/redislock"
 )
 
 var backends = [][]lock.Builtin{

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/locktest/locktest/backend/etcd/etcdlock"
+	"github.com/locktest/locktest/backend/redis/redislock"
 	"github.com/locktest/locktest/lock"
-	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/lock/recipes"
-	"github.com/locktest/locktest/lock/redislock"
 )
 
 func TestLookup(t *testing.T) {

@@ -9,11 +9,11 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/locktest/locktest/backend/etcd/cluster"
+	"github.com/locktest/locktest/backend/etcd/etcdlock"
 	"github.com/locktest/locktest/clock"
-	"github.com/locktest/locktest/cluster"
 	"github.com/locktest/locktest/internal/polltest"
 	"github.com/locktest/locktest/lock"
-	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/lock/recipes"
 )
 

@@ -9,10 +9,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/locktest/locktest/backend/redis/redislock"
+	"github.com/locktest/locktest/backend/redis/redisserver"
 	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/lock"
-	"github.com/locktest/locktest/lock/redislock"
-	"github.com/locktest/locktest/redisserver"
 )
 
 // deploy starts a deployment for one test, with a minute for the test.

@@ -7,7 +7,7 @@ import (
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 
-	"github.com/locktest/locktest/cluster"
+	"github.com/locktest/locktest/backend/etcd/cluster"
 )
 
 // Start a cluster, write through one client's proxies, then cut that client

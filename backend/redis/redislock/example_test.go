@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/locktest/locktest/backend/redis/redislock"
+	"github.com/locktest/locktest/backend/redis/redisserver"
 	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/lock"
-	"github.com/locktest/locktest/lock/redislock"
-	"github.com/locktest/locktest/redisserver"
 )
 
 // A team's service takes the redis-setnx lock around a job. To try it
