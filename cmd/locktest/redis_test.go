@@ -40,7 +40,7 @@ func redisRun(t *testing.T, args ...string) (int, string) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	res := readResults(t, out)
-	if res.Run == nil || !strings.HasPrefix(res.Run.System, "redis ") || res.Run.RedisVersion == "" {
+	if res.Run == nil || !strings.HasPrefix(res.Run.System, "redis ") || res.Run.Version == "" {
 		t.Fatalf("results do not name the system and its version: %+v", res.Run)
 	}
 	if res.Run.Stats.Acquisitions == 0 {

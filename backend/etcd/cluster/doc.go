@@ -1,8 +1,9 @@
-// Package cluster runs a real etcd cluster (go.etcd.io/etcd/server/v3/embed)
-// inside the current process, with every client link behind an in-process
-// toxiproxy, for Jepsen-style tests of locks built on etcd. A *Cluster is
-// locktest's first system under test: it offers every capability of
-// package system (system.go).
+// Package cluster runs the etcd servers of locktest's etcd backend: a real
+// etcd cluster whose members run inside the current process
+// (go.etcd.io/etcd/server/v3/embed) or as OS processes of any etcd 3.4 or
+// later (process.go), with every client link behind toxiproxy, for
+// Jepsen-style tests of locks built on etcd. A *Cluster offers every
+// capability of package system an etcd cluster can (system.go).
 //
 // Everything listens on 127.0.0.1 only. Each workload client gets its own
 // proxy to every member, named "<client>-><member>" (e.g. "c1->m0"), so a

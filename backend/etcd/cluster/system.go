@@ -12,7 +12,8 @@ import (
 	"github.com/locktest/locktest/system"
 )
 
-// A Cluster is a system under test with every capability.
+// A Cluster is a system under test with every capability of an etcd
+// cluster.
 var (
 	_ system.System       = (*Cluster)(nil)
 	_ system.Leaderer     = (*Cluster)(nil)
@@ -23,6 +24,7 @@ var (
 	_ system.Leaser       = (*Cluster)(nil)
 	_ system.Hasher       = (*Cluster)(nil)
 	_ system.Reconfigurer = (*Cluster)(nil)
+	_ system.Processes    = (*Cluster)(nil)
 )
 
 // Describe says what the cluster is.
@@ -43,6 +45,18 @@ func (c *Cluster) MemberNames() []string {
 		out[i] = m.Name
 	}
 	return out
+}
+
+// ServerPids are the member processes' IDs; none for embedded members,
+// which run in locktest's process.
+func (c *Cluster) ServerPids() []int {
+	var pids []int
+	for _, m := range c.Members() {
+		if pid := m.Pid(); pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // LogDir is where the members and toxiproxy log.

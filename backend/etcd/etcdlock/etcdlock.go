@@ -78,24 +78,22 @@ type Fenced interface {
 	Guard() clientv3.Cmp
 }
 
-// Keyed is implemented by a Held that is an etcd key under a lease: the
-// harness's observer then attributes that key's deletion (release, expiry,
-// revoke) to the client, and the nemesis targets that lease.
+// Keyed is implemented by a Held that is an etcd key under a lease (a
+// lock.Keyed that tells its lease): the harness's observer then attributes
+// that key's deletion (release, expiry, revoke) to the client, and the
+// nemesis targets that lease.
 type Keyed interface {
-	Key() string
+	lock.Keyed
 	LeaseID() clientv3.LeaseID
 }
 
 // LeaseHolder is implemented by a Locker whose grants all hang on one lease
-// it keeps alive (a session): the harness's lease faults target LeaseID, the
-// clock guard reads the client's belief about its end, a crash calls Orphan
-// (stop the keepalives, revoke nothing: the lease then expires on the
-// server), and once Done is closed (the lease is gone) the harness replaces
-// the Locker. Without it, a crash abandons the Locker without closing it.
+// it keeps alive (a session: lock.Session, whose Orphan stops the
+// keepalives and revokes nothing): the harness's lease faults target
+// LeaseID.
 type LeaseHolder interface {
+	lock.Session
 	LeaseID() clientv3.LeaseID
-	Done() <-chan struct{}
-	Orphan()
 }
 
 // NewSession grants a lease of env.TTL through env.Client and keeps it alive

@@ -14,7 +14,6 @@ import (
 	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/internal/polltest"
 	"github.com/locktest/locktest/lock"
-	"github.com/locktest/locktest/lock/recipes"
 )
 
 // Each recipe, driven directly: two clients take turns, tokens grow, and
@@ -152,9 +151,14 @@ func startCluster(t *testing.T) (context.Context, *cluster.Cluster) {
 // over links of its own, with keys under prefix.
 func twoLockers(ctx context.Context, t *testing.T, c *cluster.Cluster, recipe, prefix string) []lock.Locker {
 	t.Helper()
-	r, err := recipes.Lookup(recipe)
-	if err != nil {
-		t.Fatal(err)
+	var r lock.Recipe
+	for _, b := range etcdlock.Builtins {
+		if b.Name == recipe {
+			r = b.New()
+		}
+	}
+	if r == nil {
+		t.Fatalf("no recipe %s", recipe)
 	}
 	var lockers []lock.Locker
 	for _, cn := range []string{"a", "b"} {

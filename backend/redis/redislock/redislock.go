@@ -147,7 +147,7 @@ func RecipeFunc(name string, newLocker func(ctx context.Context, env Env) (lock.
 // deletion to the grant whose value the key held (the server's truth for
 // the contract check).
 type Valued interface {
-	Key() string
+	lock.Keyed
 	Value() string
 }
 
@@ -167,7 +167,7 @@ const DefaultPollInterval = 50 * time.Millisecond
 // Independent(5) one.
 var Builtins = []lock.Builtin{
 	{Name: SetNXName, New: func() lock.Recipe { return SetNX(DefaultPollInterval) }},
-	{Name: RedlockName, New: func() lock.Recipe { return Redlock(DefaultPollInterval) }, NoFencingToken: true},
+	{Name: RedlockName, New: func() lock.Recipe { return Redlock(DefaultPollInterval) }, NoFencingToken: true, Majority: true},
 	{Name: DelName, New: func() lock.Recipe { return Del(DefaultPollInterval) }, Broken: true, NoFencingToken: true},
 }
 

@@ -1,4 +1,4 @@
-package workload
+package etcd
 
 import (
 	"context"
@@ -27,12 +27,13 @@ import (
 // server says the lease is gone, when the lease's end on the client's clock
 // passes without a renewal, or when ctx ends. The client's idea of that end
 // is the send time of the last renewal the server answered (or of the grant)
-// plus the TTL, all on its clock; the clock guard reads it. While the client
-// is paused the loop sends nothing.
+// plus the TTL, all on its clock. While the client is paused the loop sends
+// nothing.
 type clockLease struct {
 	clientv3.Lease // the real one
 	clock          *clock.Clock
-	ctl            *control
+	// paused blocks while the client is paused (workload.Client.Paused).
+	paused func(ctx context.Context) error
 
 	mu     sync.Mutex
 	leases map[clientv3.LeaseID]*leaseView
@@ -57,8 +58,8 @@ const (
 	keepAliveRetry = 500 * time.Millisecond
 )
 
-func newClockLease(real clientv3.Lease, c *clock.Clock, ctl *control) *clockLease {
-	return &clockLease{Lease: real, clock: c, ctl: ctl, leases: map[clientv3.LeaseID]*leaseView{}}
+func newClockLease(real clientv3.Lease, c *clock.Clock, paused func(ctx context.Context) error) *clockLease {
+	return &clockLease{Lease: real, clock: c, paused: paused, leases: map[clientv3.LeaseID]*leaseView{}}
 }
 
 // Grant grants a lease and starts the client's view of it: it ends TTL after
@@ -89,23 +90,8 @@ func (l *clockLease) view(id clientv3.LeaseID) *leaseView {
 	return v
 }
 
-// believed returns when the client believes lease id ends, on its clock, and
-// whether it still believes the lease alive.
-func (l *clockLease) believed(id clientv3.LeaseID) (time.Time, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	v, ok := l.leases[id]
-	if !ok {
-		return time.Time{}, false
-	}
-	return v.expiry, !v.gone
-}
-
 // forget drops the view of a lease the client no longer uses.
 func (l *clockLease) forget(id clientv3.LeaseID) {
-	if l == nil { // a backend without leases of its own
-		return
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.leases, id)
@@ -173,7 +159,7 @@ func (l *clockLease) keepAliveLoop(ctx context.Context, id clientv3.LeaseID, v *
 		case <-ctx.Done():
 			return
 		case <-send.C:
-			if l.ctl.waitPaused(ctx) != nil {
+			if l.paused(ctx) != nil {
 				return
 			}
 			if _, over := l.expired(v); over {
@@ -192,7 +178,7 @@ func (l *clockLease) keepAliveLoop(ctx context.Context, id clientv3.LeaseID, v *
 				results <- renewal{sent, resp, err}
 			}()
 		case r := <-results:
-			if l.ctl.waitPaused(ctx) != nil {
+			if l.paused(ctx) != nil {
 				return
 			}
 			switch {
@@ -214,7 +200,7 @@ func (l *clockLease) keepAliveLoop(ctx context.Context, id clientv3.LeaseID, v *
 				send.Reset(keepAliveRetry)
 			}
 		case <-deadline.C:
-			if l.ctl.waitPaused(ctx) != nil {
+			if l.paused(ctx) != nil {
 				return
 			}
 			end, over := l.expired(v)

@@ -1,4 +1,4 @@
-package workload
+package redis
 
 import (
 	"context"
@@ -11,9 +11,10 @@ import (
 
 	"github.com/locktest/locktest/backend/redis/redisserver"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/workload"
 )
 
-// redisObserver is Redis's Observer: it reads every data server's keyspace
+// observer is Redis's workload.Observer: it reads every data server's keyspace
 // events over direct connections (client faults do not blind it) and
 // records each deletion of a lock key as a key-deleted event. An "expired"
 // event is the key's TTL running out on the server; a "del" is a client's
@@ -22,8 +23,9 @@ import (
 // clients' grants and releases tell (grantValues): Redis has no revisions
 // and no create revision to tell which grant's key it was. Keys a server
 // loses when it crashes produce no event.
-type redisObserver struct {
-	w       *Workload
+type observer struct {
+	keys    workload.Keys
+	rec     workload.Recorder
 	d       *redisserver.Deployment
 	values  *grantValues
 	servers []string // the data servers' names, by index
@@ -40,24 +42,24 @@ type redisObserver struct {
 	err      error
 }
 
-func startRedisObserver(ctx context.Context, w *Workload, d *redisserver.Deployment) (_ *redisObserver, err error) {
+func startObserver(ctx context.Context, d *redisserver.Deployment, values *grantValues, keys workload.Keys, rec workload.Recorder) (_ *observer, err error) {
 	wctx, cancel := context.WithCancel(context.Background())
 	n := len(d.Servers())
 	var names []string
 	for _, s := range d.Servers() {
 		names = append(names, s.Name)
 	}
-	o := &redisObserver{w: w, d: d, values: w.values, servers: names, syncKey: w.cfg.Prefix + ":observer-sync", cancel: cancel,
+	o := &observer{keys: keys, rec: rec, d: d, values: values, servers: names, syncKey: keys.Prefix + ":observer-sync", cancel: cancel,
 		marks: make([]int, n), synced: make([]int, n), changed: make(chan struct{}), recorded: map[string]bool{}}
 	if n > 1 && len(d.Sentinels()) == 0 {
-		w.values.setLocate(o.locate)
+		values.setLocate(o.locate)
 	}
 	var chans []<-chan redisserver.Event
 	for i := range n {
-		ch, err := d.Events(wctx, i, w.cfg.Prefix)
+		ch, err := d.Events(wctx, i, keys.Prefix)
 		if err != nil {
 			cancel()
-			return nil, fmt.Errorf("workload: observer: %w", err)
+			return nil, fmt.Errorf("observer: %w", err)
 		}
 		chans = append(chans, ch)
 	}
@@ -67,7 +69,7 @@ func startRedisObserver(ctx context.Context, w *Workload, d *redisserver.Deploym
 	return o, nil
 }
 
-func (o *redisObserver) loop(ch <-chan redisserver.Event) {
+func (o *observer) loop(ch <-chan redisserver.Event) {
 	for ev := range ch {
 		if ev.Key == o.syncKey {
 			o.mu.Lock()
@@ -77,8 +79,8 @@ func (o *redisObserver) loop(ch <-chan redisserver.Event) {
 			o.mu.Unlock()
 			continue
 		}
-		lock := strings.TrimPrefix(ev.Key, o.w.cfg.Prefix)
-		if (ev.Op == "del" || ev.Op == "expired") && slices.Contains(o.w.cfg.Locks, lock) && o.master(ev.Server) {
+		lock := strings.TrimPrefix(ev.Key, o.keys.Prefix)
+		if (ev.Op == "del" || ev.Op == "expired") && slices.Contains(o.keys.Locks, lock) && o.master(ev.Server) {
 			o.deleted(ev, lock)
 		}
 	}
@@ -88,7 +90,7 @@ func (o *redisObserver) loop(ch <-chan redisserver.Event) {
 // are its master's, replayed (an expiry arrives as a "del"): only a
 // master's say what happened to a lock. Only a deployment with Sentinel has
 // replicas; a server that does not answer is taken for a master.
-func (o *redisObserver) master(i int) bool {
+func (o *observer) master(i int) bool {
 	if len(o.d.Sentinels()) == 0 {
 		return true
 	}
@@ -99,7 +101,7 @@ func (o *redisObserver) master(i int) bool {
 }
 
 // deleted records a deletion of a lock key, once per grant and cause.
-func (o *redisObserver) deleted(ev redisserver.Event, lock string) {
+func (o *observer) deleted(ev redisserver.Event, lock string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.events++
@@ -107,8 +109,8 @@ func (o *redisObserver) deleted(ev redisserver.Event, lock string) {
 	if !ok {
 		return
 	}
-	if _, err := o.w.rec.Record(op); err != nil && o.err == nil {
-		o.err = fmt.Errorf("workload: observer: %w", err)
+	if _, err := o.rec.Record(op); err != nil && o.err == nil {
+		o.err = fmt.Errorf("observer: %w", err)
 	}
 }
 
@@ -121,7 +123,7 @@ const locateWait = 50 * time.Millisecond
 // it: on independent masters a grant's key is on some of them only, a
 // master that missed a release keeps an older grant's key, and one that
 // restarts has lost it.
-func (o *redisObserver) locate(key, value string) []serverProcess {
+func (o *observer) locate(key, value string) []serverProcess {
 	ctx, cancel := context.WithTimeout(context.Background(), locateWait)
 	defer cancel()
 	var (
@@ -153,7 +155,7 @@ type serverProcess struct{ server, pid int }
 // when on independent masters the key was no grant's located there (an
 // acquisition's that got too few masters, or a grant's its locate missed).
 // o.mu is held.
-func (o *redisObserver) deletion(ev redisserver.Event, lock string) (histories.Op, bool) {
+func (o *observer) deletion(ev redisserver.Event, lock string) (histories.Op, bool) {
 	var d valueDeletion
 	switch {
 	case len(o.servers) > 1:
@@ -171,7 +173,7 @@ func (o *redisObserver) deletion(ev redisserver.Event, lock string) (histories.O
 
 // deletionOf is the key-deleted event of ev attributed as d; false when
 // it is recorded already. o.mu is held.
-func (o *redisObserver) deletionOf(d valueDeletion, ev redisserver.Event, lock string) (histories.Op, bool) {
+func (o *observer) deletionOf(d valueDeletion, ev redisserver.Event, lock string) (histories.Op, bool) {
 	// A release matches one deletion of its key, the first master's; the
 	// other masters' deletions of that key then have no cause, and say
 	// nothing the first did not.
@@ -207,7 +209,7 @@ func (o *redisObserver) deletionOf(d valueDeletion, ev redisserver.Event, lock s
 // Sync sets a marker key on every master and waits until its event
 // arrives: a server's keyspace events come in order over one connection,
 // so every deletion before the call has been seen then.
-func (o *redisObserver) Sync(ctx context.Context) error {
+func (o *observer) Sync(ctx context.Context) error {
 	for i, s := range o.d.Servers() {
 		if !o.master(i) {
 			continue // its events are ignored, and it takes no writes
@@ -217,7 +219,7 @@ func (o *redisObserver) Sync(ctx context.Context) error {
 		mark := o.marks[i]
 		o.mu.Unlock()
 		if err := s.Client().Set(ctx, o.syncKey, mark, 0).Err(); err != nil {
-			return fmt.Errorf("workload: observer: sync with %s: %w", s.Name, err)
+			return fmt.Errorf("observer: sync with %s: %w", s.Name, err)
 		}
 		for {
 			o.mu.Lock()
@@ -239,31 +241,32 @@ func (o *redisObserver) Sync(ctx context.Context) error {
 // RecordObserved records that the history holds every deletion the
 // servers reported. Redis has no revision to name how far: the event
 // counts the deletions seen instead.
-func (o *redisObserver) RecordObserved() {
+func (o *observer) RecordObserved() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	_, err := o.w.rec.Record(histories.Op{Type: histories.Info, F: histories.FObserved, Process: histories.Nemesis,
+	_, err := o.rec.Record(histories.Op{Type: histories.Info, F: histories.FObserved, Process: histories.Nemesis,
 		Value: &histories.Value{Params: map[string]string{"deletions": strconv.Itoa(o.events)}}})
 	if err != nil && o.err == nil {
-		o.err = fmt.Errorf("workload: observer: %w", err)
+		o.err = fmt.Errorf("observer: %w", err)
 	}
 }
 
 // Err is the first error in recording.
-func (o *redisObserver) Err() error {
+func (o *observer) Err() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.err
 }
 
 // Close stops the subscriptions.
-func (o *redisObserver) Close() {
+func (o *observer) Close() {
 	o.cancel()
 	o.wg.Wait()
 }
 
 // grantValues is what a deletion is attributed by where the server says
-// only that a key was deleted (redislock.Valued): each key's newest grant,
+// only that a key was deleted (redislock.Valued, noted by the clients'
+// connections): each key's newest grant,
 // with the value it set, and the releases under way or just done.
 type grantValues struct {
 	mu        sync.Mutex

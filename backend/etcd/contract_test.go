@@ -1,4 +1,4 @@
-package workload
+package etcd
 
 import (
 	"context"
@@ -115,7 +115,7 @@ func TestOtherReleaseDefinite(t *testing.T) {
 		{"newer grant's release", map[keyRev]release{{"k", 7}: {client: "c2"}}, &yes, "acquire", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w := &Workload{owners: map[clientv3.LeaseID]leaseOwner{1: {"c1", 1}}, releases: c.intents, revoking: map[clientv3.LeaseID]bool{}}
+			w := &deletions{owners: map[clientv3.LeaseID]leaseOwner{1: {"c1", 1}}, releases: c.intents, revoking: map[clientv3.LeaseID]bool{}}
 			d := w.deleted("k", 5, 9, 1, c.alive)
 			if d.by != c.want || d.releaser != c.releaser || d.owner.client != "c1" {
 				t.Errorf("deletion %+v, want by %s, releaser %q", d, c.want, c.releaser)
@@ -129,7 +129,7 @@ func TestOtherReleaseDefinite(t *testing.T) {
 // release that deleted nothing leaves no intent behind.
 func TestReleaseIntentOutlivesRelease(t *testing.T) {
 	yes := true
-	w := &Workload{owners: map[clientv3.LeaseID]leaseOwner{1: {"c1", 1}}, releases: map[keyRev]release{}, revoking: map[clientv3.LeaseID]bool{}}
+	w := &deletions{owners: map[clientv3.LeaseID]leaseOwner{1: {"c1", 1}}, releases: map[keyRev]release{}, revoking: map[clientv3.LeaseID]bool{}}
 	w.intendRelease("k", 3, "c2") // c2 deletes c1's key (created at 5) at revision 9
 	w.releaseDone("k", 3, 9, 0)
 	w.observedUpTo(8)
@@ -147,7 +147,7 @@ func TestReleaseIntentOutlivesRelease(t *testing.T) {
 // A release's own delete response settles who deleted a key, even while
 // the key's owner was releasing too and the owner's lease was never asked.
 func TestReleaseOwnDeleteIsDefinite(t *testing.T) {
-	w := &Workload{owners: map[clientv3.LeaseID]leaseOwner{1: {"c1", 1}}, releases: map[keyRev]release{}, revoking: map[clientv3.LeaseID]bool{}}
+	w := &deletions{owners: map[clientv3.LeaseID]leaseOwner{1: {"c1", 1}}, releases: map[keyRev]release{}, revoking: map[clientv3.LeaseID]bool{}}
 	w.intendRelease("k", 5, "c1") // the owner releases its grant...
 	w.intendRelease("k", 3, "c2") // ...while c2's late release deletes it first
 	w.releaseDone("k", 3, 9, 9)

@@ -1,4 +1,4 @@
-package workload
+package etcd
 
 import (
 	"context"
@@ -11,17 +11,21 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/workload"
 )
 
-// etcdObserver is etcd's Observer: it watches the lock keys over direct connections to the members (not
-// through any client's proxies, so client faults do not blind it) and records
-// every deletion of a lock key as a key-deleted nemesis event: the server's
-// truth about when a holder lost its key. It watches through every member,
-// each over a client of its own, from one start revision, and records each
-// deletion on its first arrival, so that one member cut off or stopped by the
-// nemesis does not delay the record.
-type etcdObserver struct {
-	w        *Workload
+// observer is etcd's workload.Observer: it watches the lock keys over
+// direct connections to the members (not through any client's proxies, so
+// client faults do not blind it) and records every deletion of a lock key
+// as a key-deleted nemesis event: the server's truth about when a holder
+// lost its key, and who deleted it (deletions). It watches through every
+// member, each over a client of its own, from one start revision, and
+// records each deletion on its first arrival, so that one member cut off or
+// stopped by the nemesis does not delay the record.
+type observer struct {
+	prefix   string
+	rec      workload.Recorder
+	del      *deletions
 	admin    *clientv3.Client // all members: TimeToLive, sync
 	watchers []*clientv3.Client
 	cancel   context.CancelFunc
@@ -34,13 +38,13 @@ type etcdObserver struct {
 	err     error           // first recording error
 }
 
-func startEtcdObserver(ctx context.Context, w *Workload, cl Cluster) (_ *etcdObserver, err error) {
+func startObserver(ctx context.Context, cl Cluster, del *deletions, prefix string, rec workload.Recorder) (_ *observer, err error) {
 	wctx, cancel := context.WithCancel(context.Background())
-	o := &etcdObserver{w: w, cancel: cancel, seen: map[string]bool{}, changed: make(chan struct{})}
+	o := &observer{prefix: prefix, rec: rec, del: del, cancel: cancel, seen: map[string]bool{}, changed: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			o.Close()
-			err = fmt.Errorf("workload: observer: %w", err)
+			err = fmt.Errorf("observer: %w", err)
 		}
 	}()
 	if o.admin, err = cl.DirectClient(); err != nil {
@@ -48,7 +52,7 @@ func startEtcdObserver(ctx context.Context, w *Workload, cl Cluster) (_ *etcdObs
 	}
 	gctx, gcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer gcancel()
-	resp, err := o.admin.Get(gctx, w.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := o.admin.Get(gctx, o.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +66,7 @@ func startEtcdObserver(ctx context.Context, w *Workload, cl Cluster) (_ *etcdObs
 			return nil, err
 		}
 		o.watchers = append(o.watchers, cli)
-		chans = append(chans, cli.Watch(wctx, w.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(),
+		chans = append(chans, cli.Watch(wctx, o.prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(),
 			clientv3.WithRev(from), clientv3.WithCreatedNotify()))
 	}
 	// Wait until every watch is in place.
@@ -70,7 +74,7 @@ func startEtcdObserver(ctx context.Context, w *Workload, cl Cluster) (_ *etcdObs
 		select {
 		case resp, ok := <-wch:
 			if !ok || resp.Err() != nil {
-				return nil, fmt.Errorf("watch %s via %s: %v", w.cfg.Prefix, members[i], resp.Err())
+				return nil, fmt.Errorf("watch %s via %s: %v", o.prefix, members[i], resp.Err())
 			}
 		case <-gctx.Done():
 			return nil, fmt.Errorf("waiting for the watch via %s: %w", members[i], gctx.Err())
@@ -82,7 +86,7 @@ func startEtcdObserver(ctx context.Context, w *Workload, cl Cluster) (_ *etcdObs
 	return o, nil
 }
 
-func (o *etcdObserver) loop(wch clientv3.WatchChan) {
+func (o *observer) loop(wch clientv3.WatchChan) {
 	for resp := range wch {
 		if resp.Err() != nil {
 			continue // clientv3 re-establishes the watch; a canceled one closes wch
@@ -96,19 +100,19 @@ func (o *etcdObserver) loop(wch clientv3.WatchChan) {
 	}
 }
 
-func (o *etcdObserver) advance(rev int64) {
+func (o *observer) advance(rev int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if rev > o.rev {
 		o.rev = rev
 		close(o.changed)
 		o.changed = make(chan struct{})
-		o.w.observedUpTo(rev)
+		o.del.observedUpTo(rev)
 	}
 }
 
 // deleted records the deletion of a lock key, unless another watch did.
-func (o *etcdObserver) deleted(ev *clientv3.Event) {
+func (o *observer) deleted(ev *clientv3.Event) {
 	key := string(ev.Kv.Key)
 	id := strconv.FormatInt(ev.Kv.ModRevision, 10) + "/" + key
 	o.mu.Lock()
@@ -121,7 +125,7 @@ func (o *etcdObserver) deleted(ev *clientv3.Event) {
 		lease     clientv3.LeaseID
 		createRev int64
 	)
-	rest := strings.TrimPrefix(key, o.w.cfg.Prefix)
+	rest := strings.TrimPrefix(key, o.prefix)
 	lock, keyLease := rest, ""
 	if i := strings.LastIndexByte(rest, '/'); i >= 0 {
 		lock, keyLease = rest[:i], rest[i+1:]
@@ -132,8 +136,8 @@ func (o *etcdObserver) deleted(ev *clientv3.Event) {
 		lease = clientv3.LeaseID(id)
 	}
 	alive := o.leaseAlive(lease)
-	o.w.awaitReleases(key, time.Second)
-	d := o.w.deleted(key, createRev, ev.Kv.ModRevision, lease, alive)
+	o.del.awaitReleases(key, time.Second)
+	d := o.del.deleted(key, createRev, ev.Kv.ModRevision, lease, alive)
 	params := map[string]string{
 		"key":             lock,
 		"lease":           leaseHex(lease),
@@ -153,9 +157,9 @@ func (o *etcdObserver) deleted(ev *clientv3.Event) {
 		v.Targets = []string{d.owner.client}
 		params["process"] = d.owner.process.String()
 	}
-	_, err := o.w.rec.Record(histories.Op{Type: histories.Info, F: histories.FKeyDeleted, Process: histories.Nemesis, Key: lock, Value: v})
+	_, err := o.rec.Record(histories.Op{Type: histories.Info, F: histories.FKeyDeleted, Process: histories.Nemesis, Key: lock, Value: v})
 	if err != nil && o.err == nil {
-		o.err = fmt.Errorf("workload: observer: %w", err)
+		o.err = fmt.Errorf("observer: %w", err)
 	}
 }
 
@@ -163,7 +167,7 @@ func (o *etcdObserver) deleted(ev *clientv3.Event) {
 // come quickly). A lease that expires or is revoked takes its keys with it in
 // the same step, so a key deleted while its lease lives was deleted by its
 // owner.
-func (o *etcdObserver) leaseAlive(lease clientv3.LeaseID) *bool {
+func (o *observer) leaseAlive(lease clientv3.LeaseID) *bool {
 	if lease == clientv3.NoLease {
 		return nil
 	}
@@ -179,8 +183,8 @@ func (o *etcdObserver) leaseAlive(lease clientv3.LeaseID) *bool {
 
 // Sync waits until the observer has seen every change made before the call;
 // it returns ctx's error if ctx ends first.
-func (o *etcdObserver) Sync(ctx context.Context) error {
-	resp, err := o.admin.Get(ctx, o.w.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+func (o *observer) Sync(ctx context.Context) error {
+	resp, err := o.admin.Get(ctx, o.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		return err
 	}
@@ -209,25 +213,25 @@ func (o *etcdObserver) Sync(ctx context.Context) error {
 // watch delivers events in revision order, and a deletion is recorded
 // before its watch's revision advances, so every deletion at or below that
 // revision is in the history.
-func (o *etcdObserver) RecordObserved() {
+func (o *observer) RecordObserved() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	_, err := o.w.rec.Record(histories.Op{Type: histories.Info, F: histories.FObserved, Process: histories.Nemesis,
+	_, err := o.rec.Record(histories.Op{Type: histories.Info, F: histories.FObserved, Process: histories.Nemesis,
 		Value: &histories.Value{Params: map[string]string{"revision": strconv.FormatInt(o.rev, 10)}}})
 	if err != nil && o.err == nil {
-		o.err = fmt.Errorf("workload: observer: %w", err)
+		o.err = fmt.Errorf("observer: %w", err)
 	}
 }
 
 // Err is the first error in recording.
-func (o *etcdObserver) Err() error {
+func (o *observer) Err() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.err
 }
 
 // Close stops the watches.
-func (o *etcdObserver) Close() {
+func (o *observer) Close() {
 	o.cancel()
 	for _, cli := range o.watchers {
 		cli.Close()

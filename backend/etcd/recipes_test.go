@@ -1,4 +1,4 @@
-package workload
+package etcd
 
 import (
 	"context"
@@ -11,18 +11,9 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
-	"github.com/locktest/locktest/lock/recipes"
 	"github.com/locktest/locktest/resource"
+	"github.com/locktest/locktest/workload"
 )
-
-func recipe(t *testing.T, name string) lock.Recipe {
-	t.Helper()
-	r, err := recipes.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
 
 // results runs every check of a history but liveness.
 func results(ops []histories.Op) map[string]checker.Result {
@@ -73,16 +64,16 @@ func (e *env) waitOverlap(timeout time.Duration) checker.Overlap {
 // Every correct recipe hands the lock from client to client with growing
 // tokens, and with the fenced resource every check passes.
 func TestRecipes(t *testing.T) {
-	for _, b := range etcdlock.Builtins { // Redis's need servers of their own: cmd/locktest's Redis tests
+	for _, b := range etcdlock.Builtins {
 		name := b.Name
-		if recipes.Broken(name) {
+		if b.Broken {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
 			cfg := testConfig()
 			cfg.Clients = 3
 			cfg.Recipe = recipe(t, name)
-			cfg.Guard = GuardSession
+			cfg.Guard = workload.GuardSession
 			e := setup(t, resource.Fenced, cfg)
 			e.start()
 			e.waitReleases(15, 10*time.Second)
@@ -209,8 +200,6 @@ func TestNoRenewCaught(t *testing.T) {
 	expectBroken(t, results(ops)["contract"], "promise 5")
 }
 
-// pauseFirstHolder arms a pause of d before the write of the first client to
-// acquire, waits for it to begin, and returns the client's last grant then.
 // contending starts three clients of recipe taking turns on one lock,
 // each holding it 50-100 ms.
 func contending(t *testing.T, name string) *env {
@@ -232,6 +221,8 @@ func (e *env) firstGrant() histories.Op {
 	})
 }
 
+// pauseFirstHolder arms a pause of d before the write of the first client to
+// acquire, waits for it to begin, and returns the client's last grant then.
 func (e *env) pauseFirstHolder(d time.Duration) (histories.Op, int) {
 	t := e.t
 	t.Helper()
@@ -240,14 +231,7 @@ func (e *env) pauseFirstHolder(d time.Duration) (histories.Op, int) {
 	if err := e.wl.Pause(name, d, true); err != nil {
 		t.Fatal(err)
 	}
-	c := e.client(name)
-	deadline := time.Now().Add(5 * time.Second)
-	for !c.ctl.paused() {
-		if time.Now().After(deadline) {
-			t.Fatal("the armed pause did not begin within 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	e.waitPaused(name)
 	ops, _ := e.rec.snapshot()
 	var held histories.Op
 	for _, op := range ops {
@@ -265,7 +249,7 @@ func (e *env) pauseFirstHolder(d time.Duration) (histories.Op, int) {
 func TestEtcdTxnRejectsPausedHolder(t *testing.T) {
 	cfg := testConfig()
 	cfg.ThinkMin, cfg.ThinkMax = 20*time.Millisecond, 20*time.Millisecond
-	e := setup(t, resource.EtcdTxn, cfg)
+	e := setup(t, TxnMode, cfg)
 	e.start()
 	held, from := e.pauseFirstHolder(3500 * time.Millisecond)
 	other := histories.Process(1 - int(held.Process))
@@ -294,7 +278,7 @@ func TestEtcdTxnRejectsPausedHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	v, err := resource.NewEtcd(cli, resource.EtcdPrefix(cfg.Prefix)).Read(context.Background(), "lock", 0)
+	v, err := NewTxn(cli, TxnPrefix(cfg.Prefix)).Read(context.Background(), "lock", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +311,7 @@ func TestEtcdTxnTokenFenceForPlainRecipe(t *testing.T) {
 	})
 	cfg := testConfig()
 	cfg.Recipe = plain
-	e := setup(t, resource.EtcdTxn, cfg)
+	e := setup(t, TxnMode, cfg)
 	e.start()
 	e.waitReleases(10, 10*time.Second)
 	_, ops := e.finish()

@@ -1,4 +1,4 @@
-package workload
+package etcd
 
 import (
 	"context"
@@ -8,8 +8,11 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/backend/etcd/cluster"
+	"github.com/locktest/locktest/backend/etcd/etcdlock"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/resource"
+	"github.com/locktest/locktest/workload"
 )
 
 // memRecorder records to a history file and keeps the ops in memory, so
@@ -69,7 +72,9 @@ func dump(ops []histories.Op) string {
 	return string(b)
 }
 
-// env is a cluster, a resource and a workload recording to a history file.
+// env is a cluster, a resource and a workload on etcd recording to a
+// history file: the workload's clients, faults and etcd's observer at
+// work on real members.
 type env struct {
 	t    *testing.T
 	cl   *cluster.Cluster
@@ -77,17 +82,17 @@ type env struct {
 	path string
 	w    *histories.Writer
 	rec  *memRecorder
-	wl   *Workload
+	wl   *workload.Workload
 	stop chan struct{}
 	done chan runResult
 }
 
 type runResult struct {
-	st  Stats
+	st  workload.Stats
 	err error
 }
 
-func setup(t *testing.T, mode resource.Mode, cfg Config) *env {
+func setup(t *testing.T, mode resource.Mode, cfg workload.Config) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -99,8 +104,8 @@ func setup(t *testing.T, mode resource.Mode, cfg Config) *env {
 	t.Cleanup(func() { cl.Close() })
 	e := &env{t: t, cl: cl, path: filepath.Join(dir, "history.jsonl")}
 	addr := ""
-	if mode == resource.EtcdTxn {
-		cfg.Resource = resource.EtcdTxn
+	if mode == TxnMode {
+		cfg.Resource = TxnMode
 	} else {
 		res, err := resource.Start(mode)
 		if err != nil {
@@ -115,7 +120,7 @@ func setup(t *testing.T, mode resource.Mode, cfg Config) *env {
 	}
 	t.Cleanup(func() { e.w.Close() })
 	e.rec = &memRecorder{rec: histories.NewRecorder(e.w, time.Now()), changed: make(chan struct{})}
-	e.wl, err = New(ctx, cfg, Etcd(cl), addr, e.rec)
+	e.wl, err = workload.New(ctx, cfg, Workload(cl), addr, e.rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +139,7 @@ func (e *env) start() {
 
 // finish stops the run, closes everything and returns the stats and the
 // history as read back (and validated) from the file.
-func (e *env) finish() (Stats, []histories.Op) {
+func (e *env) finish() (workload.Stats, []histories.Op) {
 	e.t.Helper()
 	close(e.stop)
 	var r runResult
@@ -157,12 +162,40 @@ func (e *env) finish() (Stats, []histories.Op) {
 	return r.st, ops
 }
 
-func (e *env) client(name string) *client {
-	c, ok := e.wl.byName[name]
-	if !ok {
-		e.t.Fatalf("no client %s", name)
+// waitPaused waits until client's pause begins.
+func (e *env) waitPaused(client string) {
+	e.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !e.wl.Paused(client) {
+		if time.Now().After(deadline) {
+			e.t.Fatal("the armed pause did not begin within 5s")
+		}
+		time.Sleep(time.Millisecond)
 	}
-	return c
+}
+
+// testConfig is two clients of the mutex recipe, with no slow sections:
+// each test says what sections it needs.
+func testConfig() workload.Config {
+	cfg := workload.DefaultConfig()
+	cfg.Clients = 2
+	cfg.TTL = 2
+	cfg.Seed = 1
+	cfg.SlowShare = 0
+	cfg.Recipe = etcdlock.Mutex()
+	return cfg
+}
+
+// recipe is the built-in etcd recipe called name.
+func recipe(t *testing.T, name string) lock.Recipe {
+	t.Helper()
+	for _, b := range etcdlock.Builtins {
+		if b.Name == name {
+			return b.New()
+		}
+	}
+	t.Fatalf("no etcd recipe %s", name)
+	return nil
 }
 
 // processOf returns the client name of an initial process number.

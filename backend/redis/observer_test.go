@@ -1,4 +1,4 @@
-package workload
+package redis
 
 import (
 	"testing"
@@ -61,7 +61,7 @@ func TestGrantValuesLateEvents(t *testing.T) {
 func TestRedlockObserverAttribution(t *testing.T) {
 	on := map[string][]serverProcess{}    // where locate finds each grant's value
 	pid := []int{100, 101, 102, 103, 104} // each master's process
-	o := &redisObserver{values: newGrantValues(), servers: []string{"r0", "r1", "r2", "r3", "r4"}, recorded: map[string]bool{}}
+	o := &observer{values: newGrantValues(), servers: []string{"r0", "r1", "r2", "r3", "r4"}, recorded: map[string]bool{}}
 	o.values.setLocate(func(key, value string) []serverProcess { return on[value] })
 	grant := func(client, value string, token int64, servers ...int) valueGrant {
 		on[value] = nil

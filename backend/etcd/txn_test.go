@@ -1,4 +1,4 @@
-package resource_test
+package etcd
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/locktest/locktest/resource"
 )
 
-func TestEtcdResource(t *testing.T) {
+func TestTxnResource(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := cluster.Start(ctx, cluster.Config{LogDir: t.TempDir()})
@@ -25,7 +25,7 @@ func TestEtcdResource(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	e := resource.NewEtcd(cli, resource.EtcdPrefix("/locks/"))
+	e := NewTxn(cli, TxnPrefix("/locks/"))
 	if v, err := e.Read(ctx, "k", 0); err != nil || v != 0 {
 		t.Fatalf("read of a fresh key: %d %v", v, err)
 	}
@@ -63,10 +63,10 @@ func TestEtcdResource(t *testing.T) {
 	if v, _ := e.Read(ctx, "f", 0); v != 13 {
 		t.Errorf("value %d, want 13", v)
 	}
-	if _, err := resource.Start(resource.EtcdTxn); err == nil {
+	if _, err := resource.Start(TxnMode); err == nil {
 		t.Error("an HTTP store started in etcd-txn mode")
 	}
-	if m, err := resource.ParseMode("etcd-txn"); err != nil || m != resource.EtcdTxn {
-		t.Errorf("ParseMode: %v %v", m, err)
+	if _, err := resource.ParseMode(string(TxnMode)); err == nil {
+		t.Error("the HTTP store takes the etcd-txn mode")
 	}
 }

@@ -1,108 +1,35 @@
-package harness
+package redis
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 
-	"github.com/locktest/locktest/backend/redis/redislock"
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/backend/redis/redisserver"
-	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
-	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/system"
 )
 
-// redisTopology is the deployment a Redis recipe runs on under faults (the
-// fault families of the run), and whether the recipe is one: Redlock's
-// independent masters, as specified; for a single-Redis recipe a master
-// with a replica and Sentinel when the faults include a failover, which
-// needs them, else a single master. The one place that choice is made.
-func redisTopology(recipe string, faults []string) (redisserver.Topology, bool) {
+// topology is the deployment a run of plan p starts: a recipe whose grant
+// takes a majority (Redlock) runs on independent masters, as specified;
+// another on a master with a replica and Sentinel when the run's faults
+// need a failover, else on a single master. The one place that choice is
+// made.
+func topology(p backend.Plan) redisserver.Topology {
 	switch {
-	case recipe == redislock.RedlockName:
-		return redisserver.Independent(5), true
-	case !slices.ContainsFunc(redislock.Builtins, func(b lock.Builtin) bool { return b.Name == recipe }):
-		return redisserver.Topology{}, false
-	case slices.Contains(faults, nemesis.FailoverName):
-		return redisserver.Replicated, true
+	case p.Majority:
+		return redisserver.Independent(5)
+	case slices.ContainsFunc(p.Families, func(f string) bool {
+		return slices.Contains(nemesis.Needs(f), system.CapFailover)
+	}):
+		return redisserver.Replicated
 	}
-	return redisserver.Single, true
-}
-
-// grantQuorum is how many of a run's members a grant of recipe takes when
-// each holds its own copy of the lock: Redlock's majority of its masters;
-// 0 for every other recipe, whose members replicate one lock.
-func grantQuorum(recipe string, members int) int {
-	if recipe != redislock.RedlockName {
-		return 0
-	}
-	return members/2 + 1
-}
-
-// IsRedis reports whether recipe is a Redis recipe: its run starts
-// redis-server, and its servers are its members.
-func IsRedis(recipe string) bool {
-	_, ok := redisTopology(recipe, nil)
-	return ok
-}
-
-// RedisServers is the number of servers (the members) a run of a Redis
-// recipe with these fault families starts; false for another recipe.
-func RedisServers(recipe string, faults []string) (int, bool) {
-	t, ok := redisTopology(recipe, faults)
-	return t.Servers(), ok
-}
-
-// faultFamilies are the fault families the run may inject: those of
-// --nemesis, and those of the schedule it replays.
-func (o *Options) faultFamilies() []string {
-	fs := slices.Clone(o.Nemesis.Faults)
-	if o.Schedule != nil {
-		fs = append(fs, o.Schedule.Families()...)
-	}
-	return fs
-}
-
-// redisDefaults checks the options of a Redis recipe's run and sizes it:
-// its members are the deployment's servers. A Redis recipe runs on servers
-// locktest starts, and none of etcd's options apply; a missing or unusable
-// redis-server is said here, before anything starts.
-func (o *Options) redisDefaults() error {
-	t, ok := redisTopology(o.RecipeName, o.faultFamilies())
-	if !ok {
-		if o.Cluster.RedisBin != "" {
-			return fmt.Errorf("--redis-bin is for a Redis recipe (%s), not %s", redisRecipes(), o.RecipeName)
-		}
-		return nil
-	}
-	switch {
-	case o.Cluster.Mode != "" && o.Cluster.Mode != ClusterEmbedded:
-		return fmt.Errorf("--cluster %s is for etcd recipes: recipe %s runs on redis-server processes locktest starts", o.Cluster.Mode, o.RecipeName)
-	case o.Cluster.EtcdBin != "":
-		return fmt.Errorf("--etcd-bin is for etcd recipes, not %s", o.RecipeName)
-	case o.Resource == resource.EtcdTxn:
-		return fmt.Errorf("--resource %s keeps the values in etcd: recipe %s runs on Redis (use fenced or unfenced)", resource.EtcdTxn, o.RecipeName)
-	}
-	if _, err := redisserver.Find(o.Cluster.RedisBin); err != nil {
-		return err
-	}
-	o.Members = t.Servers()
-	return nil
-}
-
-// redisRecipes names the built-in Redis recipes.
-func redisRecipes() string {
-	var names []string
-	for _, b := range redislock.Builtins {
-		names = append(names, b.Name)
-	}
-	return strings.Join(names, ", ")
+	return redisserver.Single
 }
 
 // redisSystem is a redisserver deployment as a system under test. Its
@@ -126,6 +53,7 @@ var (
 	_ system.Crasher      = (*redisSystem)(nil)
 	_ system.Linker       = (*redisSystem)(nil)
 	_ system.EarlyExpirer = (*redisSystem)(nil)
+	_ system.Processes    = (*redisSystem)(nil)
 	_ system.Failoverer   = (*replicatedRedis)(nil)
 )
 
@@ -165,6 +93,17 @@ func (s *redisSystem) Endpoints(client string) ([]string, error) { return s.d.En
 func (s *redisSystem) LogDir() string { return s.logs }
 
 func (s *redisSystem) Close() error { return s.d.Close() }
+
+// ServerPids are the processes of the servers and Sentinels.
+func (s *redisSystem) ServerPids() []int {
+	var pids []int
+	for _, r := range append(s.d.Servers(), s.d.Sentinels()...) {
+		if pid := r.Pid(); pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
 
 func (s *redisSystem) PauseMember(i int) error {
 	if err := s.d.Pause(i); err != nil {
@@ -272,5 +211,5 @@ func (s *replicatedRedis) FailedOver() string {
 
 // Hint says where the capabilities a Redis run lacks are to be had.
 func (s *redisSystem) Hint() string {
-	return "Redis runs offer pause, crash, isolate, slow, clock and clock-jump-emulated faults, and failover with redis-setnx or redis-del; the others need an etcd recipe"
+	return "Redis runs offer pause, crash, isolate, slow, clock and clock-jump-emulated faults, and failover with redis-setnx or redis-del; the others need a recipe of another backend (locktest run --help lists them)"
 }

@@ -1,9 +1,9 @@
-package workload
+package etcd
 
 import (
 	"context"
+	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,19 +11,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/locktest/locktest/backend/etcd/cluster"
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/resource"
+	"github.com/locktest/locktest/workload"
 )
-
-func testConfig() Config {
-	cfg := DefaultConfig()
-	cfg.Clients = 2
-	cfg.TTL = 2
-	cfg.Seed = 1
-	cfg.SlowShare = 0 // each test says what sections it needs
-	return cfg
-}
 
 func verdicts(ops []histories.Op) map[string]checker.Verdict {
 	v := map[string]checker.Verdict{}
@@ -33,34 +27,12 @@ func verdicts(ops []histories.Op) map[string]checker.Verdict {
 	return v
 }
 
-func TestConfigValidateGuard(t *testing.T) {
-	cfg := DefaultConfig()
-	for _, g := range []string{"", GuardNone, GuardSession, GuardClock} {
-		cfg.Guard = g
-		if err := cfg.Validate(); err != nil {
-			t.Errorf("guard %q: %v", g, err)
-		}
-	}
-	cfg.Guard = "lease"
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `unknown guard "lease"`) {
-		t.Errorf("bad guard: %v", err)
-	}
-	cfg.Guard, cfg.GuardMargin = GuardClock, 2*time.Second
-	if err := cfg.Validate(); err == nil {
-		t.Error("a margin of the whole TTL was accepted")
-	}
-	cfg.GuardMargin = 0
-	if cfg.margin() != 400*time.Millisecond {
-		t.Errorf("default margin %v, want TTL/5", cfg.margin())
-	}
-}
-
 // A quiet run: a well-formed, valid history in which the observer saw every
 // release.
 func TestQuietRun(t *testing.T) {
 	cfg := testConfig()
 	cfg.Clients = 3
-	cfg.Guard = GuardClock
+	cfg.Guard = workload.GuardClock
 	e := setup(t, resource.Fenced, cfg)
 	e.start()
 	e.rec.waitFor(t, 10*time.Second, 0, "ten releases", func(histories.Op) bool {
@@ -106,24 +78,38 @@ func TestQuietRun(t *testing.T) {
 // TTL-2s lease is renewed every 2/3 s of client time, 4/3 s of host time;
 // at rate 2, every 1/3 s of host time. Both keep the lease alive.
 func TestKeepAliveCadenceFollowsClientClock(t *testing.T) {
-	e := setup(t, resource.Fenced, testConfig())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := cluster.Start(ctx, cluster.Config{LogDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
 	type sent struct {
 		rate  float64
 		times chan time.Time
 	}
 	var sessions []*concurrency.Session
 	var traces []sent
+	notPaused := func(ctx context.Context) error { return ctx.Err() }
 	for i, rate := range []float64{0.5, 2} {
-		c := e.client(nameOf(histories.Process(i)))
-		c.clock.SetRate(rate)
+		cli, err := cl.Client(fmt.Sprintf("c%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		clk := clock.New()
+		clk.SetRate(rate)
+		lease := newClockLease(cli.Lease, clk, notPaused)
+		cli.Lease = lease
 		ch := make(chan time.Time, 64)
-		c.lease.trace = func(_ clientv3.LeaseID, at time.Time) {
+		lease.trace = func(_ clientv3.LeaseID, at time.Time) {
 			select {
 			case ch <- at:
 			default:
 			}
 		}
-		s, err := concurrency.NewSession(c.conn.env.(*clientv3.Client), concurrency.WithTTL(2))
+		s, err := concurrency.NewSession(cli, concurrency.WithTTL(2))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,13 +137,18 @@ func TestKeepAliveCadenceFollowsClientClock(t *testing.T) {
 			}
 		}
 	}
+	admin, err := cl.DirectClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
 	for i, s := range sessions {
 		select {
 		case <-s.Done():
 			t.Errorf("session %d ended", i)
 		default:
 		}
-		ttl, err := e.client("c0").conn.env.(*clientv3.Client).TimeToLive(context.Background(), s.Lease())
+		ttl, err := admin.TimeToLive(context.Background(), s.Lease())
 		if err != nil || ttl.TTL < 0 { // -1: not found; 0: under a second left
 			t.Errorf("session %d lease: ttl %v err %v", i, ttl, err)
 		}
@@ -171,22 +162,21 @@ func TestKeepAliveCadenceFollowsClientClock(t *testing.T) {
 // token, which the unfenced resource accepts.
 func TestSlowClockLosesLeaseWhileBelievingItHolds(t *testing.T) {
 	cfg := testConfig()
-	cfg.Guard = GuardClock
+	cfg.Guard = workload.GuardClock
 	cfg.ThinkMin, cfg.ThinkMax = 500*time.Millisecond, 500*time.Millisecond
 	e := setup(t, resource.Unfenced, cfg)
 	// c0's clock runs at 0.12: it renews every 2/3 s of its time, 5.6 s
 	// of host time, and thinks 0.5 s of its time, 4.2 s of host time.
 	e.wl.SetClockRate("c0", 0.12)
-	e.wl.startDelay = map[string]time.Duration{"c1": 300 * time.Millisecond}
-	c0 := e.client("c0")
+	// c1 is held back at its first step, so that c0 is granted first.
+	if err := e.wl.Pause("c1", 300*time.Millisecond, false); err != nil {
+		t.Fatal(err)
+	}
 	e.start()
 
 	acq := e.rec.waitFor(t, 5*time.Second, 0, "c0 acquire", isOp(histories.OK, histories.Acquire, 0))
 	del := e.rec.waitFor(t, 5*time.Second, acq.Index, "key-deleted by expiry", nemesisEvent(histories.FKeyDeleted, "c0", "expiry"))
-	c0.mu.Lock()
-	believes := c0.held != nil && c0.held.token == tokenOf(acq)
-	c0.mu.Unlock()
-	if !believes {
+	if e.wl.Role("c0") != "holder" { // its section lasts 4.2 s of host time
 		t.Fatal("c0 no longer believed it held the lock when the server deleted its key")
 	}
 	if del.Value.Params["create_revision"] != strconv.FormatInt(tokenOf(acq), 10) || del.Key != "lock" {
@@ -224,8 +214,8 @@ func TestPausedHolderWritesStale(t *testing.T) {
 		mode  resource.Mode
 		guard string
 	}{
-		{resource.Unfenced, GuardSession},
-		{resource.Fenced, GuardClock},
+		{resource.Unfenced, workload.GuardSession},
+		{resource.Fenced, workload.GuardClock},
 	} {
 		t.Run(string(tc.mode)+"-"+tc.guard, func(t *testing.T) {
 			cfg := testConfig()
@@ -241,14 +231,7 @@ func TestPausedHolderWritesStale(t *testing.T) {
 			if err := e.wl.Pause(name, 3500*time.Millisecond, true); err != nil {
 				t.Fatal(err)
 			}
-			c := e.client(name)
-			deadline := time.Now().Add(5 * time.Second)
-			for !c.ctl.paused() {
-				if time.Now().After(deadline) {
-					t.Fatal("the armed pause did not begin within 5s")
-				}
-				time.Sleep(time.Millisecond)
-			}
+			e.waitPaused(name)
 			ops, _ := e.rec.snapshot()
 			from := len(ops)
 			// The paused client's last acquire is its current token.
@@ -298,7 +281,7 @@ func TestPausedHolderWritesStale(t *testing.T) {
 func TestSessionGuardRefusesAfterLeaseLost(t *testing.T) {
 	cfg := testConfig()
 	cfg.Clients = 1
-	cfg.Guard = GuardSession
+	cfg.Guard = workload.GuardSession
 	cfg.ThinkMin, cfg.ThinkMax = 3*time.Second, 3*time.Second
 	e := setup(t, resource.Unfenced, cfg)
 	e.start()
