@@ -50,6 +50,9 @@ type Conn interface {
 	// Env is the connection as a recipe gets it (lock.Env.Conn), of the
 	// type the backend's recipe package says.
 	Env() any
+	// Endpoints are the host:port addresses of the client's own links to
+	// the servers, in member order (lock.Env.Endpoints).
+	Endpoints() []string
 	// Locker notes a locker the recipe made for the client's process p,
 	// and names the lease (or session) its grants hang on, as the history
 	// writes it; "" if it keeps none. Lease faults strike that lease.
@@ -62,7 +65,8 @@ type Conn interface {
 	Acquiring()
 	// Granted is called when l, the client's current locker, granted held
 	// to the client's process p: the backend's view of the grant, until
-	// its release.
+	// its release. A Held that tells only its key (lock.Keyed) leaves the
+	// backend to find what else it can from the key (its lease).
 	Granted(l lock.Locker, held lock.Held, p histories.Process) Grant
 	// Close closes the connection.
 	Close() error

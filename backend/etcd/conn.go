@@ -3,6 +3,8 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -20,6 +22,7 @@ import (
 // *cluster.Cluster and *cluster.External are ones.
 type Cluster interface {
 	Client(name string) (*clientv3.Client, error)
+	Endpoints(client string) ([]string, error)
 	ResourceProxy(client, upstream string) (string, error)
 	MemberNames() []string
 	DirectClient(members ...int) (*clientv3.Client, error)
@@ -35,6 +38,9 @@ type Cluster interface {
 type run struct {
 	cl  Cluster
 	del *deletions
+
+	mu     sync.Mutex
+	direct *clientv3.Client // to the members, for leases of keys (leaseOf)
 }
 
 // Workload is the workload.Backend of an etcd cluster, for one run.
@@ -47,11 +53,15 @@ func (r *run) ResourceProxy(client, upstream string) (string, error) {
 }
 
 func (r *run) Connect(c workload.Client) (workload.Conn, error) {
+	eps, err := r.cl.Endpoints(c.Name)
+	if err != nil {
+		return nil, err
+	}
 	cli, err := r.cl.Client(c.Name)
 	if err != nil {
 		return nil, err
 	}
-	cn := &conn{run: r, name: c.Name, cli: cli, revs: &revisions{}}
+	cn := &conn{run: r, name: c.Name, cli: cli, eps: eps, revs: &revisions{}}
 	// Sessions grant and keep their leases alive through the client's
 	// embedded Lease: this puts the client's clock in charge.
 	cn.lease = newClockLease(cli.Lease, c.Clock, c.Paused)
@@ -64,7 +74,52 @@ func (r *run) Connect(c workload.Client) (workload.Conn, error) {
 }
 
 func (r *run) Observe(ctx context.Context, keys workload.Keys, rec workload.Recorder) (workload.Observer, error) {
-	return startObserver(ctx, r.cl, r.del, keys.Prefix, rec)
+	o, err := startObserver(ctx, r.cl, r.del, keys.Prefix, rec)
+	if err != nil {
+		return nil, err
+	}
+	return closing{o, r.closeDirect}, nil
+}
+
+// leaseOf is the lease of key on the server, read over a direct link (0:
+// none, or not known within a second): for a grant that tells its key only.
+func (r *run) leaseOf(key string) clientv3.LeaseID {
+	r.mu.Lock()
+	if r.direct == nil {
+		r.direct, _ = r.cl.DirectClient()
+	}
+	direct := r.direct
+	r.mu.Unlock()
+	if direct == nil {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	resp, err := direct.Get(ctx, key)
+	if err != nil || len(resp.Kvs) == 0 {
+		return 0
+	}
+	return clientv3.LeaseID(resp.Kvs[0].Lease)
+}
+
+func (r *run) closeDirect() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.direct != nil {
+		r.direct.Close()
+		r.direct = nil
+	}
+}
+
+// closing is an observer that closes the run's direct link with it.
+type closing struct {
+	workload.Observer
+	also func()
+}
+
+func (c closing) Close() {
+	c.Observer.Close()
+	c.also()
 }
 
 // Store is the etcd-txn resource over c's links, or over a direct link for
@@ -92,11 +147,14 @@ type conn struct {
 	run   *run
 	name  string
 	cli   *clientv3.Client
+	eps   []string
 	lease *clockLease
 	revs  *revisions
 }
 
 func (c *conn) Env() any { return c.cli }
+
+func (c *conn) Endpoints() []string { return c.eps }
 
 func (c *conn) Close() error { return c.cli.Close() }
 
@@ -126,18 +184,24 @@ func (c *conn) CloseLocker(l lock.Locker) error {
 func (c *conn) Acquiring() { c.revs.reset() }
 
 // Granted takes the grant's decision revision (the newest the lock read, or
-// its own word, lock.Decided), its key and lease (etcdlock.Keyed, else the
-// locker's session), and notes whose lease it is.
+// its own word, lock.Decided), its key and lease (etcdlock.Keyed; for a
+// Held that tells its key only, lock.Keyed, the key's lease on the server;
+// else the locker's session), and notes whose lease it is.
 func (c *conn) Granted(l lock.Locker, held lock.Held, p histories.Process) workload.Grant {
 	g := &grant{conn: c, token: held.Token(), decided: c.revs.newest()}
 	if d, ok := held.(lock.Decided); ok {
 		g.decided = max(g.decided, d.Revision())
 	}
 	lh, _ := l.(etcdlock.LeaseHolder)
-	if k, ok := held.(etcdlock.Keyed); ok {
+	switch k := held.(type) {
+	case etcdlock.Keyed:
 		g.key, g.lease = k.Key(), k.LeaseID()
-	} else if lh != nil {
-		g.lease = lh.LeaseID()
+	case lock.Keyed:
+		g.key, g.lease = k.Key(), c.run.leaseOf(k.Key())
+	default:
+		if lh != nil {
+			g.lease = lh.LeaseID()
+		}
 	}
 	// A lease of the grant's own, not its locker's session, is let go of
 	// with the grant.

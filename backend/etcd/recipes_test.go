@@ -307,7 +307,7 @@ func TestEtcdTxnTokenFenceForPlainRecipe(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return plainLocker{l}, nil
+		return wrapLocker{l, func(h lock.Held) lock.Held { return plainHeld{h} }}, nil
 	})
 	cfg := testConfig()
 	cfg.Recipe = plain
@@ -332,18 +332,23 @@ func TestEtcdTxnTokenFenceForPlainRecipe(t *testing.T) {
 	}
 }
 
-// plainLocker hides everything but the Locker and Held methods.
-type plainLocker struct{ l lock.Locker }
+// wrapLocker hides everything of a Locker but its methods, and wraps its
+// Helds.
+type wrapLocker struct {
+	l    lock.Locker
+	wrap func(lock.Held) lock.Held
+}
 
-func (p plainLocker) Close() error { return p.l.Close() }
-func (p plainLocker) Acquire(ctx context.Context, name string) (lock.Held, error) {
-	h, err := p.l.Acquire(ctx, name)
+func (w wrapLocker) Close() error { return w.l.Close() }
+func (w wrapLocker) Acquire(ctx context.Context, name string) (lock.Held, error) {
+	h, err := w.l.Acquire(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return plainHeld{h}, nil
+	return w.wrap(h), nil
 }
 
+// plainHeld hides everything but the Held methods.
 type plainHeld struct{ h lock.Held }
 
 func (p plainHeld) Token() int64                      { return p.h.Token() }
@@ -415,3 +420,54 @@ func firstLine(s string) string {
 	}
 	return s
 }
+
+// A lock that tells only the key its grant holds (lock.Keyed), as a lock in
+// another process does: etcd finds the key's lease on the server, so the
+// history names each grant's claim, the observer attributes each release
+// to its client, and the contract is judged in full. The recipe gets the
+// client's own links as host:port, one per member.
+func TestKeyOnlyGrant(t *testing.T) {
+	var endpoints []string
+	cfg := testConfig()
+	cfg.Recipe = lock.RecipeFunc("key-only", func(ctx context.Context, env lock.Env) (lock.Locker, error) {
+		endpoints = env.Endpoints
+		l, err := etcdlock.Mutex().New(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		return wrapLocker{l, func(h lock.Held) lock.Held { return keyOnlyHeld{plainHeld{h}} }}, nil
+	})
+	e := setup(t, resource.Fenced, cfg)
+	e.start()
+	e.waitReleases(10, 10*time.Second)
+	_, ops := e.finish()
+	if len(endpoints) != 3 || !strings.Contains(endpoints[0], ":") || strings.Contains(endpoints[0], "/") {
+		t.Errorf("the recipe's endpoints %v, want 3 host:port links", endpoints)
+	}
+	for _, op := range ops {
+		if op.F == histories.Acquire && op.Type == histories.OK && op.Value.Claim == "" {
+			t.Fatalf("a grant without its claim: %+v", op)
+		}
+	}
+	released := 0
+	for _, op := range ops {
+		if op.F != histories.FKeyDeleted || op.Value.Params["by"] != histories.DeletedByRelease {
+			continue
+		}
+		released++
+		if len(op.Value.Targets) != 1 || op.Value.Params["process"] == "" || op.Value.Params["lease"] == "0" {
+			t.Errorf("a release's deletion not attributed: %+v", op.Value)
+		}
+	}
+	if released < 10 {
+		t.Errorf("%d deletions attributed to releases, want at least 10", released)
+	}
+	if r := results(ops)["contract"]; r.Verdict != checker.Valid {
+		t.Errorf("contract %s, want valid:\n%s", r.Verdict, r.Explanation)
+	}
+}
+
+// keyOnlyHeld tells its key, and nothing else a Held may.
+type keyOnlyHeld struct{ plainHeld }
+
+func (k keyOnlyHeld) Key() string { return k.h.(lock.Keyed).Key() }

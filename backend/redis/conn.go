@@ -55,7 +55,7 @@ func (r *run) Connect(c workload.Client) (workload.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{run: r, name: c.Name, rc: rc}, nil
+	return &conn{run: r, name: c.Name, rc: rc, eps: servers}, nil
 }
 
 func (r *run) Observe(ctx context.Context, keys workload.Keys, rec workload.Recorder) (workload.Observer, error) {
@@ -67,9 +67,12 @@ type conn struct {
 	run  *run
 	name string
 	rc   *redislock.Conn
+	eps  []string
 }
 
 func (c *conn) Env() any { return c.rc }
+
+func (c *conn) Endpoints() []string { return c.eps }
 
 func (c *conn) Close() error { return c.rc.Close() }
 

@@ -132,8 +132,8 @@ func TestRedisBadInput(t *testing.T) {
 		{[]string{"--recipe", "redis-setnx", "--resource", "etcd-txn"}, "--resource etcd-txn keeps the values in etcd"},
 		{[]string{"--recipe", "redis-del", "--nemesis", "partition"}, "needs partition, which redis"},
 		{[]string{"--recipe", "redis-del", "--redis-bin", "/nope"}, "apt-get install redis-server"},
-		{[]string{"--recipe", "redis-del", "--cluster", "process"}, "--cluster process is for etcd recipes"},
-		{[]string{"--redis-bin", "/nope"}, "--redis-bin is for a Redis recipe"},
+		{[]string{"--recipe", "redis-del", "--cluster", "process"}, "--cluster is for etcd recipes (mutex, "},
+		{[]string{"--redis-bin", "/nope"}, "--redis-bin is for redis recipes (redis-setnx, redlock, redis-del), not mutex"},
 		// A failover needs a replica and Sentinel: redis-setnx and
 		// redis-del get them; Redlock's independent masters and etcd not.
 		{[]string{"--recipe", "redlock", "--nemesis", "failover"}, "fault failover needs failover, which redis"},
