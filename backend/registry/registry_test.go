@@ -132,13 +132,14 @@ func TestCatalog(t *testing.T) {
 }
 
 // The catalog lists the scenarios in the order of their topics, the
-// scenarios of every lock first: the order locktest scenario list has
-// always printed.
+// scenarios of every lock first: these in the order locktest scenario list
+// has always printed them (a new backend's go among them by topic).
 func TestCatalogOrder(t *testing.T) {
 	want := []string{"paused-holder", "partitioned-holder", "lease-revoked", "delayed-write", "clock-guard", "oversold",
 		"oversold-redis", "failover-redis", "redlock-restart", "redlock-clock", "waiter-expiry", "etcd-11456", "leader-loss"}
-	if got := Catalog().Names(); !slices.Equal(got, want) {
-		t.Errorf("catalog %v, want %v", got, want)
+	got := slices.DeleteFunc(Catalog().Names(), func(n string) bool { return !slices.Contains(want, n) })
+	if !slices.Equal(got, want) {
+		t.Errorf("catalog %v, want %v in this order", Catalog().Names(), want)
 	}
 	we, _ := Catalog().Lookup("waiter-expiry")
 	if we.Expected("mutex-3.4", scenario.Fenced)["contract"] != scenario.Invalid || we.Expected("mutex", scenario.Unfenced)["contract"] != scenario.Valid ||
