@@ -38,9 +38,11 @@ type Env struct {
 	// Prefix is where this run's lock keys live; a lock named L should use
 	// keys under Prefix+L.
 	Prefix string
-	// Endpoints are the host:port addresses of the client's own links to
-	// the servers, in member order: what a lock that dials the servers
-	// itself needs (a lock in another process, say).
+	// Backend names the run's backend ("etcd"), and Endpoints are the
+	// host:port addresses of the client's own links to its servers, in
+	// member order: what a lock that dials the servers itself needs (a
+	// lock in another process, say).
+	Backend   string
 	Endpoints []string
 	// Name is the client's name, "c3".
 	Name string

@@ -111,7 +111,8 @@ func newClient(w *Workload, i int, resourceAddr string) (*client, error) {
 
 // env is what the recipe gets for this client.
 func (c *client) env() lock.Env {
-	return lock.Env{Conn: c.conn.Env(), Clock: c.clock, TTL: c.cfg.TTL, Prefix: c.cfg.Prefix, Name: c.name, Endpoints: c.conn.Endpoints()}
+	return lock.Env{Conn: c.conn.Env(), Clock: c.clock, TTL: c.cfg.TTL, Prefix: c.cfg.Prefix, Name: c.name,
+		Backend: c.w.backend.Name(), Endpoints: c.conn.Endpoints()}
 }
 
 // finish ends the client's locker at the end of Run and returns its stats.

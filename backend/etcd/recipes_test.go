@@ -428,9 +428,10 @@ func firstLine(s string) string {
 // client's own links as host:port, one per member.
 func TestKeyOnlyGrant(t *testing.T) {
 	var endpoints []string
+	var backend string
 	cfg := testConfig()
 	cfg.Recipe = lock.RecipeFunc("key-only", func(ctx context.Context, env lock.Env) (lock.Locker, error) {
-		endpoints = env.Endpoints
+		endpoints, backend = env.Endpoints, env.Backend
 		l, err := etcdlock.Mutex().New(ctx, env)
 		if err != nil {
 			return nil, err
@@ -441,8 +442,8 @@ func TestKeyOnlyGrant(t *testing.T) {
 	e.start()
 	e.waitReleases(10, 10*time.Second)
 	_, ops := e.finish()
-	if len(endpoints) != 3 || !strings.Contains(endpoints[0], ":") || strings.Contains(endpoints[0], "/") {
-		t.Errorf("the recipe's endpoints %v, want 3 host:port links", endpoints)
+	if len(endpoints) != 3 || !strings.Contains(endpoints[0], ":") || strings.Contains(endpoints[0], "/") || backend != Name {
+		t.Errorf("the recipe's backend %q, endpoints %v; want %s and 3 host:port links", backend, endpoints, Name)
 	}
 	for _, op := range ops {
 		if op.F == histories.Acquire && op.Type == histories.OK && op.Value.Claim == "" {
