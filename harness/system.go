@@ -28,7 +28,7 @@ func (o *Options) plan() error {
 	if o.planned {
 		return nil
 	}
-	b, err := o.backend()
+	b, err := o.chooseBackend()
 	if err != nil {
 		return err
 	}
@@ -58,9 +58,9 @@ func (o *Options) plan() error {
 	return nil
 }
 
-// backend is the backend of the run: that of o.System if set, else of the
+// chooseBackend is the backend of the run: that of o.System if set, else of the
 // recipe; its default options where o has none.
-func (o *Options) backend() (backend.Backend, error) {
+func (o *Options) chooseBackend() (backend.Backend, error) {
 	recipe := ""
 	if o.Workload.Recipe != nil {
 		recipe = o.Workload.Recipe.Name()
