@@ -202,6 +202,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
+	o.sweepBeside()
 	history := filepath.Join(o.Dir, "history.jsonl")
 	st, runErr := execute(ctx, &o, history)
 	interrupted := ctx.Err() != nil

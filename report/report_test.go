@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/internal/scratch"
 )
 
 // browser starts headless Chromium for a test, or skips the test when the
@@ -37,12 +38,20 @@ func browser(t testing.TB) (context.Context, *scriptErrors) {
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
 		chromedp.WindowSize(1400, 1000))
 	// The profile is removed once Chromium has let go of it: it may still
-	// write there while it exits.
-	profile, err := os.MkdirTemp("", "locktest-chromium-")
+	// write there while it exits. Everything Chromium writes goes there:
+	// its temporary files (the singleton socket, left behind when it is
+	// killed), its crash reports and caches under HOME. Named after this
+	// process, a profile a killed test left is removed by the next locktest.
+	profile, err := scratch.Dir("", "chromium")
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts = append(opts, chromedp.UserDataDir(profile))
+	tmp := filepath.Join(profile, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	opts = append(opts, chromedp.UserDataDir(filepath.Join(profile, "profile")),
+		chromedp.Env("TMPDIR="+tmp, "HOME="+profile, "XDG_CONFIG_HOME="+filepath.Join(profile, "config"), "XDG_CACHE_HOME="+filepath.Join(profile, "cache")))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
