@@ -152,19 +152,6 @@ func markApplied(h *checker.History, path string) error {
 	return nil
 }
 
-// writeResourceLog stores the writes the resource accepted, in its order.
-func writeResourceLog(path string, log []resource.Entry) {
-	f, err := os.Create(path)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	enc := json.NewEncoder(f)
-	for _, e := range log {
-		enc.Encode(e)
-	}
-}
-
 func isClosed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
