@@ -121,6 +121,9 @@ func (o *Options) startEtcd(ctx context.Context, logs string) (etcdSystem, error
 		if err != nil {
 			return nil, err
 		}
+		if line := e.Leftovers(); line != "" {
+			o.logf("locktest: %s", line)
+		}
 		return e, nil
 	}
 	// The members' data dirs go under the run, beside their logs: nothing
