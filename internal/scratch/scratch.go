@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/internal/proc"
+	"github.com/locktest/locktest/internal/words"
 )
 
 // self is this process's pid and start time, which name it in Dir's names.
@@ -71,12 +72,8 @@ func (r Removed) String() string {
 	if len(paths) > 3 {
 		paths, more = paths[:3], fmt.Sprintf(" and %d more", len(r.Paths)-3)
 	}
-	what := "directory"
-	if len(r.Paths) > 1 {
-		what = "directories"
-	}
-	return fmt.Sprintf("removed %d %s that killed runs left behind (%s): %s%s",
-		len(r.Paths), what, Size(r.Bytes), strings.Join(paths, ", "), more)
+	return fmt.Sprintf("removed %s that killed runs left behind (%s): %s%s",
+		words.Count(len(r.Paths), "directory", "directories"), Size(r.Bytes), strings.Join(paths, ", "), more)
 }
 
 // Sweep removes from each of dirs the scratch directories whose owner no
