@@ -55,9 +55,15 @@ func verdictOf(rs []Result, name string) Result {
 }
 
 func TestWholeRunIsNotCut(t *testing.T) {
-	rs, cut := judged(Build(wholeRun(nil).ops()))
+	h := Build(wholeRun(nil).ops())
+	rs, cut := judged(h)
 	if cut != nil {
 		t.Fatalf("a whole run judged cut: %+v", cut)
+	}
+	for _, f := range h.faults() {
+		if f.Fault != "pause-client" {
+			t.Errorf("the history's faults hold %+v: the end event is no fault", f)
+		}
 	}
 	for _, name := range []string{histories.CheckMutex, histories.CheckResource, histories.CheckInvariant, histories.CheckLiveness} {
 		expect(t, verdictOf(rs, name), Valid)

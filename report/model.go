@@ -233,7 +233,7 @@ func (b *builder) nemesis(op histories.Op) {
 		for k, val := range v.Params {
 			b.setup[k] = val
 		}
-	case histories.FObserved, histories.FLockerFailed:
+	case histories.FObserved, histories.FLockerFailed, histories.FEnd:
 	case histories.FKeyDeleted, histories.FLeaseLost:
 		if target == "" {
 			return
