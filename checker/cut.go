@@ -35,6 +35,10 @@ type Cut struct {
 // ends as its run did, and for one that does not say: older histories and
 // hand-written ones are judged as they always were.
 func (h *History) Cut() *Cut {
+	if len(h.nemesis) == 0 && len(h.ops) == 0 {
+		return &Cut{Missing: []string{"no setup event", "no end event"},
+			Summary: "cut short: the history is empty; a run records its setup first, so this one was cut short before it recorded anything"}
+	}
 	promised, ended, interrupted := false, false, false
 	for _, op := range h.nemesis {
 		switch op.F {

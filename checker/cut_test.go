@@ -163,3 +163,10 @@ func TestInterruptedRun(t *testing.T) {
 	}
 	expect(t, verdictOf(rs, histories.CheckLiveness), Unknown)
 }
+
+// TestEmptyHistoryIsCut: a run killed as it started leaves an empty file.
+func TestEmptyHistoryIsCut(t *testing.T) {
+	if cut := Build(nil).Cut(); cut == nil || !strings.Contains(cut.Summary, "the history is empty") {
+		t.Fatalf("cut %+v", cut)
+	}
+}
