@@ -133,9 +133,13 @@ type Plan struct {
 	Members int
 	// Resource is the resource mode.
 	Resource resource.Mode
-	// Dir is the run directory and LogDir the servers' logs' (Start
+	// Dir is the run directory (nothing of the run is to be left outside
+	// it, a killed run's neither) and LogDir the servers' logs' (Start
 	// only).
 	Dir, LogDir string
+	// Logf, if set, takes a line for the user (Start only): what the
+	// start found left by a killed run, say.
+	Logf func(format string, args ...any)
 }
 
 // Started is a backend's system of one run, started.

@@ -115,7 +115,7 @@ func (o *Options) faultFamilies() []string {
 // workload's lock keys go where the system says, if it does.
 func (o *Options) startSystem(ctx context.Context, logs string) (*backend.Started, error) {
 	p := o.backendPlan()
-	p.Dir, p.LogDir = o.Dir, logs
+	p.Dir, p.LogDir, p.Logf = o.Dir, logs, o.logf
 	st, err := o.System.Start(ctx, p)
 	if err != nil {
 		return nil, err

@@ -51,6 +51,9 @@ func Write(out string, res *harness.Results, history string) error {
 		Setup: b.setup, Scenario: res.Scenario,
 		Legend: map[string]string{"expiry": res.Terms.LegendExpired, "lost": res.Terms.LegendLost},
 	}
+	if res.CutShort != nil {
+		m.Meta.CutShort = res.CutShort.Summary
+	}
 	name := func(p int) string { return b.client(histories.Process(p)) }
 	for _, c := range res.Checks {
 		ck := check{Name: c.Name, Verdict: string(c.Verdict), Required: slices.Contains(res.Required, c.Name), Explanation: c.Explanation}

@@ -167,12 +167,16 @@ func (o *Options) Start(ctx context.Context, p backend.Plan) (*backend.Started, 
 		if err != nil {
 			return nil, err
 		}
+		if line := e.Leftovers(); line != "" && p.Logf != nil {
+			p.Logf("locktest: %s", line)
+		}
 		return &backend.Started{System: e, Workload: Workload(e), Version: e.Etcd().Version, Prefix: prefix + "locks/", Close: e.Close}, nil
 	}
-	cfg := cluster.Config{Members: p.Members, LogDir: p.LogDir, TickMs: o.TickMs, ElectionMs: o.ElectionMs}
+	// The members' data dirs go under the run, beside their logs: nothing
+	// of a run is left outside its directory, even by a killed one.
+	cfg := cluster.Config{Members: p.Members, Dir: p.Dir, LogDir: p.LogDir, TickMs: o.TickMs, ElectionMs: o.ElectionMs}
 	if o.Mode == Process {
-		// The members' data dirs go under the run, beside their logs.
-		cfg.Processes, cfg.EtcdBin, cfg.Dir = true, o.EtcdBin, p.Dir
+		cfg.Processes, cfg.EtcdBin = true, o.EtcdBin
 	}
 	cl, err := cluster.Start(ctx, cfg)
 	if err != nil {
