@@ -47,18 +47,29 @@ func (r *memRecorder) snapshot() ([]histories.Op, <-chan struct{}) {
 // returns it; it fails the test at the deadline.
 func (r *memRecorder) waitFor(t *testing.T, timeout time.Duration, from int, what string, pred func(histories.Op) bool) histories.Op {
 	t.Helper()
+	op, ok := r.lookFor(timeout, from, pred)
+	if !ok {
+		ops, _ := r.snapshot()
+		t.Fatalf("no %s within %v; history:\n%s", what, timeout, dump(ops))
+	}
+	return op
+}
+
+// lookFor waits until an op at or after index from satisfies pred, and
+// returns it; false at the deadline.
+func (r *memRecorder) lookFor(timeout time.Duration, from int, pred func(histories.Op) bool) (histories.Op, bool) {
 	deadline := time.After(timeout)
 	for {
 		ops, changed := r.snapshot()
 		for _, op := range ops[min(from, len(ops)):] {
 			if pred(op) {
-				return op
+				return op, true
 			}
 		}
 		select {
 		case <-changed:
 		case <-deadline:
-			t.Fatalf("no %s within %v; history:\n%s", what, timeout, dump(ops))
+			return histories.Op{}, false
 		}
 	}
 }
