@@ -63,6 +63,7 @@ var families = []Family{
 	membership{},
 	failover{},
 	clockJump{},
+	lostReply{},
 }
 
 // oncePerRun is a family whose faults a system carries out once per run:

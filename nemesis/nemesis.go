@@ -1,8 +1,8 @@
 // Package nemesis injects faults into a running locktest. A fault family
 // (fault.go: the Family interface and the registry) is one file: partition,
-// isolate, lease, clock, pause, crash, slow, member, failover and
-// clock-jump-emulated. Each says which kinds it has, what it needs of the
-// system under test (package system's capabilities: a family names no
+// isolate, lease, clock, pause, crash, slow, member, failover,
+// clock-jump-emulated and lost-reply. Each says which kinds it has, what it
+// needs of the system under test (package system's capabilities: a family names no
 // backend, and strikes every system that offers what it needs), how it
 // draws an entry from the seed, how it injects, stops and heals, and how a
 // story words it. Faults run one at a time from a Schedule (schedule.go), which
@@ -34,6 +34,12 @@ type Clients interface {
 	Entering(min, max, within time.Duration) (client string, ok bool) // a holder that began, within the last within, a section thinking between min and max (max 0: no bound) on its clock
 	Role(client string) string                                        // "holder", "waiter" or "idle" now
 	Disarm(client string) (armed bool, pausedUntil time.Time)         // cancel a pause armed for the client's next write; when its current pause ends (zero: not paused)
+	// Intercept arms a hook on the client's next operation op
+	// (histories.Acquire or Release), or the one in flight: before runs
+	// just before the client sends it (at once for one in flight), and
+	// done receives its error once it returned; cancel disarms it unless
+	// before has run, and says whether it had.
+	Intercept(client, op string, before func()) (done <-chan error, cancel func() (fired bool), err error)
 }
 
 // Recorder appends operations to the history; *histories.Recorder is one.

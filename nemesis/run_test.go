@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -69,6 +70,7 @@ type fakeClients struct {
 	think    time.Duration
 	leases   map[string]string
 	calls    []string
+	hook     *fakeHook
 }
 
 func (f *fakeClients) call(format string, args ...any) {
@@ -124,6 +126,75 @@ func (f *fakeClients) Role(c string) string {
 func (f *fakeClients) Disarm(c string) (bool, time.Time) {
 	f.call("disarm %s", c)
 	return false, time.Time{}
+}
+
+// Intercept keeps the hook for the test to fire (intercepted), as the
+// client would just before it sends op.
+func (f *fakeClients) Intercept(c, op string, before func()) (<-chan error, func() bool, error) {
+	f.call("intercept %s %s", c, op)
+	h := &fakeHook{before: before, done: make(chan error, 1)}
+	f.mu.Lock()
+	f.hook = h
+	f.mu.Unlock()
+	return h.done, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return h.fired
+	}, nil
+}
+
+type fakeHook struct {
+	before func()
+	done   chan error
+	fired  bool
+}
+
+// fire waits for an armed hook and fires it, as the client would just
+// before it sends the operation: its before has run when fire returns, and
+// the test sends the operation's error to its done.
+func (f *fakeClients) fire(t *testing.T) *fakeHook {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f.mu.Lock()
+		h := f.hook
+		if h != nil {
+			h.fired = true
+			f.hook = nil
+		}
+		f.mu.Unlock()
+		if h != nil {
+			h.before()
+			return h
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no hook armed within 5 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// autoFire fires every hook armed until stop closes, each operation
+// failing at once with err.
+func (f *fakeClients) autoFire(stop <-chan struct{}, err error) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Millisecond):
+		}
+		f.mu.Lock()
+		h := f.hook
+		if h != nil {
+			h.fired = true
+			f.hook = nil
+		}
+		f.mu.Unlock()
+		if h != nil {
+			h.before()
+			h.done <- err
+		}
+	}
 }
 
 func (f *fakeClients) callList() []string {
@@ -689,6 +760,9 @@ func TestRunEveryKind(t *testing.T) {
 		t.Fatalf("generated kinds %v", kinds)
 	}
 	rec := newRec()
+	firing := make(chan struct{})
+	defer close(firing)
+	go fc.autoFire(firing, errors.New("connection closed"))
 	cancel := goRun(c, fc, rec, sched)
 	last := kinds[len(kinds)-1]
 	rec.wait(t, histories.FStop, last, 30*time.Second)
@@ -707,3 +781,70 @@ func TestRunEveryKind(t *testing.T) {
 }
 
 func hex(l clientv3.LeaseID) string { return strconv.FormatInt(int64(l), 16) }
+
+// A lost reply: the holder's next operation (here a delete of a key, over
+// its own links) reaches the server and is applied, its reply is dropped,
+// and the cut after the fault's duration breaks the connection: the client
+// sees an error soon after the cut, not at its own timeout, and the key is
+// gone on the server. The fault's params say what the client saw.
+func TestRunLostReply(t *testing.T) {
+	c, ctx := startCluster(t)
+	cli, err := c.Client("c0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if err := putWithin(ctx, cli, 5*time.Second, "lost/k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0"}
+	hold := 300 * time.Millisecond
+	sched := Schedule{Members: 3, Clients: fc.names, Entries: []Entry{
+		{At: 0, Fault: LostReplyRelease, Target: TargetHolder, Fallback: "c1", Duration: hold},
+	}}
+	rec := newRec()
+	cancel := goRun(c, fc, rec, sched)
+	h := fc.fire(t)
+	sent := time.Now()
+	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+	_, derr := cli.Delete(dctx, "lost/k")
+	dcancel()
+	took := time.Since(sent)
+	h.done <- derr
+	stop := rec.wait(t, histories.FStop, LostReplyRelease, 10*time.Second)
+	res := cancel()
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if derr == nil {
+		t.Fatalf("the delete returned its reply (after %v); want it lost", took)
+	}
+	if took < hold || took > hold+3*time.Second {
+		t.Errorf("the client saw %q after %v; want it soon after the cut at %v", derr, took, hold)
+	}
+	direct, err := c.DirectClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	gctx, gcancel := context.WithTimeout(ctx, 5*time.Second)
+	got, err := direct.Get(gctx, "lost/k")
+	gcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Kvs) != 0 {
+		t.Errorf("the server did not apply the delete whose reply was lost: %+v", got.Kvs)
+	}
+	p := stop.Value.Params
+	if p["op"] != histories.Release || p["reply"] != "lost" || !strings.HasPrefix(p["client_saw"], "error: ") || p["role"] != "holder" {
+		t.Errorf("stop params %v", p)
+	}
+	if !slices.Equal(stop.Value.Targets, []string{"c0"}) {
+		t.Errorf("targets %v", stop.Value.Targets)
+	}
+	if calls := fc.callList(); !slices.Contains(calls, "intercept c0 release") {
+		t.Errorf("calls %v", calls)
+	}
+	checkHealed(t, ctx, c, "c0")
+}

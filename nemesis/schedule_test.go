@@ -42,14 +42,14 @@ func TestParseFaults(t *testing.T) {
 
 // All is every family the system offers, but those asked for by name only.
 func TestExpand(t *testing.T) {
-	every := []string{"partition", "isolate", "lease", "clock", "pause", "crash", "slow", "member"}
+	every := []string{"partition", "isolate", "lease", "clock", "pause", "crash", "slow", "member", "lost-reply"}
 	if got := Expand([]string{All}, nil); !slices.Equal(got, every) {
 		t.Errorf("all of every family: %v, want %v", got, every)
 	}
 	// A system of client links and member pauses and crashes, with a
 	// failover: what it offers, not failover, nor kinds it lacks.
 	offers := Offered(prototype{})
-	if got, want := Expand([]string{All}, offers), []string{"isolate", "clock", "pause", "crash", "slow"}; !slices.Equal(got, want) {
+	if got, want := Expand([]string{All}, offers), []string{"isolate", "clock", "pause", "crash", "slow", "lost-reply"}; !slices.Equal(got, want) {
 		t.Errorf("all of a system without partitions, leases or members: %v, want %v", got, want)
 	}
 	if got := Expand([]string{"partition"}, offers); !slices.Equal(got, []string{"partition"}) {
@@ -210,8 +210,9 @@ func TestReach(t *testing.T) {
 	}
 }
 
-// Lease, isolation and client pauses strike waiters too, and only those
-// kinds do; a waiter entry has a fallback for when nobody waits.
+// Lease, isolation, client pauses and lost replies of acquires and
+// renewals strike waiters too, and only those kinds do; a waiter entry has
+// a fallback for when nobody waits.
 func TestGenerateStrikesWaiters(t *testing.T) {
 	cfg := Config{Faults: Categories(), Members: 3, Clients: []string{"c0", "c1", "c2"}, Time: 10 * time.Minute}
 	kinds := map[string]bool{}
@@ -230,7 +231,7 @@ func TestGenerateStrikesWaiters(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]bool{LeaseStarve: true, LeaseRevoke: true, Isolate: true, PauseClient: true}
+	want := map[string]bool{LeaseStarve: true, LeaseRevoke: true, Isolate: true, PauseClient: true, LostReplyAcquire: true, LostReplyRenew: true}
 	if !reflect.DeepEqual(kinds, want) {
 		t.Errorf("kinds aimed at waiters: %v; want %v", kinds, want)
 	}

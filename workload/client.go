@@ -39,7 +39,54 @@ type client struct {
 	waiting time.Time // when the Acquire in flight began; zero when none is
 	// thinking is the critical section's think in progress, if any.
 	thinking thinking
-	stats    Stats
+	// inFlight is the acquire or release the client has sent and not yet
+	// had an answer to ("" between them), and intercept a hook a fault
+	// armed on its next one (Workload.Intercept).
+	inFlight  string
+	intercept *intercept
+	stats     Stats
+}
+
+// intercept is a hook on a client's next operation of a kind.
+type intercept struct {
+	op     string
+	before func()
+	done   chan error // buffered: the operation's error, once
+	fired  bool       // before has run (or is running)
+}
+
+// sending marks op as the operation in flight and runs a hook armed on it,
+// just before the client sends it.
+func (c *client) sending(op string) {
+	c.mu.Lock()
+	c.inFlight = op
+	ic := c.intercept
+	if ic == nil || ic.op != op || ic.fired {
+		ic = nil
+	} else {
+		ic.fired = true
+	}
+	c.mu.Unlock()
+	if ic != nil {
+		ic.before()
+	}
+}
+
+// answered marks the operation in flight as returned with err, and hands
+// err to the hook that struck it.
+func (c *client) answered(op string, err error) {
+	c.mu.Lock()
+	c.inFlight = ""
+	ic := c.intercept
+	if ic != nil && ic.op == op && ic.fired {
+		c.intercept = nil
+	} else {
+		ic = nil
+	}
+	c.mu.Unlock()
+	if ic != nil {
+		ic.done <- err
+	}
 }
 
 // locker is the client's current lock.Locker, with its session if it keeps
@@ -465,7 +512,9 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	lctx, cancel := c.opContext(ctx)
 	c.conn.Acquiring()
 	c.setWaiting(began)
+	c.sending(histories.Acquire)
 	held, err := l.Acquire(lctx, key)
+	c.answered(histories.Acquire, err)
 	c.setWaiting(time.Time{})
 	err = opError(lctx, err)
 	cancel()
@@ -520,7 +569,10 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	}
 	h.grant.Releasing()
 	uctx, cancel := c.opContext(ctx)
-	err = opError(uctx, held.Release(uctx))
+	c.sending(histories.Release)
+	err = held.Release(uctx)
+	c.answered(histories.Release, err)
+	err = opError(uctx, err)
 	cancel()
 	h.grant.Released(err)
 	if err != nil {

@@ -3,10 +3,13 @@ package workload
 import (
 	"fmt"
 	"time"
+
+	"github.com/locktest/locktest/histories"
 )
 
 // The controls a nemesis drives the clients with (nemesis.Clients): who
-// holds, waits or enters a section, and pauses, clock faults and crashes.
+// holds, waits or enters a section, pauses, clock faults, crashes, and hooks
+// on a client's next operation.
 
 // Names returns the clients' names, "c0", "c1", ...
 func (w *Workload) Names() []string {
@@ -187,4 +190,41 @@ func (w *Workload) client(name string) (*client, error) {
 		return nil, fmt.Errorf("workload: no client %q", name)
 	}
 	return c, nil
+}
+
+// Intercept arms a hook on client's next operation op (histories.Acquire
+// or histories.Release), or on the one in flight: before runs just before
+// the client sends it (on the client's goroutine; at once, here, for one in
+// flight, whose request is already sent), and done receives the
+// operation's error (nil: it succeeded) once it returns. It is how a fault
+// strikes exactly one operation, as a failpoint in the client would: a
+// lost reply holds the client's links just before its request goes out.
+// Cancel disarms the hook unless before has run, and reports whether it
+// had. A later Intercept on the same client replaces an unfired one.
+func (w *Workload) Intercept(client, op string, before func()) (done <-chan error, cancel func() (fired bool), err error) {
+	c, err := w.client(client)
+	if err != nil {
+		return nil, nil, err
+	}
+	if op != histories.Acquire && op != histories.Release {
+		return nil, nil, fmt.Errorf("workload: intercept of %q: want %s or %s", op, histories.Acquire, histories.Release)
+	}
+	ic := &intercept{op: op, before: before, done: make(chan error, 1)}
+	c.mu.Lock()
+	inFlight := c.inFlight == op
+	ic.fired = inFlight
+	c.intercept = ic
+	c.mu.Unlock()
+	if inFlight {
+		before()
+	}
+	cancel = func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.intercept == ic && !ic.fired {
+			c.intercept = nil
+		}
+		return ic.fired
+	}
+	return ic.done, cancel, nil
 }

@@ -1,0 +1,265 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+
+	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/system"
+)
+
+// Lost replies: one operation of a client reaches the server, which applies
+// it, and its reply never comes back; the client sees its connection break,
+// an error, as it would if a network path died right after the request went
+// through. Jepsen's operation of unknown outcome, on demand.
+//
+// How: just before the client sends the operation (the workload's hook,
+// Clients.Intercept), every link of the client to the members drops what
+// the servers send (a toxiproxy timeout toxic of timeout 0 on the
+// downstream only), so the request goes through and the reply is dropped;
+// after the fault's duration (the time the server has to apply it) the
+// toxic is removed, which closes the connections it held: the cut. A lease
+// renewal is no operation of the workload's: its fault drops the replies
+// for a window that holds the next renewal (a renewal goes every TTL/3).
+const (
+	// LostReplyRelease loses the reply to the holder's next release.
+	LostReplyRelease = "lost-reply-release"
+	// LostReplyAcquire loses the reply to a client's next acquire, or to a
+	// waiter's acquire in flight (its grant).
+	LostReplyAcquire = "lost-reply-acquire"
+	// LostReplyRenew loses the reply to a client's next lease renewal.
+	LostReplyRenew = "lost-reply-renew"
+)
+
+type lostReply struct{}
+
+func (lostReply) Name() string { return "lost-reply" }
+
+func (lostReply) Kinds(_ int, clients bool) []string {
+	return onlyWithClients(clients, LostReplyRelease, LostReplyAcquire, LostReplyRenew)
+}
+
+func (lostReply) Needs(string) []system.Capability { return []system.Capability{system.CapLinks} }
+
+// Weight: releases twice as often as the others: a release whose reply is
+// lost is where retries go wrong (etcd#22082).
+func (lostReply) Weight(kind string) int {
+	if kind == LostReplyRelease {
+		return 2
+	}
+	return 1
+}
+
+// Durations: how long the replies are dropped before the cut: ample time
+// for a server to apply a request (a few milliseconds here), short against
+// the lease, whose renewals' replies are dropped too.
+func (lostReply) Durations(ttl time.Duration) Range { return Range{ttl / 8, ttl / 4} }
+
+func (lostReply) Draw(g *Gen, e *Entry, d Range) {
+	switch e.Fault {
+	case LostReplyRelease:
+		g.roleTarget(e, 0.85, 0)
+		e.Duration = g.dur(d)
+	case LostReplyAcquire:
+		// The holder's next acquire (it goes back in line), a waiter's
+		// acquire in flight (the reply is its grant), or any client's next.
+		g.roleTarget(e, 0.4, 0.4)
+		e.Duration = g.dur(d)
+	default:
+		g.roleTarget(e, 0.7, 0.3)
+		// The window holds the next renewal; a holder entering a section
+		// longer than it does not release meanwhile, and a waiter queued
+		// behind one stays queued.
+		e.Duration = g.cfg.TTL/3 + g.dur(d)
+		if e.Target == TargetHolder || e.Target == TargetWaiter {
+			e.Params["ahead"] = (e.Duration + g.cfg.TTL/4).String() + "-"
+		}
+	}
+}
+
+func (lostReply) Check(e Entry, _ int) error { return needTarget(e) }
+
+// answerWait bounds how long the stop of a lost reply waits for the client
+// to learn that its connection broke.
+const answerWait = 3 * time.Second
+
+func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
+	inj := &Injected{Params: map[string]string{}}
+	links, err := need[linker](env)
+	if err != nil {
+		return inj, err
+	}
+	name, err := env.client(ctx, e, inj, false)
+	if err != nil {
+		return inj, err
+	}
+	ps, err := links.Links(name)
+	if err != nil {
+		return inj, err
+	}
+	if ps, err = memberLinks(env, ps, e.Params["members"]); err != nil {
+		return inj, err
+	}
+	var ts toxics
+	inj.Stop = func(context.Context) error { return ts.remove() }
+	drop := func() error {
+		for _, p := range ps {
+			if err := ts.add(p, e.Fault, "timeout", toxiclient.Attributes{"timeout": 0}, "downstream"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if e.Fault == LostReplyRenew {
+		return inj, drop()
+	}
+
+	op := histories.Release
+	if e.Fault == LostReplyAcquire {
+		op = histories.Acquire
+	}
+	sent := make(chan struct{})
+	var dropErr error
+	done, cancel, err := env.Clients.Intercept(name, op, func() { dropErr = drop(); close(sent) })
+	if err != nil {
+		return inj, err
+	}
+	inFlight := false
+	select {
+	case <-sent:
+		inFlight = true // armed on an operation already sent
+	default:
+		wctx, wcancel := context.WithTimeout(ctx, aimWait)
+		select {
+		case <-sent:
+		case <-wctx.Done():
+			if !cancel() {
+				wcancel()
+				if ctx.Err() != nil {
+					return inj, errNotStruck
+				}
+				return inj, fmt.Errorf("%s sent no %s within %s", name, op, aimWait)
+			}
+			<-sent // it fired as the wait ended
+		}
+		wcancel()
+	}
+	inj.Params["op"] = op
+	if inFlight {
+		inj.Params["in_flight"] = "true"
+	}
+	if dropErr != nil {
+		return inj, dropErr
+	}
+
+	var (
+		answered bool
+		result   error
+	)
+	inj.Hold = func(ctx context.Context, d time.Duration) map[string]string {
+		if inFlight && op == histories.Acquire {
+			// A queued waiter's reply is its grant: the lock must pass on
+			// first (within a while).
+			if passed := env.lockPassed(ctx, freshGrantWait); passed {
+				inj.Params["passed"] = "true"
+			}
+		}
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		case result = <-done:
+			answered = true
+		}
+		return nil
+	}
+	inj.Stop = func(context.Context) error {
+		err := ts.remove() // the cut: removing the toxic closes what it held
+		cut := time.Now()
+		if answered {
+			inj.Params["reply"] = "arrived" // before the cut: nothing was lost
+		} else {
+			select {
+			case result = <-done:
+				answered = true
+				inj.Params["reply"] = "lost"
+				inj.Params["answered_after"] = time.Since(cut).Round(time.Millisecond).String()
+			case <-time.After(answerWait):
+				inj.Params["reply"] = "lost"
+				inj.Params["client_saw"] = "no answer within " + answerWait.String()
+			}
+		}
+		if answered {
+			inj.Params["client_saw"] = outcome(result)
+		}
+		return err
+	}
+	return inj, nil
+}
+
+// outcome words what a client saw of an operation: "ok", or its error.
+func outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	s := err.Error()
+	if len(s) > 160 {
+		s = s[:160] + "..."
+	}
+	return "error: " + s
+}
+
+// memberLinks are the links of ps (one per member, in order) to the members
+// named in list ("" or "all": every one).
+func memberLinks(env *Env, ps []*toxiclient.Proxy, list string) ([]*toxiclient.Proxy, error) {
+	if list == "" || list == "all" {
+		return ps, nil
+	}
+	names := env.Sys.MemberNames()
+	var out []*toxiclient.Proxy
+	for _, m := range strings.Split(list, ",") {
+		i := slices.Index(names, m)
+		if i < 0 || i >= len(ps) {
+			return nil, fmt.Errorf("param members: no member %q", m)
+		}
+		out = append(out, ps[i])
+	}
+	return out, nil
+}
+
+// lockPassed waits, at most max, until the grant held now (if any) is
+// released or another is made; false if neither came.
+func (env *Env) lockPassed(ctx context.Context, max time.Duration) bool {
+	_, tok, _ := env.Clients.Holder("")
+	wctx, cancel := context.WithTimeout(ctx, max)
+	defer cancel()
+	for {
+		if _, ntok, ok := env.Clients.Holder(""); !ok || ntok != tok {
+			return true
+		}
+		if !sleepUntil(wctx, time.Now().Add(5*time.Millisecond)) {
+			return false
+		}
+	}
+}
+
+// Heal: the runner removes every toxic once, for all families, and an
+// armed hook that never fired was disarmed by its Inject.
+func (lostReply) Heal(context.Context, *Env) ([]string, error) { return nil, nil }
+
+func (lostReply) Describe(kind string, ts []string) string {
+	op := "release"
+	switch kind {
+	case LostReplyAcquire:
+		op = "acquire"
+	case LostReplyRenew:
+		op = "lease renewal"
+	}
+	return fmt.Sprintf("%s's %s reached the server, but its reply was lost", targets(ts), op)
+}
