@@ -25,8 +25,10 @@ import (
 //  3. Overlap only after loss: when two holders' beliefs overlap, the
 //     claim of the one first in line (the lower token) was gone in the
 //     state the other's grant was decided on.
-//  4. Release only your own: no release deleted another client's key
-//     (the observer's definite "other-release").
+//  4. Release only your own: no release deleted the key of another grant:
+//     another client's, or a later grant of the releasing client's own
+//     session (a retried release whose reply was lost: etcd#22082), by the
+//     observer's definite "other-release".
 //  5. A live holder keeps its claim: a holder's lease does not expire on
 //     the server while no fault was active during its last TTL.
 //
@@ -262,9 +264,18 @@ func deletionCause(h *History, d Deletion) string {
 	case "acquire":
 		return ": its owner deleted it after a failed wait"
 	case histories.DeletedByOther:
-		return ": another client's release deleted it"
+		return otherRelease(d)
 	}
 	return ""
+}
+
+// otherRelease says whose release deleted a key another grant held: another
+// client's, or its own client's, of an older grant (a retry).
+func otherRelease(d Deletion) string {
+	if r := d.params["released_by"]; r != "" && slices.Equal(d.Targets, []string{r}) {
+		return ": its own client's release of an older grant deleted it"
+	}
+	return ": another client's release deleted it"
 }
 
 // overlaps judges promise 3 on every overlap of two holders' beliefs.
@@ -347,7 +358,7 @@ func (j *contractJudge) releases() {
 			what = fmt.Sprintf("%s's release of its token %s", releaser, d.params["released_token"])
 			if tok, err := strconv.ParseInt(d.params["released_token"], 10, 64); err == nil {
 				if b, ok := j.belief(d.Key, tok, d.Time); ok && b.Ended == "release" {
-					what = fmt.Sprintf("the release of token %d by %s (invoked %s)", tok, h.who(histories.Process(b.Process)), h.at(b.To))
+					what = fmt.Sprintf("the release of token %d by %s (invoked %s%s)", tok, h.who(histories.Process(b.Process)), h.at(b.To), h.unsettled(b))
 					v.Processes = append(v.Processes, b.Process)
 					v.From = b.To
 				}
@@ -364,6 +375,20 @@ func (j *contractJudge) releases() {
 			d.Key, what, victim, h.atRevision(d.Revision, d.Time), fmt.Sprintf(j.h.terms().Alive, owner))
 		j.broke(promiseRelease, v)
 	}
+}
+
+// unsettled says, of a belief that ended in a release, that its client
+// never learned the release's outcome (", ..."), or "".
+func (h *History) unsettled(b Belief) string {
+	for _, o := range h.ops {
+		if o.f == histories.Release && int(o.process) == b.Process && o.key == b.Key && o.call == b.To {
+			if o.status == histories.Info {
+				return "; its client never learned its outcome"
+			}
+			break
+		}
+	}
+	return ""
 }
 
 // live judges promise 5: no holder's lease expires on the server while no

@@ -139,7 +139,7 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 		case "acquire":
 			why = ": cleaned up after a failed wait"
 		case histories.DeletedByOther:
-			why = ": another client's release deleted it"
+			why = otherRelease(d)
 		}
 		evs = append(evs, event{d.Time, fmt.Sprintf("the server deleted %s's lock key (token %d) at %s%s", h.who(histories.Process(p)), d.Token, h.at(d.Time), why)})
 	}

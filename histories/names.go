@@ -57,7 +57,7 @@ const (
 	DeletedByAcquire = "acquire"       // the client's clean-up after a failed acquire
 	DeletedByRevoke  = "revoke"        // the client closed its session (or an operator revoked it)
 	DeletedByExpiry  = "expiry"        // the lease ran out on the server
-	DeletedByOther   = "other-release" // another client's release deleted it
+	DeletedByOther   = "other-release" // a release of another grant deleted it: another client's, or a retried one of the owner's older grant
 )
 
 // Workloads: what a critical section does (the setup event's param

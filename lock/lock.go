@@ -125,6 +125,15 @@ type Session interface {
 	Orphan()
 }
 
+// Retrier is implemented by a Locker that settles a release of unknown
+// outcome itself: it retries the release on its own session, as a service
+// retries an unlock that failed. The harness then keeps it after such a
+// release, as the service keeps its session, where it would otherwise
+// close it (and its session) and make a new one.
+type Retrier interface {
+	RetriesReleases()
+}
+
 // Unfenced is implemented by a Recipe whose Token is not a fencing token:
 // it is not taken with the grant, so tokens need not grow in the order of
 // the grants, and a fenced resource cannot rely on them. The history says

@@ -75,7 +75,7 @@ func (lostReply) Draw(g *Gen, e *Entry, d Range) {
 		// The window holds the next renewal; a holder entering a section
 		// longer than it does not release meanwhile, and a waiter queued
 		// behind one stays queued.
-		e.Duration = g.cfg.TTL/3 + g.dur(d)
+		e.Duration = (g.cfg.TTL/3).Round(time.Millisecond) + g.dur(d)
 		if e.Target == TargetHolder || e.Target == TargetWaiter {
 			e.Params["ahead"] = (e.Duration + g.cfg.TTL/4).String() + "-"
 		}
@@ -87,6 +87,13 @@ func (lostReply) Check(e Entry, _ int) error { return needTarget(e) }
 // answerWait bounds how long the stop of a lost reply waits for the client
 // to learn that its connection broke.
 const answerWait = 3 * time.Second
+
+// cutSettle is how long a client struck by a lost reply waits after the
+// cut before it goes on: long enough for its transport to have seen every
+// cut connection close (well under a millisecond on loopback here, tens of
+// milliseconds on a loaded machine), so that the cut loses the one reply
+// and no later request.
+const cutSettle = 100 * time.Millisecond
 
 func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	inj := &Injected{Params: map[string]string{}}
@@ -124,8 +131,21 @@ func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 		op = histories.Acquire
 	}
 	sent := make(chan struct{})
+	answers := make(chan error, 1)
+	whole := make(chan struct{}) // closed once the cut is complete
 	var dropErr error
-	done, cancel, err := env.Clients.Intercept(name, op, func() { dropErr = drop(); close(sent) })
+	cancel, err := env.Clients.Intercept(name, op, func() { dropErr = drop(); close(sent) }, func(err error) {
+		answers <- err
+		// The client goes on once all its links are whole again and their
+		// cut has reached it: cut one by one, and each closed connection
+		// learned of by the client's transport on its own (its reader sees
+		// the end of the stream), the next request would be caught too.
+		select {
+		case <-whole:
+			time.Sleep(cutSettle)
+		case <-time.After(answerWait):
+		}
+	})
 	if err != nil {
 		return inj, err
 	}
@@ -153,14 +173,35 @@ func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 	if inFlight {
 		inj.Params["in_flight"] = "true"
 	}
-	if dropErr != nil {
-		return inj, dropErr
-	}
-
 	var (
 		answered bool
 		result   error
 	)
+	inj.Stop = func(context.Context) error {
+		err := ts.remove() // the cut: removing the toxic closes what it held
+		close(whole)
+		cut := time.Now()
+		if answered {
+			inj.Params["reply"] = "arrived" // before the cut: nothing was lost
+		} else {
+			select {
+			case result = <-answers:
+				answered = true
+				inj.Params["reply"] = "lost"
+				inj.Params["answered_after"] = time.Since(cut).Round(time.Millisecond).String()
+			case <-time.After(answerWait):
+				inj.Params["reply"] = "lost"
+				inj.Params["client_saw"] = "no answer within " + answerWait.String()
+			}
+		}
+		if answered {
+			inj.Params["client_saw"] = outcome(result)
+		}
+		return err
+	}
+	if dropErr != nil {
+		return inj, dropErr
+	}
 	inj.Hold = func(ctx context.Context, d time.Duration) map[string]string {
 		if inFlight && op == histories.Acquire {
 			// A queued waiter's reply is its grant: the lock must pass on
@@ -174,31 +215,10 @@ func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 		select {
 		case <-ctx.Done():
 		case <-timer.C:
-		case result = <-done:
+		case result = <-answers:
 			answered = true
 		}
 		return nil
-	}
-	inj.Stop = func(context.Context) error {
-		err := ts.remove() // the cut: removing the toxic closes what it held
-		cut := time.Now()
-		if answered {
-			inj.Params["reply"] = "arrived" // before the cut: nothing was lost
-		} else {
-			select {
-			case result = <-done:
-				answered = true
-				inj.Params["reply"] = "lost"
-				inj.Params["answered_after"] = time.Since(cut).Round(time.Millisecond).String()
-			case <-time.After(answerWait):
-				inj.Params["reply"] = "lost"
-				inj.Params["client_saw"] = "no answer within " + answerWait.String()
-			}
-		}
-		if answered {
-			inj.Params["client_saw"] = outcome(result)
-		}
-		return err
 	}
 	return inj, nil
 }

@@ -37,9 +37,9 @@ type Clients interface {
 	// Intercept arms a hook on the client's next operation op
 	// (histories.Acquire or Release), or the one in flight: before runs
 	// just before the client sends it (at once for one in flight), and
-	// done receives its error once it returned; cancel disarms it unless
-	// before has run, and says whether it had.
-	Intercept(client, op string, before func()) (done <-chan error, cancel func() (fired bool), err error)
+	// after, with its error, once it returned, before the client goes on;
+	// cancel disarms it unless before has run, and says whether it had.
+	Intercept(client, op string, before func(), after func(error)) (cancel func() (fired bool), err error)
 }
 
 // Recorder appends operations to the history; *histories.Recorder is one.

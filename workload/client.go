@@ -51,8 +51,8 @@ type client struct {
 type intercept struct {
 	op     string
 	before func()
-	done   chan error // buffered: the operation's error, once
-	fired  bool       // before has run (or is running)
+	after  func(error)
+	fired  bool // before has run (or is running)
 }
 
 // sending marks op as the operation in flight and runs a hook armed on it,
@@ -72,8 +72,8 @@ func (c *client) sending(op string) {
 	}
 }
 
-// answered marks the operation in flight as returned with err, and hands
-// err to the hook that struck it.
+// answered marks the operation in flight as returned with err, and runs the
+// hook that struck it.
 func (c *client) answered(op string, err error) {
 	c.mu.Lock()
 	c.inFlight = ""
@@ -85,7 +85,7 @@ func (c *client) answered(op string, err error) {
 	}
 	c.mu.Unlock()
 	if ic != nil {
-		ic.done <- err
+		ic.after(err)
 	}
 }
 
@@ -292,6 +292,18 @@ func (c *client) newProcess() {
 	c.mu.Unlock()
 	c.announce()
 	c.dropLocker()
+}
+
+// renumber gives the client a fresh process number after an operation with
+// an unknown outcome, keeping l, its locker, whose lease the process now
+// owns.
+func (c *client) renumber(l *locker) {
+	c.mu.Lock()
+	c.process = histories.Process(c.w.next.Add(1) - 1)
+	p := c.process
+	c.mu.Unlock()
+	c.announce()
+	c.conn.Locker(l.Locker, p)
 }
 
 // announce records which process number the client works under now.
@@ -575,17 +587,23 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	err = opError(uctx, err)
 	cancel()
 	h.grant.Released(err)
+	retried := false
 	if err != nil {
 		err = c.complete(histories.Info, histories.Release, key, nil, err)
 		unknown = true
+		_, retried = l.Locker.(lock.Retrier)
 	} else {
 		err = c.complete(histories.OK, histories.Release, key, nil, nil)
 	}
 	c.forgetHeld()
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
-	}
-	if unknown {
+	case retried:
+		// The locker settles its release itself, on its session, which the
+		// client keeps, as a service does.
+		c.renumber(l)
+	case unknown:
 		c.newProcess()
 	}
 	return nil

@@ -195,21 +195,23 @@ func (w *Workload) client(name string) (*client, error) {
 // Intercept arms a hook on client's next operation op (histories.Acquire
 // or histories.Release), or on the one in flight: before runs just before
 // the client sends it (on the client's goroutine; at once, here, for one in
-// flight, whose request is already sent), and done receives the
-// operation's error (nil: it succeeded) once it returns. It is how a fault
-// strikes exactly one operation, as a failpoint in the client would: a
-// lost reply holds the client's links just before its request goes out.
-// Cancel disarms the hook unless before has run, and reports whether it
-// had. A later Intercept on the same client replaces an unfired one.
-func (w *Workload) Intercept(client, op string, before func()) (done <-chan error, cancel func() (fired bool), err error) {
+// flight, whose request is already sent), and after runs on the client's
+// goroutine once the operation returned, with its error (nil: it
+// succeeded), before the client goes on. It is how a fault strikes exactly
+// one operation, as a failpoint in the client would: a lost reply holds the
+// client's links just before its request goes out, and keeps the client
+// until they are whole again. Cancel disarms the hook unless before has
+// run, and reports whether it had. A later Intercept on the same client
+// replaces an unfired one.
+func (w *Workload) Intercept(client, op string, before func(), after func(error)) (cancel func() (fired bool), err error) {
 	c, err := w.client(client)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if op != histories.Acquire && op != histories.Release {
-		return nil, nil, fmt.Errorf("workload: intercept of %q: want %s or %s", op, histories.Acquire, histories.Release)
+		return nil, fmt.Errorf("workload: intercept of %q: want %s or %s", op, histories.Acquire, histories.Release)
 	}
-	ic := &intercept{op: op, before: before, done: make(chan error, 1)}
+	ic := &intercept{op: op, before: before, after: after}
 	c.mu.Lock()
 	inFlight := c.inFlight == op
 	ic.fired = inFlight
@@ -218,13 +220,12 @@ func (w *Workload) Intercept(client, op string, before func()) (done <-chan erro
 	if inFlight {
 		before()
 	}
-	cancel = func() bool {
+	return func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.intercept == ic && !ic.fired {
 			c.intercept = nil
 		}
 		return ic.fired
-	}
-	return ic.done, cancel, nil
+	}, nil
 }

@@ -209,6 +209,9 @@ func (c *conn) Granted(l lock.Locker, held lock.Held, p histories.Process) workl
 	if g.lease != 0 {
 		c.run.del.registerLease(g.lease, c.name, p)
 	}
+	if g.key != "" {
+		c.run.del.granted(g.key, g.token, c.name)
+	}
 	return g
 }
 
@@ -245,7 +248,7 @@ func (g *grant) Released(err error) {
 		if err != nil {
 			until = 0 // unknown: it may still delete
 		}
-		g.conn.run.del.releaseDone(g.key, g.token, until, g.conn.revs.deletedAt())
+		g.conn.run.del.releaseDone(g.key, g.token, until, g.conn.revs.deletedAt(), g.conn.name)
 	}
 	if g.own {
 		g.conn.lease.forget(g.lease)

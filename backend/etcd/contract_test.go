@@ -115,7 +115,8 @@ func TestOtherReleaseDefinite(t *testing.T) {
 		{"newer grant's release", map[keyRev]release{{"k", 7}: {client: "c2"}}, &yes, "acquire", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w := &deletions{owners: map[clientv3.LeaseID]leaseOwner{1: {"c1", 1}}, releases: c.intents, revoking: map[clientv3.LeaseID]bool{}}
+			w := ownedBy("c1")
+			w.releases = c.intents
 			d := w.deleted("k", 5, 9, 1, c.alive)
 			if d.by != c.want || d.releaser != c.releaser || d.owner.client != "c1" {
 				t.Errorf("deletion %+v, want by %s, releaser %q", d, c.want, c.releaser)
@@ -129,15 +130,15 @@ func TestOtherReleaseDefinite(t *testing.T) {
 // release that deleted nothing leaves no intent behind.
 func TestReleaseIntentOutlivesRelease(t *testing.T) {
 	yes := true
-	w := &deletions{owners: map[clientv3.LeaseID]leaseOwner{1: {"c1", 1}}, releases: map[keyRev]release{}, revoking: map[clientv3.LeaseID]bool{}}
+	w := ownedBy("c1")
 	w.intendRelease("k", 3, "c2") // c2 deletes c1's key (created at 5) at revision 9
-	w.releaseDone("k", 3, 9, 0)
+	w.releaseDone("k", 3, 9, 0, "c2")
 	w.observedUpTo(8)
 	if d := w.deleted("k", 5, 9, 1, &yes); d.by != "other-release" || d.releaser != "c2" {
 		t.Errorf("deletion seen after the release returned: %+v, want other-release by c2", d)
 	}
 	w.intendRelease("k", 4, "c2") // found the key gone
-	w.releaseDone("k", 4, 12, 0)
+	w.releaseDone("k", 4, 12, 0, "c2")
 	w.observedUpTo(12)
 	if d := w.deleted("k", 5, 13, 1, &yes); d.by != "acquire" {
 		t.Errorf("deletion after a release that deleted nothing: %+v, want no release", d)
@@ -147,18 +148,57 @@ func TestReleaseIntentOutlivesRelease(t *testing.T) {
 // A release's own delete response settles who deleted a key, even while
 // the key's owner was releasing too and the owner's lease was never asked.
 func TestReleaseOwnDeleteIsDefinite(t *testing.T) {
-	w := &deletions{owners: map[clientv3.LeaseID]leaseOwner{1: {"c1", 1}}, releases: map[keyRev]release{}, revoking: map[clientv3.LeaseID]bool{}}
+	w := ownedBy("c1")
 	w.intendRelease("k", 5, "c1") // the owner releases its grant...
 	w.intendRelease("k", 3, "c2") // ...while c2's late release deletes it first
-	w.releaseDone("k", 3, 9, 9)
-	w.releaseDone("k", 5, 9, 0)
+	w.releaseDone("k", 3, 9, 9, "c2")
+	w.releaseDone("k", 5, 9, 0, "c1")
 	if d := w.deleted("k", 5, 9, 1, nil); d.by != "other-release" || d.releaser != "c2" || d.released != 3 {
 		t.Errorf("deletion %+v, want other-release by c2's release of token 3", d)
 	}
 	w.intendRelease("k", 7, "c1")
-	w.releaseDone("k", 7, 11, 11)
+	w.releaseDone("k", 7, 11, 11, "c1")
 	if d := w.deleted("k", 7, 11, 1, nil); d.by != "release" {
 		t.Errorf("deletion %+v, want the owner's own release", d)
+	}
+}
+
+// ownedBy is the bookkeeping of one lease, 1, of client's process 1.
+func ownedBy(client string) *deletions {
+	w := newDeletions()
+	w.owners[1] = leaseOwner{client, 1}
+	return w
+}
+
+// A release whose reply was lost may be retried (etcd#22082): when the
+// owner's next grant of the same key is deleted while its lease lives and
+// no release of it is under way, that retry deleted it, definitely. Without
+// the release of unknown outcome, or for a key that was no grant (a
+// waiter's, which Mutex.Lock deletes itself after a failed wait), it stays
+// the owner's clean-up.
+func TestStaleRetryDeletesNextGrant(t *testing.T) {
+	yes := true
+	w := ownedBy("c1")
+	w.granted("k", 5, "c1")
+	w.intendRelease("k", 5, "c1")
+	w.releaseDone("k", 5, 0, 0, "c1") // its reply was lost
+	if d := w.deleted("k", 5, 6, 1, &yes); d.by != "release" {
+		t.Fatalf("the first delete: %+v, want the release", d)
+	}
+	w.granted("k", 8, "c1") // the same session locks again: the same key
+	if d := w.deleted("k", 8, 9, 1, &yes); d.by != "other-release" || d.releaser != "c1" || d.released != 5 {
+		t.Errorf("the next grant's key deleted: %+v, want other-release by c1's release of token 5", d)
+	}
+	if d := w.deleted("k", 10, 11, 1, &yes); d.by != "acquire" {
+		t.Errorf("a key that was no grant: %+v, want the owner's clean-up", d)
+	}
+	settled := ownedBy("c1")
+	settled.granted("k", 5, "c1")
+	settled.intendRelease("k", 5, "c1")
+	settled.releaseDone("k", 5, 6, 6, "c1")
+	settled.granted("k", 8, "c1")
+	if d := settled.deleted("k", 8, 9, 1, &yes); d.by != "acquire" {
+		t.Errorf("after a release that returned: %+v, want no release blamed", d)
 	}
 }
 

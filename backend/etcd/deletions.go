@@ -19,10 +19,30 @@ type deletions struct {
 	owners   map[clientv3.LeaseID]leaseOwner
 	releases map[keyRev]release // lock keys their owner is deleting in a release
 	revoking map[clientv3.LeaseID]bool
+	// grants are the keys clients were granted, by incarnation, and
+	// unsettled the releases whose outcome their client never learned,
+	// by key: such a release may still delete, if it is retried.
+	grants    map[keyRev]string
+	unsettled map[string][]settle
+}
+
+// settle is a release of unknown outcome: client's release of the grant
+// of token rev.
+type settle struct {
+	client string
+	rev    int64
 }
 
 func newDeletions() *deletions {
-	return &deletions{owners: map[clientv3.LeaseID]leaseOwner{}, releases: map[keyRev]release{}, revoking: map[clientv3.LeaseID]bool{}}
+	return &deletions{owners: map[clientv3.LeaseID]leaseOwner{}, releases: map[keyRev]release{}, revoking: map[clientv3.LeaseID]bool{},
+		grants: map[keyRev]string{}, unsettled: map[string][]settle{}}
+}
+
+// granted notes that client was granted key, created at revision rev.
+func (d *deletions) granted(key string, rev int64, client string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.grants[keyRev{key, rev}] = client
 }
 
 // keyRev is one incarnation of an etcd key.
@@ -65,16 +85,32 @@ func (d *deletions) intendRelease(key string, rev int64, client string) {
 	d.releases[keyRev{key, rev}] = release{client: client}
 }
 
-// releaseDone notes that the release of key at rev returned, having read
-// the store up to revision until (its deletion, if it made one, is at or
-// before until; 0 if it failed) and having deleted a key at deletedAt.
-func (d *deletions) releaseDone(key string, rev, until, deletedAt int64) {
+// releaseDone notes that client's release of key at rev returned, having
+// read the store up to revision until (its deletion, if it made one, is at
+// or before until; 0 if it failed: its outcome is unknown) and having
+// deleted a key at deletedAt.
+func (d *deletions) releaseDone(key string, rev, until, deletedAt int64, client string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if until == 0 {
+		d.unsettled[key] = append(d.unsettled[key], settle{client, rev})
+	}
 	if r, ok := d.releases[keyRev{key, rev}]; ok {
 		r.until, r.deletedAt, r.done = until, deletedAt, true
 		d.releases[keyRev{key, rev}] = r
 	}
+}
+
+// stale finds, of client's releases of unknown outcome of key, the one of
+// the newest grant older than rev.
+func (d *deletions) stale(key string, rev int64, client string) (int64, bool) {
+	var found int64
+	for _, s := range d.unsettled[key] {
+		if s.client == client && s.rev < rev && s.rev > found {
+			found = s.rev
+		}
+	}
+	return found, found > 0
 }
 
 // awaitReleases waits, at most wait, until no release of key is under way,
@@ -123,7 +159,8 @@ type deletion struct {
 	owner leaseOwner
 	by    string
 	// releaser is, for "other-release", the client whose release deleted
-	// it, and released the token that release was for.
+	// it (its owner, for a retried release of an older grant), and
+	// released the token that release was for.
 	releaser string
 	released int64
 }
@@ -138,12 +175,20 @@ type deletion struct {
 //
 // "other-release" is definite, for the contract check: the lease was alive
 // after the deletion (so neither expiry nor a revoke deleted the key), the
-// owner had no release of this grant in progress, and another client was
-// releasing an older grant of the same key.
+// owner had no release of this grant in progress, and either another client
+// was releasing an older grant of the same key, or the key was a grant of
+// its owner's and the owner's release of an older grant of the same key
+// had an unknown outcome: a retry of it (etcd#22082: a Mutex's key is named
+// after its session's lease, so the session's next grant has the same
+// name), the only thing but a release of the grant itself that deletes a
+// granted key whose lease lives.
 func (d *deletions) deleted(key string, rev, at int64, lease clientv3.LeaseID, alive *bool) deletion {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	owner := d.owners[lease]
+	k := keyRev{key, rev}
+	grantee := d.grants[k]
+	delete(d.grants, k) // an incarnation is deleted once
 	// A release whose own delete removed a key of this name at this
 	// revision made this deletion: definite, whoever else was releasing.
 	for r, intent := range d.releases {
@@ -156,7 +201,6 @@ func (d *deletions) deleted(key string, rev, at int64, lease clientv3.LeaseID, a
 		}
 		return deletion{owner: owner, by: histories.DeletedByOther, releaser: intent.client, released: r.rev}
 	}
-	k := keyRev{key, rev}
 	if _, ok := d.releases[k]; ok {
 		delete(d.releases, k)
 		return deletion{owner: owner, by: histories.DeletedByRelease}
@@ -182,6 +226,11 @@ func (d *deletions) deleted(key string, rev, at int64, lease clientv3.LeaseID, a
 		intent := d.releases[*other]
 		delete(d.releases, *other)
 		return deletion{owner: owner, by: histories.DeletedByOther, releaser: intent.client, released: other.rev}
+	}
+	if isAlive && grantee == owner.client && owner.client != "" {
+		if older, ok := d.stale(key, rev, owner.client); ok {
+			return deletion{owner: owner, by: histories.DeletedByOther, releaser: owner.client, released: older}
+		}
 	}
 	switch {
 	case isAlive:

@@ -19,6 +19,9 @@
 //   - polling: the same fixed key, but waiters sleep and retry every 50 ms
 //     (Polling sets another interval); the session's keepalive is the
 //     watchdog: SET NX PX carried over to etcd.
+//   - mutex-retry-owned: a service's mutex that retries an Unlock that
+//     failed, on the same session, with the delete fenced on the grant's
+//     create revision, as the fix proposed for etcd#22082 does.
 //
 // And broken on purpose, each a real mistake, which the checks must catch:
 //
@@ -30,6 +33,9 @@
 //   - mutex-3.4: the revision queue as concurrency.Mutex.Lock was before
 //     the fix for etcd#11456: a waiter whose lease expired while it queued
 //     is still told it holds the lock.
+//   - mutex-retry: the service's mutex whose retried Unlock deletes by key
+//     name: a retry of an Unlock whose reply was lost deletes the session's
+//     next grant (etcd#22082).
 package etcdlock
 
 import (
@@ -131,6 +137,8 @@ const (
 	NoRenewName         = "no-renew"
 	Mutex34Name         = "mutex-3.4"
 	ElectionCheckedName = "election-checked"
+	MutexRetryName      = "mutex-retry"
+	MutexRetryOwnedName = "mutex-retry-owned"
 )
 
 // DefaultPollInterval is the polling recipe's retry interval.
@@ -145,10 +153,12 @@ var Builtins = []lock.Builtin{
 	{Name: ElectionCheckedName, New: ElectionChecked},
 	{Name: SameKeyName, New: SameKey},
 	{Name: PollingName, New: func() lock.Recipe { return Polling(DefaultPollInterval) }},
+	{Name: MutexRetryOwnedName, New: MutexRetryOwned},
 	{Name: CheckThenSetName, New: CheckThenSet, Broken: true},
 	{Name: UnlockAnyName, New: UnlockAny, Broken: true},
 	{Name: NoRenewName, New: NoRenew, Broken: true},
 	{Name: Mutex34Name, New: Mutex34, Broken: true},
+	{Name: MutexRetryName, New: MutexRetry, Broken: true},
 }
 
 // session is the part of a session-based locker the harness sees through
