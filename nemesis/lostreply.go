@@ -75,7 +75,7 @@ func (lostReply) Draw(g *Gen, e *Entry, d Range) {
 		// The window holds the next renewal; a holder entering a section
 		// longer than it does not release meanwhile, and a waiter queued
 		// behind one stays queued.
-		e.Duration = (g.cfg.TTL/3).Round(time.Millisecond) + g.dur(d)
+		e.Duration = (g.cfg.TTL / 3).Round(time.Millisecond) + g.dur(d)
 		if e.Target == TargetHolder || e.Target == TargetWaiter {
 			e.Params["ahead"] = (e.Duration + g.cfg.TTL/4).String() + "-"
 		}
