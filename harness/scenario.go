@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/scenario"
 )
 
 // Scenario is a catalog scenario as a run plays it (package scenario holds
@@ -16,6 +17,9 @@ type Scenario struct {
 	Name   string            `json:"name"`
 	Lesson string            `json:"lesson"`
 	Expect map[string]string `json:"expect"` // check name: verdict
+	// Bugs are the upstream bugs the scenario reproduces (with the
+	// recipes that show them).
+	Bugs []scenario.Bug `json:"bugs,omitempty"`
 	// Met says whether every expected check came out as expected; Missed
 	// are those that did not. Both are set once the run is checked.
 	Met    *bool  `json:"met,omitempty"`

@@ -72,10 +72,12 @@ func (lostReply) Draw(g *Gen, e *Entry, d Range) {
 		e.Duration = g.dur(d)
 	default:
 		g.roleTarget(e, 0.7, 0.3)
-		// The window holds the next renewal; a holder entering a section
-		// longer than it does not release meanwhile, and a waiter queued
-		// behind one stays queued.
-		e.Duration = (g.cfg.TTL / 3).Round(time.Millisecond) + g.dur(d)
+		// The window holds the next renewal (one goes every TTL/3) and
+		// ends soon after it: a longer one would lose more, and the client
+		// would give its lease up. A holder entering a section longer than
+		// it does not release meanwhile, and a waiter queued behind one
+		// stays queued.
+		e.Duration = (g.cfg.TTL / 3).Round(time.Millisecond) + g.between(g.cfg.TTL/32, g.cfg.TTL/16)
 		if e.Target == TargetHolder || e.Target == TargetWaiter {
 			e.Params["ahead"] = (e.Duration + g.cfg.TTL/4).String() + "-"
 		}
@@ -205,8 +207,10 @@ func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 	inj.Hold = func(ctx context.Context, d time.Duration) map[string]string {
 		if inFlight && op == histories.Acquire {
 			// A queued waiter's reply is its grant: the lock must pass on
-			// first (within a while).
-			if passed := env.lockPassed(ctx, freshGrantWait); passed {
+			// first, within d, so that the replies of the waiter's lease
+			// renewals are not dropped for so long that it gives its
+			// lease up.
+			if passed := env.lockPassed(ctx, d); passed {
 				inj.Params["passed"] = "true"
 			}
 		}

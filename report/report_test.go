@@ -17,6 +17,7 @@ import (
 
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/scratch"
+	"github.com/locktest/locktest/scenario"
 )
 
 // browser starts headless Chromium for a test, or skips the test when the
@@ -127,13 +128,14 @@ func TestReportInBrowser(t *testing.T) {
 	res := checked(t, dir, "paused-holder-unfenced.jsonl")
 	met := true
 	res.Scenario = &harness.Scenario{Name: "paused-holder", Lesson: "A pause can strike between any check and the write.",
-		Expect: map[string]string{"resource": "invalid"}, Met: &met}
+		Expect: map[string]string{"resource": "invalid"}, Met: &met,
+		Bugs: []scenario.Bug{{Ref: "x#1", URL: "https://example.org/x/1", Seen: "x 1.0", Status: "open", Recipes: []string{"r"}}}}
 	out := filepath.Join(dir, "report.html")
 	if err := Write(out, res, res.History); err != nil {
 		t.Fatal(err)
 	}
 	ctx, errs := browser(t)
-	var lesson, expected string
+	var lesson, expected, bug, bugURL string
 	var lanes, faults []string
 	var violations int
 	var before, after [2]string
@@ -142,6 +144,8 @@ func TestReportInBrowser(t *testing.T) {
 		chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
 		chromedp.Text("#lesson", &lesson, chromedp.ByQuery),
 		chromedp.Text("#expected", &expected, chromedp.ByQuery),
+		chromedp.Text(".bug", &bug, chromedp.ByQuery),
+		chromedp.AttributeValue(".bug a", "href", &bugURL, nil),
 		chromedp.Evaluate(`[...document.querySelectorAll("#lanes [data-lane]")].map(e => e.textContent)`, &lanes),
 		chromedp.Evaluate(`[...document.querySelectorAll("#flist li")].map(e => e.dataset.fault)`, &faults),
 		chromedp.Evaluate(`document.querySelectorAll("#vlist li[data-check]").length`, &violations),
@@ -159,6 +163,9 @@ func TestReportInBrowser(t *testing.T) {
 	}
 	if !strings.Contains(lesson, "paused-holder") || !strings.Contains(lesson, res.Scenario.Lesson) {
 		t.Errorf("lesson shown as %q", lesson)
+	}
+	if bug != "upstream bug: x#1 (not fixed upstream: open), seen in x 1.0, with --recipe r" || bugURL != "https://example.org/x/1" {
+		t.Errorf("the upstream bug shown as %q, linked to %q", bug, bugURL)
 	}
 	if expected != "expected: resource invalid (as expected)" {
 		t.Errorf("expectation shown as %q", expected)

@@ -31,9 +31,9 @@ type Scenario struct {
 	// Backend names the backend whose scenario it is ("" for a scenario of
 	// every lock): the catalog sets it.
 	Backend string
-	// Refs are the upstream bug reports it reproduces ("etcd#11456"),
-	// shown after the summary.
-	Refs []string
+	// Bugs are the upstream bugs it reproduces: the catalog marks it with
+	// them, and results, the report and the JUnit case carry them.
+	Bugs []Bug
 	// Lesson is what it teaches, in two or three sentences.
 	Lesson string
 	// Flags are run flags the scenario sets unless the command line does
@@ -72,14 +72,42 @@ const (
 	Keeps
 )
 
+// Bug is an upstream bug a scenario reproduces.
+type Bug struct {
+	// Ref names the upstream report: "etcd#22082".
+	Ref string `json:"ref"`
+	// URL is where the report is.
+	URL string `json:"url"`
+	// Seen are the versions locktest reproduced it in: "etcd 3.6.16".
+	Seen string `json:"seen"`
+	// Fixed says whether it is fixed upstream; Status says how things
+	// stand: "open; a fix is proposed in pull request 22115", "fixed in
+	// 3.5".
+	Fixed  bool   `json:"fixed"`
+	Status string `json:"status"`
+	// Recipes are the recipes of the scenario that show it (none: every
+	// recipe it plays).
+	Recipes []string `json:"recipes,omitempty"`
+}
+
+// String is the bug in one line: "etcd#22082 (open; ...), seen in etcd
+// 3.6.16, with --recipe mutex-retry".
+func (b Bug) String() string {
+	s := fmt.Sprintf("%s (%s), seen in %s", b.Ref, b.Status, b.Seen)
+	if len(b.Recipes) > 0 {
+		s += ", with --recipe " + strings.Join(b.Recipes, " or ")
+	}
+	return s
+}
+
 // Extension is what a backend adds to a scenario of every lock: the
 // verdicts its recipes give (ByRecipe), and the lesson and the upstream
-// references they bring.
+// bugs they bring.
 type Extension struct {
 	Scenario string
 	ByRecipe map[string]map[string]string
 	Lesson   string
-	Refs     []string
+	Bugs     []Bug
 }
 
 // Shape is what a schedule is scripted for.
@@ -97,10 +125,30 @@ func (sc Scenario) Schedule(seed int64, s Shape) nemesis.Schedule {
 // Line is the scenario's line in the catalog: its summary, and the bugs it
 // reproduces.
 func (sc Scenario) Line() string {
-	if len(sc.Refs) == 0 {
+	if len(sc.Bugs) == 0 {
 		return sc.Summary
 	}
-	return sc.Summary + " (" + strings.Join(sc.Refs, ", ") + ")"
+	var refs []string
+	for _, b := range sc.Bugs {
+		refs = append(refs, b.Ref)
+	}
+	return sc.Summary + " (" + strings.Join(refs, ", ") + ")"
+}
+
+// Recipes are the recipes a plan plays sc with to show what it expects:
+// the one its flags name, then those its expectations name, in order; none
+// when it names none.
+func (sc Scenario) Recipes() []string {
+	var out []string
+	if r, ok := sc.Flags["recipe"]; ok {
+		out = append(out, r)
+	}
+	for _, r := range slices.Sorted(maps.Keys(sc.ByRecipe)) {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // common are the settings of every scenario: a shorter quiet period than
@@ -157,7 +205,7 @@ func NewCatalog(generic []Scenario, backends []string, contributed [][]Scenario,
 		if e.Lesson != "" {
 			sc.Lesson += " " + e.Lesson
 		}
-		sc.Refs = append(slices.Clone(sc.Refs), e.Refs...)
+		sc.Bugs = append(slices.Clone(sc.Bugs), e.Bugs...)
 	}
 	seen := map[string]bool{}
 	for _, sc := range c {
@@ -306,9 +354,14 @@ var Generic = []Scenario{
 			Unfenced: {histories.CheckContract: Valid},
 			Fenced:   {histories.CheckContract: Valid},
 		},
-		Faults: func(s Shape) []nemesis.Entry {
-			return []nemesis.Entry{{At: time.Second, Fault: nemesis.LeaseStarve, Target: nemesis.TargetWaiter, Fallback: "c1",
-				Duration: 2*s.TTL + 2*time.Second}}
-		},
+		Faults: StarveWaiter,
 	},
+}
+
+// StarveWaiter starves the lease renewals of a queued waiter (its links
+// drop all data) until the server expires its lease, while the holder
+// works: it stays in line, its key gone.
+func StarveWaiter(s Shape) []nemesis.Entry {
+	return []nemesis.Entry{{At: time.Second, Fault: nemesis.LeaseStarve, Target: nemesis.TargetWaiter, Fallback: "c1",
+		Duration: 2*s.TTL + 2*time.Second}}
 }

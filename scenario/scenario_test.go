@@ -14,7 +14,7 @@ func TestNewCatalog(t *testing.T) {
 	a := []Scenario{{Name: "a-keeps", Topic: Keeps}, {Name: "a-fencing", Topic: Fencing}}
 	b := []Scenario{{Name: "b-fencing", Topic: Fencing}, {Name: "b-bugs", Topic: LockBugs}}
 	ext := []Extension{{Scenario: "g-bugs", ByRecipe: map[string]map[string]string{"a-old": {"contract": Invalid}},
-		Lesson: "More.", Refs: []string{"a#1"}}}
+		Lesson: "More.", Bugs: []Bug{{Ref: "a#1", Status: "open", Seen: "a 1.0", Recipes: []string{"a-old"}}}}}
 	c, err := NewCatalog(generic, []string{"a", "b"}, [][]Scenario{a, b}, ext)
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +24,7 @@ func TestNewCatalog(t *testing.T) {
 		t.Errorf("order %v, want %v", c.Names(), want)
 	}
 	g, err := c.Lookup("g-bugs")
-	if err != nil || g.Backend != "" || g.Lesson != "L. More." || g.Line() != " (a#1)" || g.Expected("a-old", Fenced)["contract"] != Invalid {
+	if err != nil || g.Backend != "" || g.Lesson != "L. More." || g.Line() != " (a#1)" || g.Bugs[0].String() != "a#1 (open), seen in a 1.0, with --recipe a-old" || g.Expected("a-old", Fenced)["contract"] != Invalid {
 		t.Errorf("extended: %+v, %v", g, err)
 	}
 	if generic[0].Lesson != "L." || generic[0].ByRecipe != nil {

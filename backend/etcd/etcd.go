@@ -74,6 +74,7 @@ var scenarios = []scenario.Scenario{
 			"still answers it with success once the holder lets go (etcd#11456, fixed in 3.5): two clients are told they " +
 			"hold the lock. This runs the etcd binary of a real release as member processes; --etcd-bin '' runs the " +
 			"built-in etcd, which refuses the grant (session is expired).",
+		Bugs: []scenario.Bug{bug11456(etcdlock.LockRPCName, "etcd 3.4.23 (Debian's etcd-server, its Lock RPC)")},
 		Flags: map[string]string{"cluster": "process", "etcd-bin": "/usr/bin/etcd", "recipe": etcdlock.LockRPCName,
 			"time": "8s", "think-min": "4s", "think": "5s", "clients": "3", "op-timeout": "20s", "require": "contract"},
 		Expect: map[string]map[string]string{
@@ -87,6 +88,56 @@ var scenarios = []scenario.Scenario{
 			return []nemesis.Entry{{At: time.Second, Fault: nemesis.PauseClient, Target: nemesis.TargetWaiter, Fallback: "c1",
 				Duration: s.TTL + time.Second, Params: map[string]string{"before_write": "false"}}}
 		},
+	},
+	{
+		Name:    "etcd-22082",
+		Summary: "a Mutex.Unlock whose reply was lost is retried after the same session locked again: it deletes the new grant",
+		Topic:   scenario.LockBugs,
+		Bugs: []scenario.Bug{{Ref: "etcd#22082", URL: "https://github.com/etcd-io/etcd/issues/22082", Seen: seen,
+			Status: "open; a fix is proposed in etcd pull request 22115", Recipes: []string{etcdlock.MutexRetryName}}},
+		Lesson: "A release whose reply is lost leaves its client in doubt, and services retry on an error. etcd's Mutex " +
+			"names its key after its session's lease, so once the same session has locked again, the retried Unlock, a " +
+			"delete by key name, deletes the new grant's key: its holder goes on believing it holds the lock while the " +
+			"next client is granted it. The contract check names the release that deleted another grant's key (promise " +
+			"4). The fix proposed upstream deletes only while the Mutex still owns the grant it was for: --recipe " +
+			"mutex-retry-owned does so and keeps the contract.",
+		Flags: map[string]string{"recipe": etcdlock.MutexRetryName, "time": "5s", "clients": "2",
+			"think-min": "300ms", "think": "400ms", "require": "contract"},
+		Expect: map[string]map[string]string{
+			scenario.Unfenced: {histories.CheckContract: scenario.Invalid},
+			scenario.Fenced:   {histories.CheckContract: scenario.Invalid},
+		},
+		ByRecipe: map[string]map[string]string{
+			etcdlock.MutexRetryOwnedName: {histories.CheckContract: scenario.Valid},
+		},
+		Faults: func(s scenario.Shape) []nemesis.Entry {
+			// The holder's release reaches etcd, which deletes its key;
+			// the reply is lost. The client retries after its next Lock.
+			return []nemesis.Entry{{At: time.Second, Fault: nemesis.LostReplyRelease, Target: nemesis.TargetHolder,
+				Fallback: "c0", Duration: s.TTL / 8}}
+		},
+	},
+	{
+		Name:    "election-phantom",
+		Summary: "etcd's Election.Campaign makes a candidate leader after its key was deleted while it waited in line",
+		Topic:   scenario.LockBugs,
+		Bugs:    []scenario.Bug{bug11051, bug19597},
+		Lesson: "Campaign waits for the candidates before it to be deleted, then returns leadership without reading its " +
+			"own key again: a candidate whose lease expired while it waited in line (paused, or cut off) is told it " +
+			"leads though its key is gone, and the next candidate is elected too: two leaders, no lease race to blame. " +
+			"The contract check names it (promise 2). The fix proposed upstream ends the wait once the candidate's own " +
+			"key is deleted; --recipe election-checked reads its key after Campaign and refuses leadership when it is " +
+			"gone.",
+		Flags: map[string]string{"recipe": etcdlock.ElectionName, "time": "8s", "think": "300ms", "think-min": "200ms",
+			"require": "contract"},
+		Expect: map[string]map[string]string{
+			scenario.Unfenced: {histories.CheckContract: scenario.Invalid},
+			scenario.Fenced:   {histories.CheckContract: scenario.Invalid},
+		},
+		ByRecipe: map[string]map[string]string{
+			etcdlock.ElectionCheckedName: {histories.CheckContract: scenario.Valid},
+		},
+		Faults: scenario.StarveWaiter,
 	},
 	{
 		Name:    "leader-loss",
@@ -110,10 +161,31 @@ var scenarios = []scenario.Scenario{
 	},
 }
 
+// seen is where locktest reproduced the bugs of etcd's client: the
+// concurrency package of the etcd it is built with.
+const seen = "etcd 3.6.16 (client/v3 concurrency)"
+
+// The upstream bugs etcd's scenarios reproduce.
+var (
+	bug11051 = scenario.Bug{Ref: "etcd#11051", URL: "https://github.com/etcd-io/etcd/issues/11051", Seen: seen,
+		Status: "closed as stale, not fixed; a fix is proposed in etcd pull request 22387", Recipes: []string{etcdlock.ElectionName}}
+	bug19597 = scenario.Bug{Ref: "etcd#19597", URL: "https://github.com/etcd-io/etcd/issues/19597", Seen: seen,
+		Status: "open; a fix is proposed in etcd pull request 22387", Recipes: []string{etcdlock.ElectionName}}
+)
+
+// bug11456 is etcd#11456 as recipe shows it, seen in where.
+func bug11456(recipe, where string) scenario.Bug {
+	return scenario.Bug{Ref: "etcd#11456", URL: "https://github.com/etcd-io/etcd/issues/11456", Seen: where, Fixed: true,
+		Status: "fixed in 3.5 (the client's concurrency package); not in the 3.4 branch", Recipes: []string{recipe}}
+}
+
 // extensions are what etcd's recipes add to the scenarios of every lock.
 var extensions = []scenario.Extension{{
 	Scenario: "waiter-expiry",
-	Refs:     []string{"etcd#11456"},
+	Bugs: []scenario.Bug{
+		bug11456(etcdlock.Mutex34Name, "concurrency.Mutex.Lock of etcd 3.4 (re-created as mutex-3.4)"),
+		bug11051,
+	},
 	Lesson: "etcd's Mutex.Lock checks (since the fix for etcd#11456); --recipe mutex-3.4 shows the old bug and etcd 3.6's " +
 		"own election still has it.",
 	ByRecipe: map[string]map[string]string{

@@ -128,6 +128,16 @@ func TestCatalog(t *testing.T) {
 				t.Errorf("%s expects of %s, which is no recipe", sc.Name, r)
 			}
 		}
+		for _, b := range sc.Bugs {
+			if b.Ref == "" || !strings.HasPrefix(b.URL, "https://") || b.Seen == "" || b.Status == "" {
+				t.Errorf("%s: bug %+v lacks its reference, address, versions or status", sc.Name, b)
+			}
+			for _, r := range b.Recipes {
+				if !slices.Contains(sc.Recipes(), r) {
+					t.Errorf("%s: bug %s shown by %s, a recipe it does not play (%v)", sc.Name, b.Ref, r, sc.Recipes())
+				}
+			}
+		}
 	}
 }
 
@@ -136,14 +146,15 @@ func TestCatalog(t *testing.T) {
 // has always printed them (a new backend's go among them by topic).
 func TestCatalogOrder(t *testing.T) {
 	want := []string{"paused-holder", "partitioned-holder", "lease-revoked", "delayed-write", "clock-guard", "oversold",
-		"oversold-redis", "failover-redis", "redlock-restart", "redlock-clock", "waiter-expiry", "etcd-11456", "leader-loss"}
+		"oversold-redis", "failover-redis", "redlock-restart", "redlock-clock", "waiter-expiry", "etcd-11456", "etcd-22082",
+		"election-phantom", "leader-loss"}
 	got := slices.DeleteFunc(Catalog().Names(), func(n string) bool { return !slices.Contains(want, n) })
 	if !slices.Equal(got, want) {
 		t.Errorf("catalog %v, want %v in this order", Catalog().Names(), want)
 	}
 	we, _ := Catalog().Lookup("waiter-expiry")
 	if we.Expected("mutex-3.4", scenario.Fenced)["contract"] != scenario.Invalid || we.Expected("mutex", scenario.Unfenced)["contract"] != scenario.Valid ||
-		we.Line() != "a queued waiter's lease expires while it waits (etcd#11456)" {
+		we.Line() != "a queued waiter's lease expires while it waits (etcd#11456, etcd#11051)" {
 		t.Errorf("waiter-expiry: %q expects %v of mutex-3.4 and %v of mutex", we.Line(), we.Expected("mutex-3.4", scenario.Fenced), we.Expected("mutex", scenario.Unfenced))
 	}
 }

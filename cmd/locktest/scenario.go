@@ -27,6 +27,9 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 		for _, sc := range catalog {
 			fmt.Fprintf(tw, "%s\t%s\n", sc.Name, sc.Line())
 			fmt.Fprintf(tw, "\texpects: %s\n", expectations(sc))
+			for _, b := range sc.Bugs {
+				fmt.Fprintf(tw, "\tupstream bug: %s\n", b)
+			}
 		}
 		tw.Flush()
 		return exitValid, nil
@@ -79,7 +82,7 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 // of the system that schedule makes the run start (a failover needs a
 // replica).
 func play(o *harness.Options, sc scenario.Scenario, recipe string) error {
-	o.Scenario = &harness.Scenario{Name: sc.Name, Lesson: sc.Lesson, Expect: sc.Expected(recipe, string(o.Resource))}
+	o.Scenario = &harness.Scenario{Name: sc.Name, Lesson: sc.Lesson, Expect: sc.Expected(recipe, string(o.Resource)), Bugs: sc.Bugs}
 	if o.Schedule != nil {
 		return nil
 	}

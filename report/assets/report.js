@@ -38,6 +38,11 @@
     $("head").append(el("div", { id: "lesson" }, el("b", {}, "scenario " + sc.name + ": "), sc.lesson),
       el("div", { class: sc.met ? "valid" : "invalid", id: "expected" },
         "expected: " + expect + (sc.met ? " (as expected)" : " (NOT as expected: " + (sc.missed || []).map((m) => m.got ? `${m.check} is ${m.got}, expected ${m.want}` : `${m.check} was not checked, expected ${m.want}`).join("; ") + ")")));
+    for (const b of sc.bugs || []) {
+      $("head").append(el("div", { class: "bug" }, "upstream bug: ", el("a", { href: b.url }, b.ref),
+        ` (${b.fixed ? "fixed" : "not fixed"} upstream: ${b.status}), seen in ${b.seen}` +
+        (b.recipes && b.recipes.length ? ", with --recipe " + b.recipes.join(" or ") : "")));
+    }
   }
   if (M.reproduce) $("head").append(el("div", {}, "reproduce: ", el("code", { id: "reproduce" }, M.reproduce)));
   for (const w of M.warnings || []) $("head").append(el("div", { class: "unknown" }, "warning: " + w));
@@ -143,6 +148,15 @@
       }
       ctx.fillStyle = COLORS.faultEdge;
       ctx.fillText(f.fault + " " + (f.targets || []).join(","), Math.max(0, x0) + 2, AXIS + LANE - 8);
+      // A lost reply: the cut, on the lane of the client whose reply it was.
+      if ((f.params || {}).reply === "lost") {
+        for (const li of faultLanes(f).slice(1)) {
+          const y = AXIS + li * LANE;
+          ctx.fillStyle = COLORS.lost;
+          ctx.fillRect(x1 - 1, y, 2, LANE);
+          ctx.fillText("\u2715 " + (f.params.op || "") + " reply lost", x1 + 3, y + 11);
+        }
+      }
     }
     // overlaps
     for (const o of D.overlaps) {
