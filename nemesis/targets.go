@@ -132,6 +132,11 @@ func (env *Env) findClient(ctx context.Context, e Entry, params map[string]strin
 	return e.Fallback, nil
 }
 
+// workAhead is the least think time of a section that a fault striking
+// its holder at once (a lease revoked, keys expired early) aims at: the
+// holder still works, its key or lease still there when the fault strikes.
+const workAhead = 200 * time.Millisecond
+
 // aimWait bounds how long a fault aimed at a holder with work ahead waits
 // for one; slow sections come every few seconds.
 const aimWait = 10 * time.Second
