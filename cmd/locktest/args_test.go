@@ -79,10 +79,12 @@ func TestFlagsAfterArguments(t *testing.T) {
 		{[]string{"scenario", "run", "--clients", "0", "paused-holder"}, exitUnknown, "clients must be at least 1"},
 		{[]string{"scenario", "run", "--seed", "3"}, exitUnknown, "scenario run: want a scenario name"},
 		{[]string{"scenario", "list", "--help"}, exitValid, "Usage: locktest scenario list"},
+		{[]string{"version", "--help"}, exitValid, "Usage: locktest version"},
 		{[]string{"run", "--seed", "1", "extra", "--clients", "2"}, exitUnknown, `run: unexpected argument "extra"`},
 		{[]string{"sweep", "extra", "--seeds", "0"}, exitUnknown, `sweep: unexpected argument "extra"`},
 		{[]string{"nightly", "extra", "--shard", "1/1"}, exitUnknown, `nightly: unexpected argument "extra"`},
 		{[]string{"compare", "--recipes", "mutex", "extra"}, exitUnknown, `compare: unexpected argument "extra"`},
+		{[]string{"version", "extra"}, exitUnknown, `version: unexpected argument "extra"`},
 	} {
 		code, stdout, stderr := runMain(t, tc.args...)
 		got := stdout

@@ -38,6 +38,7 @@ Usage:
   locktest compare [flags]        run several recipes, resources, client counts side by side
   locktest report DIR             write DIR/index.html over the run directories under DIR
   locktest serve DIR [flags]      serve DIR's reports read-only on 127.0.0.1:8080
+  locktest version                locktest's version and commit, and the built-in etcd, toxiproxy, porcupine
 
 Run 'locktest COMMAND --help' for a command's flags. Flags may come before or after
 a command's arguments; '--' ends them.
@@ -72,11 +73,13 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		code, err = reportCmd(args[1:], stdout)
 	case "serve":
 		code, err = serveCmd(args[1:], stdout)
+	case "version", "-version", "--version":
+		code, err = versionCmd(args[1:], stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitValid
 	default:
-		err = fmt.Errorf("unknown command %q (want run, check, scenario, nightly, sweep, compare, report or serve)", args[0])
+		err = fmt.Errorf("unknown command %q (want run, check, scenario, nightly, sweep, compare, report, serve or version)", args[0])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return exitValid
