@@ -1,7 +1,8 @@
-// Package harness runs locktest end to end: a real etcd cluster behind
-// toxiproxy, the contending clients and their protected resource, the
-// nemesis' faults on a seeded schedule, and the checks of the recorded
-// history. The CLI is a thin layer over it, and a team can call Run from its
+// Package harness runs locktest end to end: the lock service under test
+// for real (an etcd cluster, or Redis servers for a Redis recipe) with the
+// client links behind toxiproxy, the contending clients and their
+// protected resource, the nemesis' faults on a seeded schedule, and the
+// checks of the recorded history. The CLI is a thin layer over it, and a team can call Run from its
 // own tests.
 package harness
 

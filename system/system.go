@@ -5,8 +5,9 @@
 // changes). A system offers
 // a capability by implementing its interface; a fault names the
 // capabilities it needs, and a run refuses, before it starts, a fault whose
-// system lacks one. The embedded etcd cluster (package cluster) is the
-// first system.
+// system lacks one. The systems today: etcd (package cluster: members
+// embedded, as OS processes, or a running cluster) and Redis (package
+// redisserver).
 package system
 
 import (

@@ -1,6 +1,6 @@
-// Package workload runs locktest's clients: each contends for etcd locks
-// with a lock recipe (package lock; concurrency.Mutex by default), takes the
-// grant's fencing token, and does a read-think-write critical section
+// Package workload runs locktest's clients: each contends for locks with a
+// lock recipe (package lock: etcd's concurrency.Mutex by default, or a
+// recipe on Redis or of a team's own), takes the grant's fencing token, and does a read-think-write critical section
 // against the protected resource: the HTTP store (fenced or not) or a value
 // in etcd written by a Txn guarded by the lock (etcd-txn). The critical
 // section is a counter (write value+1) or a sale from a stock of items
@@ -18,18 +18,21 @@
 // provides those controls. A recipe's lease is the client's clock-driven one
 // when the recipe grants it through the client (sessions do).
 //
-// An observer watches the lock keys over direct (unproxied) connections to
-// the members and records, as nemesis info events, when the server really
-// deleted a client's lock key ("key-deleted") and when a client learned that
-// the lease under a lock it holds was gone ("lease-lost").
+// An observer, one per backend, follows the lock keys over direct
+// (unproxied) connections to the servers (etcd's watches them, Redis's
+// reads the servers' keyspace events) and records, as nemesis info events,
+// when the server really deleted a client's lock key ("key-deleted"); the
+// clients record when one learned that the lease under a lock it holds was
+// gone ("lease-lost").
 //
 // Where things are: workload.go, the clients as a whole, the controls a
 // nemesis drives and who deleted a key; client.go, one client's loop and
 // what it records; section.go with counter.go and stock.go, what a
 // critical section writes; store.go, the resource as a client reaches it;
-// observer.go with etcdobserver.go, the server's truth; lease.go, the
-// clock-driven lease; revisions.go, the revisions a lock read; control.go,
-// pauses and crashes.
+// etcdbackend.go and redisbackend.go, what a client's connection and the
+// observer come from on each backend; observer.go with etcdobserver.go and
+// redisobserver.go, the server's truth; lease.go, the clock-driven lease;
+// revisions.go, the revisions a lock read; control.go, pauses and crashes.
 package workload
 
 import (

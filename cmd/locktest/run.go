@@ -257,7 +257,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 }
 
 func runCmd(args []string, stdout io.Writer) (int, error) {
-	fs := newFlags("run", "run [flags]\n\nStarts a 3-member etcd cluster behind toxiproxy, lets clients contend for locks and\nwrite to a protected resource under faults, records every operation and checks the history.", stdout)
+	fs := newFlags("run", "run [flags]\n\nStarts the lock service under test (a 3-member etcd cluster; Redis servers for a Redis\n--recipe) with every client link behind toxiproxy, lets clients contend for locks and write to\na protected resource under faults, records every operation and checks the history.", stdout)
 	rf := addRunFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return exitUnknown, err
