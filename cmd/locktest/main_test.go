@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,6 +20,23 @@ import (
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/nemesis"
 )
+
+// TestMain gives the tests a temporary directory of their own. Every
+// locktest command first sweeps the temporary directory for what killed
+// runs left there and says so on stderr; the machine's shared one holds
+// what other processes leave (other suites, other engineers' runs), which
+// made the tests' one-line errors two lines, now and then.
+func TestMain(m *testing.M) {
+	tmp, err := os.MkdirTemp("", "cmd-locktest-tests-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Setenv("TMPDIR", tmp)
+	code := m.Run()
+	os.RemoveAll(tmp)
+	os.Exit(code)
+}
 
 func runMain(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
