@@ -25,14 +25,20 @@ import (
 // locktest command first sweeps the temporary directory for what killed
 // runs left there and says so on stderr; the machine's shared one holds
 // what other processes leave (other suites, other engineers' runs), which
-// made the tests' one-line errors two lines, now and then.
+// made the tests' one-line errors two lines, now and then. A test's child
+// (the test binary run again as locktest) keeps the TMPDIR its test gave it.
 func TestMain(m *testing.M) {
+	const mark = "LOCKTEST_CMD_TESTS_TMPDIR"
+	if os.Getenv(mark) != "" {
+		os.Exit(m.Run())
+	}
 	tmp, err := os.MkdirTemp("", "cmd-locktest-tests-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	os.Setenv("TMPDIR", tmp)
+	os.Setenv(mark, tmp)
 	code := m.Run()
 	os.RemoveAll(tmp)
 	os.Exit(code)
