@@ -1,17 +1,21 @@
 package harness
 
 import (
+	"maps"
 	"runtime"
 	"runtime/debug"
+	"slices"
+
+	"github.com/locktest/locktest/backend/registry"
 )
 
 // Component is one part of what produced a run, and its version.
 type Component struct{ Name, Version string }
 
-// builtIn are the modules built into locktest that a run's results name, by
-// the names they are recorded under.
+// builtIn are the modules built into locktest that are no backend's (a
+// backend names its servers' own: backend.Backend.Modules), by the names a
+// run's results give their versions under.
 var builtIn = []struct{ name, module string }{
-	{"etcd", "go.etcd.io/etcd/server/v3"},
 	{"toxiproxy", "github.com/Shopify/toxiproxy/v2"},
 	{"porcupine", "github.com/anishathalye/porcupine"},
 }
@@ -19,9 +23,10 @@ var builtIn = []struct{ name, module string }{
 // BuildVersions lists what produced a run, from the binary's build info, in
 // this order: locktest (its module version), its commit (the build's
 // vcs.revision, with "+dirty" when the tree had uncommitted changes), Go,
-// and the built-in etcd, toxiproxy and porcupine. A version the build did
-// not record is "" (go build -buildvcs=false records no commit).
-// results.json holds them as "versions"; locktest version prints them.
+// the servers the backends build in (etcd's), toxiproxy and porcupine. A
+// version the build did not record is "" (go build -buildvcs=false records
+// no commit). results.json holds them as "versions"; locktest version
+// prints them.
 func BuildVersions() []Component {
 	info, _ := debug.ReadBuildInfo()
 	return buildVersions(info)
@@ -52,6 +57,11 @@ func buildVersions(info *debug.BuildInfo) []Component {
 		}
 	}
 	out := []Component{{"locktest", main}, {"commit", commit}, {"go", runtime.Version()}}
+	for _, b := range registry.All() {
+		for _, module := range slices.Sorted(maps.Keys(b.Modules)) {
+			out = append(out, Component{b.Modules[module], deps[module]})
+		}
+	}
 	for _, b := range builtIn {
 		out = append(out, Component{b.name, deps[b.module]})
 	}

@@ -1,7 +1,6 @@
-// Command locktest tests distributed locks under faults: it starts the lock
-// service under test (an etcd cluster, or Redis servers) with every client
-// link behind toxiproxy, lets clients contend for locks and write to a
-// protected resource while faults strike, records every operation, and
+// Command locktest tests distributed locks: it starts the real servers of
+// the recipe's backend (backend/) behind toxiproxy, lets clients contend for
+// locks and write to a protected resource, records every operation, and
 // checks the history.
 //
 // Exit status follows Jepsen: 0 valid, 1 a violation found, 2 unknown or an
@@ -16,6 +15,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/scratch"
 )
@@ -27,7 +27,8 @@ const (
 	exitUnknown = harness.ExitUnknown
 )
 
-const usage = `locktest: a fault-injection and correctness testbed for distributed locks (etcd, Redis)
+// usage names the lock services locktest runs: the registered backends.
+var usage = `locktest: a fault-injection and correctness testbed for distributed locks on ` + backendNames() + `
 
 Usage:
   locktest run [flags]            start the servers, run the workload under faults, check the history
@@ -39,12 +40,24 @@ Usage:
   locktest compare [flags]        run several recipes, resources, client counts side by side
   locktest report DIR             write DIR/index.html over the run directories under DIR
   locktest serve DIR [flags]      serve DIR's reports read-only on 127.0.0.1:8080
-  locktest version                locktest's version and commit, and the built-in etcd, toxiproxy, porcupine
+  locktest version                locktest's version and commit, and those of the servers, toxiproxy, porcupine built in
 
 Run 'locktest COMMAND --help' for a command's flags. Flags may come before or after
 a command's arguments; '--' ends them.
 Exit status: 0 valid, 1 a required check found a violation, 2 unknown or an error.
 `
+
+// backendNames are the registered backends' names: "etcd and redis".
+func backendNames() string {
+	var names []string
+	for _, b := range registry.All() {
+		names = append(names, b.Name)
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
 
 func main() {
 	os.Exit(mainArgs(os.Args[1:], os.Stdout, os.Stderr))

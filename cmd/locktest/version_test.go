@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/locktest/locktest/backend/registry"
 )
 
 // versionLines reads locktest version's output: name, then version.
@@ -40,15 +43,22 @@ func TestVersion(t *testing.T) {
 		t.Errorf("--version: exit %d, %q; want %q", code, again, out)
 	}
 	names, v := versionLines(t, out)
-	if want := []string{"locktest", "commit", "go", "etcd", "toxiproxy", "porcupine"}; !slices.Equal(names, want) {
+	want := []string{"locktest", "commit", "go"}
+	modules := map[string]string{"toxiproxy": "github.com/Shopify/toxiproxy/v2", "porcupine": "github.com/anishathalye/porcupine"}
+	for _, b := range registry.All() { // the servers a backend builds in
+		for _, module := range slices.Sorted(maps.Keys(b.Modules)) {
+			want = append(want, b.Modules[module])
+			modules[b.Modules[module]] = module
+		}
+	}
+	if want = append(want, "toxiproxy", "porcupine"); !slices.Equal(names, want) || len(want) < 6 {
 		t.Fatalf("version prints %v, want %v:\n%s", names, want, out)
 	}
 	gomod, err := os.ReadFile(filepath.Join("..", "..", "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, module := range map[string]string{"etcd": "go.etcd.io/etcd/server/v3", "toxiproxy": "github.com/Shopify/toxiproxy/v2",
-		"porcupine": "github.com/anishathalye/porcupine"} {
+	for name, module := range modules {
 		m := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(module) + `\s+(\S+)`).FindSubmatch(gomod)
 		if m == nil || v[name] != string(m[1]) {
 			t.Errorf("version says %s %q; go.mod pins %s at %q", name, v[name], module, m)
@@ -76,7 +86,7 @@ func TestVersion(t *testing.T) {
 			t.Errorf("results.json records %s %q, version prints %q", name, got, v[name])
 		}
 	}
-	for _, name := range []string{"go", "etcd", "toxiproxy", "porcupine"} {
+	for _, name := range want[2:] {
 		if _, ok := res.Versions[name]; !ok {
 			t.Errorf("results.json lacks %s: %v", name, res.Versions)
 		}
