@@ -99,3 +99,19 @@ func TestFlagsAfterArguments(t *testing.T) {
 		}
 	}
 }
+
+// --help prints the command's usage once, on stdout; a bad flag prints its
+// one-line error on stderr and nothing on stdout (both printed the whole
+// usage once more).
+func TestHelpOnceErrorsAlone(t *testing.T) {
+	for _, cmd := range []string{"run", "check", "sweep", "nightly", "compare", "report", "serve", "version"} {
+		code, stdout, _ := runMain(t, cmd, "--help")
+		if code != exitValid || strings.Count(stdout, "Usage: locktest "+cmd) != 1 {
+			t.Errorf("%s --help: exit %d, usage printed %d times", cmd, code, strings.Count(stdout, "Usage:"))
+		}
+		code, stdout, stderr := runMain(t, cmd, "--no-such-flag")
+		if code != exitUnknown || stdout != "" || !strings.Contains(stderr, "flag provided but not defined: -no-such-flag") {
+			t.Errorf("%s --no-such-flag: exit %d, stdout %q, stderr %q; want 2, nothing, the error", cmd, code, stdout, stderr)
+		}
+	}
+}

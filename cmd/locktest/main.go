@@ -145,11 +145,17 @@ func newFlags(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 // flags: all that follows is an argument. Afterwards fs.Args() holds the
 // arguments, in their order.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	// The flag package prints the usage itself, for --help and for every
+	// error too: the help would come twice, and a bad flag would bring the
+	// whole of it to stdout beside its one-line error.
+	help := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = help }()
 	var positional []string
 	for len(args) > 0 {
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
+			help()
 			return err
 		}
 		if err != nil {
