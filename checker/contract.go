@@ -314,6 +314,10 @@ func (j *contractJudge) overlaps() {
 		switch {
 		case !ok:
 			j.cannot(promiseOverlap, fmt.Sprintf("the history does not say whether the key of token %d was deleted by revision %d", first.tok, later.rev))
+		case !held && first.tok <= later.rev && d.By == histories.DeletedByOther && j.sd.observedAll:
+			// Another grant's release deleted the first claim: no lease
+			// race but promise 4's violation, which releases tells.
+			j.bugs++
 		case !held && first.tok <= later.rev:
 			j.races++
 		case !held:

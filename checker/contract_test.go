@@ -131,6 +131,24 @@ func TestContractReleaseOnlyYourOwn(t *testing.T) {
 		`Promise 4 (release only your own): on key "lock", the release of token 10 by process 1 (c1) (invoked 4.10 s) deleted process 3 (c3)'s key (token 16, granted 3.50 s) at revision 17 (4.15 s), while c3's lease was alive.`)
 }
 
+// An overlap whose first holder's key another grant's release deleted is no
+// lease race: the lock broke promise 4, and the overlap counts as its bug.
+func TestContractOverlapAfterOtherRelease(t *testing.T) {
+	h := overlapping(11).recorded(100, 3).
+		grant(3, 3000, 3500, 16, 16, "/l/lock/c").
+		deleted(4150, "c3", 16, 17, "other-release", "released_by", "c1", "released_token", "10", "lease_alive", "true").
+		grant(2, 4200, 4300, 18, 18, "/l/lock/b").
+		rel(2, "lock", 4400, 4410, ok).
+		deleted(4405, "c2", 18, 19, "release").
+		rel(3, "lock", 5000, 5010, ok)
+	r := Contract(h.ops())
+	expect(t, r, Invalid,
+		`Promise 4 (release only your own): on key "lock", the release of token 10 by process 1 (c1) (invoked 4.10 s) deleted process 3 (c3)'s key (token 16, granted 3.50 s) at revision 17 (4.15 s), while c3's lease was alive.`)
+	if r.LeaseRaces != 2 || r.LockBugs != 1 {
+		t.Errorf("races %d, bugs %d; want 2 (c1's lapse, against c2 and c3), 1 (c3's key deleted by c1's release)", r.LeaseRaces, r.LockBugs)
+	}
+}
+
 func TestContractLiveHolderKeepsClaim(t *testing.T) {
 	// c1 holds from 1.1 s to 9 s; its lease expires at 8 s with no fault
 	// anywhere: no-renew.
