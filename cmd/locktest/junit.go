@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/locktest/locktest/scenario"
 )
 
 // nightlyRun is one run of a nightly plan, as reported.
@@ -17,6 +19,9 @@ type nightlyRun struct {
 	Exit     int
 	Failed   string // the first story of a required check that failed; "" when it held
 	Error    string // a run that could not be carried out, or an unknown verdict
+	// Bugs are the upstream bugs its scenario reproduces (each with the
+	// recipes that show it).
+	Bugs []scenario.Bug
 }
 
 type junitSuites struct {
@@ -34,12 +39,24 @@ type junitSet struct {
 }
 
 type junitCase struct {
-	Name      string        `xml:"name,attr"`
-	Classname string        `xml:"classname,attr"`
-	Time      string        `xml:"time,attr"`
-	Failure   *junitMessage `xml:"failure,omitempty"`
-	Error     *junitMessage `xml:"error,omitempty"`
-	SystemOut string        `xml:"system-out,omitempty"`
+	Name       string           `xml:"name,attr"`
+	Classname  string           `xml:"classname,attr"`
+	Time       string           `xml:"time,attr"`
+	Properties *junitProperties `xml:"properties,omitempty"`
+	Failure    *junitMessage    `xml:"failure,omitempty"`
+	Error      *junitMessage    `xml:"error,omitempty"`
+	SystemOut  string           `xml:"system-out,omitempty"`
+}
+
+// junitProperties name a case's upstream bugs, one property
+// "upstream-bug" each, as CI systems show a case's properties.
+type junitProperties struct {
+	Property []junitProperty `xml:"property"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
 }
 
 type junitMessage struct {
@@ -49,7 +66,8 @@ type junitMessage struct {
 
 // writeJUnit writes the runs as one JUnit test suite, as CI systems read
 // it: a test case per run, a failure with the first story where a
-// required check failed, an error where the run could not be judged.
+// required check failed, an error where the run could not be judged, and
+// the upstream bugs its scenario reproduces as its properties.
 func writeJUnit(w io.Writer, runs []nightlyRun) error {
 	set := junitSet{Name: "locktest nightly", Tests: len(runs)}
 	var total float64
@@ -57,6 +75,13 @@ func writeJUnit(w io.Writer, runs []nightlyRun) error {
 		total += r.Seconds
 		c := junitCase{Name: r.Name, Classname: "locktest", Time: fmt.Sprintf("%.3f", r.Seconds),
 			SystemOut: fmt.Sprintf("reproduce: %s\nrun directory: %s\n", r.Command, r.Dir)}
+		for _, b := range r.Bugs {
+			if c.Properties == nil {
+				c.Properties = &junitProperties{}
+			}
+			c.Properties.Property = append(c.Properties.Property, junitProperty{Name: "upstream-bug", Value: b.String() + ": " + b.URL})
+			c.SystemOut += fmt.Sprintf("upstream bug: %s: %s\n", b, b.URL)
+		}
 		switch {
 		case r.Failed != "":
 			set.Failures++

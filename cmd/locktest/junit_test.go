@@ -5,13 +5,16 @@ import (
 	"encoding/xml"
 	"strings"
 	"testing"
+
+	"github.com/locktest/locktest/scenario"
 )
 
 func TestJUnitAndSummary(t *testing.T) {
 	runs := []nightlyRun{
 		{Name: "paused-holder mutex unfenced", Dir: "runs/a", Command: "locktest scenario run paused-holder --seed 1", Seconds: 15.2,
 			Exit: 1, Failed: "On key \"lock\", the resource accepted a stale write.\nmore"},
-		{Name: "paused-holder mutex fenced", Dir: "runs/b", Command: "locktest scenario run paused-holder --seed 1 --resource fenced", Seconds: 14.8},
+		{Name: "etcd-22082 mutex-retry fenced", Dir: "runs/b", Command: "locktest scenario run etcd-22082 --seed 1 --resource fenced", Seconds: 14.8,
+			Bugs: []scenario.Bug{{Ref: "etcd#22082", URL: "https://github.com/etcd-io/etcd/issues/22082", Seen: "etcd 3.6.16", Status: "open", Recipes: []string{"mutex-retry"}}}},
 		{Name: "seed 7 mutex fenced", Dir: "runs/c", Command: "locktest run --seed 7", Seconds: 25, Exit: 2, Error: "contract unknown"},
 	}
 	var b bytes.Buffer
@@ -31,6 +34,13 @@ func TestJUnitAndSummary(t *testing.T) {
 	}
 	if s.Cases[1].Failure != nil || s.Cases[1].Error != nil {
 		t.Errorf("passing case %+v", s.Cases[1])
+	}
+	if p := s.Cases[1].Properties; p == nil || len(p.Property) != 1 || p.Property[0] != (junitProperty{"upstream-bug",
+		"etcd#22082 (open), seen in etcd 3.6.16, with --recipe mutex-retry: https://github.com/etcd-io/etcd/issues/22082"}) {
+		t.Errorf("the bug's case has properties %+v", p)
+	}
+	if s.Cases[0].Properties != nil {
+		t.Errorf("a case without bugs has properties %+v", s.Cases[0].Properties)
 	}
 	b.Reset()
 	if err := writeSummary(&b, runs); err != nil {

@@ -275,6 +275,20 @@ func TestScenarioList(t *testing.T) {
 	if n := strings.Count(stdout, "expects: unfenced "); n != len(names) {
 		t.Errorf("%d expectation lines for %d scenarios:\n%s", n, len(names), stdout)
 	}
+	// Each upstream bug: its reference, whether it is fixed, the versions
+	// and the recipe that shows it, under its scenario.
+	for _, want := range []string{
+		"upstream bug: etcd#22082 (open; a fix is proposed in etcd pull request 22115), seen in etcd 3.6.16 (client/v3 concurrency), with --recipe mutex-retry",
+		"upstream bug: etcd#19597 (open; a fix is proposed in etcd pull request 22387), seen in etcd 3.6.16 (client/v3 concurrency), with --recipe election",
+		"upstream bug: etcd#11456 (fixed in 3.5",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("list lacks %q:\n%s", want, stdout)
+		}
+	}
+	if i, j := strings.Index(stdout, "etcd-22082 "), strings.Index(stdout, "upstream bug: etcd#22082"); i < 0 || j < i {
+		t.Errorf("etcd#22082 not listed under etcd-22082:\n%s", stdout)
+	}
 }
 
 func TestHelp(t *testing.T) {

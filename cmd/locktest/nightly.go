@@ -252,6 +252,7 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 		r.Verdicts[c.Name] = string(c.Verdict)
 	}
 	if sc := res.Scenario; sc != nil {
+		r.Bugs = sc.Bugs
 		r.Failed, r.Error = expectationMet(sc, res)
 		return r, nil
 	}

@@ -47,8 +47,10 @@ func (p planned) name() string {
 
 // nightlyPlan is the whole plan, every shard's: each scenario with the
 // unfenced and the fenced resource for each recipe (a scenario about one
-// recipe, with that one; one of a backend's, with the recipes of that
-// backend, or its first), then random-fault runs with seeds from first on,
+// recipe, with that one and those its expectations name, as the recipe that
+// fixes its bug; one of a backend's, with the recipes of that backend, or its
+// first; every upstream bug it reproduces, with the recipes that show it),
+// then random-fault runs with seeds from first on,
 // for as long as a budget lasts (the caller stops taking them). It is a
 // function of its arguments, so every CI worker computes the same plan and
 // runs its own part.
@@ -56,13 +58,20 @@ func nightlyPlan(recipes []string, seed int64, randomRuns int) []planned {
 	var out []planned
 	for _, sc := range registry.Catalog() {
 		rs := recipes
-		if r, ok := sc.Flags["recipe"]; ok {
-			rs = []string{r} // the scenario is about that recipe
+		if _, ok := sc.Flags["recipe"]; ok {
+			rs = sc.Recipes() // the scenario is about that recipe (and its fix)
 		} else if sc.Backend != "" {
 			rs = slices.DeleteFunc(slices.Clone(recipes), func(r string) bool { return registry.Of(r).Name != sc.Backend })
 			if len(rs) == 0 {
 				b, _ := registry.Named(sc.Backend)
 				rs = []string{b.Recipes[0].Name}
+			}
+		}
+		for _, b := range sc.Bugs {
+			for _, r := range b.Recipes {
+				if !slices.Contains(rs, r) {
+					rs = append(slices.Clone(rs), r)
+				}
 			}
 		}
 		for _, r := range rs {

@@ -23,14 +23,32 @@ func TestShardsSplitThePlan(t *testing.T) {
 	plan := nightlyPlan([]string{"mutex", "election"}, 100, 7)
 	want := 7 * 2
 	for _, sc := range registry.Catalog() {
+		var rs []string
 		if r, ok := sc.Flags["recipe"]; ok {
-			want += 2 // its own recipe only
-			if !slices.Contains(plan, planned{Scenario: sc.Name, Seed: 100, Recipe: r, Resource: "unfenced"}) {
-				t.Errorf("%s is not planned with its recipe %s", sc.Name, r)
+			rs = append(rs, r) // its own recipe, not the command line's
+			for r := range sc.ByRecipe {
+				rs = append(rs, r) // and those it expects of, as its fix
 			}
-			continue
+		} else {
+			rs = append(rs, "mutex", "election")
 		}
-		want += 2 * 2
+		for _, b := range sc.Bugs {
+			rs = append(rs, b.Recipes...) // every bug with the recipe that shows it
+		}
+		slices.Sort(rs)
+		rs = slices.Compact(rs)
+		want += 2 * len(rs)
+		for _, r := range rs {
+			if !slices.Contains(plan, planned{Scenario: sc.Name, Seed: 100, Recipe: r, Resource: "unfenced"}) {
+				t.Errorf("%s is not planned with recipe %s", sc.Name, r)
+			}
+		}
+	}
+	for _, p := range []planned{{"etcd-22082", 100, "mutex-retry-owned", "fenced"}, {"election-phantom", 100, "election-checked", "fenced"},
+		{"waiter-expiry", 100, "mutex-3.4", "fenced"}} {
+		if !slices.Contains(plan, p) {
+			t.Errorf("%s is not planned", p.name())
+		}
 	}
 	if len(plan) != want {
 		t.Fatalf("plan of %d runs, want %d", len(plan), want)
