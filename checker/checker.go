@@ -66,6 +66,9 @@ type Options struct {
 	// with the check's name, the segments finished and their total. Calls
 	// do not overlap.
 	Progress func(check string, done, total int)
+	// LivenessBound is how soon, once every fault has ended, every client
+	// that asks for a lock must get it (the liveness check).
+	LivenessBound time.Duration
 }
 
 // DefaultVisualizationOps is the default cap on the operations drawn.
@@ -238,6 +241,12 @@ func (h *History) check(name string, build func(*History) spec, opt Options) Res
 		}
 	}
 	res.Ops, res.Keys = len(s.covered), len(keys)
+	if res.Ops == 0 {
+		res.Explanation = fmt.Sprintf("The history has no %s operations: there is nothing to judge.", map[string]string{
+			histories.CheckMutex: "acquire or release", histories.CheckResource: "read or write"}[name])
+		res.Duration = time.Since(began)
+		return res
+	}
 
 	segs := segmentAll(s.ops, opt.segmentOps(), s.cut)
 	res.Segments = len(segs)

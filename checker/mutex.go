@@ -48,8 +48,11 @@ import (
 //     equivalent, and spares porcupine a branch per such op: an always-legal
 //     op pending to the history's end doubles the states explored while
 //     searching an invalid history.
-//   - release with unknown outcome not after an acquire ok of its process:
-//     there was nothing for it to free.
+//   - release (of any outcome) not after an acquire ok of its process:
+//     there was nothing of its own for it to free. A lock may answer such a
+//     release ok (etcd deletes nothing); if it freed another's hold
+//     instead, that holder still believes it holds the lock, and the next
+//     grant shows it.
 
 // lockState is the state of one key's lock. It is comparable, so porcupine's
 // default equality works.
@@ -150,14 +153,14 @@ func mutexSpec(h *History) spec {
 			// retry a failed release under the same process.
 			s.ops[r].Return = min(s.ops[r].Return, o.ret)
 			s.ignored = append(s.ignored, o)
+		case a == nil:
+			s.ignored = append(s.ignored, o)
 		case o.status == histories.OK:
 			s.add(c, o.call, o.ret)
-		case a != nil:
+		default:
 			c.unknown = true
 			released[k] = len(s.ops)
 			s.add(c, o.call, h.end)
-		default:
-			s.ignored = append(s.ignored, o)
 		}
 		if o.f == histories.Release && a != nil {
 			delete(holding, k)

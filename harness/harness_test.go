@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workload"
@@ -76,7 +75,7 @@ func TestDeadLocksFailLiveness(t *testing.T) {
 			cfg := workload.DefaultConfig()
 			cfg.Clients, cfg.OpTimeout = 2, time.Second
 			cfg.Recipe = lock.RecipeFunc(name, newLocker)
-			res, err := Run(context.Background(), Options{Dir: t.TempDir(), Workload: cfg, Time: 3 * time.Second, Required: histories.Checks()})
+			res, err := Run(context.Background(), Options{Dir: t.TempDir(), Workload: cfg, Time: 3 * time.Second, Required: checker.Names()})
 			if err != nil {
 				t.Fatal(err)
 			}
