@@ -38,6 +38,7 @@ package checker
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strconv"
@@ -186,36 +187,44 @@ func (s *spec) bound(closes func(u, q *call) bool) {
 // byKey is the models' partition function: a history is linearizable iff
 // each key's is. Partitions are in key order.
 func byKey(ops []porcupine.Operation) [][]porcupine.Operation {
-	groups := map[string][]porcupine.Operation{}
+	count := map[string]int{}
 	for _, op := range ops {
-		k := op.Input.(*call).key
-		groups[k] = append(groups[k], op)
+		count[op.Input.(*call).key]++
 	}
-	keys := make([]string, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
+	if len(count) == 1 { // one lock: no copy
+		return [][]porcupine.Operation{ops}
 	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(count))
 	parts := make([][]porcupine.Operation, len(keys))
+	at := map[string]int{}
 	for i, k := range keys {
-		parts[i] = groups[k]
+		parts[i] = make([]porcupine.Operation, 0, count[k])
+		at[k] = i
+	}
+	for _, op := range ops {
+		i := at[op.Input.(*call).key]
+		parts[i] = append(parts[i], op)
 	}
 	return parts
 }
 
-func describeMetadata(m any) string {
-	o, ok := m.(*operation)
-	if !ok || o == nil {
-		return ""
+// describer describes an operation for porcupine's visualization: where it
+// is in the history, and the error its completion gave.
+func (h *History) describer() func(m any) string {
+	return func(m any) string {
+		o, ok := m.(*operation)
+		if !ok || o == nil {
+			return ""
+		}
+		s := fmt.Sprintf("history index %d → %d (%s)", o.inv, o.done, o.status)
+		if o.missing {
+			s = fmt.Sprintf("history index %d, no completion", o.inv)
+		}
+		if err := h.errs[o]; err != "" {
+			s += ": " + err
+		}
+		return s
 	}
-	s := fmt.Sprintf("history index %d → %d (%s)", o.inv, o.done, o.status)
-	if o.missing {
-		s = fmt.Sprintf("history index %d, no completion", o.inv)
-	}
-	if o.err != "" {
-		s += ": " + o.err
-	}
-	return s
 }
 
 func (o Options) segmentOps() int {
@@ -249,9 +258,11 @@ func (h *History) check(name string, build func(*History) spec, opt Options) Res
 	}
 
 	segs := segmentAll(s.ops, opt.segmentOps(), s.cut)
+	s.ops = nil // the segments hold what is checked
 	res.Segments = len(segs)
 	model := s.model
 	model.Step = withInit(model.Step)
+	model.DescribeOperationMetadata = h.describer()
 	model.Partition = nil
 	var deadline time.Time
 	if opt.Timeout > 0 {

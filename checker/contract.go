@@ -64,7 +64,7 @@ func Contract(ops []histories.Op) Result { return Build(ops).Contract() }
 type contractJudge struct {
 	h          *History
 	sd         *storyData
-	claim      map[*operation]claim
+	claim      []claim // by the grant's belief
 	violations map[string][]Violation
 	unjudged   map[string]string // promise → why not (first reason)
 	races      int
@@ -132,8 +132,8 @@ func (c claim) heldAt(rev int64) (held, ok bool) {
 // history cannot tell. Without any such deletion, the claim was held up to
 // the observed revision, if the history has one: every deletion up to it
 // is recorded.
-func (j *contractJudge) claims(grants []*operation) map[*operation]claim {
-	out := make(map[*operation]claim, len(grants))
+func (j *contractJudge) claims(grants []*operation) []claim {
+	out := make([]claim, len(j.sd.beliefs)) // by the grant's belief
 	byLock := map[string][]*operation{}
 	for _, g := range grants {
 		if g.hasTok {
@@ -143,7 +143,7 @@ func (j *contractJudge) claims(grants []*operation) map[*operation]claim {
 	for lock, gs := range byLock {
 		ix := j.indexDeletions(lock, gs)
 		for _, g := range gs {
-			out[g] = ix.claim(g)
+			out[g.belief] = ix.claim(g)
 		}
 	}
 	return out
@@ -153,12 +153,11 @@ func (j *contractJudge) claims(grants []*operation) map[*operation]claim {
 // name no lock) for its grants' claims.
 type lockDeletions struct {
 	j *contractJudge
-	// created are the deletions of the key created at a revision, with
-	// their revision.
-	created map[int64][]*Deletion
-	// instances are, per key a grant says it holds, the spans [create,
-	// delete) of that key the history's deletions show, by create
-	// revision.
+	// created are the deletions with a create revision, by it.
+	created []*Deletion
+	// instances are, per key that several grants say they hold, the
+	// spans [create, delete) of that key the history's deletions show, by
+	// create revision.
 	instances map[string][]*Deletion
 	// open are the deletions of keys no grant is known to hold apart from
 	// others (no create revision, or one that no grant of the lock has, or
@@ -168,27 +167,34 @@ type lockDeletions struct {
 }
 
 func (j *contractJudge) indexDeletions(lock string, grants []*operation) *lockDeletions {
-	ix := &lockDeletions{j: j, created: map[int64][]*Deletion{}, instances: map[string][]*Deletion{}}
-	byToken := map[int64][]*operation{}
-	for _, g := range grants {
-		byToken[g.tok] = append(byToken[g.tok], g)
+	ix := &lockDeletions{j: j, instances: map[string][]*Deletion{}}
+	byToken := slices.Clone(grants)
+	slices.SortFunc(byToken, func(a, b *operation) int { return cmp.Compare(a.tok, b.tok) })
+	// The keys several grants say they hold.
+	byClaim := slices.Clone(grants)
+	slices.SortFunc(byClaim, func(a, b *operation) int { return cmp.Compare(a.claim, b.claim) })
+	shared := map[string]bool{}
+	for i := 1; i < len(byClaim); i++ {
+		if c := byClaim[i].claim; c != "" && c == byClaim[i-1].claim {
+			shared[c] = true
+		}
 	}
 	for i := range j.sd.deletions {
 		d := &j.sd.deletions[i]
 		if d.Key != "" && d.Key != lock {
 			continue
 		}
-		creators := byToken[d.Token]
+		k, _ := slices.BinarySearchFunc(byToken, d.Token, func(g *operation, t int64) int { return cmp.Compare(g.tok, t) })
+		known := false
 		if d.Token > 0 {
-			ix.created[d.Token] = append(ix.created[d.Token], d)
+			ix.created = append(ix.created, d)
+			known = k < len(byToken) && byToken[k].tok == d.Token
 		}
-		known := len(creators) > 0
-		for _, g := range creators {
+		for ; known && k < len(byToken) && byToken[k].tok == d.Token; k++ {
+			g := byToken[k]
 			if g.claim == "" {
 				known = false
-				continue
-			}
-			if d.Revision > 0 {
+			} else if shared[g.claim] && d.Revision > 0 {
 				ix.instances[g.claim] = append(ix.instances[g.claim], d)
 			}
 		}
@@ -196,11 +202,22 @@ func (j *contractJudge) indexDeletions(lock string, grants []*operation) *lockDe
 			ix.open = append(ix.open, d)
 		}
 	}
+	slices.SortStableFunc(ix.created, func(a, b *Deletion) int { return cmp.Compare(a.Token, b.Token) })
 	for _, ds := range ix.instances {
 		slices.SortFunc(ds, func(a, b *Deletion) int { return cmp.Compare(a.Token, b.Token) })
 	}
 	slices.SortStableFunc(ix.open, func(a, b *Deletion) int { return cmp.Compare(a.Revision, b.Revision) })
 	return ix
+}
+
+// createdAt returns the deletions of keys created at revision rev.
+func (ix *lockDeletions) createdAt(rev int64) []*Deletion {
+	lo, _ := slices.BinarySearchFunc(ix.created, rev, func(d *Deletion, t int64) int { return cmp.Compare(d.Token, t) })
+	hi := lo
+	for hi < len(ix.created) && ix.created[hi].Token == rev {
+		hi++
+	}
+	return ix.created[lo:hi]
 }
 
 func (ix *lockDeletions) claim(g *operation) claim {
@@ -217,7 +234,7 @@ func (ix *lockDeletions) claim(g *operation) claim {
 			c.hi, c.del = d.Revision, d
 		}
 	}
-	for _, d := range ix.created[g.tok] {
+	for _, d := range ix.createdAt(g.tok) {
 		definite(d)
 	}
 	if g.claim != "" {
@@ -233,7 +250,7 @@ func (ix *lockDeletions) claim(g *operation) claim {
 		// Several deletions of keys created at one revision (keys created
 		// together) leave the claim's between the first and the last.
 		first := c.hi
-		for _, d := range ix.created[g.tok] {
+		for _, d := range ix.createdAt(g.tok) {
 			if d.Revision > 0 {
 				first = min(first, d.Revision)
 			}
@@ -428,7 +445,7 @@ func (j *contractJudge) lost(grants []*operation) {
 			j.cannot(promiseLost, "the lock does not say which etcd key a grant holds (etcdlock.Keyed)")
 			continue
 		}
-		c := j.claim[g]
+		c := j.claim[g.belief]
 		held, ok := c.heldAt(g.rev)
 		switch {
 		case !ok:
@@ -499,7 +516,7 @@ func (j *contractJudge) overlaps() {
 			j.cannot(promiseOverlap, fmt.Sprintf("token %d was created after the decision revision %d of token %d", first.tok, later.rev, later.tok))
 			continue
 		}
-		c := j.claim[first]
+		c := j.claim[first.belief]
 		held, ok := c.heldAt(later.rev)
 		switch {
 		case !ok:
@@ -589,7 +606,7 @@ func (j *contractJudge) live() {
 		j.cannot(promiseLive, "the history does not record the lease TTL")
 		return
 	}
-	window := addSat(2*j.sd.ttl, expirySlack)
+	window := addSat(addSat(j.sd.ttl, j.sd.ttl), expirySlack)
 	for _, d := range j.sd.deletions {
 		if d.By != histories.DeletedByExpiry || h.revokedAt(d) || h.faultDuring(d.Time-int64(window), d.Time) {
 			continue

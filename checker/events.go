@@ -44,11 +44,10 @@ type storyData struct {
 	deletions []Deletion
 	lost      []leaseLost
 	beliefs   []Belief
-	// beliefOf finds the belief a grant started; byToken the beliefs of a
-	// key's grants of a token (key "": of any key); byProcess a process's
-	// beliefs; toMax[i] is the latest end of beliefs[:i+1].
-	beliefOf  map[*operation]int
-	byToken   map[keyToken][]int
+	// byToken orders the beliefs with a token by token, then key;
+	// byProcess holds a process's beliefs; toMax[i] is the latest end of
+	// beliefs[:i+1]. (A grant's belief is its operation's belief.)
+	byToken   []int32
 	byProcess map[histories.Process][]int
 	toMax     []int64
 	// lockerFailed are the times a client could not build its locker
@@ -239,15 +238,13 @@ func (h *History) beliefs() []Belief {
 		end(a, max(h.alive[k.p], a.ret), "last-seen")
 	}
 	slices.SortStableFunc(out, func(a, b Belief) int { return cmp.Compare(a.From, b.From) })
-	sd.beliefOf = make(map[*operation]int, len(out))
-	sd.byToken = map[keyToken][]int{}
+	sd.byToken = make([]int32, 0, len(out))
 	sd.byProcess = map[histories.Process][]int{}
 	sd.toMax = make([]int64, len(out))
 	for i, b := range out {
-		sd.beliefOf[b.grant] = i
+		b.grant.belief = int32(i)
 		if b.HasToken {
-			sd.byToken[keyToken{b.Key, b.Token}] = append(sd.byToken[keyToken{b.Key, b.Token}], i)
-			sd.byToken[keyToken{"", b.Token}] = append(sd.byToken[keyToken{"", b.Token}], i)
+			sd.byToken = append(sd.byToken, int32(i))
 		}
 		sd.byProcess[histories.Process(b.Process)] = append(sd.byProcess[histories.Process(b.Process)], i)
 		sd.toMax[i] = b.To
@@ -255,13 +252,28 @@ func (h *History) beliefs() []Belief {
 			sd.toMax[i] = max(sd.toMax[i], sd.toMax[i-1])
 		}
 	}
+	slices.SortStableFunc(sd.byToken, func(i, j int32) int {
+		return cmp.Or(cmp.Compare(out[i].Token, out[j].Token), cmp.Compare(out[i].Key, out[j].Key))
+	})
 	return out
 }
 
 // tokenBeliefs returns the beliefs of key's ("": any key's) grants of
 // token, by start.
-func (h *History) tokenBeliefs(key string, token int64) []int {
-	return h.sd.byToken[keyToken{key, token}]
+func (h *History) tokenBeliefs(key string, token int64) []int32 {
+	bs, ix := h.sd.beliefs, h.sd.byToken
+	from := func(k keyToken) int {
+		i, _ := slices.BinarySearchFunc(ix, k, func(i int32, k keyToken) int {
+			return cmp.Or(cmp.Compare(bs[i].Token, k.token), cmp.Compare(bs[i].Key, k.key))
+		})
+		return i
+	}
+	lo := from(keyToken{key, token})
+	hi := lo
+	for hi < len(ix) && bs[ix[hi]].Token == token && (key == "" || bs[ix[hi]].Key == key) {
+		hi++
+	}
+	return ix[lo:hi]
 }
 
 // beliefBy finds the belief of process p in key's lock ("": any) that began
@@ -347,15 +359,15 @@ func (h *History) revokedAt(d Deletion) bool {
 
 // beliefOf finds the belief a grant started.
 func (h *History) beliefOf(o *operation) (Belief, bool) {
-	if i, ok := h.sd.beliefOf[o]; ok {
-		return h.sd.beliefs[i], true
+	if o.granted == nil {
+		return Belief{}, false
 	}
-	return Belief{}, false
+	return h.sd.beliefs[o.belief], true
 }
 
 // holderOf finds the belief in which a process held a token of a key.
 func (h *History) holderOf(key string, p histories.Process, token int64) (Belief, bool) {
-	for _, i := range h.sd.byToken[keyToken{key, token}] {
+	for _, i := range h.tokenBeliefs(key, token) {
 		if b := h.sd.beliefs[i]; b.Process == int(p) {
 			return b, true
 		}

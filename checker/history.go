@@ -41,6 +41,8 @@ type History struct {
 	// sd is what the nemesis's and observer's events say, with the
 	// beliefs.
 	sd *storyData
+	// errs are the errors the completions give (few have one).
+	errs map[*operation]string
 
 	overlapsOnce sync.Once
 	overlaps     OverlapAnalysis
@@ -50,9 +52,9 @@ type History struct {
 type operation struct {
 	process histories.Process
 	f, key  string
-	// status is OK, Fail or Info; Info also when the completion is missing.
-	status  histories.Type
-	missing bool
+	// status is OK, Fail or Info; Info also when the completion is
+	// missing (missing).
+	status histories.Type
 	// call and ret are the times; ret is the history's end if the completion
 	// is missing.
 	call, ret int64
@@ -62,16 +64,24 @@ type operation struct {
 	// tok is the fencing token: from the completion of an acquire, from the
 	// invocation (else the completion) of a write. val is the value written
 	// (from the invocation) or read (completion).
-	tok, val       int64
-	hasTok, hasVal bool
+	tok, val                int64
+	missing, hasTok, hasVal bool
 	// applied and lost mark a write of unknown outcome that the resource's
 	// own log says it accepted, or never accepted (History.MarkApplied).
 	applied, lost bool
-	err           string
-	// rev is an acquire ok's decision revision (0: not recorded); claim is
-	// the etcd key the grant says it holds (etcdlock.Keyed; "": not said).
+	// granted is set for a grant (an acquire ok), and only for one: what
+	// only grants have.
+	*granted
+}
+
+// granted is what a grant has beyond other operations.
+type granted struct {
+	// rev is the decision revision (0: not recorded); claim is the etcd
+	// key the grant says it holds (etcdlock.Keyed; "": not said).
 	rev   int64
 	claim string
+	// belief is the index of the belief the grant started.
+	belief int32
 }
 
 // hold names a process's hold of a key's lock.
@@ -103,15 +113,16 @@ type Builder struct {
 	// TARGETS was active".
 	Describe Describer
 
-	h     *History
-	rules *histories.Tracker
-	n     int                // records added
-	open  map[int]*operation // invocations awaiting completion, by record number
-	strs  map[string]string  // interned keys and f's
-	wins  map[string][]int   // open fault windows by fault|targets
-	slab  []operation
-	size  int
-	first bool
+	h      *History
+	rules  *histories.Tracker
+	n      int                // records added
+	open   map[int]*operation // invocations awaiting completion, by record number
+	strs   map[string]string  // interned keys and f's
+	wins   map[string][]int   // open fault windows by fault|targets
+	slab   []operation
+	grants []granted
+	size   int
+	first  bool
 }
 
 // NewBuilder returns an empty Builder.
@@ -213,11 +224,22 @@ func (b *Builder) add(op histories.Op, inv int) {
 	}
 	o := b.open[inv]
 	delete(b.open, inv)
-	o.status, o.done, o.ret, o.err = op.Type, op.Index, op.Time, op.Error
+	o.status, o.done, o.ret = op.Type, op.Index, op.Time
+	if op.Error != "" {
+		if h.errs == nil {
+			h.errs = map[*operation]string{}
+		}
+		h.errs[o] = op.Error
+	}
 	if t, ok := op.Token(); ok && (!o.hasTok || op.F == histories.Acquire) {
 		o.tok, o.hasTok = t, true
 	}
 	if op.F == histories.Acquire && op.Type == histories.OK {
+		if len(b.grants) == 0 {
+			b.grants = make([]granted, 256)
+		}
+		o.granted = &b.grants[0]
+		b.grants = b.grants[1:]
 		if r, ok := op.Revision(); ok {
 			o.rev = r
 		}

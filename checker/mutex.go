@@ -118,22 +118,31 @@ var mutexModel = porcupine.Model{
 		}
 		return h
 	},
-	DescribeOperation:         describeLockOp,
-	DescribeState:             describeLockState,
-	DescribeOperationMetadata: describeMetadata,
+	DescribeOperation: describeLockOp,
+	DescribeState:     describeLockState,
 }
 
 func mutexSpec(h *History) spec {
 	s := spec{model: mutexModel, cut: mutexSegments, scan: h.mutexViolations}
 	holding := map[hold]*operation{} // acquire ok not yet followed by a release of its process
 	released := map[hold]int{}       // index in s.ops of the unknown release that ended the process's hold
+	n := 0
+	for _, o := range h.ops {
+		if o.f == histories.Acquire || o.f == histories.Release {
+			n++
+		}
+	}
+	s.ops = make([]porcupine.Operation, 0, n)
+	s.covered = make([]*operation, 0, n)
+	calls := make([]call, n)
 	for _, o := range h.ops {
 		if o.f != histories.Acquire && o.f != histories.Release {
 			continue
 		}
+		c := &calls[len(s.covered)]
+		*c = call{key: o.key, process: o.process, f: o.f, op: o}
 		s.covered = append(s.covered, o)
 		k := hold{o.process, o.key}
-		c := &call{key: o.key, process: o.process, f: o.f, op: o}
 		a := holding[k]
 		r, retry := released[k]
 		switch {

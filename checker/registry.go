@@ -24,15 +24,19 @@ type Input struct {
 type Check struct {
 	Name  string
 	Judge func(in Input) Result
+	// Spreads says the check spreads its work over the cores itself
+	// (porcupine's): such checks run one after another, so that their
+	// memory is not needed at once.
+	Spreads bool
 }
 
 var checks = []Check{
-	{histories.CheckMutex, func(in Input) Result { return in.History.Mutex(in.Options) }},
-	{histories.CheckResource, func(in Input) Result { return in.History.Resource(in.Options) }},
-	{histories.CheckInvariant, func(in Input) Result { return in.History.Invariant() }},
-	{histories.CheckLiveness, func(in Input) Result { return in.History.Liveness(in.Options.LivenessBound) }},
-	{histories.CheckContract, func(in Input) Result { return in.History.Contract() }},
-	{histories.CheckConsistency, func(in Input) Result { return Consistency(in.Hashes) }},
+	{histories.CheckMutex, func(in Input) Result { return in.History.Mutex(in.Options) }, true},
+	{histories.CheckResource, func(in Input) Result { return in.History.Resource(in.Options) }, true},
+	{histories.CheckInvariant, func(in Input) Result { return in.History.Invariant() }, false},
+	{histories.CheckLiveness, func(in Input) Result { return in.History.Liveness(in.Options.LivenessBound) }, false},
+	{histories.CheckContract, func(in Input) Result { return in.History.Contract() }, false},
+	{histories.CheckConsistency, func(in Input) Result { return Consistency(in.Hashes) }, false},
 }
 
 // Checks returns every check, in the order results show them.
@@ -47,8 +51,8 @@ func Names() []string {
 	return out
 }
 
-// Judge runs every check on in, at once (porcupine's checks spread over
-// the cores themselves; the others run beside them), and returns their
+// Judge runs every check on in, at once (those that spread over the cores
+// themselves one after another, the others beside them), and returns their
 // results in the registry's order.
 func Judge(in Input) []Result {
 	if p := in.Options.Progress; p != nil {
@@ -61,8 +65,17 @@ func Judge(in Input) []Result {
 	}
 	out := make([]Result, len(checks))
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i, c := range checks {
+			if c.Spreads {
+				out[i] = c.Judge(in)
+			}
+		}
+	})
 	for i, c := range checks {
-		wg.Go(func() { out[i] = c.Judge(in) })
+		if !c.Spreads {
+			wg.Go(func() { out[i] = c.Judge(in) })
+		}
 	}
 	wg.Wait()
 	return out

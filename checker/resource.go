@@ -103,9 +103,8 @@ var resourceModel = porcupine.Model{
 		s := state.(register)
 		return uint64(s.token)*0x9e3779b97f4a7c15 ^ uint64(s.value)
 	},
-	DescribeOperation:         describeRegisterOp,
-	DescribeState:             describeRegister,
-	DescribeOperationMetadata: describeMetadata,
+	DescribeOperation: describeRegisterOp,
+	DescribeState:     describeRegister,
 }
 
 func resourceSpec(h *History) spec {
@@ -114,19 +113,37 @@ func resourceSpec(h *History) spec {
 		key   string
 		value int64
 	}
-	observed := map[kv]bool{} // values returned by reads, per key
+	// The values of unknown writes that reads returned, per key.
+	observed := map[kv]bool{}
+	n := 0
 	for _, o := range h.ops {
-		if v, ok := o.value(); ok && o.f == histories.Read && o.status == histories.OK {
-			observed[kv{o.key, v}] = true
+		if o.f == histories.Read || o.f == histories.Write {
+			n++
+		}
+		if v, ok := o.value(); ok && o.f == histories.Write && o.unknown() {
+			observed[kv{o.key, v}] = false
 		}
 	}
+	if len(observed) > 0 {
+		for _, o := range h.ops {
+			if v, ok := o.value(); ok && o.f == histories.Read && o.status == histories.OK {
+				if _, want := observed[kv{o.key, v}]; want {
+					observed[kv{o.key, v}] = true
+				}
+			}
+		}
+	}
+	s.ops = make([]porcupine.Operation, 0, n)
+	s.covered = make([]*operation, 0, n)
+	calls := make([]call, n)
 	var accepted []tokened
 	for _, o := range h.ops {
 		if o.f != histories.Read && o.f != histories.Write {
 			continue
 		}
+		c := &calls[len(s.covered)]
+		*c = call{key: o.key, process: o.process, f: o.f, op: o}
 		s.covered = append(s.covered, o)
-		c := &call{key: o.key, process: o.process, f: o.f, op: o}
 		v, hasValue := o.value()
 		c.value = v
 		c.token, c.hasToken = o.token()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 )
 
 // record is one decoded line, before the format's rules are applied: what
@@ -67,8 +68,11 @@ type decoder struct {
 	depth int
 	// strs interns the keys, f's and parameter names, which repeat.
 	strs map[string]string
-	// slab holds values and their numbers, allocated together.
-	slab []valueBlock
+	// slab holds values and their numbers, allocated together; with
+	// reuse, one block serves every line.
+	slab  []valueBlock
+	reuse bool
+	block valueBlock
 }
 
 type valueBlock struct {
@@ -95,8 +99,8 @@ const (
 	fParams
 )
 
-func lineField(name string) int {
-	switch name {
+func lineField(name []byte) int {
+	switch string(name) {
 	case "index":
 		return fIndex
 	case "type":
@@ -119,8 +123,8 @@ func lineField(name string) int {
 
 var lineNames = []string{"index", "type", "f", "process", "time", "key", "value", "error"}
 
-func valueField(name string) int {
-	switch name {
+func valueField(name []byte) int {
+	switch string(name) {
 	case "token":
 		return fToken
 	case "value":
@@ -197,11 +201,11 @@ func (d *decoder) decode(b []byte) (r record, ok bool) {
 // field looks a member's name up: 0 for a name the format does not have,
 // false for one decodeSlow must judge (a repeated field, or a name
 // encoding/json would match without regard to case).
-func (d *decoder) field(name []byte, field func(string) int, names []string, seen *int) (int, bool) {
-	f := field(string(name))
+func (d *decoder) field(name []byte, field func([]byte) int, names []string, seen *int) (int, bool) {
+	f := field(name)
 	if f == 0 {
 		for _, known := range names {
-			if bytes.EqualFold(name, []byte(known)) {
+			if len(name) == len(known) && strings.EqualFold(string(name), known) {
 				return 0, false
 			}
 		}
@@ -218,11 +222,17 @@ func (d *decoder) value() (*Value, bool) {
 	if d.peek() != '{' {
 		return nil, false
 	}
-	if len(d.slab) == 0 {
-		d.slab = make([]valueBlock, 256)
+	var blk *valueBlock
+	if d.reuse {
+		d.block = valueBlock{}
+		blk = &d.block
+	} else {
+		if len(d.slab) == 0 {
+			d.slab = make([]valueBlock, 256)
+		}
+		blk = &d.slab[0]
+		d.slab = d.slab[1:]
 	}
-	blk := &d.slab[0]
-	d.slab = d.slab[1:]
 	v := &blk.v
 	var seen int
 	ok := d.object(func(name []byte) bool {
@@ -469,7 +479,18 @@ func (d *decoder) integer() (int64, bool) {
 	if !d.number() {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(string(d.b[from:d.i]), 10, 64)
+	digits := d.b[from:d.i]
+	if len(digits) < 19 && digits[0] != '-' { // no overflow, no sign
+		var n int64
+		for _, c := range digits {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			n = n*10 + int64(c-'0')
+		}
+		return n, true
+	}
+	n, err := strconv.ParseInt(string(digits), 10, 64)
 	return n, err == nil
 }
 

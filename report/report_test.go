@@ -120,11 +120,11 @@ func TestReportInBrowser(t *testing.T) {
 	res.Scenario = &harness.Scenario{Name: "paused-holder", Lesson: "A pause can strike between any check and the write.",
 		Expect: map[string]string{"resource": "invalid"}, Met: &met}
 	out := filepath.Join(dir, "report.html")
-	if err := Write(out, res, res.History); err != nil {
+	if err := Write(out, res); err != nil {
 		t.Fatal(err)
 	}
 	ctx, errs := browser(t)
-	var lesson, expected string
+	var lesson, expected, header, reads string
 	var lanes, faults []string
 	var violations int
 	var before, after [2]string
@@ -133,7 +133,9 @@ func TestReportInBrowser(t *testing.T) {
 		chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
 		chromedp.Text("#lesson", &lesson, chromedp.ByQuery),
 		chromedp.Text("#expected", &expected, chromedp.ByQuery),
-		chromedp.Evaluate(`[...document.querySelectorAll("#lanes [data-lane]")].map(e => e.textContent)`, &lanes),
+		chromedp.Text("#head .meta", &header, chromedp.ByQuery),
+		chromedp.Text("#reads", &reads, chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll("#lanes .lane-client")].map(e => e.textContent)`, &lanes),
 		chromedp.Evaluate(`[...document.querySelectorAll("#flist li")].map(e => e.dataset.fault)`, &faults),
 		chromedp.Evaluate(`document.querySelectorAll("#vlist li[data-check]").length`, &violations),
 		chromedp.AttributeValue("#canvas", "data-from", &before[0], nil),
@@ -156,7 +158,7 @@ func TestReportInBrowser(t *testing.T) {
 	}
 	missed := false
 	res.Scenario.Met, res.Scenario.Missed = &missed, []harness.Miss{{Check: "resource", Got: "valid", Want: "invalid"}}
-	if err := Write(out, res, res.History); err != nil {
+	if err := Write(out, res); err != nil {
 		t.Fatal(err)
 	}
 	if err := chromedp.Run(ctx, chromedp.Navigate("file://"+out), chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
@@ -166,10 +168,13 @@ func TestReportInBrowser(t *testing.T) {
 	if expected != "expected: resource invalid (NOT as expected: resource is valid, expected invalid)" {
 		t.Errorf("a missed expectation shown as %q", expected)
 	}
-	for _, c := range []string{"c0", "c1", "c2"} {
-		if !strings.Contains(strings.Join(lanes, " "), c) {
-			t.Errorf("no lane for %s in %v", c, lanes)
-		}
+	// A lane per client, counted in the header; the final read (a process
+	// of no client) is no lane, but said.
+	if !slices.Equal(lanes, []string{"c0", "c1", "c2"}) || !strings.Contains(header, " 3 clients ") {
+		t.Errorf("client lanes %v, header %q: want c0, c1, c2 and 3 clients", lanes, header)
+	}
+	if !strings.Contains(reads, "lock = 251") {
+		t.Errorf("final read shown as %q", reads)
 	}
 	if !strings.Contains(strings.Join(faults, " "), "pause-client") {
 		t.Errorf("faults listed %v, want the pause-client that ran", faults)
@@ -202,7 +207,7 @@ func TestReportLegendByBackend(t *testing.T) {
 		dir := t.TempDir()
 		res := checked(t, dir, history)
 		out := filepath.Join(dir, "report.html")
-		if err := Write(out, res, res.History); err != nil {
+		if err := Write(out, res); err != nil {
 			t.Fatal(err)
 		}
 		var legend string
@@ -228,7 +233,7 @@ func TestIndexInBrowser(t *testing.T) {
 		run := filepath.Join(root, name)
 		os.Mkdir(run, 0o755)
 		res := checked(t, run, name+".jsonl")
-		if err := Write(filepath.Join(run, "report.html"), res, res.History); err != nil {
+		if err := Write(filepath.Join(run, "report.html"), res); err != nil {
 			t.Fatal(err)
 		}
 	}
