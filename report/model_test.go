@@ -2,9 +2,15 @@ package report
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/locktest/locktest/harness"
 )
 
 // A lane is written as encoding/json writes it.
@@ -28,5 +34,36 @@ func TestLaneJSON(t *testing.T) {
 	want, _ := json.Marshal(plain(l))
 	if string(got) != string(want) {
 		t.Fatalf("lane JSON differs:\n got %.300s\nwant %.300s", got, want)
+	}
+}
+
+// The page's size follows the operations, not the time the history spans:
+// four operations whose last time is near the largest int64, or spread
+// over 46 days, make plots of at most maxBuckets points.
+func TestModelBoundedBySpan(t *testing.T) {
+	for _, last := range []int64{math.MaxInt64 - 1, 46 * 24 * int64(time.Hour), math.MaxInt64} {
+		text := fmt.Sprintf(`{"type":"invoke","f":"acquire","process":1,"time":0}
+{"type":"ok","f":"acquire","process":1,"time":1,"value":{"token":1}}
+{"type":"invoke","f":"release","process":1,"time":2}
+{"type":"ok","f":"release","process":1,"time":%d}
+`, last)
+		path := filepath.Join(t.TempDir(), "h.jsonl")
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res, err := harness.Check(path, harness.CheckOptions{Required: []string{"mutex"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := fromHistory(res.Paired())
+		if n := len(m.Plot.T); n == 0 || n > maxBuckets+2 || len(m.Plot.Grants) != n || len(m.Plot.P50) != n {
+			t.Errorf("last time %d: %d plot points", last, n)
+		}
+		if m.Plot.T[0] > 0 || m.Plot.T[len(m.Plot.T)-1] < float64(last)/1e9-m.Plot.Bucket {
+			t.Errorf("last time %d: buckets %v..%v of %v s do not cover the history", last, m.Plot.T[0], m.Plot.T[len(m.Plot.T)-1], m.Plot.Bucket)
+		}
+		if err := Write(filepath.Join(filepath.Dir(path), "report.html"), res); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
