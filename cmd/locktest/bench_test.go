@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,4 +58,63 @@ func BenchmarkCheckMillion(b *testing.B) {
 	}
 	b.ReportMetric(float64(rss)/1024, "peak-RSS-MB")
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s")
+}
+
+// FuzzCheck runs the whole of `locktest check --require all` (reading,
+// every check, the visualizations and the report page) on any input, and
+// holds it to an answer: exit 0, 1 or 2, a one-line error when the input
+// is malformed, within a minute, and with memory bounded by the input's
+// size (not by the time it spans, nor anything else it says). Its seeds
+// are the curated histories and the hand-written ones.
+func FuzzCheck(f *testing.F) {
+	for _, pattern := range []string{"../../histories/curated/*.jsonl", "../../histories/testdata/*.jsonl"} {
+		paths, _ := filepath.Glob(pattern)
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				f.Fatal(err)
+			}
+			if len(b) > 16<<10 { // the start of a big one
+				b = b[:bytes.LastIndexByte(b[:16<<10], '\n')+1]
+			}
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(t.TempDir(), "h.jsonl")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		type answer struct {
+			code        int
+			out, errOut string
+		}
+		done := make(chan answer, 1)
+		go func() {
+			var out, errOut strings.Builder
+			code := mainArgs([]string{"check", "--require", "all", "--timeout", "20s", path}, &out, &errOut)
+			done <- answer{code, out.String(), errOut.String()}
+		}()
+		var a answer
+		select {
+		case a = <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("locktest check of %d bytes still running after a minute", len(b))
+		}
+		runtime.ReadMemStats(&after)
+		if alloc, bound := after.TotalAlloc-before.TotalAlloc, uint64(256<<20+4096*len(b)); alloc > bound {
+			t.Fatalf("locktest check of %d bytes allocated %d MB, more than %d MB", len(b), alloc>>20, bound>>20)
+		}
+		switch {
+		case a.code != exitValid && a.code != exitInvalid && a.code != exitUnknown:
+			t.Fatalf("exit %d", a.code)
+		case a.out == "" && (a.code != exitUnknown || strings.Count(strings.TrimSuffix(a.errOut, "\n"), "\n") != 0 || !strings.Contains(a.errOut, "h.jsonl:")):
+			t.Fatalf("exit %d without a verdict, and not one line naming h.jsonl:LINE: %q", a.code, a.errOut)
+		case a.out != "" && !strings.Contains(a.out, "verdict: "):
+			t.Fatalf("exit %d, no verdict:\n%s%s", a.code, a.out, a.errOut)
+		}
+	})
 }
