@@ -400,7 +400,6 @@ func (t *registerTracker) state() (any, bool) {
 	return nil, false
 }
 
-
 // segmentAll partitions a check's operations by key, then each key's into
 // segments, in key order.
 func segmentAll(ops []porcupine.Operation, minOps int, cut func(key string, ops []porcupine.Operation, minOps int) []segment) []segment {
