@@ -315,42 +315,52 @@ func (h *History) beliefsAt(key string, t int64, f func(Belief) bool) {
 func (h *History) faults() []Fault { return h.sd.faults }
 
 // faultsDuring returns the faults active at some time in [from, to], in
-// the order they started.
+// the order they started: the last maxFaults to start, if more.
 func (h *History) faultsDuring(from, to int64) []Fault {
 	sd := h.sd
 	var out []Fault
-	for _, i := range sd.byStart {
-		f := sd.faults[i]
-		if f.Start > to {
-			break
-		}
-		if f.End >= from {
+	for k := sd.startedBy(to) - 1; k >= 0 && sd.endMax[k] >= from && len(out) < maxFaults; k-- {
+		if f := sd.faults[sd.byStart[k]]; f.End >= from {
 			out = append(out, f)
 		}
 	}
+	slices.Reverse(out)
 	return out
 }
 
-// faultDuring says whether a fault was active at some time in [from, to].
-func (h *History) faultDuring(from, to int64) bool {
-	sd := h.sd
-	k, _ := slices.BinarySearchFunc(sd.byStart, to, func(i int, t int64) int {
+// maxFaults caps the faults a violation lists.
+const maxFaults = 20
+
+// startedBy returns how many faults started at t or before.
+func (sd *storyData) startedBy(t int64) int {
+	k, _ := slices.BinarySearchFunc(sd.byStart, t, func(i int, t int64) int {
 		if sd.faults[i].Start <= t {
 			return -1
 		}
 		return 1
 	})
-	return k > 0 && sd.endMax[k-1] >= from
+	return k
+}
+
+// faultDuring says whether a fault was active at some time in [from, to].
+func (h *History) faultDuring(from, to int64) bool {
+	k := h.sd.startedBy(to)
+	return k > 0 && h.sd.endMax[k-1] >= from
 }
 
 // revokedAt says whether a lease-revoke fault on the key's owner explains a
 // deletion the observer could only attribute to the lease ending.
 func (h *History) revokedAt(d Deletion) bool {
-	for _, f := range h.faultsDuring(d.Time-int64(time.Second), addSat(d.Time, int64(time.Second))) {
-		// The nemesis records the start once the revoke returned, so the
-		// observer may have seen the deletion first.
-		if gap := d.Time - f.Start; f.Fault == histories.FaultLeaseRevoke && slices.Equal(f.Targets, d.Targets) && gap > -int64(time.Second) && gap < int64(time.Second) &&
-			(f.Params["lease"] == "" || f.Params["lease"] == d.Lease) {
+	// The nemesis records the start once the revoke returned, so the
+	// observer may have seen the deletion first: a start within a second
+	// either side.
+	sd := h.sd
+	for k := sd.startedBy(d.Time-int64(time.Second)); k < len(sd.byStart); k++ {
+		f := sd.faults[sd.byStart[k]]
+		if f.Start >= addSat(d.Time, int64(time.Second)) {
+			break
+		}
+		if f.Fault == histories.FaultLeaseRevoke && slices.Equal(f.Targets, d.Targets) && (f.Params["lease"] == "" || f.Params["lease"] == d.Lease) {
 			return true
 		}
 	}
