@@ -185,3 +185,32 @@ func TestBuildAppliesTheRules(t *testing.T) {
 		}
 	}
 }
+
+// The invariant of a workload the setup does not say enough of is not
+// judged: a stock without its items (every sale would be "oversold"), a
+// workload this checker does not know.
+func TestInvariantOfAWorkloadNotKnown(t *testing.T) {
+	sales := func(params map[string]string) *hist {
+		return (&hist{}).setup(params).
+			read(0, "k", 1, 2, ok, 0).write(0, "k", 3, 4, ok, 5, 1).
+			read(1, "k", 5, 6, ok, 1)
+	}
+	expect(t, Invariant(sales(map[string]string{"workload": "stock", "items": "1"}).ops()), Valid)
+	expect(t, Invariant(sales(map[string]string{"workload": "stock"}).ops()), Unknown, "not its items")
+	expect(t, Invariant(sales(map[string]string{"workload": "bank"}).ops()), Unknown, `workload "bank"`)
+}
+
+// A process acts in order: an invocation before its previous operation
+// completed is malformed, not a linearization puzzle.
+func TestProcessActsInOrder(t *testing.T) {
+	ops := []histories.Op{
+		{Type: histories.Invoke, F: histories.Acquire, Process: 1, Time: 10},
+		{Type: histories.OK, F: histories.Acquire, Process: 1, Time: 100, Value: histories.TokenValue(1)},
+		{Type: histories.Invoke, F: histories.Release, Process: 1, Time: 50},
+		{Type: histories.OK, F: histories.Release, Process: 1, Time: 120},
+	}
+	for i := range ops {
+		ops[i].Index = i
+	}
+	expect(t, Mutex(ops, Options{}), Unknown, "before its previous operation completed")
+}

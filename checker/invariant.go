@@ -83,20 +83,28 @@ func Invariant(ops []histories.Op) Result { return Build(ops).Invariant() }
 
 // setup returns the run's workload and stock inventory, from its setup
 // event (the last, if several), and whether there was one.
-func (h *History) setup() (workload string, items int64, recorded bool) {
+func (h *History) setup() (workload string, items int64, hasItems, recorded bool) {
 	workload = histories.WorkloadCounter
 	p := h.sd.setup
 	if w := p["workload"]; w != "" {
 		workload = w
 	}
-	items, _ = paramInt(p, "items")
-	return workload, items, p != nil
+	items, hasItems = paramInt(p, "items")
+	return workload, items, hasItems, p != nil
 }
 
 // InvariantCounts returns the invariant check's accounting of each key, in
 // key order.
 func (h *History) InvariantCounts() []InvariantCount {
-	workload, items, recorded := h.setup()
+	workload, items, hasItems, recorded := h.setup()
+	// What the workload's invariant is, if this checker knows it.
+	unknownWorkload := ""
+	switch {
+	case workload != histories.WorkloadCounter && workload != histories.WorkloadStock:
+		unknownWorkload = fmt.Sprintf("the setup event names workload %q, whose invariant this checker does not know", workload)
+	case workload == histories.WorkloadStock && !hasItems:
+		unknownWorkload = "the setup event names the stock workload but not its items"
+	}
 	type keyOps struct {
 		writes, reads []*operation
 		// odd is the first write that is not the workload's.
@@ -198,6 +206,9 @@ func (h *History) InvariantCounts() []InvariantCount {
 		}
 		if ko.odd != "" {
 			c.Undecided = ko.odd + ": the invariant counts the workload's own writes (read a value, write it plus one)"
+		}
+		if unknownWorkload != "" {
+			c.Undecided = unknownWorkload
 		}
 		var final *operation
 		for _, r := range ko.reads {

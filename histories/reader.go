@@ -114,6 +114,9 @@ func (r *Reader) Next() (Op, error) {
 		}
 		r.line++
 		b := bytes.TrimSpace(r.s.Bytes())
+		if r.line == 1 {
+			b = bytes.TrimPrefix(b, []byte("\ufeff")) // a byte order mark, as some editors write
+		}
 		if len(b) == 0 {
 			continue
 		}

@@ -304,6 +304,8 @@ func TestReaderRules(t *testing.T) {
 		{"process event without its number", lines(`{"type":"info","f":"process","process":"nemesis","time":0,"value":{"targets":["c1"]}}`), `h.jsonl:1: process event: it names one client`},
 		{"process announced for another client", lines(proc, inv, `{"type":"info","f":"process","process":"nemesis","time":4,"value":{"targets":["c2"],"params":{"process":"1"}}}`),
 			`h.jsonl:3: process 1 is announced for client c2, but line 1 announced it for c1: a process number belongs to one client`},
+		{"process out of order", lines(inv, grant(`{"token":10}`), `{"type":"invoke","f":"release","process":1,"time":1,"key":"lock"}`),
+			`h.jsonl:3: process 1 invokes release at time 1, before its previous operation completed at time 2`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := readAll(t, tc.text)
@@ -322,6 +324,14 @@ func TestReaderRules(t *testing.T) {
 		strings.Replace(deleted(`{"key":"lock","create_revision":0,"revision":14,"lease_alive":"false"}`), `{"type"`, `{"index":6,"type"`, 1))
 	if _, err := readAll(t, ok); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A byte order mark, as some editors write, is not part of the history.
+func TestReaderByteOrderMark(t *testing.T) {
+	ops, err := readAll(t, "\ufeff"+`{"type":"invoke","f":"read","process":1,"time":1}`+"\n")
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("ops %+v, %v", ops, err)
 	}
 }
 

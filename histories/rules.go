@@ -9,13 +9,17 @@ import (
 // Tracker follows a history record by record and applies the format's
 // rules that span records: a completion (ok, fail or info) follows an
 // invoke of the same process, f and key, no earlier than it; a process has
-// at most one operation in flight; no two records share an index; a
+// at most one operation in flight, and invokes the next no earlier than
+// the last completed; no two records share an index; a
 // process number belongs to one client; and the rules for a single record
 // beyond its shape (check). It is the one place the format's rules live:
 // the Reader applies them, and the checker's Builder pairs with its
 // answers.
 type Tracker struct {
 	inflight map[Process]pending
+	// done is, per process, when its last operation completed: a process
+	// acts in order, so its next invocation is no earlier.
+	done map[Process]int64
 	// indexes are the indexes seen, as sorted disjoint runs [from, to].
 	indexes [][2]int
 	// clients is the client each process event gave a process to, and the
@@ -49,7 +53,7 @@ type announced struct {
 
 // NewTracker returns a Tracker of an empty history.
 func NewTracker() *Tracker {
-	return &Tracker{inflight: map[Process]pending{}, clients: map[Process]announced{}}
+	return &Tracker{inflight: map[Process]pending{}, done: map[Process]int64{}, clients: map[Process]announced{}}
 }
 
 // Track takes a record of a history, numbered ord by the caller and read
@@ -102,6 +106,9 @@ func (t *Tracker) pair(op Op, ord int, at place) (int, string) {
 		if busy {
 			return -1, fmt.Sprintf("process %d invokes %s while %s is in flight (invoked at %s)", op.Process, op.F, in.f, in.at)
 		}
+		if last, ok := t.done[op.Process]; ok && op.Time < last {
+			return -1, fmt.Sprintf("process %d invokes %s at time %d, before its previous operation completed at time %d: a process acts in order", op.Process, op.F, op.Time, last)
+		}
 		t.inflight[op.Process] = pending{f: op.F, key: op.Key, time: op.Time, ord: ord, at: at}
 		return -1, ""
 	}
@@ -116,6 +123,7 @@ func (t *Tracker) pair(op Op, ord int, at place) (int, string) {
 		return -1, fmt.Sprintf("completion time %d is before invoke time %d of process %d (invoked at %s)", op.Time, in.time, op.Process, in.at)
 	}
 	delete(t.inflight, op.Process)
+	t.done[op.Process] = op.Time
 	return in.ord, ""
 }
 
