@@ -70,6 +70,24 @@ type Options struct {
 	// LivenessBound is how soon, once every fault has ended, every client
 	// that asks for a lock must get it (the liveness check).
 	LivenessBound time.Duration
+	// SegmentTimeout bounds porcupine on one segment; 0 means
+	// DefaultSegmentTimeout. A segment it cannot decide in time leaves the
+	// check unknown, unless another fails.
+	SegmentTimeout time.Duration
+}
+
+// DefaultSegmentTimeout is the default bound on one segment. A segment of
+// a real run takes porcupine a millisecond or so; one that takes a second
+// is a search among many operations at once (a hand-written history's
+// equal times, say) that may take far longer, so the check says it cannot
+// decide rather than hang.
+const DefaultSegmentTimeout = time.Second
+
+func (o Options) segmentTimeout() time.Duration {
+	if o.SegmentTimeout > 0 {
+		return o.SegmentTimeout
+	}
+	return DefaultSegmentTimeout
 }
 
 // DefaultVisualizationOps is the default cap on the operations drawn.
@@ -268,7 +286,7 @@ func (h *History) check(name string, build func(*History) spec, opt Options) Res
 	if opt.Timeout > 0 {
 		deadline = began.Add(opt.Timeout)
 	}
-	outcomes, checked := runSegments(name, model, segs, deadline, opt.Progress)
+	outcomes, checked := runSegments(name, model, segs, deadline, opt.segmentTimeout(), opt.Progress)
 	res.Checked = checked
 	var failing []int
 	for i, r := range outcomes {
@@ -293,7 +311,7 @@ func (h *History) check(name string, build func(*History) spec, opt Options) Res
 				continue
 			}
 			explained[segs[i].key] = true
-			v := h.explainSegment(name, model, segs[i], remaining(deadline, opt.Timeout))
+			v := h.explainSegment(name, model, segs[i], min(remaining(deadline, opt.Timeout), opt.segmentTimeout()))
 			res.Violations = append(res.Violations, v)
 			lines = append(lines, v.Story)
 		}
@@ -304,15 +322,22 @@ func (h *History) check(name string, build func(*History) spec, opt Options) Res
 	case checked == len(segs):
 		res.Verdict = Valid
 	default:
-		ops, total := 0, 0
+		ops, total, undecided := 0, 0, 0
 		for i, sg := range segs {
 			total += len(sg.ops)
-			if outcomes[i] == porcupine.Ok {
+			switch outcomes[i] {
+			case porcupine.Ok:
 				ops += len(sg.ops)
+			case porcupine.Unknown:
+				undecided++
 			}
 		}
-		res.Explanation = fmt.Sprintf("Porcupine found no linearization and no violation within %v: it checked %d of %d segments (%d of %d modelled operations), and found no violation in those.",
-			opt.Timeout, checked, len(segs), ops, total)
+		within := fmt.Sprintf("within %v", opt.Timeout)
+		if undecided > 0 {
+			within = fmt.Sprintf("within %v per segment (%d of them undecided)", opt.segmentTimeout(), undecided)
+		}
+		res.Explanation = fmt.Sprintf("Porcupine found no linearization and no violation %s: it checked %d of %d segments (%d of %d modelled operations), and found no violation in those.",
+			within, checked, len(segs), ops, total)
 		if found := s.scan(); len(found) > 0 {
 			res.Violations = found
 			res.Explanation = joinLines(res.Explanation, "Yet a direct scan found a violation: "+found[0].Story)
@@ -337,9 +362,10 @@ func remaining(deadline time.Time, limit time.Duration) time.Duration {
 	return max(time.Until(deadline), limit/10, time.Millisecond)
 }
 
-// runSegments checks segments in parallel until the deadline (if any). It
-// returns each segment's outcome ("" if not checked) and how many finished.
-func runSegments(name string, model porcupine.Model, segs []segment, deadline time.Time, progress func(string, int, int)) ([]porcupine.CheckResult, int) {
+// runSegments checks segments in parallel until the deadline (if any), each
+// for at most perSegment. It returns each segment's outcome ("" if not
+// checked, Unknown if not decided in time) and how many were decided.
+func runSegments(name string, model porcupine.Model, segs []segment, deadline time.Time, perSegment time.Duration, progress func(string, int, int)) ([]porcupine.CheckResult, int) {
 	out := make([]porcupine.CheckResult, len(segs))
 	var next atomic.Int64
 	var mu sync.Mutex
@@ -352,16 +378,18 @@ func runSegments(name string, model porcupine.Model, segs []segment, deadline ti
 				if i >= len(segs) {
 					return
 				}
-				var limit time.Duration
+				limit := perSegment
 				if !deadline.IsZero() {
-					if limit = time.Until(deadline); limit <= 0 {
+					if left := time.Until(deadline); left <= 0 {
 						return
+					} else {
+						limit = min(limit, left)
 					}
 				}
 				r := porcupine.CheckOperationsTimeout(model, segs[i].operations(), limit)
 				out[i] = r
 				if r == porcupine.Unknown {
-					return
+					continue
 				}
 				mu.Lock()
 				done++

@@ -39,9 +39,9 @@ func (h *History) visualization(name string, s spec, model porcupine.Model, segs
 	if budget <= 0 {
 		budget = DefaultVisualizationOps
 	}
-	if opt.Timeout > 0 {
-		v.limit = max(opt.Timeout/10, time.Second)
-	}
+	// Drawing runs porcupine again on the segments drawn: bounded as one
+	// segment is, for each.
+	v.limit = opt.segmentTimeout() * time.Duration(min(max(1, len(failing)), 10))
 	chosen := map[int]bool{}
 	n := 0
 	pick := func(i int) {
