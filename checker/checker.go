@@ -333,7 +333,7 @@ func (h *History) check(name string, build func(*History) spec, opt Options) Res
 			}
 		}
 		within := fmt.Sprintf("within %v", opt.Timeout)
-		if undecided > 0 {
+		if undecided > 0 && (deadline.IsZero() || time.Now().Before(deadline)) {
 			within = fmt.Sprintf("within %v per segment (%d of them undecided)", opt.segmentTimeout(), undecided)
 		}
 		res.Explanation = fmt.Sprintf("Porcupine found no linearization and no violation %s: it checked %d of %d segments (%d of %d modelled operations), and found no violation in those.",
