@@ -303,15 +303,17 @@ func (h *History) check(name string, build func(*History) spec, opt Options) Res
 			lines = append(lines, v.Story)
 		}
 		// The first failing segment of each key, for up to maxExplained
-		// keys; later segments of a key may fail as a consequence.
+		// keys; later segments of a key may fail as a consequence. The
+		// explanations share one segment's time.
 		explained, more := map[string]bool{}, 0
+		explainBy := time.Now().Add(opt.segmentTimeout())
 		for _, i := range failing {
 			if explained[segs[i].key] || len(explained) == maxExplained {
 				more++
 				continue
 			}
 			explained[segs[i].key] = true
-			v := h.explainSegment(name, model, segs[i], min(remaining(deadline, opt.Timeout), opt.segmentTimeout()))
+			v := h.explainSegment(name, model, segs[i], max(min(remaining(deadline, opt.Timeout), time.Until(explainBy)), 10*time.Millisecond))
 			res.Violations = append(res.Violations, v)
 			lines = append(lines, v.Story)
 		}
@@ -367,7 +369,7 @@ func remaining(deadline time.Time, limit time.Duration) time.Duration {
 // checked, Unknown if not decided in time) and how many were decided.
 func runSegments(name string, model porcupine.Model, segs []segment, deadline time.Time, perSegment time.Duration, progress func(string, int, int)) ([]porcupine.CheckResult, int) {
 	out := make([]porcupine.CheckResult, len(segs))
-	var next atomic.Int64
+	var next, undecided atomic.Int64
 	var mu sync.Mutex
 	done := 0
 	var wg sync.WaitGroup
@@ -379,6 +381,11 @@ func runSegments(name string, model porcupine.Model, segs []segment, deadline ti
 					return
 				}
 				limit := perSegment
+				if undecided.Load() >= 2 {
+					// Past two searches that ran out of time, the rest
+					// get a tenth: a run's segments take a millisecond.
+					limit /= 10
+				}
 				if !deadline.IsZero() {
 					if left := time.Until(deadline); left <= 0 {
 						return
@@ -389,6 +396,7 @@ func runSegments(name string, model porcupine.Model, segs []segment, deadline ti
 				r := porcupine.CheckOperationsTimeout(model, segs[i].operations(), limit)
 				out[i] = r
 				if r == porcupine.Unknown {
+					undecided.Add(1)
 					continue
 				}
 				mu.Lock()
