@@ -313,7 +313,11 @@ func (h *History) check(name string, build func(*History) spec, opt Options) Res
 				continue
 			}
 			explained[segs[i].key] = true
-			v := h.explainSegment(name, model, segs[i], max(min(remaining(deadline, opt.Timeout), time.Until(explainBy)), 10*time.Millisecond))
+			limit := time.Until(explainBy)
+			if !deadline.IsZero() {
+				limit = min(limit, remaining(deadline, opt.Timeout))
+			}
+			v := h.explainSegment(name, model, segs[i], max(limit, 10*time.Millisecond))
 			res.Violations = append(res.Violations, v)
 			lines = append(lines, v.Story)
 		}
