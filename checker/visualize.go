@@ -39,9 +39,9 @@ func (h *History) visualization(name string, s spec, model porcupine.Model, segs
 	if budget <= 0 {
 		budget = DefaultVisualizationOps
 	}
-	// Drawing runs porcupine again on the segments drawn: bounded as one
-	// segment is, for each.
-	v.limit = opt.segmentTimeout() * time.Duration(min(max(1, len(failing)), 10))
+	// Drawing runs porcupine again on the segments drawn, at once: bounded
+	// as two segments are (a run's segments take a millisecond each).
+	v.limit = 2 * opt.segmentTimeout()
 	chosen := map[int]bool{}
 	n := 0
 	pick := func(i int) {
