@@ -70,6 +70,11 @@ type storyData struct {
 	// noFencingToken: the setup event says the recipe's token is no
 	// fencing token (locktest's count, taken after the grant).
 	noFencingToken bool
+	// ended says the history has the run's end event, and interrupted
+	// that it says the run was interrupted (see Cut); lastIndex is the
+	// highest index of an event.
+	ended, interrupted bool
+	lastIndex          int
 }
 
 // keyToken names the grants of a key with one token.
@@ -106,6 +111,7 @@ func (b *Builder) event(op histories.Op) {
 	p, targets := v.Params, v.Targets
 	// The key an event is about: its param, else the record's own.
 	key := cmp.Or(p["key"], op.Key)
+	sd.lastIndex = max(sd.lastIndex, op.Index)
 	switch op.F {
 	case histories.FStart:
 		id := v.Fault + "|" + strings.Join(targets, ",")
@@ -147,6 +153,8 @@ func (b *Builder) event(op histories.Op) {
 		}
 		sd.backend, sd.recipe = p["backend"], p["recipe"]
 		sd.noFencingToken = p["fencing_token"] == "false"
+	case histories.FEnd: // the run's end, no fault (see Cut)
+		sd.ended, sd.interrupted = true, p["interrupted"] == "true"
 	case histories.FObserved:
 		sd.observedAll = true
 		if rev, ok := paramInt(p, "revision"); ok {
@@ -355,7 +363,7 @@ func (h *History) revokedAt(d Deletion) bool {
 	// observer may have seen the deletion first: a start within a second
 	// either side.
 	sd := h.sd
-	for k := sd.startedBy(d.Time-int64(time.Second)); k < len(sd.byStart); k++ {
+	for k := sd.startedBy(d.Time - int64(time.Second)); k < len(sd.byStart); k++ {
 		f := sd.faults[sd.byStart[k]]
 		if f.Start >= addSat(d.Time, int64(time.Second)) {
 			break

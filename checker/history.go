@@ -26,6 +26,8 @@ type History struct {
 	// alive is, per process, the last time the process was seen acting: its
 	// last invocation or definite completion.
 	alive map[histories.Process]int64
+	// records counts the records paired.
+	records int
 	// start is the time of the first record; end is later than every event
 	// (but at most math.MaxInt64). Operations that may take effect at any
 	// time after their invocation return at end: porcupine has no notion of
@@ -267,6 +269,7 @@ func (b *Builder) Finish() *History {
 	}
 	b.open = nil
 	h.describe = b.Describe
+	h.records = b.n
 	b.finishEvents()
 	h.sd.beliefs = h.beliefs()
 	return h

@@ -49,7 +49,9 @@ type meta struct {
 	Reproduce string            `json:"reproduce,omitempty"`
 	Warnings  []string          `json:"warnings,omitempty"`
 	Error     string            `json:"error,omitempty"`
-	Scenario  *harness.Scenario `json:"scenario,omitempty"`
+	// CutShort says where a run cut short (killed, interrupted) stops.
+	CutShort string            `json:"cut_short,omitempty"`
+	Scenario *harness.Scenario `json:"scenario,omitempty"`
 }
 
 type check struct {

@@ -57,6 +57,9 @@ func Write(out string, res *harness.Results) error {
 	if m.Meta.Setup == nil {
 		m.Meta.Setup = map[string]string{}
 	}
+	if res.CutShort != nil {
+		m.Meta.CutShort = res.CutShort.Summary
+	}
 	for _, c := range res.Checks {
 		ck := check{Name: c.Name, Verdict: string(c.Verdict), Required: slices.Contains(res.Required, c.Name), Explanation: c.Explanation}
 		for _, v := range c.Violations {
