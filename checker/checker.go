@@ -26,13 +26,15 @@
 // believed they held each lock when (Overlaps). Each verdict comes with
 // stories of its violations in plain words.
 //
-// Where things are: history.go pairs records into a History; checker.go runs
-// porcupine (mutex.go, resource.go: the models; segment.go: the cuts);
-// invariant.go, contract.go, liveness.go and consistency.go are the other
-// checks; result.go holds the result types; events.go reads the nemesis and
-// workload events; overlap.go is the overlap analysis; story.go and
-// explain.go tell what went wrong; visualize.go draws porcupine's
-// visualization.
+// Where things are: history.go pairs records into a History, once, and
+// events.go reads the nemesis and workload events into it as they come
+// (view.go lets the report draw it); registry.go lists the checks and runs
+// them; checker.go runs porcupine (mutex.go, resource.go: the models;
+// segment.go: the cuts); invariant.go, contract.go, liveness.go and
+// consistency.go are the other checks; cut.go judges what a history cut
+// short can hide; result.go holds the result types; overlap.go is the
+// overlap analysis; story.go and explain.go tell what went wrong;
+// visualize.go draws porcupine's visualization.
 package checker
 
 import (
