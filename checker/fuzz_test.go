@@ -1,17 +1,14 @@
 package checker
 
 import (
-	"bufio"
 	"bytes"
-	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/fuzzseed"
 )
 
 // The fuzz targets read any input as a history (through the Reader, as
@@ -22,43 +19,17 @@ import (
 // server's deletions come in another order. Their seeds are the curated
 // histories and the hand-written ones of the tests.
 
-// fuzzSeeds adds the seed histories: small ones whole, the start of big ones.
+// fuzzSeeds adds the seed histories.
 func fuzzSeeds(f *testing.F) {
-	for _, pattern := range []string{"../histories/curated/*.jsonl", "../histories/testdata/*.jsonl"} {
-		paths, _ := filepath.Glob(pattern)
-		for _, p := range paths {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				f.Fatal(err)
-			}
-			if len(b) > 16<<10 {
-				var head []byte
-				s := bufio.NewScanner(bytes.NewReader(b))
-				s.Buffer(nil, histories.MaxLine)
-				for i := 0; i < 60 && s.Scan(); i++ {
-					head = append(append(head, s.Bytes()...), '\n')
-				}
-				b = head
-			}
-			f.Add(b)
-		}
+	for _, b := range fuzzseed.Histories(f, "..") {
+		f.Add(b)
 	}
 }
 
 // readHistory reads b as a history file; false if malformed.
 func readHistory(b []byte) ([]histories.Op, bool) {
-	var ops []histories.Op
-	r := histories.NewReader(bytes.NewReader(b), "h.jsonl")
-	for {
-		op, err := r.Next()
-		if err == io.EOF {
-			return ops, true
-		}
-		if err != nil {
-			return nil, false
-		}
-		ops = append(ops, op)
-	}
+	ops, err := histories.ReadAll(bytes.NewReader(b), "h.jsonl")
+	return ops, err == nil
 }
 
 // fuzzOptions bound a check on a small input generously.

@@ -1,47 +1,21 @@
 package histories
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"reflect"
 	"regexp"
-	"strings"
 	"testing"
-)
 
-// seedFiles are the histories the fuzz targets start from: the curated
-// ones recorded from real runs and the hand-written ones of the tests.
-func seedFiles(t testing.TB) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	for _, pattern := range []string{"curated/*.jsonl", "testdata/*.jsonl"} {
-		paths, err := filepath.Glob(pattern)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range paths {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[p] = b
-		}
-	}
-	if len(out) == 0 {
-		t.Fatal("no seed histories")
-	}
-	return out
-}
+	"github.com/locktest/locktest/internal/fuzzseed"
+)
 
 // seedLines returns up to max distinct lines of each seed history.
 func seedLines(t testing.TB, max int) [][]byte {
 	seen := map[string]bool{}
 	var out [][]byte
-	for _, b := range seedFiles(t) {
+	for _, b := range fuzzseed.Histories(t, "..") {
 		n := 0
 		for line := range bytes.Lines(b) {
 			line = bytes.TrimSpace(line)
@@ -93,10 +67,7 @@ var lineError = regexp.MustCompile(`^h\.jsonl:[0-9]+: [^\n]+$`)
 // FuzzReader reads any input: a history, or a clear one-line error naming
 // the file and line; and what it reads, written again, reads the same.
 func FuzzReader(f *testing.F) {
-	for _, b := range seedFiles(f) {
-		if len(b) > 16<<10 { // a big history seeds its start
-			b = firstLines(b, 60)
-		}
+	for _, b := range fuzzseed.Histories(f, "..") {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -152,25 +123,4 @@ func normalize(ops []Op) []Op {
 		out[i] = op
 	}
 	return out
-}
-
-func firstLines(b []byte, n int) []byte {
-	var out []byte
-	s := bufio.NewScanner(bytes.NewReader(b))
-	s.Buffer(nil, MaxLine)
-	for i := 0; i < n && s.Scan(); i++ {
-		out = append(append(out, s.Bytes()...), '\n')
-	}
-	return out
-}
-
-func TestSeedsRead(t *testing.T) {
-	for name, b := range seedFiles(t) {
-		if strings.HasPrefix(filepath.Base(name), "malformed-") {
-			continue
-		}
-		if _, err := readAll(t, string(b)); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
 }

@@ -82,10 +82,16 @@ func ReadFile(path string) ([]Op, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return ReadAll(f, path)
+}
+
+// ReadAll reads and validates a whole history from r; name is used in error
+// messages.
+func ReadAll(r io.Reader, name string) ([]Op, error) {
 	var ops []Op
-	r := NewReader(f, path)
+	rd := NewReader(r, name)
 	for {
-		op, err := r.Next()
+		op, err := rd.Next()
 		if err == io.EOF {
 			return ops, nil
 		}

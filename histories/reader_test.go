@@ -13,18 +13,7 @@ import (
 
 func readAll(t *testing.T, text string) ([]Op, error) {
 	t.Helper()
-	var ops []Op
-	r := NewReader(strings.NewReader(text), "h.jsonl")
-	for {
-		op, err := r.Next()
-		if err == io.EOF {
-			return ops, nil
-		}
-		if err != nil {
-			return ops, err
-		}
-		ops = append(ops, op)
-	}
+	return ReadAll(strings.NewReader(text), "h.jsonl")
 }
 
 func sampleOps() []Op {

@@ -1,15 +1,13 @@
 package report
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/locktest/locktest/harness"
-	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/fuzzseed"
 )
 
 // FuzzReportModel checks any input as `locktest check` does and draws the
@@ -18,24 +16,8 @@ import (
 // records are whole, every client has one lane, and the page is written.
 // Its seeds are the curated histories and the hand-written ones.
 func FuzzReportModel(f *testing.F) {
-	for _, pattern := range []string{"../histories/curated/*.jsonl", "../histories/testdata/*.jsonl"} {
-		paths, _ := filepath.Glob(pattern)
-		for _, p := range paths {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				f.Fatal(err)
-			}
-			if len(b) > 16<<10 {
-				var head bytes.Buffer
-				s := bufio.NewScanner(bytes.NewReader(b))
-				s.Buffer(nil, histories.MaxLine)
-				for i := 0; i < 60 && s.Scan(); i++ {
-					head.Write(append(s.Bytes(), '\n'))
-				}
-				b = head.Bytes()
-			}
-			f.Add(b)
-		}
+	for _, b := range fuzzseed.Histories(f, "..") {
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		dir := t.TempDir()

@@ -366,14 +366,7 @@ func BenchmarkRender(b *testing.B) {
 func millionReport(b *testing.B) string {
 	dir := b.TempDir()
 	history := filepath.Join(dir, "history.jsonl")
-	f, err := os.Create(history)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := histgen.Write(f, histgen.Config{Acquisitions: 125_000}); err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
+	if err := histgen.File(history, histgen.Million); err != nil {
 		b.Fatal(err)
 	}
 	res, err := harness.Check(history, harness.CheckOptions{Required: []string{"mutex", "resource"}})

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/internal/fuzzseed"
 	"github.com/locktest/locktest/internal/histgen"
 )
 
@@ -19,7 +19,7 @@ import (
 // is locktest with those arguments.
 func TestMain(m *testing.M) {
 	if args := os.Getenv("LOCKTEST_CLI_ARGS"); args != "" {
-		os.Exit(mainArgs(strings.Split(args, " "), os.Stdout, os.Stderr))
+		os.Exit(mainArgs(strings.Fields(args), os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -34,14 +34,7 @@ func TestMain(m *testing.M) {
 //	go test ./cmd/locktest -run '^$' -bench BenchmarkCheckMillion -benchtime 3x
 func BenchmarkCheckMillion(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "million.jsonl")
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := histgen.Write(f, histgen.Config{Acquisitions: 125_000}); err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
+	if err := histgen.File(path, histgen.Million); err != nil {
 		b.Fatal(err)
 	}
 	var rss int64
@@ -67,18 +60,8 @@ func BenchmarkCheckMillion(b *testing.B) {
 // size (not by the time it spans, nor anything else it says). Its seeds
 // are the curated histories and the hand-written ones.
 func FuzzCheck(f *testing.F) {
-	for _, pattern := range []string{"../../histories/curated/*.jsonl", "../../histories/testdata/*.jsonl"} {
-		paths, _ := filepath.Glob(pattern)
-		for _, p := range paths {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				f.Fatal(err)
-			}
-			if len(b) > 16<<10 { // the start of a big one
-				b = b[:bytes.LastIndexByte(b[:16<<10], '\n')+1]
-			}
-			f.Add(b)
-		}
+	for _, b := range fuzzseed.Histories(f, "../..") {
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		path := filepath.Join(t.TempDir(), "h.jsonl")

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"strconv"
 )
 
@@ -130,4 +131,21 @@ func (g *gen) client(typ, f string, p int, t int64, value string) {
 
 func (g *gen) nemesis(f string, t int64, value string) {
 	g.line("info", f, `"nemesis"`, t, "", value)
+}
+
+// Million sizes the history of the benchmarks: a million client records,
+// 125,000 acquisitions each with a read, a write and a release.
+var Million = Config{Acquisitions: 125_000}
+
+// File writes the history to a file at path.
+func File(path string, c Config) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := Write(f, c); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
