@@ -169,7 +169,10 @@ type lockDeletions struct {
 func (j *contractJudge) indexDeletions(lock string, grants []*operation) *lockDeletions {
 	ix := &lockDeletions{j: j, instances: map[string][]*Deletion{}}
 	byToken := slices.Clone(grants)
-	slices.SortFunc(byToken, func(a, b *operation) int { return cmp.Compare(a.tok, b.tok) })
+	byTok := func(a, b *operation) int { return cmp.Compare(a.tok, b.tok) }
+	if !slices.IsSortedFunc(byToken, byTok) { // tokens mostly grow with the grants
+		slices.SortFunc(byToken, byTok)
+	}
 	// The keys several grants say they hold.
 	byClaim := slices.Clone(grants)
 	slices.SortFunc(byClaim, func(a, b *operation) int { return cmp.Compare(a.claim, b.claim) })
@@ -202,7 +205,9 @@ func (j *contractJudge) indexDeletions(lock string, grants []*operation) *lockDe
 			ix.open = append(ix.open, d)
 		}
 	}
-	slices.SortStableFunc(ix.created, func(a, b *Deletion) int { return cmp.Compare(a.Token, b.Token) })
+	if byCreate := func(a, b *Deletion) int { return cmp.Compare(a.Token, b.Token) }; !slices.IsSortedFunc(ix.created, byCreate) {
+		slices.SortStableFunc(ix.created, byCreate)
+	}
 	for _, ds := range ix.instances {
 		slices.SortFunc(ds, func(a, b *Deletion) int { return cmp.Compare(a.Token, b.Token) })
 	}

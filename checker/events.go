@@ -5,6 +5,7 @@ package checker
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -116,7 +117,7 @@ func (b *Builder) event(op histories.Op) {
 	case histories.FStart:
 		id := v.Fault + "|" + strings.Join(targets, ",")
 		b.wins[id] = append(b.wins[id], len(sd.faults))
-		sd.faults = append(sd.faults, Fault{Fault: v.Fault, Targets: targets, Params: p, Start: op.Time, Unended: true, Index: op.Index})
+		sd.faults = append(sd.faults, Fault{Fault: v.Fault, Targets: b.targets(targets), Params: maps.Clone(p), Start: op.Time, Unended: true, Index: op.Index})
 	case histories.FStop:
 		// The earliest open window of the same fault on the same targets;
 		// else of the same fault on any.
@@ -143,7 +144,7 @@ func (b *Builder) event(op histories.Op) {
 		sd.heal = max(sd.heal, op.Time)
 	case histories.FSetup:
 		// What the run does (see Invariant), not a fault.
-		sd.setup = p
+		sd.setup = maps.Clone(p)
 		if sd.setup == nil {
 			sd.setup = map[string]string{}
 		}
@@ -167,7 +168,7 @@ func (b *Builder) event(op histories.Op) {
 	case histories.FKeyDeleted:
 		tok, _ := paramInt(p, "create_revision")
 		rev, _ := paramInt(p, "revision")
-		d := Deletion{Key: key, Token: tok, Revision: rev, Lease: p["lease"], By: p["by"], Targets: targets, Time: op.Time, Index: op.Index,
+		d := Deletion{Key: key, Token: tok, Revision: rev, Lease: p["lease"], By: p["by"], Targets: b.targets(targets), Time: op.Time, Index: op.Index,
 			leaseAlive: p["lease_alive"], releasedBy: p["released_by"], releasedToken: p["released_token"], owner: -1}
 		if n, ok := paramInt(p, "process"); ok {
 			d.owner = histories.Process(n)
@@ -179,10 +180,26 @@ func (b *Builder) event(op histories.Op) {
 		}
 	case histories.FLeaseLost:
 		tok, _ := paramInt(p, "token")
-		sd.lost = append(sd.lost, leaseLost{key: key, token: tok, targets: targets, time: op.Time, index: op.Index})
+		sd.lost = append(sd.lost, leaseLost{key: key, token: tok, targets: b.targets(targets), time: op.Time, index: op.Index})
 	default:
-		sd.others = append(sd.others, Fault{Fault: cmp.Or(v.Fault, op.F), Targets: targets, Params: p, Start: op.Time, End: op.Time, Index: op.Index})
+		sd.others = append(sd.others, Fault{Fault: cmp.Or(v.Fault, op.F), Targets: b.targets(targets), Params: maps.Clone(p), Start: op.Time, End: op.Time, Index: op.Index})
 	}
+}
+
+// targets keeps an event's targets (the record's may be reused): one
+// target, the most common, as a list shared by every event that names it.
+func (b *Builder) targets(ts []string) []string {
+	if len(ts) != 1 {
+		return slices.Clone(ts)
+	}
+	one, ok := b.one[ts[0]]
+	if !ok {
+		one = []string{ts[0]}
+		if len(b.one) < 4096 {
+			b.one[ts[0]] = one
+		}
+	}
+	return one
 }
 
 // close ends fault window i at t.

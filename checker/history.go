@@ -117,10 +117,11 @@ type Builder struct {
 
 	h      *History
 	rules  *histories.Tracker
-	n      int                // records added
-	open   map[int]*operation // invocations awaiting completion, by record number
-	strs   map[string]string  // interned keys and f's
-	wins   map[string][]int   // open fault windows by fault|targets
+	n      int                 // records added
+	open   map[int]*operation  // invocations awaiting completion, by record number
+	strs   map[string]string   // interned keys and f's
+	wins   map[string][]int    // open fault windows by fault|targets
+	one    map[string][]string // single targets, shared
 	slab   []operation
 	grants []granted
 	size   int
@@ -135,6 +136,7 @@ func NewBuilder() *Builder {
 		open:  map[int]*operation{},
 		strs:  map[string]string{},
 		wins:  map[string][]int{},
+		one:   map[string][]string{},
 		first: true,
 	}
 }

@@ -69,10 +69,13 @@ type decoder struct {
 	// strs interns the keys, f's and parameter names, which repeat.
 	strs map[string]string
 	// slab holds values and their numbers, allocated together; with
-	// reuse, one block serves every line.
-	slab  []valueBlock
-	reuse bool
-	block valueBlock
+	// reuse, one block, one list of targets and one map of params serve
+	// every line.
+	slab    []valueBlock
+	reuse   bool
+	block   valueBlock
+	targetz []string
+	paramz  Params
 }
 
 type valueBlock struct {
@@ -276,6 +279,10 @@ func (d *decoder) targets() ([]string, bool) {
 	}
 	d.i++
 	out := []string{}
+	if d.reuse {
+		out = d.targetz[:0]
+		defer func() { d.targetz = out[:0] }()
+	}
 	d.ws()
 	if d.peek() == ']' {
 		d.i++
@@ -304,6 +311,13 @@ func (d *decoder) params() (Params, bool) {
 		return nil, false
 	}
 	p := Params{}
+	if d.reuse {
+		if d.paramz == nil {
+			d.paramz = Params{}
+		}
+		clear(d.paramz)
+		p = d.paramz
+	}
 	ok := d.object(func(name []byte) bool {
 		k := d.intern(name)
 		switch c := d.peek(); {

@@ -64,10 +64,10 @@ func NewReader(r io.Reader, name string) *Reader {
 	return rd
 }
 
-// Reuse lets the Reader write each operation's value over the last one's:
-// for a caller that copies out what it keeps of an operation before the
-// next call to Next (its value's targets and params are its own), a long
-// history then makes no garbage of values.
+// Reuse lets the Reader write each operation's value (its targets and
+// params too) over the last one's: for a caller that copies out what it
+// keeps of an operation before the next call to Next, a long history then
+// makes no garbage of values.
 func (r *Reader) Reuse() { r.dec.reuse = true }
 
 // Torn returns the history's last line if it was cut off (no newline at

@@ -2,6 +2,8 @@ package report
 
 import (
 	"cmp"
+	"encoding/json"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -16,16 +18,17 @@ import (
 // since the run started, items as flat number arrays (a 1-hour run holds
 // some 120,000 grants, so every byte per item counts).
 type model struct {
-	Meta     meta            `json:"meta"`
-	Checks   []check         `json:"checks"`
-	Clients  []string        `json:"clients"`
-	Start    float64         `json:"start"`
-	End      float64         `json:"end"`
-	Lanes    map[string]lane `json:"lanes"`
-	Faults   []fault         `json:"faults"`
-	Overlaps [][]any         `json:"overlaps"` // [from, to, clientA, clientB, key]
-	Plot     plot            `json:"plot"`
-	Links    []link          `json:"links"`
+	Meta    meta            `json:"meta"`
+	Checks  []check         `json:"checks"`
+	Clients []string        `json:"clients"`
+	Start   float64         `json:"start"`
+	End     float64         `json:"end"`
+	Lanes   map[string]lane `json:"-"` // written by marshal, apart
+
+	Faults   []fault `json:"faults"`
+	Overlaps [][]any `json:"overlaps"` // [from, to, clientA, clientB, key]
+	Plot     plot    `json:"plot"`
+	Links    []link  `json:"links"`
 	// Reads are the reads of processes that are no client's (the final
 	// reads a run makes when its clients stopped): no lane shows them.
 	Reads []read `json:"reads,omitempty"`
@@ -86,10 +89,34 @@ type lane struct {
 	K []float64 `json:"k"`
 }
 
-// MarshalJSON writes the lane's arrays as encoding/json would, faster: a
-// long run's lanes hold millions of numbers, most of them whole.
-func (l lane) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 8*(len(l.W)+len(l.H)+len(l.R)+len(l.K))+32)
+// marshal writes the model as JSON. The lanes, a long run's millions of
+// numbers, most of them whole, are written apart, without reflection (and
+// without the second pass encoding/json makes over what a MarshalJSON
+// returns).
+func (m model) marshal() ([]byte, error) {
+	rest, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	b := []byte(`{"lanes":{`)
+	for i, c := range slices.Sorted(maps.Keys(m.Lanes)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		name, _ := json.Marshal(c)
+		b = append(append(b, name...), ':')
+		b = m.Lanes[c].appendJSON(b)
+	}
+	b = append(b, '}')
+	if len(rest) > 2 { // not {}
+		b = append(b, ',')
+	}
+	return append(b, rest[1:]...), nil
+}
+
+// appendJSON appends the lane's arrays as encoding/json would write them.
+func (l lane) appendJSON(b []byte) []byte {
+	b = slices.Grow(b, 8*(len(l.W)+len(l.H)+len(l.R)+len(l.K))+32)
 	b = append(b, '{')
 	for i, xs := range [][]float64{l.W, l.H, l.R, l.K} {
 		if i > 0 {
@@ -104,7 +131,7 @@ func (l lane) MarshalJSON() ([]byte, error) {
 		}
 		b = append(b, ']')
 	}
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // appendNumber appends x as encoding/json writes a float64.

@@ -13,7 +13,8 @@ import (
 	"github.com/locktest/locktest/harness"
 )
 
-// A lane is written as encoding/json writes it.
+// A lane is written as encoding/json writes it, and the model's lanes
+// beside the rest.
 func TestLaneJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	xs := []float64{0, -0.5, 1, -3, 12345.6, 1e15, 1e21, 1.5e-7, math.MaxInt64, 9007199254740993, 0.1, 123456789.3}
@@ -21,10 +22,7 @@ func TestLaneJSON(t *testing.T) {
 		xs = append(xs, math.Round(rng.NormFloat64()*1e7)/10, float64(rng.Int64()), rng.Float64()*math.Pow(10, float64(rng.IntN(40)-20)))
 	}
 	l := lane{W: xs, H: []float64{}, R: xs[:7], K: []float64{1, 2}}
-	got, err := l.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := l.appendJSON(nil)
 	type plain struct {
 		W []float64 `json:"w"`
 		H []float64 `json:"h"`
@@ -34,6 +32,18 @@ func TestLaneJSON(t *testing.T) {
 	want, _ := json.Marshal(plain(l))
 	if string(got) != string(want) {
 		t.Fatalf("lane JSON differs:\n got %.300s\nwant %.300s", got, want)
+	}
+	m := model{Lanes: map[string]lane{"c1": l, "c0": {}}, Clients: []string{"c0", "c1"}}
+	b, err := m.marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Lanes   map[string]plain `json:"lanes"`
+		Clients []string         `json:"clients"`
+	}
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Lanes) != 2 || len(back.Lanes["c1"].W) != len(xs) || len(back.Clients) != 2 {
+		t.Fatalf("model written as %.200s: %v", b, err)
 	}
 }
 

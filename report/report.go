@@ -9,7 +9,6 @@ package report
 import (
 	"bytes"
 	_ "embed"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"os"
@@ -81,7 +80,7 @@ func Write(out string, res *harness.Results) error {
 	if base := strings.TrimSuffix(filepath.Base(history), ".jsonl"); base != "history" {
 		m.Links = append(m.Links, link{base + ".results.json", base + ".results.json"})
 	}
-	data, err := json.Marshal(m)
+	data, err := m.marshal()
 	if err != nil {
 		return err
 	}
