@@ -1,6 +1,7 @@
 package histories
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -20,8 +21,10 @@ type Tracker struct {
 	// done is, per process, when its last operation completed: a process
 	// acts in order, so its next invocation is no earlier.
 	done map[Process]int64
-	// indexes are the indexes seen, as sorted disjoint runs [from, to].
+	// indexes are the indexes seen, as sorted disjoint runs [from, to],
+	// and apart those below the last run's end when seen.
 	indexes [][2]int
+	apart   map[int]struct{}
 	// clients is the client each process event gave a process to, and the
 	// line (or operation) that said so.
 	clients map[Process]announced
@@ -141,38 +144,33 @@ func (t *Tracker) announce(op Op, at place) string {
 }
 
 // index checks that i was not seen before and, unless only checking,
-// notes it. Indexes are kept as runs of consecutive numbers, so a history
-// whose indexes count up (as every recorded one does) costs one run.
+// notes it. Indexes that count up (as every recorded history's do) are
+// kept as runs of consecutive numbers, in order, so that they cost a run
+// or a few; one below the last run's end (a hand-written history's) is
+// kept apart, in a set.
 func (t *Tracker) index(i int, check bool) string {
 	if i < 0 {
 		return fmt.Sprintf("negative index %d", i)
 	}
 	rs := t.indexes
-	// The first run that ends at or after i-1 (the one i extends or falls
-	// in, if any).
-	k, _ := slices.BinarySearchFunc(rs, i, func(r [2]int, i int) int {
-		if r[1] < i-1 {
-			return -1
-		}
-		return 1
-	})
-	if k < len(rs) && rs[k][0] <= i && i <= rs[k][1] {
+	k, _ := slices.BinarySearchFunc(rs, i, func(r [2]int, i int) int { return cmp.Compare(r[1], i) })
+	_, apart := t.apart[i]
+	if k < len(rs) && rs[k][0] <= i || apart {
 		return fmt.Sprintf("index %d repeats an earlier record's: each record has its own index", i)
 	}
 	if check {
 		return ""
 	}
-	switch {
-	case k < len(rs) && rs[k][1] == i-1:
-		rs[k][1] = i
-		if k+1 < len(rs) && rs[k+1][0] == i+1 { // the gap closed
-			rs[k][1] = rs[k+1][1]
-			rs = slices.Delete(rs, k+1, k+2)
-		}
-	case k < len(rs) && rs[k][0] == i+1:
-		rs[k][0] = i
+	switch n := len(rs); {
+	case n > 0 && rs[n-1][1] == i-1:
+		rs[n-1][1] = i
+	case n == 0 || rs[n-1][1] < i:
+		rs = append(rs, [2]int{i, i})
 	default:
-		rs = slices.Insert(rs, k, [2]int{i, i})
+		if t.apart == nil {
+			t.apart = map[int]struct{}{}
+		}
+		t.apart[i] = struct{}{}
 	}
 	t.indexes = rs
 	return ""
