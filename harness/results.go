@@ -163,10 +163,6 @@ type CheckOptions struct {
 // Check reads a history in one pass into the checker's compact form (the
 // records themselves are not kept) and runs every check on it.
 func Check(path string, o CheckOptions) (*Results, error) {
-	// The paired history lives through every check, and porcupine's
-	// segments make garbage as they go: collecting at half the live heap,
-	// not a whole one, keeps the peak near the history's size.
-	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	if o.LivenessBound <= 0 {
 		o.LivenessBound = DefaultLivenessBound
 	}
@@ -200,6 +196,11 @@ func Check(path string, o CheckOptions) (*Results, error) {
 		}
 	}
 	h := b.Finish()
+	// The paired history lives through every check, and porcupine's
+	// segments make garbage as they go: collecting at half the live heap,
+	// not a whole one, keeps the peak near the history's size. (Reading
+	// makes little garbage.)
+	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	var warnings []string
 	if err := markApplied(h, filepath.Join(filepath.Dir(path), resourceLogName)); err != nil {
 		warnings = append(warnings, err.Error())
