@@ -63,8 +63,8 @@ type storyData struct {
 	observed    int64
 	observedAll bool
 	// setup holds the setup event's params (nil: none), among them
-	// backend, the system under test ("etcd", "redis"; "" in a history
-	// from before it was recorded: etcd), and recipe, the lock recipe.
+	// backend, the system under test ("" in a history from before it was
+	// recorded), and recipe, the lock recipe.
 	setup   map[string]string
 	backend string
 	recipe  string

@@ -45,6 +45,8 @@ type History struct {
 	sd *storyData
 	// errs are the errors the completions give (few have one).
 	errs map[*operation]string
+	// termsOf gives the words of a backend, by name; nil: LeaseTerms.
+	termsOf func(backend string) Terms
 
 	overlapsOnce sync.Once
 	overlaps     OverlapAnalysis
@@ -78,8 +80,8 @@ type operation struct {
 
 // granted is what a grant has beyond other operations.
 type granted struct {
-	// rev is the decision revision (0: not recorded); claim is the etcd
-	// key the grant says it holds (etcdlock.Keyed; "": not said).
+	// rev is the decision revision (0: not recorded); claim is the key
+	// the grant says it holds (lock.Keyed; "": not said).
 	rev   int64
 	claim string
 	// belief is the index of the belief the grant started.
@@ -114,6 +116,10 @@ type Builder struct {
 	// it, or for a kind it does not know, a story says "fault KIND on
 	// TARGETS was active".
 	Describe Describer
+	// Terms, if set, gives the words of the history's backend (the setup
+	// event's, "" when it names none) for its stories; without it,
+	// LeaseTerms.
+	Terms func(backend string) Terms
 
 	h      *History
 	rules  *histories.Tracker
@@ -270,7 +276,7 @@ func (b *Builder) Finish() *History {
 		o.status, o.missing, o.ret = histories.Info, true, h.end
 	}
 	b.open = nil
-	h.describe = b.Describe
+	h.describe, h.termsOf = b.Describe, b.Terms
 	h.records = b.n
 	b.finishEvents()
 	h.sd.beliefs = h.beliefs()

@@ -37,8 +37,10 @@ var (
 var page = template.Must(template.New("report").Parse(reportHTML))
 
 // Write renders the report of a checked history to out. res are its
-// results, with the history they judged (Results.Paired), which the page
-// draws: the history is read and paired once, by the check.
+// results (with its backend's words, Results.Terms), with the history they
+// judged (Results.Paired), which the page draws: the history is read and
+// paired once, by the check. The files beside it worth opening are linked
+// where they exist.
 func Write(out string, res *harness.Results) error {
 	// As harness.Check: the paired history lives on beside the page's
 	// model and text.
@@ -52,6 +54,7 @@ func Write(out string, res *harness.Results) error {
 		Title: filepath.Base(filepath.Dir(out)), Verdict: string(res.Verdict), Exit: res.Exit, Required: res.Required,
 		Seed: res.Seed, Versions: res.Versions, Reproduce: res.Command, Warnings: res.Warnings, Error: res.Error,
 		Setup: h.Setup(), Scenario: res.Scenario,
+		Legend: map[string]string{"expiry": res.Terms.LegendExpired, "lost": res.Terms.LegendLost},
 	}
 	if m.Meta.Setup == nil {
 		m.Meta.Setup = map[string]string{}

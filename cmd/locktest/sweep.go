@@ -47,6 +47,9 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 	}
 	*rf.seed = *first
 	base, err := rf.options()
+	if err == nil {
+		base, err = harness.Plan(base)
+	}
 	if err != nil {
 		return exitUnknown, fmt.Errorf("sweep: %w", err)
 	}
@@ -98,10 +101,7 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		if r.FirstViolation > 0 {
 			first = fmt.Sprintf("%.2fs", r.FirstViolation.Seconds())
 		}
-		race := "lease"
-		if res.Backend == "redis" {
-			race = "expiry" // a key's TTL running out, not a lease
-		}
+		race := res.Terms.RaceShort // "lease", or "expiry" for a key's TTL
 		verdicts := ""
 		for _, name := range checker.Names() {
 			verdicts += fmt.Sprintf("%s %-8s ", name, r.Verdicts[name])
