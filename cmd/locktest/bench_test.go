@@ -63,6 +63,9 @@ func FuzzCheck(f *testing.F) {
 	for _, b := range fuzzseed.Histories(f, "../..") {
 		f.Add(b)
 	}
+	// A temporary directory of its own: every command sweeps it for what
+	// killed runs left, and says so on a line of its own.
+	f.Setenv("TMPDIR", f.TempDir())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		path := filepath.Join(t.TempDir(), "h.jsonl")
 		if err := os.WriteFile(path, b, 0o644); err != nil {
