@@ -68,20 +68,20 @@ func TestContractTokensGrow(t *testing.T) {
 }
 
 func TestContractGrantOfLostLock(t *testing.T) {
-	// c2's key expired at revision 11, while it waited; it was granted on
-	// a state at revision 13 anyway: etcd#11456.
+	// c2's key (token 12) expired at revision 13, while it waited; it was
+	// granted on a state at revision 14 anyway: etcd#11456.
 	h := (&hist{}).recorded(100, 1, 2).
 		grant(1, 1000, 1100, 10, 10, "/l/lock/a").
-		grant(2, 1050, 2100, 12, 13, "/l/lock/b").
-		deleted(1900, "c2", 12, 11, "expiry", "lease_alive", "false").
+		grant(2, 1050, 2100, 12, 14, "/l/lock/b").
+		deleted(1900, "c2", 12, 13, "expiry", "lease_alive", "false").
 		fault("pause-client", []string{"c2"}, 1200, 1800).
 		rel(1, "lock", 2000, 2010, ok).
-		deleted(2005, "c1", 10, 13, "release").
+		deleted(2005, "c1", 10, 14, "release").
 		rel(2, "lock", 3000, 3010, ok)
 	expect(t, Contract(h.ops()), Invalid,
-		`Promise 2 (no grant of a lost lock): on key "lock", process 2 (c2) was granted token 12 at 2.10 s (asked at 1.05 s) on a state at revision 13, but the server had deleted its key (token 12) at revision 11 (1.90 s): its lease expired while it waited: it was granted a lock whose key was already gone.`)
+		`Promise 2 (no grant of a lost lock): on key "lock", process 2 (c2) was granted token 12 at 2.10 s (asked at 1.05 s) on a state at revision 14, but the server had deleted its key (token 12) at revision 13 (1.90 s): its lease expired while it waited: it was granted a lock whose key was already gone.`)
 
-	// The same loss after the decision (revision 14) is the lease race.
+	// The same loss after the decision (revision 13) is the lease race.
 	h = (&hist{}).recorded(100, 1, 2).
 		grant(1, 1000, 1100, 10, 10, "/l/lock/a").
 		rel(1, "lock", 2000, 2010, ok).
@@ -192,9 +192,10 @@ func TestContractUnknown(t *testing.T) {
 	expect(t, Contract((&hist{}).recorded(100).acq(1, "lock", 1000, 2000, fail, 0).ops()), Unknown, "holds no grant")
 
 	// A claim with no deletion is judged held only up to the observed
-	// revision.
-	h = (&hist{}).recorded(5, 1).grant(1, 1000, 1100, 10, 10, "/l/lock/a")
-	expect(t, Contract(h.ops()), Unknown, "does not say whether the key of token 10 was deleted by revision 10")
+	// revision (and at its own).
+	h = (&hist{}).recorded(5, 1).grant(1, 1000, 1100, 10, 12, "/l/lock/a")
+	expect(t, Contract(h.ops()), Unknown, "does not say whether the key of token 10 was deleted by revision 12")
+	expect(t, Contract((&hist{}).recorded(5, 1).grant(1, 1000, 1100, 10, 10, "/l/lock/a").ops()), Valid)
 }
 
 // On a server without revisions, promises 4 and 5 speak of the key's TTL,
@@ -274,4 +275,35 @@ func TestMutexNoFencingToken(t *testing.T) {
 		t.Errorf("tokens going back, one holder at a time, no fencing token: %s: %s", r.Verdict, r.Explanation)
 	}
 	expect(t, mutex(h("false", true)), Invalid, "both believed they held the lock")
+}
+
+// retried: c1's release of token 10 is applied but its reply is lost (info);
+// c1, as process 3, is granted token 12 on the same key (etcd's Mutex names
+// it after the session's lease), and its retried release of token
+// releasedToken deletes that key while c1 goes on holding it; c2 is granted
+// next: etcd#22082.
+func retried(releasedToken string) *hist {
+	return (&hist{}).recorded(100, 1, 2).clientOf(3, "c1").
+		grant(1, 1000, 1100, 10, 10, "/l/lock/a").
+		rel(1, "lock", 2000, 2300, info).
+		deleted(2005, "c1", 10, 11, "release").
+		grant(3, 2400, 2500, 12, 12, "/l/lock/a").
+		deleted(2600, "c1", 12, 13, "other-release", "released_by", "c1", "released_token", releasedToken, "lease_alive", "true").
+		grant(2, 1050, 2700, 14, 14, "/l/lock/b").
+		rel(2, "lock", 2800, 2810, ok).
+		deleted(2805, "c2", 14, 15, "release").
+		rel(3, "lock", 3000, 3010, ok)
+}
+
+// A client's retried release of its older grant that deletes its newer
+// grant's key breaks promise 4, and the overlap it leads to is the lock's
+// bug; the observer's word that the owner's own release of that same grant
+// was another's is no evidence either way.
+func TestContractRetriedRelease(t *testing.T) {
+	r := Contract(retried("10").ops())
+	expect(t, r, Invalid, `Promise 4 (release only your own): on key "lock", the release of token 10 by process 1 (c1) (invoked 2.00 s; its client never learned its outcome) deleted process 3 (c1)'s key (token 12, granted 2.50 s) at revision 13 (2.60 s)`)
+	if r.LeaseRaces != 0 || r.LockBugs != 1 {
+		t.Errorf("races %d, bugs %d; want 0, 1", r.LeaseRaces, r.LockBugs)
+	}
+	expect(t, Contract(retried("12").ops()), Unknown, "the release was its owner's own")
 }

@@ -122,7 +122,7 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 	}
 	for _, d := range sd.deletions {
 		p, ok := tokens[d.Token]
-		if d.Key != key || !ok {
+		if d.Key != "" && d.Key != key || !ok {
 			continue
 		}
 		why := ""
@@ -136,10 +136,10 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 			why = ": released"
 		case histories.DeletedByRevoke:
 			why = ": its session was closed"
-		case "acquire":
+		case histories.DeletedByAcquire:
 			why = ": cleaned up after a failed wait"
 		case histories.DeletedByOther:
-			why = otherRelease(d)
+			why = releasedBy(d)
 		}
 		evs = append(evs, event{d.Time, fmt.Sprintf("the server deleted %s's lock key (token %d) at %s%s", h.who(histories.Process(p)), d.Token, h.at(d.Time), why)})
 	}
