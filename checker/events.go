@@ -132,6 +132,15 @@ func (b *Builder) event(op histories.Op) {
 		}
 		if w := b.wins[id]; len(w) > 0 {
 			b.close(w[0], op.Time)
+			f := &sd.faults[w[0]]
+			for k, val := range p {
+				if f.Params[k] != val {
+					if f.Outcome == nil {
+						f.Outcome = map[string]string{}
+					}
+					f.Outcome[k] = val
+				}
+			}
 			b.wins[id] = w[1:]
 		}
 	case histories.FHeal:

@@ -96,6 +96,9 @@ type Fault struct {
 	Fault   string            `json:"fault"`
 	Targets []string          `json:"targets,omitempty"`
 	Params  map[string]string `json:"params,omitempty"`
+	// Outcome are the params its stop adds or changes: what the fault
+	// found as it ended (a lost reply's "reply" and "client_saw").
+	Outcome map[string]string `json:"outcome,omitempty"`
 	Start   int64             `json:"start_ns"`
 	End     int64             `json:"end_ns"`
 	// Unended says no stop or heal ended it: it lasted to the history's end.

@@ -162,6 +162,7 @@ type fault struct {
 	Fault   string            `json:"fault"`
 	Targets []string          `json:"targets"`
 	Params  map[string]string `json:"params,omitempty"`
+	Outcome map[string]string `json:"outcome,omitempty"` // what its stop found
 }
 
 // plot holds series over buckets of time (Bucket seconds wide, starting at
@@ -296,7 +297,7 @@ func fromHistory(h *checker.History) (model, func(histories.Process) string) {
 		truth(l.Targets, l.Time, 5)
 	}
 	for _, f := range h.Faults() {
-		m.Faults = append(m.Faults, fault{From: ms(f.Start), To: ms(f.End), Fault: f.Fault, Targets: f.Targets, Params: f.Params})
+		m.Faults = append(m.Faults, fault{From: ms(f.Start), To: ms(f.End), Fault: f.Fault, Targets: f.Targets, Params: f.Params, Outcome: f.Outcome})
 	}
 	if t, ok := h.Heal(); ok {
 		m.Faults = append(m.Faults, fault{From: ms(t), To: ms(t), Fault: histories.FHeal})

@@ -213,6 +213,38 @@ func TestReportInBrowser(t *testing.T) {
 	}
 }
 
+// A lost reply (etcd#22082's release, recorded from a real run): the fault
+// list says the reply was lost and what the client saw, and the timeline
+// marks the cut on the lane of the client whose reply it was.
+func TestReportLostReply(t *testing.T) {
+	dir := t.TempDir()
+	res := checked(t, dir, "etcd-22082-fenced.jsonl")
+	out := filepath.Join(dir, "report.html")
+	if err := Write(out, res); err != nil {
+		t.Fatal(err)
+	}
+	ctx, errs := browser(t)
+	var said, lost string
+	err := chromedp.Run(ctx,
+		chromedp.Navigate("file://"+out),
+		chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
+		chromedp.Text(`#flist li[data-fault="lost-reply-release"] .lost-reply`, &said, chromedp.ByQuery),
+		chromedp.AttributeValue("#canvas", "data-lost", &lost, nil),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := errs.list(); len(e) > 0 {
+		t.Errorf("script errors: %v", e)
+	}
+	if !strings.HasPrefix(said, "its release reply was lost (the client saw error: ") {
+		t.Errorf("the lost reply listed as %q", said)
+	}
+	if lost != "c1" {
+		t.Errorf("lost replies drawn on lanes %q, want c1's", lost)
+	}
+}
+
 // The legend speaks of the backend's own mechanism: leases on etcd, a
 // TTL kept by a watchdog on Redis.
 func TestReportLegendByBackend(t *testing.T) {

@@ -142,6 +142,7 @@
       ctx.fillText(step < 1000 ? (t / 1000).toFixed(3) : (t / 1000).toFixed(step < 10000 ? 1 : 0) + " s", x + 2, 12);
     }
     // faults: bands over the faults row and the lanes they struck
+    const lost = [];
     for (const f of D.faults) {
       const x0 = X(f.from), x1 = X(f.to);
       if (x1 < 0 || x0 > width) continue;
@@ -153,13 +154,14 @@
       ctx.fillStyle = COLORS.faultEdge;
       ctx.fillText(f.fault + " " + (f.targets || []).join(","), Math.max(0, x0) + 2, AXIS + LANE - 8);
       // A lost reply: the cut, on the lane of the client whose reply it was.
-      if ((f.params || {}).reply === "lost") {
+      if ((f.outcome || {}).reply === "lost") {
         for (const li of faultLanes(f).slice(1)) {
           const y = AXIS + li * LANE;
           ctx.fillStyle = COLORS.lost;
           ctx.fillRect(x1 - 1, y, 2, LANE);
-          ctx.fillText("\u2715 " + (f.params.op || "") + " reply lost", x1 + 3, y + 11);
+          ctx.fillText("\u2715 " + ((f.params || {}).op || "") + " reply lost", x1 + 3, y + 11);
         }
+        lost.push(...(f.targets || []).filter((t) => t in laneIndex));
       }
     }
     // overlaps
@@ -206,6 +208,7 @@
     for (const c of D.checks) for (const v of c.violations || []) ctx.fillRect(X(v.from), AXIS - 6, Math.max(2, X(v.to) - X(v.from)), 5);
     $("window").textContent = `showing ${sec(Math.max(view[0], D.start))} to ${sec(Math.min(view[1], D.end))} of ${sec(D.end)}`;
     canvas.dataset.from = view[0].toFixed(1); canvas.dataset.to = view[1].toFixed(1);
+    canvas.dataset.lost = lost.join(" "); // the lanes where a lost reply is drawn
   }
   function setView(a, b) {
     const minSpan = 1;
@@ -285,8 +288,10 @@
   }
   if (vi === 0) $("vlist").append(el("li", {}, "none"));
   for (const f of D.faults) {
+    const out = f.outcome || {};
     const li = el("li", { "data-fault": f.fault }, `${sec(f.from)}–${sec(f.to)} ${f.fault} ${(f.targets || []).join(", ")} `,
-      el("span", { class: "meta" }, Object.entries(f.params || {}).map(([k, v]) => k + "=" + v).join(" ")));
+      out.reply === "lost" ? el("b", { class: "lost-reply" }, `its ${(f.params || {}).op || ""} reply was lost (the client saw ${out.client_saw || "nothing"}) `) : "",
+      el("span", { class: "meta" }, Object.entries({ ...(f.params || {}), ...out }).map(([k, v]) => k + "=" + v).join(" ")));
     li.addEventListener("click", () => { const p = Math.max(500, (f.to - f.from) * 0.3); setView(f.from - p, f.to + p); });
     $("flist").append(li);
   }
