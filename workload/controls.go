@@ -193,9 +193,11 @@ func (w *Workload) client(name string) (*client, error) {
 }
 
 // Intercept arms a hook on client's next operation op (histories.Acquire
-// or histories.Release), or on the one in flight: before runs just before
-// the client sends it (on the client's goroutine; at once, here, for one in
-// flight, whose request is already sent), and after runs on the client's
+// or histories.Release), or on an acquire in flight (a queued waiter's,
+// whose reply is its grant, still to come; a release in flight has its
+// reply on the way, so the next release is struck): before runs just
+// before the client sends it (on the client's goroutine; at once, here, for
+// an acquire in flight, whose request is already sent), and after runs on the client's
 // goroutine once the operation returned, with its error (nil: it
 // succeeded), before the client goes on. It is how a fault strikes exactly
 // one operation, as a failpoint in the client would: a lost reply holds the
@@ -213,7 +215,7 @@ func (w *Workload) Intercept(client, op string, before func(), after func(error)
 	}
 	ic := &intercept{op: op, before: before, after: after}
 	c.mu.Lock()
-	inFlight := c.inFlight == op
+	inFlight := c.inFlight == op && op == histories.Acquire
 	ic.fired = inFlight
 	c.intercept = ic
 	c.mu.Unlock()

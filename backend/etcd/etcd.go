@@ -107,7 +107,11 @@ var scenarios = []scenario.Scenario{
 			"next client is granted it. The contract check names the release that deleted another grant's key (promise " +
 			"4). The fix proposed upstream deletes only while the Mutex still owns the grant it was for: --recipe " +
 			"mutex-retry-owned does so and keeps the contract.",
-		Flags: map[string]string{"recipe": etcdlock.MutexRetryName, "time": "5s", "clients": "2",
+		// A 5 s lease: the struck client's lease renewals lose their
+		// replies with the release's, and a loaded machine's stall of a
+		// second or two on top of that made a 2 s lease lapse, its session
+		// with it, and no same-session retry was left to show the bug.
+		Flags: map[string]string{"recipe": etcdlock.MutexRetryName, "time": "5s", "clients": "2", "ttl": "5",
 			"think-min": "300ms", "think": "400ms", "require": "contract"},
 		Expect: map[string]map[string]string{
 			scenario.Unfenced: {histories.CheckContract: scenario.Invalid},
@@ -120,7 +124,7 @@ var scenarios = []scenario.Scenario{
 			// The holder's release reaches etcd, which deletes its key;
 			// the reply is lost. The client retries after its next Lock.
 			return []nemesis.Entry{{At: time.Second, Fault: nemesis.LostReplyRelease, Target: nemesis.TargetHolder,
-				Fallback: "c0", Duration: s.TTL / 8}}
+				Fallback: "c0", Duration: 250 * time.Millisecond}}
 		},
 	},
 	{

@@ -1,0 +1,44 @@
+package workload
+
+import (
+	"testing"
+
+	"github.com/locktest/locktest/histories"
+)
+
+// A hook on a release is never struck by the release in flight, whose reply
+// is on its way already (a lost reply armed then would lose nothing): the
+// next release fires it. An acquire in flight, a queued waiter's whose
+// reply is its grant, is struck at once.
+func TestInterceptInFlight(t *testing.T) {
+	c := &client{}
+	w := &Workload{byName: map[string]*client{"c0": c}}
+	var fired []string
+	c.sending(histories.Release)
+	cancel, err := w.Intercept("c0", histories.Release, func() { fired = append(fired, "before") }, func(error) { fired = append(fired, "after") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.answered(histories.Release, nil)
+	if len(fired) != 0 {
+		t.Fatalf("the release in flight fired the hook: %v", fired)
+	}
+	c.sending(histories.Release)
+	c.answered(histories.Release, nil)
+	if len(fired) != 2 || !cancel() {
+		t.Fatalf("the next release fired %v, want before and after", fired)
+	}
+
+	fired = nil
+	c.sending(histories.Acquire)
+	if _, err := w.Intercept("c0", histories.Acquire, func() { fired = append(fired, "before") }, func(error) { fired = append(fired, "after") }); err != nil {
+		t.Fatal(err)
+	}
+	if len(fired) != 1 {
+		t.Fatalf("the acquire in flight did not fire the hook at once: %v", fired)
+	}
+	c.answered(histories.Acquire, nil)
+	if len(fired) != 2 {
+		t.Fatalf("the acquire's answer ran %v, want after too", fired)
+	}
+}
