@@ -13,7 +13,7 @@ import (
 // before anything starts: --nemesis all is every family for the members
 // locktest runs, and the client families for an external cluster.
 func TestOptionsPlan(t *testing.T) {
-	every := []string{"partition", "isolate", "lease", "clock", "pause", "crash", "slow", "member"}
+	every := []string{"partition", "isolate", "lease", "clock", "pause", "crash", "slow", "member", "lost-reply"}
 	for _, c := range []struct {
 		o       Options
 		members int
@@ -25,7 +25,7 @@ func TestOptionsPlan(t *testing.T) {
 		{Options{Mode: Process}, 5, 5, "", every},
 		{Options{}, 4, 0, "--members must be 3 or 5", nil},
 		{Options{Mode: External, Endpoints: []string{"http://a:2379", "http://b:2379"}}, 0, 2, "",
-			[]string{"isolate", "lease", "clock", "pause", "crash", "slow"}},
+			[]string{"isolate", "lease", "clock", "pause", "crash", "slow", "lost-reply"}},
 		{Options{Mode: External, Endpoints: []string{"http://a:2379"}}, 3, 0, "--members does not apply", nil},
 		{Options{Mode: External}, 0, 0, "needs --endpoints", nil},
 		{Options{EtcdBin: "/bin/etcd"}, 0, 0, "--etcd-bin needs --cluster process", nil},

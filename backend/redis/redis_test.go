@@ -27,11 +27,11 @@ func TestTopology(t *testing.T) {
 		all  []string
 	}{
 		{backend.Plan{Recipe: redislock.RedlockName, Majority: true, Families: []string{"crash"}}, redisserver.Independent(5),
-			[]string{"isolate", "clock", "pause", "crash", "slow"}},
+			[]string{"isolate", "clock", "pause", "crash", "slow", "lost-reply"}},
 		{backend.Plan{Recipe: redislock.SetNXName, Families: []string{"pause", nemesis.FailoverName}}, redisserver.Replicated,
-			[]string{"isolate", "clock", "pause", "crash", "slow"}},
+			[]string{"isolate", "clock", "pause", "crash", "slow", "lost-reply"}},
 		{backend.Plan{Recipe: redislock.SetNXName, Families: []string{nemesis.All}}, redisserver.Single,
-			[]string{"isolate", "clock", "pause", "crash", "slow"}},
+			[]string{"isolate", "clock", "pause", "crash", "slow", "lost-reply"}},
 	} {
 		if got := topology(c.plan); got != c.want {
 			t.Errorf("%+v: topology %v, want %v", c.plan, got, c.want)
