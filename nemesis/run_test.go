@@ -158,6 +158,18 @@ type fakeHook struct {
 	fired  bool
 }
 
+// take disarms the armed hook, if any, and marks it fired.
+func (f *fakeClients) take() *fakeHook {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.hook
+	if h != nil {
+		h.fired = true
+		f.hook = nil
+	}
+	return h
+}
+
 // fire waits for an armed hook and fires it, as the client would just
 // before it sends the operation: its before has run when fire returns, and
 // the test calls its after with the operation's error.
@@ -165,14 +177,7 @@ func (f *fakeClients) fire(t *testing.T) *fakeHook {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		f.mu.Lock()
-		h := f.hook
-		if h != nil {
-			h.fired = true
-			f.hook = nil
-		}
-		f.mu.Unlock()
-		if h != nil {
+		if h := f.take(); h != nil {
 			h.before()
 			return h
 		}
@@ -192,14 +197,7 @@ func (f *fakeClients) autoFire(stop <-chan struct{}, err error) {
 			return
 		case <-time.After(time.Millisecond):
 		}
-		f.mu.Lock()
-		h := f.hook
-		if h != nil {
-			h.fired = true
-			f.hook = nil
-		}
-		f.mu.Unlock()
-		if h != nil {
+		if h := f.take(); h != nil {
 			h.before()
 			go h.after(err)
 		}
