@@ -77,22 +77,41 @@ func (l *retryLocker) Acquire(ctx context.Context, name string) (lock.Held, erro
 	return &retryHeld{mutexHeld: mutexHeld{m: m, s: l.s, token: createRevision(m.IsOwner())}, l: l}, nil
 }
 
-// retryPending retries, in the background, the unlocks that failed; one
-// that fails again waits for the next chance.
+// retryBackoff is how long, on the client's clock, the service waits after
+// a Lock before it retries the unlocks that failed, as retries back off.
+// It also keeps the retry out of the acquire itself: the harness takes the
+// newest revision the client read until the grant is recorded as the state
+// the grant was decided on, and the observer a deletion of the key before
+// then as the acquire's own; a retry that came first would be read as
+// both.
+const retryBackoff = 100 * time.Millisecond
+
+// retryPending retries, in the background after retryBackoff, the unlocks
+// that failed; one that fails again waits for the next chance.
 func (l *retryLocker) retryPending() {
 	l.mu.Lock()
 	ms := l.pending
 	l.pending = nil
 	l.mu.Unlock()
-	for _, m := range ms {
-		l.wg.Go(func() {
+	if len(ms) == 0 {
+		return
+	}
+	l.wg.Go(func() {
+		t := l.env.Clock.NewTimer(retryBackoff)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-l.ctx.Done():
+			return
+		}
+		for _, m := range ms {
 			ctx, cancel := l.env.Clock.WithTimeout(l.ctx, time.Duration(l.env.TTL)*time.Second)
-			defer cancel()
 			if err := l.unlock(ctx, m); err != nil && l.ctx.Err() == nil {
 				l.pend(m)
 			}
-		})
-	}
+			cancel()
+		}
+	})
 }
 
 func (l *retryLocker) pend(m *concurrency.Mutex) {
