@@ -39,7 +39,10 @@ type Options struct {
 	// package backend/etcd: embedded members, member processes or a
 	// running cluster). Nil: its defaults.
 	System backend.Options `json:"system"`
-	// Backend names the backend the run is on; Run fills it in.
+	// Backend names the backend the run is on: the one of System if set,
+	// else this (a recipe that is not a built-in, a team's own or a lock
+	// in another process, runs on any backend), else the recipe's (the
+	// default backend for one that is not a built-in). Run fills it in.
 	Backend string `json:"backend"`
 	// Members is the system's size, where its backend lets it be chosen:
 	// 3 (default) or 5. Run fills in the size its backend starts.
@@ -264,7 +267,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	// recorded: by family when the schedule is to be drawn, else by the
 	// kinds the schedule holds (a schedule replayed replaces drawing from
 	// --nemesis); a fitted schedule drops them instead, and says so.
-	o.offers = nemesis.Offered(cl)
+	o.offers = o.recipeOffers(nemesis.Offered(cl))
 	o.memberNames = cl.MemberNames()
 	if o.Schedule != nil && o.FitSchedule {
 		var fitted nemesis.Schedule
@@ -308,8 +311,13 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	}
 
 	rec := histories.NewRecorder(w, time.Now())
+	o.Workload.Dir, o.Workload.Logf = o.Dir, o.logf
 	wl, err := workload.New(ctx, o.Workload, sut.Workload, resAddr, rec)
 	if err != nil {
+		// Nothing was recorded: the run could not start its clients, and
+		// leaves no history to check.
+		w.Close()
+		os.Remove(history)
 		return nil, err
 	}
 	defer wl.Close()

@@ -123,6 +123,15 @@ func familyOf(kind string) (Family, bool) {
 	return nil, false
 }
 
+// FamilyOf names the family of a fault kind ("clock" for "clock-rate"); ""
+// for a kind no family has.
+func FamilyOf(kind string) string {
+	if f, ok := familyOf(kind); ok {
+		return f.Name()
+	}
+	return ""
+}
+
 // AllKinds lists every fault kind.
 func AllKinds() []string {
 	var ks []string

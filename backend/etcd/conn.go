@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +41,7 @@ type run struct {
 	del *deletions
 
 	mu     sync.Mutex
-	direct *clientv3.Client // to the members, for leases of keys (leaseOf)
+	direct *clientv3.Client // to the members, for the keys of grants (claimOf)
 }
 
 // Workload is the workload.Backend of an etcd cluster, for one run.
@@ -81,25 +82,26 @@ func (r *run) Observe(ctx context.Context, keys workload.Keys, rec workload.Reco
 	return closing{o, r.closeDirect}, nil
 }
 
-// leaseOf is the lease of key on the server, read over a direct link (0:
-// none, or not known within a second): for a grant that tells its key only.
-func (r *run) leaseOf(key string) clientv3.LeaseID {
+// claimOf is the lease and the create revision of key on the server, read
+// over a direct link (0, 0: no such key, or not known within a second):
+// for a grant that tells its key only.
+func (r *run) claimOf(key string) (clientv3.LeaseID, int64) {
 	r.mu.Lock()
 	if r.direct == nil {
 		r.direct, _ = r.cl.DirectClient()
 	}
 	direct := r.direct
 	r.mu.Unlock()
-	if direct == nil {
-		return 0
+	if direct == nil || key == "" {
+		return 0, 0
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	resp, err := direct.Get(ctx, key)
 	if err != nil || len(resp.Kvs) == 0 {
-		return 0
+		return 0, 0
 	}
-	return clientv3.LeaseID(resp.Kvs[0].Lease)
+	return clientv3.LeaseID(resp.Kvs[0].Lease), resp.Kvs[0].CreateRevision
 }
 
 func (r *run) closeDirect() {
@@ -158,6 +160,16 @@ func (c *conn) Endpoints() []string { return c.eps }
 
 func (c *conn) Close() error { return c.cli.Close() }
 
+// Vars: etcd's clients dial URLs (a lock in another process is told them
+// as LOCKTEST_ETCD_URLS, beside the host:port of LOCKTEST_ENDPOINTS).
+func (c *conn) Vars() map[string]string {
+	urls := make([]string, len(c.eps))
+	for i, ep := range c.eps {
+		urls[i] = "http://" + ep
+	}
+	return map[string]string{"LOCKTEST_ETCD_URLS": strings.Join(urls, ",")}
+}
+
 // Locker names the session's lease of a locker that keeps one
 // (etcdlock.LeaseHolder), and notes whose it is for the observer.
 func (c *conn) Locker(l lock.Locker, p histories.Process) string {
@@ -197,7 +209,17 @@ func (c *conn) Granted(l lock.Locker, held lock.Held, p histories.Process) workl
 	case etcdlock.Keyed:
 		g.key, g.lease = k.Key(), k.LeaseID()
 	case lock.Keyed:
-		g.key, g.lease = k.Key(), c.run.leaseOf(k.Key())
+		var created int64
+		g.key = k.Key()
+		g.lease, created = c.run.claimOf(g.key)
+		if created != 0 && created != g.token {
+			// The contract judges a claim as the key created at the
+			// token's revision: a lock whose token is something else is
+			// not judged by its decision. (A key gone already is judged:
+			// only a deletion of the key created at the token's revision
+			// can make its grant one of a lost lock.)
+			g.decided = 0
+		}
 	default:
 		if lh != nil {
 			g.lease = lh.LeaseID()
