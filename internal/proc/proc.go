@@ -221,6 +221,56 @@ func StartTime(pid int) (uint64, error) {
 	return strconv.ParseUint(string(f[19]), 10, 64)
 }
 
+// GroupState is what Group saw of a process group.
+type GroupState struct {
+	// Ticks sums the CPU time (clock ticks: user and system, their own
+	// and their reaped children's) of its live processes.
+	Ticks uint64
+	// Running says whether one of them is running (not asleep, not
+	// stopped).
+	Running bool
+	// Pids are its live processes, in /proc's order.
+	Pids []int
+}
+
+// Group tells what process group pgid is doing: whether it is busy (a
+// program starting, a shell running its commands) or idle, waiting for
+// input; Equal states seen a while apart say it has been idle since.
+func Group(pgid int) GroupState {
+	var g GroupState
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return g
+	}
+	group := strconv.Itoa(pgid)
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		// "state ppid pgrp ... utime(14) stime(15) cutime(16) cstime(17)".
+		f, err := stat(pid)
+		if err != nil || string(f[2]) != group || f[0][0] == 'Z' || f[0][0] == 'X' {
+			continue
+		}
+		g.Pids = append(g.Pids, pid)
+		for _, i := range []int{11, 12, 13, 14} {
+			v, _ := strconv.ParseUint(string(f[i]), 10, 64)
+			g.Ticks += v
+		}
+		if s := f[0][0]; s != 'S' && s != 'T' && s != 't' && s != 'I' {
+			g.Running = true
+		}
+	}
+	return g
+}
+
+// Idle says whether g shows an idle group that is still g was: no process
+// running, the same processes, no CPU time spent since.
+func (g GroupState) Idle(was GroupState) bool {
+	return !g.Running && !was.Running && g.Ticks == was.Ticks && slices.Equal(g.Pids, was.Pids) && len(g.Pids) > 0
+}
+
 // Alive reports whether a process with that ID exists and has not exited
 // (a zombie has).
 func Alive(pid int) bool {

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/lock"
 )
 
@@ -45,17 +46,22 @@ type Recipe struct {
 	Command []string
 	// Clock is how the client's clock is faked for clock faults.
 	Clock Clock
-	// StartWindow is how long Start watches a new process for an exit at
-	// once (default DefaultStartWindow).
+	// StartWindow is the longest Start watches a new process for an exit
+	// at once (default DefaultStartWindow).
 	StartWindow time.Duration
 
 	spec string // as given, after Prefix
 }
 
-// DefaultStartWindow is how long a process must live, as it starts before
-// the run, not to count as a command that exits at once: long enough for
-// an interpreter to load its modules and fail, on a loaded machine.
-const DefaultStartWindow = time.Second
+// DefaultStartWindow is the longest a process is watched as it starts
+// before the run: one still busy then is taken to be up.
+const DefaultStartWindow = 10 * time.Second
+
+// settleTime is how long a starting process must stay idle (every process
+// of its group asleep, their CPU time still) to count as up, waiting for
+// its first request: an interpreter loading its modules, however slowly a
+// loaded machine lets it, is busy, and one that fails to exits first.
+const settleTime = 500 * time.Millisecond
 
 // New returns the recipe of a command.
 func New(command ...string) *Recipe {
@@ -122,8 +128,10 @@ func (r *Recipe) New(ctx context.Context, env lock.Env) (lock.Locker, error) {
 }
 
 // Start starts the client's first process before the run, and watches it
-// for StartWindow: a command that exits by then (a missing module, a
-// syntax error) stops the run, its stderr's last lines said.
+// until it is up, idle and waiting for its first request (settleTime), or
+// for StartWindow at most: a command that exits by then (a missing module,
+// a syntax error, a server it cannot reach) stops the run, its stderr's
+// last lines said.
 func (r *Recipe) Start(ctx context.Context, env lock.Env) (lock.Locker, error) {
 	l, err := r.start(env)
 	if err != nil {
@@ -133,18 +141,32 @@ func (r *Recipe) Start(ctx context.Context, env lock.Env) (lock.Locker, error) {
 	if window <= 0 {
 		window = DefaultStartWindow
 	}
-	t := time.NewTimer(window)
-	defer t.Stop()
-	select {
-	case <-l.pr.p.Done():
-		l.pr.kill()
-		return nil, fmt.Errorf("%s exited at once (%s)%s", r.Name(), l.pr.status(), stderrSays(l.pr))
-	case <-ctx.Done():
-		l.Close()
-		return nil, ctx.Err()
-	case <-t.C:
+	deadline := time.Now().Add(window)
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	var (
+		was   proc.GroupState
+		quiet time.Time // since when the group has been idle
+	)
+	for {
+		select {
+		case <-l.pr.p.Done():
+			l.pr.kill()
+			return nil, fmt.Errorf("%s exited at once (%s)%s", r.Name(), l.pr.status(), stderrSays(l.pr))
+		case <-ctx.Done():
+			l.Close()
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+		now := time.Now()
+		g := proc.Group(l.pr.p.Pid())
+		if !g.Idle(was) {
+			was, quiet = g, now
+		}
+		if now.Sub(quiet) >= settleTime || now.After(deadline) {
+			return l, nil
+		}
 	}
-	return l, nil
 }
 
 // stderrSays is ": " and the last lines of a process's stderr, or "".

@@ -123,11 +123,15 @@ func (l *locker) who() string {
 }
 
 // onLine handles one line of the client's output.
-func (l *locker) onLine(b []byte) {
+func (l *locker) onLine(b []byte, torn bool) {
 	l.mu.Lock()
 	l.lines++
 	n := l.lines
 	l.mu.Unlock()
+	if torn {
+		l.breach(fmt.Errorf("line %d of its output was cut off by its end (no newline): %s", n, quote(b)))
+		return
+	}
 	ln, err := parseLine(b)
 	if err != nil {
 		l.breach(fmt.Errorf("line %d of its output is not the protocol's (%v): %s", n, err, quote(b)))

@@ -90,16 +90,23 @@ func spawn(command []string, env []string, log string) (*process, error) {
 	return pr, nil
 }
 
-// serve reads the client's stdout: each line goes to onLine, then, once
+// serve reads the client's stdout: each line goes to onLine (torn: the
+// last, cut off by the end of its output without a newline), then, once
 // stdout is closed (the process exited, or closed it), onEOF is called.
-func (pr *process) serve(onLine func([]byte), onEOF func()) {
+func (pr *process) serve(onLine func(b []byte, torn bool), onEOF func()) {
 	pr.read.Add(1)
 	go func() {
 		defer pr.read.Done()
 		sc := bufio.NewScanner(pr.out)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		torn := false
+		sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+			adv, tok, err := bufio.ScanLines(data, atEOF)
+			torn = tok != nil && atEOF && adv == len(data) && !bytes.HasSuffix(data, []byte("\n"))
+			return adv, tok, err
+		})
 		for sc.Scan() {
-			onLine(sc.Bytes())
+			onLine(sc.Bytes(), torn)
 		}
 		onEOF()
 	}()
