@@ -19,6 +19,7 @@ import (
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
+	"github.com/locktest/locktest/scenario"
 	"github.com/locktest/locktest/system"
 	"github.com/locktest/locktest/workload"
 )
@@ -90,6 +91,7 @@ type Options struct {
 	// Log, if set, receives a line as each phase starts and each fault fires.
 	Log io.Writer `json:"-"`
 
+	play        *scenario.Scenario     // the scenario staged (Stage), completed when planned
 	offers      func(kind string) bool // the fault kinds the system can carry out
 	memberNames []string               // the members faults may strike
 	planned     bool                   // plan has run

@@ -53,6 +53,11 @@ func (o *Options) plan() error {
 	if o.Members, err = o.System.Plan(p); err != nil {
 		return err
 	}
+	if o.play != nil {
+		if o.Members, err = o.stage(o.Members); err != nil {
+			return err
+		}
+	}
 	p.Members = o.Members
 	if err := o.refuseByRecipe(); err != nil {
 		return err

@@ -105,7 +105,9 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		cost := runCost(*rf.runTime, *rf.quiet, *rf.opTimeout)
 		if p.Scenario != "" {
 			sc, _ := registry.Catalog().Lookup(p.Scenario)
-			if err := registry.Missing(sc.Settings()); err != nil {
+			settings := sc.Flags()
+			settings["recipe"], settings["backend"] = p.Recipe, given["backend"]
+			if err := registry.Missing(settings); err != nil {
 				fmt.Fprintf(stderr, "skipped %s: %v\n", p.name(), err)
 				continue
 			}
@@ -185,17 +187,19 @@ func createOutput(path string) (*os.File, error) {
 // scenarioCost is how long a scenario's run takes, given the flags that
 // override its own.
 func scenarioCost(sc scenario.Scenario, given map[string]string) time.Duration {
-	get := func(name string, def time.Duration) time.Duration {
-		v, ok := given[name]
-		if !ok {
-			v, ok = sc.Flags[name]
+	get := func(name string, own, def time.Duration) time.Duration {
+		if v, ok := given[name]; ok {
+			if d, err := time.ParseDuration(v); err == nil {
+				return d
+			}
 		}
-		if d, err := time.ParseDuration(v); ok && err == nil {
-			return d
+		if own > 0 {
+			return own
 		}
 		return def
 	}
-	return runCost(get("time", defaultTime), get("quiet", harness.DefaultQuiet), get("op-timeout", workload.DefaultConfig().OpTimeout))
+	return runCost(get("time", sc.Run.Time, defaultTime), get("quiet", sc.Run.Quiet, harness.DefaultQuiet),
+		get("op-timeout", sc.Run.OpTimeout, workload.DefaultConfig().OpTimeout))
 }
 
 // nightlyOne carries out one planned run: the scenario's settings, then the
@@ -208,7 +212,7 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	settings := randomSettings
 	if p.Scenario != "" {
 		sc, _ = registry.Catalog().Lookup(p.Scenario)
-		settings = sc.Settings()
+		settings = sc.Flags()
 	}
 	for k, v := range settings {
 		fs.Set(k, v)
@@ -227,9 +231,7 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	}
 	if p.Scenario != "" {
 		o.Schedule = nil
-		if err := play(&o, sc, p.Recipe); err != nil {
-			return nightlyRun{}, err
-		}
+		o.Stage(sc)
 	}
 	if o, err = harness.Plan(o); err != nil {
 		return nightlyRun{}, err

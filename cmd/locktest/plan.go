@@ -56,7 +56,7 @@ func nightlyPlan(recipes []string, seed int64, randomRuns int) []planned {
 	var out []planned
 	for _, sc := range registry.Catalog() {
 		rs := recipes
-		if r, ok := sc.Flags["recipe"]; ok {
+		if r := sc.Run.Recipe; r != "" {
 			rs = []string{r} // the scenario is about that recipe
 		} else if sc.Backend != "" {
 			rs = slices.DeleteFunc(slices.Clone(recipes), func(r string) bool { return registry.Of(r).Name != sc.Backend })
