@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/report"
 	"github.com/locktest/locktest/scenario"
 	"github.com/locktest/locktest/workload"
@@ -37,7 +38,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	junitPath := fs.String("junit", "", "write JUnit XML here")
 	summaryPath := fs.String("summary", "", "write a Markdown summary here")
 	keep := fs.String("keep", "failures", "run directories to keep: failures or all")
-	recipeList := fs.String("recipes", registry.Default().Recipes[0].Name, "comma list of lock recipes")
+	recipeList := fs.String("recipes", registry.Default().Recipes[0].Name, "comma list of lock recipes (an "+execlock.Prefix+" recipe runs on --backend; its command cannot hold a comma)")
 	if err := parseFlags(fs, args); err != nil {
 		return exitUnknown, err
 	}
@@ -51,11 +52,20 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if *keep != "failures" && *keep != "all" {
 		return exitUnknown, fmt.Errorf("--keep: want failures or all, got %q", *keep)
 	}
-	recipes := strings.Split(*recipeList, ",")
+	recipes := splitList(*recipeList)
 	for _, r := range recipes {
-		if _, _, ok := registry.Builtin(r); !ok {
-			return exitUnknown, fmt.Errorf("--recipes: unknown lock recipe %q (want one of %v)", r, registry.RecipeNames())
+		if execlock.IsSpec(r) {
+			if _, err := execlock.Parse(r); err != nil {
+				return exitUnknown, fmt.Errorf("--recipes: %w", err)
+			}
+			continue
 		}
+		if _, _, ok := registry.Builtin(r); !ok {
+			return exitUnknown, fmt.Errorf("--recipes: unknown lock recipe %q (want one of %v, or %sCOMMAND ARGS…)", r, registry.RecipeNames(), execlock.Prefix)
+		}
+	}
+	if _, err := registry.For("", *rf.backend); err != nil {
+		return exitUnknown, err
 	}
 	// Every worker must draw the same plan: the seed is the date unless given.
 	given := map[string]string{}
@@ -98,7 +108,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	began := time.Now()
 	var runs []nightlyRun
 	var failed, unknown bool
-	for i, p := range nightlyPlan(recipes, seed, randomRuns) {
+	for i, p := range nightlyPlan(recipes, *rf.backend, seed, randomRuns) {
 		if !sh.mine(i) || ctx.Err() != nil {
 			continue
 		}
@@ -223,6 +233,9 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 		}
 	}
 	fs.Set("recipe", p.Recipe)
+	if _, _, builtin := registry.Builtin(p.Recipe); builtin {
+		fs.Set("backend", "") // --backend is for the others
+	}
 	fs.Set("resource", p.Resource)
 	fs.Set("seed", strconv.FormatInt(p.Seed, 10))
 	o, err := rf.options()
