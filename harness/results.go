@@ -6,8 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -105,29 +103,6 @@ func verdict(checks []checker.Result, required []string) (checker.Verdict, int) 
 		}
 	}
 	return v, code
-}
-
-// versions names what produced the results, from the binary's build info.
-func versions() map[string]string {
-	v := map[string]string{"go": runtime.Version()}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	v["locktest"] = info.Main.Version
-	servers := registry.Modules()
-	for _, d := range info.Deps {
-		if name, ok := servers[d.Path]; ok {
-			v[name] = d.Version
-		}
-		switch d.Path {
-		case "github.com/Shopify/toxiproxy/v2":
-			v["toxiproxy"] = d.Version
-		case "github.com/anishathalye/porcupine":
-			v["porcupine"] = d.Version
-		}
-	}
-	return v
 }
 
 // DefaultLivenessBound is how soon after the final heal every client that

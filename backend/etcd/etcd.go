@@ -74,8 +74,13 @@ var scenarios = []scenario.Scenario{
 			"still answers it with success once the holder lets go (etcd#11456, fixed in 3.5): two clients are told they " +
 			"hold the lock. This runs the etcd binary of a real release as member processes; --etcd-bin '' runs the " +
 			"built-in etcd, which refuses the grant (session is expired).",
-		Run: scenario.Settings{System: map[string]string{"cluster": "process", "etcd-bin": "/usr/bin/etcd"}, Recipe: etcdlock.LockRPCName,
-			Time: 8 * time.Second, ThinkMin: 4 * time.Second, Think: 5 * time.Second, Clients: 3, OpTimeout: 20 * time.Second,
+		// etcd's own raft timings (100 ms heartbeats, a 1 s election
+		// timeout), not locktest's quick ones: on a loaded machine, 3.4's
+		// processes with a 100 ms timeout changed leaders every second or
+		// two, and each new leader extends every lease, so the paused
+		// waiter's lease outlived its pause and there was no bug to see.
+		Run: scenario.Settings{System: map[string]string{"cluster": "process", "etcd-bin": "/usr/bin/etcd", "raft-tick": "100", "raft-election": "1000"},
+			Recipe: etcdlock.LockRPCName, Time: 8 * time.Second, ThinkMin: 4 * time.Second, Think: 5 * time.Second, Clients: 3, OpTimeout: 20 * time.Second,
 			Require: []string{histories.CheckContract}},
 		Expect: map[string]map[string]string{
 			scenario.Unfenced: {histories.CheckContract: scenario.Invalid},
