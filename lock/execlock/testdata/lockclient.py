@@ -169,9 +169,11 @@ for raw in sys.stdin:
             reply = dict({"id": rid, "ok": True}, **lock.acquire(req["lock"], deadline))
             if "--no-key" in FLAGS:
                 reply.pop("key", None)
-        else:
+        elif req["op"] == "release":
             lock.release(req["lock"])
             reply = {"id": rid, "ok": True}
+        else:
+            reply = {"id": rid, "ok": False, "error": "unknown op %r" % req["op"], "definite": True}
     except Fail as f:
         reply = {"id": rid, "ok": False, "error": str(f), "definite": f.definite}
     except Exception as ex:
