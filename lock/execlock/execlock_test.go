@@ -153,7 +153,7 @@ func TestBrokenClientsCaught(t *testing.T) {
 		flag  string
 		check string
 	}{
-		{"--grant-always", histories.CheckMutex},  // says it holds a lock it never took
+		{"--grant-always", histories.CheckMutex},   // says it holds a lock it never took
 		{"--stale-token", histories.CheckContract}, // tokens that do not grow
 	} {
 		t.Run(c.flag, func(t *testing.T) {
