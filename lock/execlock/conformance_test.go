@@ -59,7 +59,8 @@ func conform(t *testing.T, backend string, command []string) {
 			t.Fatalf("%s: %s acquire of a free lock: want ok true, got %s", what, c.name, r.raw)
 		}
 		if r.Key != nil && !strings.HasPrefix(*r.Key, prefix) {
-			t.Errorf("%s: grant's key %q is not under LOCKTEST_PREFIX %q (its deletions cannot be attributed)", what, *r.Key, prefix)
+			// Allowed (a library may fix where its keys live), but said.
+			t.Logf("%s: note: the grant's key %q is not under LOCKTEST_PREFIX %q: the observer cannot attribute its deletions", what, *r.Key, prefix)
 		}
 		if r.Token == nil {
 			return 0, false
@@ -77,8 +78,13 @@ func conform(t *testing.T, backend string, command []string) {
 	t0, tokened := grant(c0, "first grant")
 	began := time.Now()
 	r := c1.call(t, `{"op":"acquire","lock":"lock","timeout_ms":700}`, 10*time.Second)
-	if r.OK == nil || *r.OK || r.Definite == nil || !*r.Definite {
-		t.Errorf("acquire of a held lock with timeout_ms 700: want ok false, definite true, got %s", r.raw)
+	switch {
+	case *r.OK:
+		t.Errorf("acquire of a held lock with timeout_ms 700: want ok false, got %s", r.raw)
+	case r.Definite == nil || !*r.Definite:
+		// Allowed (when in doubt, unknown), but it weakens what the checks
+		// can tell: said.
+		t.Logf("note: a timed-out acquire answered definite false: it is recorded with an unknown outcome: %s", r.raw)
 	}
 	if took := time.Since(began); took > 5*time.Second {
 		t.Errorf("acquire with timeout_ms 700 answered after %v: keep to timeout_ms", took)
