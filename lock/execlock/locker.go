@@ -347,8 +347,9 @@ func (l *locker) Close() error {
 }
 
 // closeWait is how long Close waits for an idle client to exit by itself
-// once its stdin is closed.
-const closeWait = 200 * time.Millisecond
+// once its stdin is closed: long enough to give up what it holds (a
+// session's revoke is one round trip) on a loaded machine.
+const closeWait = time.Second
 
 // end kills the process and stops what followed it.
 func (l *locker) end() {

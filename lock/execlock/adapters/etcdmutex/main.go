@@ -169,7 +169,12 @@ func main() {
 		emitLocked(r)
 		mu.Unlock()
 	}
-	// stdin closed: locktest is done with this client. The session is
-	// left to expire, as a crashed client's would.
+	// stdin closed: locktest is done with this client (at the run's end,
+	// or after an operation of unknown outcome). Closing the session
+	// revokes its lease, so that no key of it, held or waiting, outlives
+	// the process: the built-in recipe's locker does the same.
+	if c.s != nil {
+		c.s.Close()
+	}
 	os.Exit(0)
 }
