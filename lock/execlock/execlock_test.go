@@ -2,8 +2,12 @@ package execlock_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +16,9 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/proc"
+	"github.com/locktest/locktest/internal/proctest"
+	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
@@ -222,4 +229,38 @@ func needRedis(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server not installed (apt-get install redis-server): " + err.Error())
 	}
+}
+
+// The client processes die with locktest, also when it is killed with
+// SIGKILL (this test binary stands in for it).
+func TestClientsDieWithLocktest(t *testing.T) {
+	if os.Getenv("EXECLOCK_TEST_PARENT") != "" {
+		startAndWait(t)
+		return
+	}
+	testClient(t) // skips without python3
+	// Each client, and the watchdog that kills its group on locktest's death.
+	proctest.KillParent(t, "TestClientsDieWithLocktest", 4, "EXECLOCK_TEST_PARENT=1")
+}
+
+// startAndWait starts two clients of the test client, prints the pids of
+// its children (the clients and their watchdogs) and waits to be killed.
+func startAndWait(t *testing.T) {
+	r := execlock.New(testClient(t)...)
+	var pids []string
+	for _, name := range []string{"c0", "c1"} {
+		l, err := r.Start(context.Background(), lock.Env{Name: name, Backend: "etcd", Prefix: "/locktest/", TTL: 2,
+			Endpoints: []string{"127.0.0.1:1"}, Vars: map[string]string{"LOCKTEST_ETCD_URLS": "http://127.0.0.1:1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		for _, pid := range proc.Children(os.Getpid()) {
+			if !slices.Contains(pids, strconv.Itoa(pid)) {
+				pids = append(pids, strconv.Itoa(pid))
+			}
+		}
+	}
+	fmt.Println(strings.Join(pids, " "))
+	time.Sleep(time.Minute) // killed by the test long before
 }
