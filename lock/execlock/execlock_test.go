@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
@@ -263,4 +264,31 @@ func startAndWait(t *testing.T) {
 	}
 	fmt.Println(strings.Join(pids, " "))
 	time.Sleep(time.Minute) // killed by the test long before
+}
+
+// A catalog scenario plays with a lock that is no built-in, through the Go
+// API (harness.Play): its schedule strikes, and its expectations are
+// judged against this lock's verdicts.
+func TestPlayScenario(t *testing.T) {
+	sc, err := registry.Catalog().Lookup("paused-holder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := workload.DefaultConfig()
+	cfg.Recipe = execlock.New(testClient(t)...)
+	cfg.Seed = 3
+	o, err := harness.Play(harness.Options{Dir: t.TempDir(), Backend: "etcd", Workload: cfg, Resource: resource.Fenced}, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Scenario == nil || res.Scenario.Met == nil || !*res.Scenario.Met {
+		t.Errorf("paused-holder with a correct, fenced lock in a process: want its expectations met, got %+v:%s", res.Scenario, explain(res))
+	}
+	if res.Run.Nemesis == nil || len(res.Run.Nemesis.Faults) == 0 {
+		t.Errorf("the scenario's schedule struck nothing")
+	}
 }
