@@ -292,3 +292,16 @@ func TestPlayScenario(t *testing.T) {
 		t.Errorf("the scenario's schedule struck nothing")
 	}
 }
+
+// A client that never answers: its acquires time out as any lock's do
+// (unknown outcomes, the process replaced), and liveness says the lock
+// granted nothing.
+func TestSilentClient(t *testing.T) {
+	res := run(t, "etcd", testClient(t, "--silent"), func(o *runOptions) { o.clients = 2; o.time = 2 * time.Second })
+	if v := verdicts(res); v[histories.CheckLiveness] != checker.Invalid || v[histories.CheckMutex] == checker.Invalid {
+		t.Errorf("a client that never answers: want liveness invalid and no mutex violation:%s", explain(res))
+	}
+	if res.Run.Stats.Acquisitions != 0 {
+		t.Errorf("%d acquisitions recorded of a client that never answers", res.Run.Stats.Acquisitions)
+	}
+}
