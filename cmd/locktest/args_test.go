@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/checker"
 )
 
 // parseFlags takes flags before, between and after the arguments; "--"
@@ -70,7 +70,7 @@ func TestFlagsAfterArguments(t *testing.T) {
 		out  string // in stdout (a run) or stderr (an error)
 	}{
 		// locktest check history.jsonl --require all: every check is required.
-		{[]string{"check", history, "--require", "all"}, exitInvalid, "verdict: invalid (required: " + strings.Join(slices.Sorted(slices.Values(histories.Checks())), ", ") + ")"},
+		{[]string{"check", history, "--require", "all"}, exitInvalid, "verdict: invalid (required: " + strings.Join(slices.Sorted(slices.Values(checker.Names())), ", ") + ")"},
 		{[]string{"check", history, "--timeout", "0s"}, exitUnknown, "--timeout must be positive"},
 		{[]string{"check", history, "--", "--require", "all"}, exitUnknown, "want exactly one PATH (a history file or a run directory), got 3"},
 		{[]string{"report", empty, "--help"}, exitValid, "Usage: locktest report DIR"},

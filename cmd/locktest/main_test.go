@@ -21,13 +21,19 @@ import (
 	"github.com/locktest/locktest/nemesis"
 )
 
-// TestMain gives the tests a temporary directory of their own. Every
+// TestMain lets a test run locktest itself in a process of its own: with
+// LOCKTEST_CLI_ARGS set (arguments separated by spaces), the test binary is
+// locktest with those arguments. Otherwise it gives the tests a temporary
+// directory of their own. Every
 // locktest command first sweeps the temporary directory for what killed
 // runs left there and says so on stderr; the machine's shared one holds
 // what other processes leave (other suites, other engineers' runs), which
 // made the tests' one-line errors two lines, now and then. A test's child
 // (the test binary run again as locktest) keeps the TMPDIR its test gave it.
 func TestMain(m *testing.M) {
+	if args := os.Getenv("LOCKTEST_CLI_ARGS"); args != "" {
+		os.Exit(mainArgs(strings.Fields(args), os.Stdout, os.Stderr))
+	}
 	const mark = "LOCKTEST_CMD_TESTS_TMPDIR"
 	if os.Getenv(mark) != "" {
 		os.Exit(m.Run())

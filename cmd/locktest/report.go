@@ -76,7 +76,7 @@ func shellQuote(s string) string {
 // and says where; a report that cannot be drawn is a warning, not a failed
 // run.
 func writeReport(w io.Writer, out string, res *harness.Results) {
-	if err := report.Write(out, res, res.History); err != nil {
+	if err := report.Write(out, res); err != nil {
 		fmt.Fprintf(w, "report: not written: %s\n", oneLine(err))
 		return
 	}

@@ -19,9 +19,6 @@ import (
 // inside DIR, to GET and HEAD only, on loopback; a link that leads out of
 // DIR is not found, and nothing of what it points to is sent.
 func TestServe(t *testing.T) {
-	if args := os.Getenv("LOCKTEST_SERVE_ARGS"); args != "" {
-		os.Exit(mainArgs(strings.Split(args, "\n"), os.Stdout, os.Stderr))
-	}
 	outside := t.TempDir()
 	const secret = "root:x:0:0:the secret outside DIR"
 	write(t, filepath.Join(outside, "passwd"), secret)
@@ -40,8 +37,8 @@ func TestServe(t *testing.T) {
 		}
 	}
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestServe$")
-	cmd.Env = append(os.Environ(), "LOCKTEST_SERVE_ARGS="+strings.Join([]string{"serve", dir, "--addr", "127.0.0.1:0"}, "\n"))
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "LOCKTEST_CLI_ARGS=serve "+dir+" --addr 127.0.0.1:0")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
