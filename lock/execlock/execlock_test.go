@@ -50,6 +50,7 @@ type runOptions struct {
 	mode    resource.Mode
 	seed    int64
 	slow    float64 // share of slow sections (default none)
+	bound   time.Duration
 }
 
 // logBuffer collects the run's log lines.
@@ -106,6 +107,8 @@ func tryRun(t *testing.T, backend string, command []string, opts ...func(*runOpt
 		Quiet:    o.quiet,
 		Nemesis:  nemesis.Config{Faults: o.faults},
 		Log:      &log,
+
+		LivenessBound: o.bound,
 	})
 	return res, log.String(), err
 }
@@ -297,7 +300,11 @@ func TestPlayScenario(t *testing.T) {
 // (unknown outcomes, the process replaced), and liveness says the lock
 // granted nothing.
 func TestSilentClient(t *testing.T) {
-	res := run(t, "etcd", testClient(t, "--silent"), func(o *runOptions) { o.clients = 2; o.time = 2 * time.Second })
+	res := run(t, "etcd", testClient(t, "--silent"), func(o *runOptions) {
+		o.clients = 2
+		o.time = 2 * time.Second
+		o.bound = 2 * time.Second // shorter than the acquires' 5 s timeout
+	})
 	if v := verdicts(res); v[histories.CheckLiveness] != checker.Invalid || v[histories.CheckMutex] == checker.Invalid {
 		t.Errorf("a client that never answers: want liveness invalid and no mutex violation:%s", explain(res))
 	}
