@@ -53,7 +53,11 @@ func (o *Options) plan() error {
 		return err
 	}
 	p.Members = o.Members
-	o.Nemesis.Faults = nemesis.Expand(o.Nemesis.Faults, nemesis.Offered(o.System.Prototype(p)))
+	offers := nemesis.Offered(o.System.Prototype(p))
+	if o.DefaultFaults {
+		o.Nemesis.Faults = nemesis.Offering(o.Nemesis.Faults, offers)
+	}
+	o.Nemesis.Faults = nemesis.Expand(o.Nemesis.Faults, offers)
 	o.planned = true
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Txn types (ZooDefs.OpCode) this package decodes.
@@ -89,15 +90,15 @@ func typeName(t int32) string {
 
 const magic = 0x5a4b4c47 // "ZKLG"
 
-// ErrPartial means the log ends in a record still being written.
-var ErrPartial = errors.New("txnlog: partial record")
-
 // Reader reads one log file from its start, and can be called again as
 // the file grows (Next returns io.EOF at the current end).
 type Reader struct {
 	f   *os.File
 	off int64
 }
+
+// errNotYet: a log file just created, its header not written yet.
+var errNotYet = errors.New("txnlog: the file has no header yet")
 
 // Open opens a log file and checks its header.
 func Open(path string) (*Reader, error) {
@@ -108,9 +109,17 @@ func Open(path string) (*Reader, error) {
 	var h [16]byte
 	if _, err := io.ReadFull(f, h[:]); err != nil {
 		f.Close()
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, errNotYet
+		}
 		return nil, fmt.Errorf("txnlog: %s: header: %w", path, err)
 	}
-	if binary.BigEndian.Uint32(h[:4]) != magic {
+	switch binary.BigEndian.Uint32(h[:4]) {
+	case magic:
+	case 0:
+		f.Close()
+		return nil, errNotYet
+	default:
 		f.Close()
 		return nil, fmt.Errorf("txnlog: %s: not a transaction log", path)
 	}
@@ -166,41 +175,6 @@ func Files(dir string) ([]string, error) {
 	}
 	sort.Slice(m, func(i, j int) bool { return logZxid(m[i]) < logZxid(m[j]) })
 	return m, nil
-}
-
-// ReadAll reads every transaction of every log file in dir, in zxid order.
-// A zxid logged twice (a server that restarted can log an already logged
-// proposal again in a new file) is returned once.
-func ReadAll(dir string) ([]Txn, error) {
-	files, err := Files(dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []Txn
-	seen := map[int64]bool{}
-	for _, p := range files {
-		r, err := Open(p)
-		if err != nil {
-			return nil, err
-		}
-		for {
-			t, err := r.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				r.Close()
-				return nil, err
-			}
-			if !seen[t.Zxid] {
-				seen[t.Zxid] = true
-				out = append(out, t)
-			}
-		}
-		r.Close()
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Zxid < out[j].Zxid })
-	return out, nil
 }
 
 // decode reads a TxnHeader and the txn after it.
@@ -306,10 +280,16 @@ func (d *decoder) acls() {
 
 // Tailer follows the log files of one server as they grow and roll over.
 type Tailer struct {
-	dir  string
-	cur  *Reader
-	name string
+	dir     string
+	cur     *Reader
+	name    string
+	globbed time.Time // when Poll last looked for newer files
 }
+
+// globEvery is how often Poll looks for a newer log file (ZooKeeper rolls
+// over after a snapshot, and a restarted server begins a new file), so
+// that polling a quiet log costs a read, not a directory listing.
+const globEvery = 50 * time.Millisecond
 
 // NewTailer follows the logs in dir (a server's dataDir/version-2) from
 // their start.
@@ -338,6 +318,10 @@ func (t *Tailer) Poll() ([]Txn, error) {
 		if err := drain(); err != nil {
 			return out, err
 		}
+		if t.cur != nil && time.Since(t.globbed) < globEvery {
+			return out, nil
+		}
+		t.globbed = time.Now()
 		files, err := Files(t.dir)
 		if err != nil {
 			return out, err
@@ -358,6 +342,9 @@ func (t *Tailer) Poll() ([]Txn, error) {
 			return out, err
 		}
 		r, err := Open(next)
+		if errors.Is(err, errNotYet) {
+			return out, nil
+		}
 		if err != nil {
 			return out, err
 		}

@@ -23,9 +23,6 @@ type Client struct {
 	// Servers are the host:port addresses of the client's links to the
 	// servers, in the order its sessions try them.
 	Servers []string
-	// SessionTimeout is the session timeout a session asks for (the
-	// run's TTL); the servers grant it within [2, 300] ticks.
-	SessionTimeout time.Duration
 	// Clock is the client's clock: a session disconnected for its
 	// timeout on it is taken as lost (see Session.Done).
 	Clock *clock.Clock
@@ -76,13 +73,14 @@ type Session struct {
 // ErrSessionLost wraps why a session is lost.
 var ErrSessionLost = errors.New("zklock: the session is lost")
 
-// Connect opens a session through c's links and returns once the servers
-// granted it, or ctx ends.
-func (c *Client) Connect(ctx context.Context) (*Session, error) {
+// Connect opens a session through c's links that asks for timeout (a
+// run's TTL; locktest's servers grant from 2 ticks to a minute as asked),
+// and returns once the servers granted it, or ctx ends.
+func (c *Client) Connect(ctx context.Context, timeout time.Duration) (*Session, error) {
 	if len(c.Servers) == 0 {
 		return nil, errors.New("zklock: no servers")
 	}
-	s := &Session{timeout: c.SessionTimeout, clock: c.Clock, paused: c.Paused, gone: make(chan struct{}), conns: &conns{}}
+	s := &Session{timeout: timeout, clock: c.Clock, paused: c.Paused, gone: make(chan struct{}), conns: &conns{}}
 	if s.clock == nil {
 		s.clock = clock.New()
 	}
@@ -93,7 +91,7 @@ func (c *Client) Connect(ctx context.Context) (*Session, error) {
 	// go-zookeeper's options can only be passed inline (their type is
 	// unexported). Its event channel holds 6 events and drops the rest:
 	// the callback sees them all.
-	zc, _, err := zk.Connect(c.Servers, c.SessionTimeout,
+	zc, _, err := zk.Connect(c.Servers, timeout,
 		zk.WithLogger(quiet{}),
 		zk.WithEventCallback(s.event),
 		zk.WithHostProvider(newOrdered(c.Servers)),
@@ -125,8 +123,8 @@ func (c *Client) Connect(ctx context.Context) (*Session, error) {
 	}
 }
 
-// ID is the session's id, as the servers' logs name it.
-func (s *Session) ID() int64 { return s.id }
+// SessionID is the session's id, as the servers' logs name it.
+func (s *Session) SessionID() int64 { return s.id }
 
 // Timeout is the session timeout it asked for.
 func (s *Session) Timeout() time.Duration { return s.timeout }
@@ -145,9 +143,13 @@ func (s *Session) Err() error {
 	return s.why
 }
 
-// lose marks the session lost, once, and closes its Conn: a Conn left
-// open would open a new session that nothing watches.
-func (s *Session) lose(why string) {
+// lose marks the session lost, once. Where the servers ended it (end
+// is set), it closes the Conn too: left open, go-zookeeper would open a
+// new session that nothing watches. A session taken as lost on the
+// client's clock may still live on the servers: its Conn stays open, so
+// that its node is not deleted under its holder by a close (the holder
+// learns of the loss by Done, and releases as usual).
+func (s *Session) lose(why string, end bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.why != nil {
@@ -155,7 +157,7 @@ func (s *Session) lose(why string) {
 	}
 	s.why = fmt.Errorf("%w: %s", ErrSessionLost, why)
 	close(s.gone)
-	if zc := s.zc.Load(); zc != nil && !s.closed {
+	if zc := s.zc.Load(); end && zc != nil && !s.closed {
 		s.closed = true
 		go zc.Close()
 	}
@@ -184,10 +186,10 @@ func (s *Session) event(ev zk.Event) {
 		s.offAt = time.Time{}
 		s.mu.Unlock()
 		if !first && !same {
-			s.lose("go-zookeeper opened another session in its place")
+			s.lose("go-zookeeper opened another session in its place", true)
 		}
 	case zk.StateExpired:
-		s.lose("the servers expired it")
+		s.lose("the servers expired it", true)
 	case zk.StateDisconnected, zk.StateConnecting:
 		s.mu.Lock()
 		start := s.id != 0 && s.offAt.IsZero()
@@ -225,7 +227,7 @@ func (s *Session) watchOff(off time.Time) {
 		if s.clock.Now().Before(off.Add(s.timeout)) {
 			continue // the clock was set back meanwhile
 		}
-		s.lose(fmt.Sprintf("disconnected for its timeout (%v) on the client's clock", s.timeout))
+		s.lose(fmt.Sprintf("disconnected for its timeout (%v) on the client's clock", s.timeout), false)
 		return
 	}
 }

@@ -81,7 +81,7 @@ func Recipe(name string, o Options) lock.Recipe {
 		if !strings.HasPrefix(env.Prefix, "/") {
 			return nil, fmt.Errorf("zklock: the lock prefix %q is not a znode path", env.Prefix)
 		}
-		s, err := c.Connect(ctx)
+		s, err := c.Connect(ctx, time.Duration(env.TTL)*time.Second)
 		if err != nil {
 			return nil, err
 		}
@@ -115,6 +115,8 @@ type Held struct {
 }
 
 var (
+	_ Owned        = (*Held)(nil)
+	_ Owned        = (*Mutex)(nil)
 	_ lock.Keyed   = (*Held)(nil)
 	_ lock.Decided = (*Held)(nil)
 	_ lock.Watched = (*Held)(nil)
@@ -134,7 +136,14 @@ func (h *Held) Revision() int64 { return h.decided }
 func (h *Held) Done() <-chan struct{} { return h.s.Done() }
 
 // SessionID is the id of the session that owns the node.
-func (h *Held) SessionID() int64 { return h.s.ID() }
+func (h *Held) SessionID() int64 { return h.s.SessionID() }
+
+// Owned is implemented by a Locker or a Held that tells the session it
+// keeps (a Mutex, its Held): the backend names it, as the history's
+// lease, and the observer tells the owner of each node by it.
+type Owned interface {
+	SessionID() int64
+}
 
 // Release deletes the node. A retried delete is safe, unlike etcd#22082's:
 // the node's name is this grant's alone, so a retry deletes this grant's
@@ -230,7 +239,7 @@ func (m *Mutex) create(ctx context.Context, dir string) (string, int64, error) {
 	if !m.Unprotected {
 		// Curator's protected form is _c_<uuid>-; here the session's id
 		// and a count make it unique, and name the owner.
-		id = fmt.Sprintf("_c_%x-%d-", m.ID(), created.Add(1))
+		id = fmt.Sprintf("_c_%x-%d-", m.SessionID(), created.Add(1))
 		prefix = dir + "/" + id + lockName
 	}
 	acl := zk.WorldACL(zk.PermAll)

@@ -65,13 +65,13 @@ func client(t *testing.T, e *zkserver.Ensemble, name string) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Client{Servers: eps, SessionTimeout: timeout}
+	return &Client{Servers: eps}
 }
 
 // direct is a session straight to the servers, to look at the tree.
 func direct(t *testing.T, e *zkserver.Ensemble) *Session {
 	t.Helper()
-	s, err := (&Client{Servers: e.ClientAddrs(), SessionTimeout: timeout}).Connect(context.Background())
+	s, err := (&Client{Servers: e.ClientAddrs()}).Connect(context.Background(), timeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +187,7 @@ func TestPausePastTimeout(t *testing.T) {
 		got <- err
 	}()
 	pausedUntil.Store(time.Now().Add(3 * timeout).UnixNano())
+	began := time.Now()
 	select {
 	case err := <-got:
 		if err != nil {
@@ -344,8 +345,8 @@ func TestLostCreateReply(t *testing.T) {
 					t.Fatalf("zk-unprotected: Acquire %v, nodes %v; want a timeout and the ghost left", err, kids)
 				}
 				_, st, err := look.Conn.Get(dir + "/" + kids[0])
-				if err != nil || st.EphemeralOwner != l.ID() {
-					t.Fatalf("the ghost %s is owned by %#x (%v), not the live session %#x", kids[0], st.EphemeralOwner, err, l.ID())
+				if err != nil || st.EphemeralOwner != l.SessionID() {
+					t.Fatalf("the ghost %s is owned by %#x (%v), not the live session %#x", kids[0], st.EphemeralOwner, err, l.SessionID())
 				}
 			default:
 				if err != nil {

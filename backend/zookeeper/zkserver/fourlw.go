@@ -74,7 +74,9 @@ func Srvr(ctx context.Context, addr string) (Status, error) {
 		}
 		switch k {
 		case "Zookeeper version":
+			// Debian's build says "3.8.0-${mvngit.commit.id}, built on ...".
 			st.Version, _, _ = strings.Cut(v, ",")
+			st.Version, _, _ = strings.Cut(st.Version, "-")
 		case "Mode":
 			st.Mode = v
 		case "Zxid":
