@@ -413,13 +413,31 @@ func (m *Mutex) wait(ctx context.Context, dir, node string) (int64, error) {
 				return 0, fmt.Errorf("zklock: watching %s: %w", dir, ev.Err)
 			case m.NoRecheck && ev.Type == zk.EventNodeDeleted:
 				// The mistake: the predecessor is gone, so this one
-				// must be first. Decided on the last listing.
-				return pzxid, nil
+				// must be first. The decision zxid is the lock node's
+				// Pzxid now, at or after the deletion that woke it
+				// (watch events carry no zxid): its children unread.
+				return m.pzxid(ctx, dir)
 			}
 		case <-m.gone:
 			return 0, notAcquired(m.Err())
 		case <-ctx.Done():
 			return 0, ctx.Err()
+		}
+	}
+}
+
+// pzxid reads dir's Pzxid: the zxid of its children's last change.
+func (m *Mutex) pzxid(ctx context.Context, dir string) (int64, error) {
+	for {
+		_, st, err := m.Conn.Exists(dir)
+		if err == nil && st != nil {
+			return st.Pzxid, nil
+		}
+		if err == nil {
+			err = zk.ErrNoNode
+		}
+		if err := m.retryable(ctx, err); err != nil {
+			return 0, err
 		}
 	}
 }

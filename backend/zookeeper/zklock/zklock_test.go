@@ -187,7 +187,6 @@ func TestPausePastTimeout(t *testing.T) {
 		got <- err
 	}()
 	pausedUntil.Store(time.Now().Add(3 * timeout).UnixNano())
-	began := time.Now()
 	select {
 	case err := <-got:
 		if err != nil {

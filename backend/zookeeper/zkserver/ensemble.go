@@ -81,9 +81,10 @@ type Server struct {
 	quorum, election string // its real peer addresses
 	relays           []*relay
 
-	mu     sync.Mutex
-	p      *proc.Process // nil while down
-	paused bool
+	mu       sync.Mutex
+	p        *proc.Process // nil while down
+	paused   bool
+	logStart int64 // the log's size when p started
 }
 
 // TxnLogDir is where the server writes its transaction logs.
@@ -296,14 +297,50 @@ func (e *Ensemble) writeConfig(s *Server) error {
 }
 
 func (e *Ensemble) startProcess(s *Server) error {
+	var logStart int64
+	if fi, err := os.Stat(s.log); err == nil {
+		logStart = fi.Size()
+	}
 	p, err := proc.Start(proc.Spec{Path: e.cfg.Install.Java, Args: e.cfg.Install.args(filepath.Join(s.dir, "zoo.cfg")), Dir: s.dir, Log: s.log})
 	if err != nil {
 		return fmt.Errorf("zkserver: %s: %w", s.Name, err)
 	}
 	s.mu.Lock()
-	s.p, s.paused = p, false
+	s.p, s.paused, s.logStart = p, false, logStart
 	s.mu.Unlock()
 	return nil
+}
+
+// listening says whether s, as its log says since it started, listens on
+// its election port, or could not bind it (errAddrInUse: another process
+// took it). ZooKeeper serves clients before it binds that port, and a
+// server that cannot bind it exits a second later (status 14), having
+// served meanwhile; or serves on, unreachable by the others' elections,
+// while someone else's process answers its relays.
+func (e *Ensemble) listening(s *Server) (bool, error) {
+	if len(e.servers) == 1 {
+		return true, nil // standalone: no election port
+	}
+	s.mu.Lock()
+	from := s.logStart
+	s.mu.Unlock()
+	f, err := os.Open(s.log)
+	if err != nil {
+		return false, fmt.Errorf("zkserver: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, from, 1<<30))
+	if err != nil {
+		return false, fmt.Errorf("zkserver: %w", err)
+	}
+	log := string(b)
+	switch {
+	case strings.Contains(log, "Address already in use"):
+		return false, fmt.Errorf("zkserver: %s: %w", s.Name, errAddrInUse)
+	case strings.Contains(log, "is accepting connections now"):
+		return true, nil
+	}
+	return false, nil
 }
 
 // errAddrInUse: a server could not bind one of its ports, which another
@@ -321,6 +358,12 @@ func (e *Ensemble) waitReady(ctx context.Context) error {
 		for _, s := range e.servers {
 			if p := s.process(); p.Exited() {
 				return e.exitedEarly(s, p)
+			}
+			if ok, err := e.listening(s); err != nil || !ok {
+				if err != nil {
+					return err
+				}
+				continue
 			}
 			st, err := Srvr(ctx, s.ClientAddr)
 			if err != nil || st.Mode == "" {

@@ -111,8 +111,9 @@ func (e *Ensemble) Running(i int) bool {
 }
 
 // Restart starts killed server i again from its data, and returns once it
-// answers on its client port (serving or not: it rejoins the ensemble by
-// itself, from its transaction log, once it reaches a quorum).
+// answers on its client port and listens on its election port (serving or
+// not: it rejoins the ensemble by itself, from its transaction log, once
+// it reaches a quorum).
 func (e *Ensemble) Restart(ctx context.Context, i int) error {
 	s, unlock, err := e.fault(i)
 	if err != nil {
@@ -127,7 +128,13 @@ func (e *Ensemble) Restart(ctx context.Context, i int) error {
 	}
 	for {
 		if _, err := fourLetter(ctx, s.ClientAddr, "srvr"); err == nil {
-			return nil
+			ok, err := e.listening(s)
+			if err != nil {
+				return err
+			}
+			if ok {
+				return nil
+			}
 		}
 		if p := s.process(); p.Exited() {
 			return fmt.Errorf("zkserver: %s exited as it restarted (%v); its log: %s", s.Name, p.Err(), s.log)
