@@ -214,6 +214,7 @@ func (j *contractJudge) tokens(grants []*operation) {
 // state it was decided on.
 func (j *contractJudge) lost(grants []*operation) {
 	h := j.h
+	key, rev := h.terms().key(), h.terms().revision()
 	if why := j.noRevisions(); why != "" {
 		j.cannot(promiseLost, why)
 		return
@@ -233,7 +234,7 @@ func (j *contractJudge) lost(grants []*operation) {
 		held, d, ok := j.heldAt(g.key, g.tok, g.rev)
 		switch {
 		case !ok:
-			j.cannot(promiseLost, fmt.Sprintf("the history does not say whether the key of token %d was deleted by revision %d (no key-deleted event and no observed revision)", g.tok, g.rev))
+			j.cannot(promiseLost, fmt.Sprintf("the history does not say whether the %s of token %d was deleted by %s %d (no key-deleted event and no observed revision)", key, g.tok, rev, g.rev))
 		case !held && d.Revision > 0 && len(j.violations[promiseLost]) <= maxStories:
 			waited := ""
 			if g.call <= d.Time && d.Time <= g.ret {
@@ -241,8 +242,8 @@ func (j *contractJudge) lost(grants []*operation) {
 			}
 			j.broke(promiseLost, Violation{Key: g.key, Processes: []int{int(g.process)}, Tokens: []int64{g.tok},
 				From: d.Time, To: g.ret, Faults: h.faultsDuring(min(d.Time, g.call), g.ret),
-				Story: fmt.Sprintf("on key %q, %s was granted token %d at %s (asked at %s) on a state at revision %d, but the server had deleted its key (token %d) at revision %d (%s)%s%s: it was granted a lock whose key was already gone.",
-					g.key, h.who(g.process), g.tok, h.at(g.ret), h.at(g.call), g.rev, g.tok, d.Revision, h.at(d.Time), deletionCause(h, d), waited)})
+				Story: fmt.Sprintf("on key %q, %s was granted token %d at %s (asked at %s) on a state at %s %d, but the server had deleted its %s (token %d) at %s %d (%s)%s%s: it was granted a lock whose %s was already gone.",
+					g.key, h.who(g.process), g.tok, h.at(g.ret), h.at(g.call), rev, g.rev, key, g.tok, rev, d.Revision, h.at(d.Time), deletionCause(h, d), waited, key)})
 		}
 	}
 }
@@ -270,6 +271,7 @@ func deletionCause(h *History, d Deletion) string {
 // overlaps judges promise 3 on every overlap of two holders' beliefs.
 func (j *contractJudge) overlaps() {
 	h := j.h
+	key, rev := h.terms().key(), h.terms().revision()
 	an := h.Overlaps()
 	if an.Truncated {
 		j.cannot(promiseOverlap, fmt.Sprintf("more than %d overlaps; only the first were judged", MaxOverlaps))
@@ -302,13 +304,13 @@ func (j *contractJudge) overlaps() {
 		held, d, ok := j.heldAt(first.key, first.tok, later.rev)
 		switch {
 		case !ok:
-			j.cannot(promiseOverlap, fmt.Sprintf("the history does not say whether the key of token %d was deleted by revision %d", first.tok, later.rev))
+			j.cannot(promiseOverlap, fmt.Sprintf("the history does not say whether the %s of token %d was deleted by %s %d", key, first.tok, rev, later.rev))
 		case !held && first.tok <= later.rev:
 			j.races++
 		case !held:
 			// The claim first in line was created after the other grant's
 			// decision: then the other is first in revision order.
-			j.cannot(promiseOverlap, fmt.Sprintf("token %d was created after the decision revision %d of token %d", first.tok, later.rev, later.tok))
+			j.cannot(promiseOverlap, fmt.Sprintf("token %d was created after the decision %s %d of token %d", first.tok, rev, later.rev, later.tok))
 		default:
 			j.bugs++
 			if len(j.violations[promiseOverlap]) > maxStories {
@@ -316,15 +318,15 @@ func (j *contractJudge) overlaps() {
 			}
 			var still string
 			if d.Revision > 0 {
-				still = fmt.Sprintf("was deleted only at revision %d (%s)%s", d.Revision, h.at(d.Time), deletionCause(h, d))
+				still = fmt.Sprintf("was deleted only at %s %d (%s)%s", rev, d.Revision, h.at(d.Time), deletionCause(h, d))
 			} else {
-				still = fmt.Sprintf("was not deleted by revision %d, the last the observer saw", j.sd.observed)
+				still = fmt.Sprintf("was not deleted by %s %d, the last the observer saw", rev, j.sd.observed)
 			}
 			j.broke(promiseOverlap, Violation{Key: ov.Key, Processes: []int{int(first.process), int(later.process)}, Tokens: []int64{first.tok, later.tok},
 				From: ov.From, To: ov.To, Faults: h.faultsDuring(ov.From, ov.To),
-				Story: fmt.Sprintf("on key %q, %s (token %d, granted %s) and %s (token %d, granted %s on a state at revision %d) both held the lock from %s to %s, but %s's key (token %d) %s: the second grant was made while the first holder's claim was on the server.",
-					ov.Key, h.who(first.process), first.tok, h.at(first.ret), h.who(later.process), later.tok, h.at(later.ret), later.rev,
-					h.at(ov.From), h.at(ov.To), h.who(first.process), first.tok, still)})
+				Story: fmt.Sprintf("on key %q, %s (token %d, granted %s) and %s (token %d, granted %s on a state at %s %d) both held the lock from %s to %s, but %s's %s (token %d) %s: the second grant was made while the first holder's claim was on the server.",
+					ov.Key, h.who(first.process), first.tok, h.at(first.ret), h.who(later.process), later.tok, h.at(later.ret), rev, later.rev,
+					h.at(ov.From), h.at(ov.To), h.who(first.process), key, first.tok, still)})
 		}
 	}
 }
@@ -355,10 +357,10 @@ func (j *contractJudge) releases() {
 		}
 		victim := owner
 		if b, ok := j.belief(d.Key, d.Token, d.Time); ok {
-			victim = fmt.Sprintf("%s's key (token %d, granted %s)", h.who(histories.Process(b.Process)), d.Token, h.at(b.From))
+			victim = fmt.Sprintf("%s's %s (token %d, granted %s)", h.who(histories.Process(b.Process)), h.terms().key(), d.Token, h.at(b.From))
 			v.Processes = append(v.Processes, b.Process)
 		} else {
-			victim = fmt.Sprintf("%s's key (token %d)", owner, d.Token)
+			victim = fmt.Sprintf("%s's %s (token %d)", owner, h.terms().key(), d.Token)
 		}
 		v.Story = fmt.Sprintf("on key %q, %s deleted %s at %s, %s.",
 			d.Key, what, victim, h.atRevision(d.Revision, d.Time), fmt.Sprintf(j.h.terms().Alive, owner))
@@ -384,15 +386,15 @@ func (j *contractJudge) live() {
 			continue
 		}
 		if d.params["lease_alive"] != "false" {
-			j.cannot(promiseLive, fmt.Sprintf("the observer could not confirm that the lease of token %d was gone when its key was deleted at %s", d.Token, h.at(d.Time)))
+			j.cannot(promiseLive, fmt.Sprintf("the observer could not confirm that the lease of token %d was gone when its %s was deleted at %s", d.Token, h.terms().key(), h.at(d.Time)))
 			continue
 		}
 		if len(j.violations[promiseLive]) > maxStories {
 			continue
 		}
 		j.broke(promiseLive, Violation{Key: d.Key, Processes: []int{b.Process}, Tokens: []int64{d.Token}, From: b.From, To: d.Time,
-			Story: fmt.Sprintf("on key %q, %s of %s, which held token %d since %s, expired on the server: its key was deleted at %s, and no fault was active in the %s before.",
-				d.Key, j.h.terms().Claim, h.who(histories.Process(b.Process)), d.Token, h.at(b.From), h.atRevision(d.Revision, d.Time), window)})
+			Story: fmt.Sprintf("on key %q, %s of %s, which held token %d since %s, expired on the server: its %s was deleted at %s, and no fault was active in the %s before.",
+				d.Key, j.h.terms().Claim, h.who(histories.Process(b.Process)), d.Token, h.at(b.From), h.terms().key(), h.atRevision(d.Revision, d.Time), window)})
 	}
 }
 

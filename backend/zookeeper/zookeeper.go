@@ -54,6 +54,8 @@ var terms = checker.Terms{
 	Alive:         "while %s's session was alive",
 	Claim:         "the session",
 	Unkeyed:       "the lock does not say which znode a grant holds (lock.Keyed)",
+	Key:           "znode",
+	Revision:      "zxid",
 	Unsafe:        "a ZooKeeper session is a lease: a holder paused or cut off past its timeout loses its znode without knowing, so a lock alone is not mutual exclusion",
 	Race:          "the session race (the holder's session expired under it: expected for any ZooKeeper lock; fencing is the cure)",
 	RaceShort:     "session",
