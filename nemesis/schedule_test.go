@@ -55,6 +55,10 @@ func TestExpand(t *testing.T) {
 	if got := Expand([]string{"partition"}, offers); !slices.Equal(got, []string{"partition"}) {
 		t.Errorf("a named family expanded: %v", got)
 	}
+	// A plain run's defaults keep what the system offers of them.
+	if got, want := Offering([]string{"pause", "lease", "isolate"}, offers), []string{"pause", "isolate"}; !slices.Equal(got, want) {
+		t.Errorf("the defaults on a system without leases: %v, want %v", got, want)
+	}
 	if got := Needs("failover"); !slices.Contains(got, system.CapFailover) || Needs("bogus") != nil {
 		t.Errorf("Needs(failover) = %v", got)
 	}
