@@ -9,6 +9,7 @@ import (
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/system"
 	"github.com/locktest/locktest/workload"
 )
 
@@ -48,6 +49,23 @@ func TestPlan(t *testing.T) {
 			if _, ok := o.Workload.Recipe.(lock.Unfenced); !ok || o.Backend != b.Name {
 				t.Errorf("%s planned on %s, unfenced %v", r.Name, o.Backend, ok)
 			}
+		}
+	}
+
+	// A plain run's default faults are what its backend offers of them:
+	// the lease faults only where there are leases.
+	for _, b := range registry.All() {
+		cfg := workload.DefaultConfig()
+		cfg.Recipe = b.Recipes[0].New()
+		o, err := Plan(Options{Workload: cfg, Time: time.Second, DefaultFaults: true,
+			Nemesis: nemesis.Config{Faults: []string{"pause", "lease", "isolate"}}})
+		if err != nil {
+			t.Logf("%s not planned: %v (its servers are not installed?)", b.Name, err)
+			continue
+		}
+		leases := system.Has(o.System.Prototype(o.backendPlan()), system.CapLeases)
+		if slices.Contains(o.Nemesis.Faults, "lease") != leases || !slices.Contains(o.Nemesis.Faults, "pause") {
+			t.Errorf("%s (leases %v): default faults planned as %v", b.Name, leases, o.Nemesis.Faults)
 		}
 	}
 
