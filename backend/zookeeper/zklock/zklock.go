@@ -209,18 +209,38 @@ func (m *Mutex) Acquire(ctx context.Context, name string) (lock.Held, error) {
 		return nil, notAcquired(err)
 	}
 	dir := strings.TrimSuffix(m.prefix+name, "/")
-	node, czxid, err := m.create(ctx, dir)
+	node, err := m.create(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
+	// The node's creation zxid is read beside the wait: go-zookeeper
+	// pipelines the two requests, one round trip for both.
+	type read struct {
+		czxid int64
+		err   error
+	}
+	token := make(chan read, 1)
+	rctx, cancel := context.WithCancel(ctx)
+	go func() {
+		czxid, err := m.czxid(rctx, node)
+		token <- read{czxid, err}
+	}()
 	decided, err := m.wait(ctx, dir, node)
+	if err != nil {
+		cancel()
+	}
+	t := <-token
+	cancel()
+	if err == nil {
+		err = t.err
+	}
 	if err != nil {
 		if !errors.Is(err, lock.ErrNotAcquired) {
 			m.abandon(node)
 		}
 		return nil, err
 	}
-	return &Held{s: m.Session, node: node, token: czxid, decided: decided}, nil
+	return &Held{s: m.Session, node: node, token: t.czxid, decided: decided}, nil
 }
 
 // abandon deletes the node of an Acquire that gave up, within a second:
@@ -231,9 +251,9 @@ func (m *Mutex) abandon(node string) {
 	(&Held{s: m.Session, node: node}).Release(ctx)
 }
 
-// create creates this contender's node under dir and returns its path and
-// creation zxid; protected, it finds its node again after a lost reply.
-func (m *Mutex) create(ctx context.Context, dir string) (string, int64, error) {
+// create creates this contender's node under dir and returns its path;
+// protected, it finds its node again after a lost reply.
+func (m *Mutex) create(ctx context.Context, dir string) (string, error) {
 	prefix := dir + "/" + lockName
 	var id string
 	if !m.Unprotected {
@@ -247,32 +267,32 @@ func (m *Mutex) create(ctx context.Context, dir string) (string, int64, error) {
 		p, err := m.Conn.Create(prefix, nil, zk.FlagEphemeral|zk.FlagSequence, acl)
 		switch {
 		case err == nil:
-			return m.czxid(ctx, p)
+			return p, nil
 		case errors.Is(err, zk.ErrNoNode):
 			if err := m.makeDir(ctx, dir); err != nil {
-				return "", 0, err
+				return "", err
 			}
 			continue
 		case errors.Is(err, zk.ErrSessionExpired):
-			return "", 0, notAcquired(err) // anything created went with the session
+			return "", notAcquired(err) // anything created went with the session
 		case !transient(err):
-			return "", 0, fmt.Errorf("zklock: creating under %s: %w", dir, err)
+			return "", fmt.Errorf("zklock: creating under %s: %w", dir, err)
 		case m.Unprotected:
 			// The mistake: no lookup; the loop creates a second node.
 		default:
 			p, err := m.find(ctx, dir, id)
 			if err != nil {
-				return "", 0, err
+				return "", err
 			}
 			if p != "" {
-				return m.czxid(ctx, p)
+				return p, nil
 			}
 		}
 		if err := m.lost(); err != nil {
-			return "", 0, notAcquired(err)
+			return "", notAcquired(err)
 		}
 		if err := m.sleep(ctx, retry); err != nil {
-			return "", 0, err
+			return "", err
 		}
 	}
 }
@@ -337,24 +357,24 @@ func (m *Mutex) makeDir(ctx context.Context, dir string) error {
 
 // czxid reads node's creation zxid: go-zookeeper has no create2, so Create
 // does not return it.
-func (m *Mutex) czxid(ctx context.Context, node string) (string, int64, error) {
+func (m *Mutex) czxid(ctx context.Context, node string) (int64, error) {
 	for {
 		ok, st, err := m.Conn.Exists(node)
 		switch {
 		case err == nil && !ok:
-			return "", 0, notAcquired(fmt.Errorf("zklock: %s is gone (its session expired)", node))
+			return 0, notAcquired(fmt.Errorf("zklock: %s is gone (its session expired)", node))
 		case err == nil:
-			return node, st.Czxid, nil
+			return st.Czxid, nil
 		case errors.Is(err, zk.ErrSessionExpired):
-			return "", 0, notAcquired(err)
+			return 0, notAcquired(err)
 		case !transient(err):
-			return "", 0, fmt.Errorf("zklock: reading %s: %w", node, err)
+			return 0, fmt.Errorf("zklock: reading %s: %w", node, err)
 		}
 		if err := m.lost(); err != nil {
-			return "", 0, notAcquired(err)
+			return 0, notAcquired(err)
 		}
 		if err := m.sleep(ctx, retry); err != nil {
-			return "", 0, err
+			return 0, err
 		}
 	}
 }

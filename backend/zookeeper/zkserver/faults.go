@@ -33,27 +33,12 @@ func errDown(s *Server) error { return fmt.Errorf("zkserver: %s is down", s.Name
 // its kernel still accepts connections. Led by it, the others elect another
 // leader after syncLimit ticks; following, its clients' sessions move to
 // another server after 2/3 of their timeout.
-func (e *Ensemble) Pause(i int) error {
-	s, unlock, err := e.fault(i)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	p := s.process()
-	if p == nil {
-		return errDown(s)
-	}
-	if err := p.Stop(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.paused = true
-	s.mu.Unlock()
-	return nil
-}
+func (e *Ensemble) Pause(i int) error { return e.freeze(i, true) }
 
 // Resume continues server i after Pause (SIGCONT).
-func (e *Ensemble) Resume(i int) error {
+func (e *Ensemble) Resume(i int) error { return e.freeze(i, false) }
+
+func (e *Ensemble) freeze(i int, stop bool) error {
 	s, unlock, err := e.fault(i)
 	if err != nil {
 		return err
@@ -63,11 +48,15 @@ func (e *Ensemble) Resume(i int) error {
 	if p == nil {
 		return errDown(s)
 	}
-	if err := p.Cont(); err != nil {
+	signal := p.Cont
+	if stop {
+		signal = p.Stop
+	}
+	if err := signal(); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.paused = false
+	s.paused = stop
 	s.mu.Unlock()
 	return nil
 }
