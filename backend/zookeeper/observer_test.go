@@ -57,6 +57,20 @@ func startEnsemble(t *testing.T) *zkserver.Ensemble {
 	return e
 }
 
+// observe starts an ensemble and its observer of lock "lock", both closed
+// when t ends.
+func observe(t *testing.T) (workload.Backend, workload.Observer, *memRecorder) {
+	t.Helper()
+	b := Workload(startEnsemble(t))
+	rec := &memRecorder{}
+	obs, err := b.Observe(context.Background(), workload.Keys{Prefix: "/locktest/locks/", Locks: []string{"lock"}}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { obs.Close() })
+	return b, obs, rec
+}
+
 // A client of a run: its connection, and a locker of zk-lock noted as its
 // process p's, as the workload does.
 type testClient struct {
@@ -97,15 +111,8 @@ func child(h *zklock.Held) string { return filepath.Base(h.Key()) }
 // and why: the holder's release, an acquire's clean-up, another client's
 // delete, its session's expiry, its client's close.
 func TestObserver(t *testing.T) {
-	e := startEnsemble(t)
-	b := Workload(e)
-	rec := &memRecorder{}
+	b, obs, rec := observe(t)
 	ctx := context.Background()
-	obs, err := b.Observe(ctx, workload.Keys{Prefix: "/locktest/locks/", Locks: []string{"lock"}}, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obs.Close()
 	cs := make([]*testClient, 5)
 	for i := range cs {
 		cs[i] = newTestClient(t, b, "c"+strconv.Itoa(i), histories.Process(10+i))
@@ -210,15 +217,8 @@ func TestObserver(t *testing.T) {
 // Sync waits for what was committed before it, however far the logs are
 // behind: a deletion made just before Sync is recorded when it returns.
 func TestObserverSync(t *testing.T) {
-	e := startEnsemble(t)
-	b := Workload(e)
-	rec := &memRecorder{}
+	b, obs, rec := observe(t)
 	ctx := context.Background()
-	obs, err := b.Observe(ctx, workload.Keys{Prefix: "/locktest/locks/", Locks: []string{"lock"}}, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obs.Close()
 	c := newTestClient(t, b, "c0", 0)
 	for range 20 {
 		h, _ := c.acquire(t, ctx)
