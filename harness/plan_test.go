@@ -67,6 +67,24 @@ func TestPlan(t *testing.T) {
 		if slices.Contains(o.Nemesis.Faults, "lease") != leases || !slices.Contains(o.Nemesis.Faults, "pause") {
 			t.Errorf("%s (leases %v): default faults planned as %v", b.Name, leases, o.Nemesis.Faults)
 		}
+
+		// A family it cannot carry out, asked for by name, is refused
+		// by name before anything starts.
+		for _, f := range nemesis.Categories() {
+			o, err := Plan(Options{Workload: cfg, Time: time.Second, Nemesis: nemesis.Config{Faults: []string{f}}})
+			switch {
+			case err == nil && len(nemesis.Offering([]string{f}, nemesis.Offered(o.System.Prototype(o.backendPlan())))) == 0:
+				t.Errorf("%s planned with --nemesis %s, which its system does not offer", b.Name, f)
+			case err != nil && (!strings.Contains(err.Error(), "--nemesis: fault "+f+" needs ") || !strings.Contains(err.Error(), "which "+b.Name+" does not offer")):
+				t.Errorf("%s with --nemesis %s: %v", b.Name, f, err)
+			}
+		}
+		if leases {
+			continue
+		}
+		if _, err := Plan(Options{Workload: cfg, Time: time.Second, Nemesis: nemesis.Config{Faults: []string{"lease"}}}); err == nil {
+			t.Errorf("%s, without leases, planned with --nemesis lease", b.Name)
+		}
 	}
 
 	for _, other := range registry.All()[1:] {

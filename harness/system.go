@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
+	"github.com/locktest/locktest/system"
 )
 
 // Plan returns o as Run carries it out, planned before anything starts:
@@ -53,9 +55,21 @@ func (o *Options) plan() error {
 		return err
 	}
 	p.Members = o.Members
-	offers := nemesis.Offered(o.System.Prototype(p))
+	proto := o.System.Prototype(p)
+	offers := nemesis.Offered(proto)
 	if o.DefaultFaults {
 		o.Nemesis.Faults = nemesis.Offering(o.Nemesis.Faults, offers)
+	}
+	if o.Schedule == nil {
+		// A family asked for by name that the system cannot carry out at
+		// all is refused now, before any server starts (a stored or
+		// fitted schedule drops what its system cannot take).
+		for _, name := range o.Nemesis.Faults {
+			if lacks := nemesis.Lacks(name, proto); len(lacks) > 0 {
+				return fmt.Errorf("--nemesis: fault %s needs %s, which %s does not offer (it offers %s)", name,
+					capNames(lacks), b.Name, strings.Join(nemesis.Expand([]string{nemesis.All}, offers), ", "))
+			}
+		}
 	}
 	o.Nemesis.Faults = nemesis.Expand(o.Nemesis.Faults, offers)
 	o.planned = true
@@ -139,4 +153,13 @@ func grantQuorum(recipe string, members int) int {
 		return 0
 	}
 	return members/2 + 1
+}
+
+// capNames are caps in words: "leases", "partition and leader".
+func capNames(caps []system.Capability) string {
+	names := make([]string, len(caps))
+	for i, c := range caps {
+		names[i] = string(c)
+	}
+	return strings.Join(names, " and ")
 }

@@ -62,6 +62,15 @@ func TestExpand(t *testing.T) {
 	if got := Needs("failover"); !slices.Contains(got, system.CapFailover) || Needs("bogus") != nil {
 		t.Errorf("Needs(failover) = %v", got)
 	}
+	// What a system lacks for a family: the fewest capabilities of one of
+	// its kinds (a partition of one member needs no leader); nothing when
+	// it carries out some kind.
+	if got := Lacks("partition", prototype{}); !slices.Equal(got, []system.Capability{system.CapPartition}) {
+		t.Errorf("Lacks(partition) = %v", got)
+	}
+	if got := Lacks("pause", prototype{}); got != nil {
+		t.Errorf("Lacks(pause) = %v", got)
+	}
 }
 
 // prototype is a system type with some capabilities, never started: only
