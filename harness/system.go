@@ -65,10 +65,15 @@ func (o *Options) plan() error {
 		// all is refused now, before any server starts (a stored or
 		// fitted schedule drops what its system cannot take).
 		for _, name := range o.Nemesis.Faults {
-			if lacks := nemesis.Lacks(name, proto); len(lacks) > 0 {
-				return fmt.Errorf("--nemesis: fault %s needs %s, which %s does not offer (it offers %s)", name,
-					capNames(lacks), b.Name, strings.Join(nemesis.Expand([]string{nemesis.All}, offers), ", "))
+			lacks := nemesis.Lacks(name, proto)
+			if len(lacks) == 0 {
+				continue
 			}
+			where := fmt.Sprintf(" (it offers %s)", strings.Join(nemesis.Expand([]string{nemesis.All}, offers), ", "))
+			if h, ok := proto.(system.Hinter); ok {
+				where = "; " + h.Hint()
+			}
+			return fmt.Errorf("--nemesis: fault %s needs %s, which %s does not offer%s", name, capNames(lacks), b.Name, where)
 		}
 	}
 	o.Nemesis.Faults = nemesis.Expand(o.Nemesis.Faults, offers)
