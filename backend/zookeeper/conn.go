@@ -67,7 +67,7 @@ func (r *run) Observe(ctx context.Context, keys workload.Keys, rec workload.Reco
 	if err != nil {
 		return nil, err
 	}
-	return closing{o, r.closeDirect}, nil
+	return workload.CloseAlso(o, r.closeDirect), nil
 }
 
 // ownerOf is the session that owns node on the servers (0: none, or not
@@ -99,17 +99,6 @@ func (r *run) closeDirect() {
 		r.direct.Close()
 		r.direct = nil
 	}
-}
-
-// closing is an observer that closes the run's direct session with it.
-type closing struct {
-	workload.Observer
-	also func()
-}
-
-func (c closing) Close() {
-	c.Observer.Close()
-	c.also()
 }
 
 // conn is one client's connection.

@@ -166,11 +166,6 @@ func Start(ctx context.Context, cfg Config) (*Ensemble, error) {
 }
 
 func (e *Ensemble) start(ctx context.Context) error {
-	if e.cfg.Dir != "" {
-		if err := os.MkdirAll(e.cfg.Dir, 0o755); err != nil {
-			return fmt.Errorf("zkserver: %w", err)
-		}
-	}
 	// Named after this process, so that if it dies before Close, the next
 	// locktest removes it (scratch.Sweep).
 	dir, err := scratch.Dir(e.cfg.Dir, "zk")
