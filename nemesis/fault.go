@@ -95,6 +95,27 @@ func Needs(name string) []system.Capability {
 	return out
 }
 
+// Lacks names what sys lacks to carry out any fault of family name: the
+// fewest capabilities missing for one of its kinds; nil when sys can carry
+// out some kind of it (or there is no such family).
+func Lacks(name string, sys system.System) []system.Capability {
+	f, ok := family(name)
+	if !ok {
+		return nil
+	}
+	var fewest []system.Capability
+	for _, k := range f.Kinds(5, true) {
+		miss := system.Missing(sys, f.Needs(k))
+		if len(miss) == 0 {
+			return nil
+		}
+		if fewest == nil || len(miss) < len(fewest) {
+			fewest = miss
+		}
+	}
+	return fewest
+}
+
 // Categories are the names --nemesis accepts, in canonical order.
 func Categories() []string {
 	out := make([]string, len(families))
@@ -122,6 +143,15 @@ func familyOf(kind string) (Family, bool) {
 		}
 	}
 	return nil, false
+}
+
+// FamilyOf names the family of a fault kind ("clock" for "clock-rate"); ""
+// for a kind no family has.
+func FamilyOf(kind string) string {
+	if f, ok := familyOf(kind); ok {
+		return f.Name()
+	}
+	return ""
 }
 
 // AllKinds lists every fault kind.
@@ -210,6 +240,11 @@ type Injected struct {
 	// Params are what Inject learned (resolved targets, roles, leases),
 	// added to the entry's in the history; Stop may add more.
 	Params map[string]string
+	// Kind, if set, is the kind of fault injected when a family plays
+	// its entry as another (a lease fault on a lock that tells no lease,
+	// played as a pause): the history records it, and the entry's kind as
+	// param "scheduled".
+	Kind string
 	// Hold, if set, replaces waiting out the entry's duration; it returns
 	// params to add to the stop event.
 	Hold func(ctx context.Context, d time.Duration) map[string]string

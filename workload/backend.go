@@ -72,6 +72,13 @@ type Conn interface {
 	Close() error
 }
 
+// Vars is implemented by a Conn that tells a lock in another process more
+// of the servers than Endpoints, as environment variables (lock.Env.Vars:
+// etcd's LOCKTEST_ETCD_URLS).
+type Vars interface {
+	Vars() map[string]string
+}
+
 // Grant is a backend's view of one grant a client holds.
 type Grant interface {
 	// Claim is what the grant holds on the server.
@@ -123,6 +130,20 @@ type Observer interface {
 	Err() error
 	// Close stops it.
 	Close()
+}
+
+// CloseAlso is o, whose Close also calls also once o is closed: a backend's
+// observer that shares a connection of its own with the run closes it so.
+func CloseAlso(o Observer, also func()) Observer { return closeAlso{o, also} }
+
+type closeAlso struct {
+	Observer
+	also func()
+}
+
+func (c closeAlso) Close() {
+	c.Observer.Close()
+	c.also()
 }
 
 // Keeper is a Backend that can keep the protected resource in the system

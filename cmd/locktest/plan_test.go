@@ -20,17 +20,12 @@ func TestParseShard(t *testing.T) {
 
 // Shards are disjoint and together the whole plan.
 func TestShardsSplitThePlan(t *testing.T) {
-	plan := nightlyPlan([]string{"mutex", "election"}, 100, 7)
+	plan := nightlyPlan([]string{"mutex", "election"}, "", 100, 7)
 	want := 7 * 2
 	for _, sc := range registry.Catalog() {
-		var rs []string
-		if r, ok := sc.Flags["recipe"]; ok {
-			rs = append(rs, r) // its own recipe, not the command line's
-			for r := range sc.ByRecipe {
-				rs = append(rs, r) // and those it expects of, as its fix
-			}
-		} else {
-			rs = append(rs, "mutex", "election")
+		rs := sc.Recipes() // its own recipe, not the command line's, and those it expects of, as its fix
+		if len(rs) == 0 {
+			rs = []string{"mutex", "election"}
 		}
 		for _, b := range sc.Bugs {
 			rs = append(rs, b.Recipes...) // every bug with the recipe that shows it

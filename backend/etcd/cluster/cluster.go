@@ -184,15 +184,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.token = "locktest-" + hex.EncodeToString(tok[:])
 
-	base := c.cfg.Dir
-	if base != "" {
-		if err := os.MkdirAll(base, 0o755); err != nil {
-			return fmt.Errorf("cluster: %w", err)
-		}
-	}
 	// Named after this process, so that if it dies before Close, the
 	// next locktest removes it (scratch.Sweep).
-	dir, err := scratch.Dir(base, "etcd")
+	dir, err := scratch.Dir(c.cfg.Dir, "etcd")
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
@@ -360,11 +354,13 @@ func (c *Cluster) memberConfig(m *Member, initialCluster, state string) (*embed.
 	cfg.QuotaBackendBytes = c.cfg.QuotaBackendBytes
 	cfg.UnsafeNoFsync = c.cfg.UnsafeNoFsync
 
-	// Keep it light: no compaction, no gateway, no pprof, no metrics
-	// listener (metrics "basic" only feeds the global prometheus registry).
+	// Keep it light: no compaction, no pprof, no metrics listener
+	// (metrics "basic" only feeds the global prometheus registry). The
+	// JSON gateway stays on, as etcd has it by default: a lock client
+	// without gRPC (a script, Python's standard library) speaks it.
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic // with retention 0: off
 	cfg.AutoCompactionRetention = "0"
-	cfg.EnableGRPCGateway = false
+	cfg.EnableGRPCGateway = true
 	cfg.EnablePprof = false
 	cfg.Metrics = "basic"
 	cfg.ListenMetricsUrls = nil
