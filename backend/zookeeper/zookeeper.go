@@ -157,6 +157,7 @@ var scenarios = []scenario.Scenario{
 		Expect: scenario.Damage,
 		Faults: scenario.PauseHolderBeforeWrite,
 	},
+	ghostNode,
 	{
 		Name:    "zk-leader-loss",
 		Summary: "the ZooKeeper leader is partitioned away, and later crashed, while a client holds the lock: what ZooKeeper gets right",

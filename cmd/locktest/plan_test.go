@@ -40,7 +40,7 @@ func TestShardsSplitThePlan(t *testing.T) {
 		}
 	}
 	for _, p := range []planned{{"etcd-22082", 100, "mutex-retry-owned", "fenced"}, {"election-phantom", 100, "election-checked", "fenced"},
-		{"waiter-expiry", 100, "mutex-3.4", "fenced"}} {
+		{"waiter-expiry", 100, "mutex-3.4", "fenced"}, {"zk-ghost-node", 100, "zk-unprotected", "unfenced"}, {"zk-ghost-node", 100, "zk-lock", "fenced"}} {
 		if !slices.Contains(plan, p) {
 			t.Errorf("%s is not planned", p.name())
 		}

@@ -1,0 +1,83 @@
+package zookeeper_test
+
+import (
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/locktest/locktest/backend"
+	"github.com/locktest/locktest/backend/zookeeper"
+	"github.com/locktest/locktest/backend/zookeeper/zkserver"
+	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/nemesis"
+)
+
+// --nemesis all on ZooKeeper draws lost replies: its client links are
+// behind toxiproxy.
+func TestNemesisAllLosesReplies(t *testing.T) {
+	o := &zookeeper.Options{}
+	p := backend.Plan{Recipe: "zk-lock", Families: []string{nemesis.All}}
+	all := nemesis.Expand(p.Families, nemesis.Offered(o.Prototype(p)))
+	if !slices.Contains(all, "lost-reply") {
+		t.Errorf("--nemesis all on ZooKeeper is %v, without lost-reply", all)
+	}
+}
+
+// zk-ghost-node: the holder's next create is applied by the servers and
+// its reply lost. zk-unprotected creates again and leaves the first znode,
+// never granted, owned by its live session, which stalls the queue until
+// that session ends (liveness invalid, exit 1); zk-lock finds its znode
+// again by its protected name and leaves none behind (liveness valid).
+func TestGhostNode(t *testing.T) {
+	zkserver.ForTest(t)
+	for _, c := range []struct {
+		recipe string
+		code   int
+		ghost  bool
+	}{{"zk-unprotected", 1, true}, {"zk-lock", 0, false}} {
+		t.Run(c.recipe, func(t *testing.T) {
+			out := t.TempDir()
+			code, stdout, stderr := run(t, "scenario", "run", "zk-ghost-node", "--recipe", c.recipe, "--seed", "1", "--out", out)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, c.code, stdout, stderr)
+			}
+			ops, err := histories.ReadFile(filepath.Join(runDir(out), "history.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var struck string
+			granted := map[string]bool{}
+			for _, op := range ops {
+				switch {
+				case op.F == histories.FStop && op.Value.Fault == nemesis.LostReplyAcquire:
+					if op.Value.Params["reply"] != "lost" {
+						t.Errorf("the fault's stop: %v, want reply=lost", op.Value.Params)
+					}
+					struck = op.Value.Targets[0]
+				case op.F == histories.Acquire && op.Type == histories.OK && op.Value != nil && op.Value.Token != nil:
+					granted[strconv.FormatInt(*op.Value.Token, 10)] = true
+				}
+			}
+			if struck == "" {
+				t.Fatal("no lost-reply-acquire fault stopped")
+			}
+			// The ghost: a znode of the struck client the servers
+			// created, never granted, deleted only when its session
+			// ended.
+			var ghosts []string
+			for _, op := range ops {
+				if op.F != histories.FKeyDeleted || len(op.Value.Targets) == 0 || op.Value.Targets[0] != struck {
+					continue
+				}
+				p := op.Value.Params
+				if p["by"] == histories.DeletedByRevoke && !granted[p["create_revision"]] {
+					ghosts = append(ghosts, p["node"])
+				}
+			}
+			if (len(ghosts) > 0) != c.ghost {
+				t.Errorf("%s's znodes never granted and deleted only with its session: %v; want a ghost: %v", struck, ghosts, c.ghost)
+			}
+		})
+	}
+}
