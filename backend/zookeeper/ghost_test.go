@@ -13,14 +13,14 @@ import (
 	"github.com/locktest/locktest/nemesis"
 )
 
-// --nemesis all on ZooKeeper draws lost replies: its client links are
-// behind toxiproxy.
-func TestNemesisAllLosesReplies(t *testing.T) {
+// --nemesis all on ZooKeeper is every family it carries out, lost replies
+// too: its client links are behind toxiproxy.
+func TestNemesisAll(t *testing.T) {
 	o := &zookeeper.Options{}
 	p := backend.Plan{Recipe: "zk-lock", Families: []string{nemesis.All}}
-	all := nemesis.Expand(p.Families, nemesis.Offered(o.Prototype(p)))
-	if !slices.Contains(all, "lost-reply") {
-		t.Errorf("--nemesis all on ZooKeeper is %v, without lost-reply", all)
+	want := []string{"partition", "isolate", "clock", "pause", "crash", "slow", "lost-reply"}
+	if all := nemesis.Expand(p.Families, nemesis.Offered(o.Prototype(p))); !slices.Equal(all, want) {
+		t.Errorf("--nemesis all on ZooKeeper is %v, want %v", all, want)
 	}
 }
 
