@@ -105,14 +105,18 @@ func locker(t *testing.T, r lock.Recipe, c *Client, name string, ttl time.Durati
 
 // children lists dir as the leader has it: s's server may lag behind the
 // one another session wrote through (a delete it acknowledged can still
-// be listed there), so it syncs first.
+// be listed there), so it syncs first. A connection lost meanwhile (at
+// load ~45 the servers, starved, dropped one) is waited out.
 func children(t *testing.T, s *Session, dir string) []string {
 	t.Helper()
-	_, err := s.Conn.Sync(dir)
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		t.Fatal(err)
-	}
-	kids, _, err := s.Conn.Children(dir)
+	var kids []string
+	var err error
+	polltest.Until(t, 30*time.Second, "a listing of "+dir, func() bool {
+		if _, err = s.Conn.Sync(dir); err == nil {
+			kids, _, err = s.Conn.Children(dir)
+		}
+		return !transient(err)
+	})
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		t.Fatal(err)
 	}
