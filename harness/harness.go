@@ -82,6 +82,9 @@ type Options struct {
 	LivenessBound time.Duration `json:"liveness_bound_ns"`
 	// Scenario is the catalog scenario the run plays, if any.
 	Scenario *Scenario `json:"scenario,omitempty"`
+	// Shrunk says, for a replay of a shrunk schedule, what it was shrunk
+	// from.
+	Shrunk *Shrunk `json:"shrunk,omitempty"`
 	// Command is the command line that reproduces the run, for the results
 	// (the CLI fills it in).
 	Command string `json:"-"`
@@ -217,6 +220,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	seed := o.Workload.Seed
 	res.Seed, res.Config, res.Interrupted, res.Command = &seed, &o, interrupted, o.Command
 	res.Scenario = o.Scenario.judge(res.Checks)
+	res.Shrunk = o.Shrunk
 	if st != nil {
 		res.Run = &st.RunStats
 		res.AddConsistency(st.hashes)

@@ -57,9 +57,12 @@ type Results struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Scenario is the catalog scenario the run played, with whether its
 	// verdicts were the ones it expects.
-	Scenario *Scenario        `json:"scenario,omitempty"`
-	Run      *RunStats        `json:"run,omitempty"`
-	Checks   []checker.Result `json:"checks"`
+	Scenario *Scenario `json:"scenario,omitempty"`
+	// Shrunk says, for a replay of a shrunk schedule, what it was shrunk
+	// from and what was removed.
+	Shrunk *Shrunk          `json:"shrunk,omitempty"`
+	Run    *RunStats        `json:"run,omitempty"`
+	Checks []checker.Result `json:"checks"`
 	// Hashes are the members' hashes of their final key-value state, for
 	// the consistency check; absent if the run did not collect them.
 	Hashes []checker.MemberHash `json:"member_hashes,omitempty"`

@@ -43,6 +43,7 @@ type meta struct {
 	Warnings  []string          `json:"warnings,omitempty"`
 	Error     string            `json:"error,omitempty"`
 	Scenario  *harness.Scenario `json:"scenario,omitempty"`
+	Shrunk    *harness.Shrunk   `json:"shrunk,omitempty"`
 }
 
 type check struct {

@@ -48,7 +48,7 @@ func Write(out string, res *harness.Results, history string) error {
 	m.Meta = meta{
 		Title: filepath.Base(filepath.Dir(out)), Verdict: string(res.Verdict), Exit: res.Exit, Required: res.Required,
 		Seed: res.Seed, Versions: res.Versions, Reproduce: res.Command, Warnings: res.Warnings, Error: res.Error,
-		Setup: b.setup, Scenario: res.Scenario,
+		Setup: b.setup, Scenario: res.Scenario, Shrunk: res.Shrunk,
 	}
 	name := func(p int) string { return b.client(histories.Process(p)) }
 	for _, c := range res.Checks {

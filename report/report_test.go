@@ -119,12 +119,14 @@ func TestReportInBrowser(t *testing.T) {
 	met := true
 	res.Scenario = &harness.Scenario{Name: "paused-holder", Lesson: "A pause can strike between any check and the write.",
 		Expect: map[string]string{"resource": "invalid"}, Met: &met}
+	res.Shrunk = &harness.Shrunk{From: "runs/x", Failure: "resource", Summary: "3 faults over 20 s → 1 fault (pause-client c2 at 2.0 s for 3.4 s) over 8 s",
+		Removed: []string{"isolate c1 at 6.0 s for 4.0 s", "slow c0 at 12.0 s for 2.5 s"}, Changed: []string{"--time 8s (was 20s)"}}
 	out := filepath.Join(dir, "report.html")
 	if err := Write(out, res, res.History); err != nil {
 		t.Fatal(err)
 	}
 	ctx, errs := browser(t)
-	var lesson, expected string
+	var lesson, expected, shrunk string
 	var lanes, faults []string
 	var violations int
 	var before, after [2]string
@@ -133,6 +135,7 @@ func TestReportInBrowser(t *testing.T) {
 		chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
 		chromedp.Text("#lesson", &lesson, chromedp.ByQuery),
 		chromedp.Text("#expected", &expected, chromedp.ByQuery),
+		chromedp.Text("#shrunk", &shrunk, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll("#lanes [data-lane]")].map(e => e.textContent)`, &lanes),
 		chromedp.Evaluate(`[...document.querySelectorAll("#flist li")].map(e => e.dataset.fault)`, &faults),
 		chromedp.Evaluate(`document.querySelectorAll("#vlist li[data-check]").length`, &violations),
@@ -150,6 +153,11 @@ func TestReportInBrowser(t *testing.T) {
 	}
 	if !strings.Contains(lesson, "paused-holder") || !strings.Contains(lesson, res.Scenario.Lesson) {
 		t.Errorf("lesson shown as %q", lesson)
+	}
+	for _, want := range []string{res.Shrunk.Summary, "from runs/x", "removed: isolate c1 at 6.0 s for 4.0 s; slow c0 at 12.0 s for 2.5 s", "changed: --time 8s (was 20s)"} {
+		if !strings.Contains(shrunk, want) {
+			t.Errorf("what shrinking removed shown as %q, lacking %q", shrunk, want)
+		}
 	}
 	if expected != "expected: resource invalid (as expected)" {
 		t.Errorf("expectation shown as %q", expected)

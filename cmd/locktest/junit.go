@@ -16,6 +16,7 @@ type nightlyRun struct {
 	Verdicts map[string]string
 	Exit     int
 	Failed   string // the first story of a required check that failed; "" when it held
+	Shrink   string // the command that shrinks a failed run's schedule, if it has one
 	Error    string // a run that could not be carried out, or an unknown verdict
 }
 
@@ -57,10 +58,16 @@ func writeJUnit(w io.Writer, runs []nightlyRun) error {
 		total += r.Seconds
 		c := junitCase{Name: r.Name, Classname: "locktest", Time: fmt.Sprintf("%.3f", r.Seconds),
 			SystemOut: fmt.Sprintf("reproduce: %s\nrun directory: %s\n", r.Command, r.Dir)}
+		if r.Shrink != "" {
+			c.SystemOut += "shrink: " + r.Shrink + "\n"
+		}
 		switch {
 		case r.Failed != "":
 			set.Failures++
 			c.Failure = &junitMessage{Message: firstLine(r.Failed), Text: r.Failed}
+			if r.Shrink != "" {
+				c.Failure.Text += "\n\nShrink it to the fewest faults that still fail: " + r.Shrink
+			}
 		case r.Error != "":
 			set.Errors++
 			c.Error = &junitMessage{Message: firstLine(r.Error), Text: r.Error}
@@ -107,6 +114,9 @@ func writeSummary(w io.Writer, runs []nightlyRun) error {
 			continue
 		}
 		fmt.Fprintf(&b, "\n## %s\n\n%s\n\nReproduce: `%s`  \nRun directory: `%s`\n", r.Name, r.Failed+r.Error, r.Command, r.Dir)
+		if r.Shrink != "" {
+			fmt.Fprintf(&b, "Shrink: `%s`\n", r.Shrink)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -237,7 +237,7 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	}
 	switch res.Exit {
 	case exitInvalid:
-		r.Failed = firstFailure(res)
+		r.Failed, r.Shrink = firstFailure(res), shrinkHint(o, res)
 	case exitUnknown:
 		r.Error = firstUnknown(res)
 	}

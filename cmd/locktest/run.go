@@ -303,5 +303,18 @@ func runOne(o harness.Options, rf *runFlags, stdout io.Writer) (int, error) {
 	}
 	printSummary(stdout, res)
 	writeReport(stdout, filepath.Join(o.Dir, "report.html"), res)
+	if cmd := shrinkHint(o, res); cmd != "" {
+		fmt.Fprintf(stdout, "shrink: %s\n", cmd)
+	}
 	return res.Exit, nil
+}
+
+// shrinkHint is the command that shrinks a failed run's random schedule,
+// or "" when there is none to shrink (a run that held, no faults, a
+// scenario's scripted schedule).
+func shrinkHint(o harness.Options, res *harness.Results) string {
+	if res.Exit != exitInvalid || o.Scenario != nil || res.Run == nil || res.Run.Schedule == "" {
+		return ""
+	}
+	return "locktest shrink " + relPath(o.Dir)
 }

@@ -38,6 +38,13 @@
       el("div", { class: sc.met ? "valid" : "invalid", id: "expected" },
         "expected: " + expect + (sc.met ? " (as expected)" : " (NOT as expected: " + (sc.missed || []).map((m) => m.got ? `${m.check} is ${m.got}, expected ${m.want}` : `${m.check} was not checked, expected ${m.want}`).join("; ") + ")")));
   }
+  if (M.shrunk) {
+    // A replay of a shrunk schedule: what it came from and what was removed.
+    const s = M.shrunk, lines = [el("b", {}, "shrunk: "), `${s.summary} (the failure kept: ${s.failure}; from ${s.from})`];
+    if ((s.removed || []).length) lines.push(el("div", { id: "removed" }, "removed: " + s.removed.join("; ")));
+    if ((s.changed || []).length) lines.push(el("div", { id: "changed" }, "changed: " + s.changed.join("; ")));
+    $("head").append(el("div", { id: "shrunk" }, ...lines));
+  }
   if (M.reproduce) $("head").append(el("div", {}, "reproduce: ", el("code", { id: "reproduce" }, M.reproduce)));
   for (const w of M.warnings || []) $("head").append(el("div", { class: "unknown" }, "warning: " + w));
   if (M.error) $("head").append(el("div", { class: "invalid" }, "run error: " + M.error));
