@@ -419,4 +419,3 @@ func attemptWords(a shrink.Attempt) string {
 	}
 	return fmt.Sprintf("not reproduced (failed in %d of %d)%s", failed, n, note)
 }
-
