@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/nemesis"
@@ -175,5 +176,86 @@ func TestShrinkKeepsTwoFaultsBothNeeded(t *testing.T) {
 	}
 	if !eventually(t, 5*time.Second, func() bool { return len(proc.Children(os.Getpid())) == 0 }) {
 		t.Errorf("processes outlived the search: %v", proc.Children(os.Getpid()))
+	}
+}
+
+// Bad input gets one line and exit 2, a run with nothing to shrink exit 0,
+// and a schedule whose runs no longer fail is told apart (after replaying
+// it) with nothing left behind.
+func TestShrinkBadInput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a real run")
+	}
+	out := t.TempDir()
+	code, stdout, stderr := runMain(t, "run", "--time", "1s", "--quiet", "100ms", "--nemesis", "pause", "--nemesis-interval", "200ms",
+		"--fault-durations", "pause=200ms", "--clients", "2", "--slow-share", "0", "--seed", "3", "--out", out)
+	if code != exitValid {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(out, "*"))
+	passed := dirs[0]
+	if strings.Contains(stdout, "locktest shrink") {
+		t.Errorf("a run that held names a shrink command:\n%s", stdout)
+	}
+
+	// A directory that is no run, a run without a schedule, a scenario's.
+	empty := t.TempDir()
+	noSchedule := filepath.Join(t.TempDir(), "run")
+	scenarioRun := filepath.Join(t.TempDir(), "run")
+	failed := harness.Results{Checks: []checker.Result{{Name: "resource", Verdict: checker.Invalid}}, Required: []string{"resource"},
+		Verdict: checker.Invalid, Exit: exitInvalid, Command: "locktest run --seed 1"}
+	withScenario := failed
+	withScenario.Scenario, withScenario.Command = &harness.Scenario{Name: "paused-holder"}, "locktest scenario run paused-holder --seed 1"
+	for dir, res := range map[string]harness.Results{noSchedule: failed, scenarioRun: withScenario} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := res.WriteFile(filepath.Join(dir, "results.json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		dir  string
+		code int
+		out  string
+	}{
+		{empty, exitUnknown, "no results.json: not a run directory"},
+		{noSchedule, exitUnknown, "has no schedule.json"},
+		{passed, exitValid, "passed (verdict valid): nothing to shrink"},
+		{scenarioRun, exitValid, "scenario paused-holder: its scripted schedule is already small"},
+	} {
+		code, stdout, stderr := runMain(t, "shrink", c.dir)
+		if code != c.code || !strings.Contains(stdout+stderr, c.out) || strings.Count(stdout+stderr, "\n") != 1 {
+			t.Errorf("shrink %s: exit %d, %q%q; want exit %d and one line saying %q", c.dir, code, stdout, stderr, c.code, c.out)
+		}
+	}
+	if code, _, stderr := runMain(t, "shrink"); code != exitUnknown || !strings.Contains(stderr, "want a run directory") {
+		t.Errorf("no directory: exit %d, %q", code, stderr)
+	}
+
+	// The passing run, with its results saying its first check (mutex)
+	// failed: its schedule is replayed, does not fail, and that is said in
+	// a line.
+	b, err := os.ReadFile(filepath.Join(passed, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), `"verdict": "valid"`, `"verdict": "invalid"`, 1))
+	if err := os.WriteFile(filepath.Join(passed, "results.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	socks := sockets(t)
+	code, stdout, stderr = runMain(t, "shrink", passed, "--replays", "1", "--check", "mutex")
+	if code != exitUnknown || !strings.Contains(stderr, "no longer fails: none of 1 replays of its schedule failed mutex") {
+		t.Errorf("exit %d, stderr %q; want 2 and that the schedule no longer fails\nstdout:\n%s", code, stderr, stdout)
+	}
+	if _, err := os.Stat(filepath.Join(passed, shrinkDir)); !os.IsNotExist(err) {
+		t.Errorf("the replays' runs were left behind: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(passed, shrunkSchedule)); !os.IsNotExist(err) {
+		t.Errorf("a shrunk schedule was written for a schedule that no longer fails")
+	}
+	if !eventually(t, 5*time.Second, func() bool { return sockets(t) <= socks }) {
+		t.Errorf("sockets left open: %d, were %d", sockets(t), socks)
 	}
 }
