@@ -357,26 +357,44 @@ func (s *searcher) subset(keep []int, step string) Candidate {
 // already complete, or never struck, and ends the run soon after it: they
 // cannot have caused it.
 func (s *searcher) cutAtViolation() (Candidate, bool) {
-	seen := s.runs[0]
-	if seen.Violation <= 0 {
-		return Candidate{}, false
-	}
 	var keep []int
 	for i := range s.best.Schedule.Entries {
-		if w := window(seen, i); w.Struck && w.Start <= seen.Violation {
-			keep = append(keep, s.best.Kept[i])
+		for _, r := range s.runs {
+			if w := window(r, i); r.Violation > 0 && w.Struck && w.Start <= r.Violation && !slices.Contains(keep, s.best.Kept[i]) {
+				keep = append(keep, s.best.Kept[i])
+			}
 		}
 	}
 	c := s.subset(keep, "drop the faults after the failure, end soon after it")
-	c.Time = min(s.best.Time, roundUp(seen.Violation+endMargin(nil)))
-	for i, e := range c.Schedule.Entries {
-		// A fault that was in force at the violation must still be able to
-		// run its course.
-		if w := window(seen, slices.Index(s.best.Kept, c.Kept[i])); w.Struck {
-			c.Time = max(c.Time, min(s.best.Time, roundUp(w.Start+e.Duration)))
-		}
+	if !s.endSoon(&c) {
+		return c, false
 	}
 	return c, c.key() != s.best.key()
+}
+
+// endSoon ends c's fault phase a margin after the failure came in the
+// best's failing runs, but no sooner than the faults it keeps that struck
+// then could run their course; false when the runs gave no time.
+func (s *searcher) endSoon(c *Candidate) bool {
+	var at []time.Duration
+	for _, r := range s.runs {
+		if r.Violation > 0 {
+			at = append(at, r.Violation)
+		}
+	}
+	if len(at) == 0 {
+		return false
+	}
+	end := roundUp(slices.Max(at) + endMargin(at))
+	for i, e := range c.Schedule.Entries {
+		for _, r := range s.runs {
+			if w := window(r, slices.Index(s.best.Kept, c.Kept[i])); w.Struck {
+				end = max(end, roundUp(w.Start+e.Duration))
+			}
+		}
+	}
+	c.Time = min(c.Time, end)
+	return true
 }
 
 // suspects tries the faults that were in force during the violation alone
@@ -395,7 +413,11 @@ func (s *searcher) suspects() {
 	case len(keep) == 0:
 		s.try(s.subset(nil, "no faults (none was in force during the failure)"))
 	case len(keep) < len(s.best.Schedule.Entries):
-		s.try(s.subset(keep, "the faults in force during the failure"))
+		c := s.subset(keep, "the faults in force during the failure")
+		if s.endSoon(&c) && c.Time < s.best.Time {
+			c.Step += ", end soon after it"
+		}
+		s.try(c)
 	}
 }
 

@@ -251,13 +251,13 @@ func window(r Observation, i int) Window {
 }
 
 // endMargin is how much later than the failure came a run goes on: two
-// seconds, plus the spread of when it came (timing varies from run to
-// run).
+// seconds, a tenth of the time it took, and the spread of when it came
+// (timing varies from run to run).
 func endMargin(at []time.Duration) time.Duration {
 	if len(at) == 0 {
 		return 2 * time.Second
 	}
-	return 2*time.Second + slices.Max(at) - slices.Min(at)
+	return 2*time.Second + slices.Max(at)/10 + slices.Max(at) - slices.Min(at)
 }
 
 // roundUp rounds d up to half a second.

@@ -32,7 +32,7 @@ const (
 )
 
 func shrinkCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := newFlags("shrink", "shrink RUNDIR [flags]\n\nSearches for a smaller fault schedule that still makes a failing run fail the same way (the\nsame check invalid; for contract, the same promise): fewer faults first, then faults that\nstart sooner and last less and an earlier end, then fewer clients. A candidate counts only\nif every one of its replays fails; the smallest is replayed again at the end. Writes\nRUNDIR/"+shrunkSchedule+" and keeps the best reproduction's run directory under\nRUNDIR/"+shrinkDir+"/; Ctrl-C keeps the best found so far.", stdout)
+	fs := newFlags("shrink", "shrink RUNDIR [flags]\n\nSearches for a smaller fault schedule that still makes a failing run fail the same way (the\nsame check invalid; for contract, the same promise): fewer faults first, then faults that\nstart sooner and last less and an earlier end, then fewer clients. A candidate counts only\nif every one of its replays fails; the smallest is replayed again at the end. Writes\nRUNDIR/"+shrunkSchedule+" and keeps the best reproduction's run directory under\nRUNDIR/"+shrinkDir+"/ (replacing an earlier shrink's); Ctrl-C keeps the best found so far.\nExit status: 1 the failure reproduced, 0 nothing to shrink (a run that held, a scenario's\nscripted schedule), 2 an error, a schedule that no longer fails, or an interrupted search.", stdout)
 	replays := fs.Int("replays", defaultReplays, "replays of each candidate, every one of which must fail; the result is replayed as many times again")
 	budget := fs.Duration("budget", defaultShrinkBudget, "time for the whole search, final replays included")
 	check := fs.String("check", "", "the failure to keep: a check, or contract:N for a promise (default: the first required check that failed)")
@@ -264,7 +264,7 @@ func (s *shrinker) replay(c shrink.Candidate, searching bool) (shrink.Observatio
 	sched := c.Schedule
 	o.Schedule = &sched
 	o.StopOnViolation = searching && s.run.target == shrink.Target{Check: histories.CheckResource}
-	o.Shrunk = s.run.note(c, nil)
+	o.Shrunk = s.run.note(c)
 	var err error
 	if o.Dir, err = harness.NewRunDir(s.work, o.Workload.Seed); err != nil {
 		return shrink.Observation{}, err
@@ -296,13 +296,14 @@ func (s *shrinker) replay(c shrink.Candidate, searching bool) (shrink.Observatio
 	return obs, nil
 }
 
-// note is what a run of c records of its shrinking; w, if known, are its
-// entries' windows in one of its runs.
-func (r *shrinkRun) note(c shrink.Candidate, w []shrink.Window) *harness.Shrunk {
-	return &harness.Shrunk{From: r.dir, Failure: r.target.String(), Summary: shrink.Summary(r.orig, c, w),
+// note is what a run of c records of its shrinking.
+func (r *shrinkRun) note(c shrink.Candidate) *harness.Shrunk {
+	return &harness.Shrunk{From: r.dir, Failure: r.target.String(), Summary: shrink.Summary(r.orig, c, nil),
 		Removed: shrink.Removed(r.orig, c, r.seen.Struck), Changed: shrink.Changed(r.orig, c)}
 }
 
+// shrink searches, replays the best found again, writes it and says what
+// it did.
 func (r *shrinkRun) shrink(ctx context.Context, set shrinkSettings, stdout, stderr io.Writer) (int, error) {
 	began := time.Now()
 	work, err := filepath.Abs(filepath.Join(r.dir, shrinkDir))
@@ -310,48 +311,31 @@ func (r *shrinkRun) shrink(ctx context.Context, set shrinkSettings, stdout, stde
 		return exitUnknown, err
 	}
 	s := &shrinker{run: r, interrupt: ctx, k: set.replays, work: work, overhead: 5 * time.Second}
-	fmt.Fprintf(stdout, "locktest shrink: %s failed %s; %s; %s of each candidate, budget %s\n",
-		r.dir, r.target, r.orig, words.Plural(set.replays, "replay"), set.budget)
-	search, cancel := context.WithDeadline(ctx, began.Add(set.budget))
-	defer cancel()
-	stopBar := func() {}
-	progress := func(a shrink.Attempt, done bool) {
-		if !done {
-			stopBar = startBar(stderr, began, set.budget, fmt.Sprintf("candidate %d: %s (%s)", a.N, a.Candidate.Step, a.Candidate))
-			return
-		}
-		stopBar()
-		stopBar = func() {}
-		fmt.Fprintf(stderr, "shrink %3d %6s  %s: %s: %s\n", a.N, time.Since(began).Round(time.Second), a.Candidate.Step, a.Candidate, attemptWords(a))
-	}
-	res := shrink.Search(search, r.orig, r.seen, s.test, shrink.Options{
-		Steps: set.steps, Interval: r.base.Nemesis.Interval, Progress: progress,
-		Reserve: func(best shrink.Candidate) time.Duration { return time.Duration(set.replays) * s.cost(best) },
-	})
-	stopBar()
 	keep := ""
 	defer func() { s.clean(keep) }()
+	fmt.Fprintf(stdout, "locktest shrink: %s failed %s; %s; %s of each candidate, budget %s\n",
+		r.dir, r.target, r.orig, words.Plural(set.replays, "replay"), set.budget)
+	res := s.search(set, began, stderr)
 	interrupted := ctx.Err() != nil
 	switch {
 	case res.NoLongerFails:
-		return exitUnknown, fmt.Errorf("shrink: %s no longer fails: none of %d replays of its schedule failed %s (flaky from the start?)",
-			r.dir, len(res.Original.Runs), r.target)
+		return exitUnknown, fmt.Errorf("shrink: %s no longer fails: none of %s of its schedule failed %s (flaky from the start?)",
+			r.dir, words.Plural(len(res.Original.Runs), "replay"), r.target)
 	case res.Stopped != nil && !interrupted && !errors.Is(res.Stopped, shrink.ErrBudget):
 		return exitUnknown, fmt.Errorf("shrink: %w", res.Stopped)
-	case res.Stopped != nil && len(res.Attempts) == 0 && res.Best.Faults() == r.orig.Faults() && !interrupted:
+	case res.Stopped != nil && !interrupted && len(res.Attempts) == 0:
 		return exitUnknown, fmt.Errorf("shrink: --budget %s leaves no time to replay %s once (about %s)", set.budget, r.dir, s.cost(r.orig))
 	}
 	best := res.Best
+	// The best is replayed again, unless interrupted, for its rate.
 	var final shrink.Outcome
 	for i := 0; i < set.replays && !interrupted; i++ {
-		stopBar = startBar(stderr, began, set.budget, fmt.Sprintf("replaying the result: %d of %d", i+1, set.replays))
+		stopBar := startBar(stderr, began, set.budget, fmt.Sprintf("replaying the result: %d of %d", i+1, set.replays))
 		obs, err := s.replay(best, false)
 		stopBar()
-		if err != nil {
-			interrupted = true
-			break
+		if interrupted = err != nil; !interrupted {
+			final.Runs = append(final.Runs, obs)
 		}
-		final.Runs = append(final.Runs, obs)
 	}
 	// The run kept: the first final replay that failed, else the search's.
 	var windows []shrink.Window
@@ -361,14 +345,19 @@ func (r *shrinkRun) shrink(ctx context.Context, set shrinkSettings, stdout, stde
 			break
 		}
 	}
-	kept := keep
 	schedPath := filepath.Join(r.dir, shrunkSchedule)
 	if err := best.Schedule.WriteFile(schedPath); err != nil {
 		return exitUnknown, fmt.Errorf("shrink: %w", err)
 	}
+	// An earlier shrink's runs go with the schedule this one replaced.
+	if old, err := os.ReadDir(s.work); err == nil {
+		for _, e := range old {
+			s.dirs = append(s.dirs, filepath.Join(s.work, e.Name()))
+		}
+	}
 	fmt.Fprintf(stdout, "shrunk schedule: %s\n", schedPath)
-	if kept != "" {
-		fmt.Fprintf(stdout, "best reproduction: %s (report: %s)\n", relPath(kept), relPath(filepath.Join(kept, "report.html")))
+	if keep != "" {
+		fmt.Fprintf(stdout, "best reproduction: %s (report: %s)\n", relPath(keep), relPath(filepath.Join(keep, "report.html")))
 	}
 	for _, line := range shrink.Removed(r.orig, best, r.seen.Struck) {
 		fmt.Fprintf(stdout, "removed: %s\n", line)
@@ -378,11 +367,11 @@ func (r *shrinkRun) shrink(ctx context.Context, set shrinkSettings, stdout, stde
 	}
 	fmt.Fprintf(stdout, "replay: %s\n", r.command(best, schedPath))
 	summary := shrink.Summary(r.orig, best, windows)
-	switch {
-	case interrupted:
+	if interrupted {
 		fmt.Fprintf(stdout, "%s; interrupted: the best found so far, not replayed again\n", summary)
 		return exitUnknown, nil
-	case len(res.Attempts) > 0 && !slices.ContainsFunc(res.Attempts, func(a shrink.Attempt) bool { return a.Accepted }):
+	}
+	if !slices.ContainsFunc(res.Attempts, func(a shrink.Attempt) bool { return a.Accepted }) {
 		fmt.Fprintf(stdout, "could not shrink it: no smaller schedule failed in %d of %d replays\n", set.replays, set.replays)
 	}
 	fmt.Fprintf(stdout, "%s; reproduced %d of %d\n", summary, final.Failed(), len(final.Runs))
@@ -390,6 +379,28 @@ func (r *shrinkRun) shrink(ctx context.Context, set shrinkSettings, stdout, stde
 		return exitUnknown, nil
 	}
 	return exitInvalid, nil
+}
+
+// search runs the search within the budget, a line per candidate on
+// stderr (and a bar while one runs, on a terminal).
+func (s *shrinker) search(set shrinkSettings, began time.Time, stderr io.Writer) shrink.Result {
+	ctx, cancel := context.WithDeadline(s.interrupt, began.Add(set.budget))
+	defer cancel()
+	stopBar := func() {}
+	defer func() { stopBar() }()
+	progress := func(a shrink.Attempt, done bool) {
+		if !done {
+			stopBar = startBar(stderr, began, set.budget, fmt.Sprintf("candidate %d: %s (%s)", a.N, a.Candidate.Step, a.Candidate))
+			return
+		}
+		stopBar()
+		stopBar = func() {}
+		fmt.Fprintf(stderr, "shrink %3d %6s  %s: %s: %s\n", a.N, time.Since(began).Round(time.Second), a.Candidate.Step, a.Candidate, attemptWords(a))
+	}
+	return shrink.Search(ctx, s.run.orig, s.run.seen, s.test, shrink.Options{
+		Steps: set.steps, Interval: s.run.base.Nemesis.Interval, Progress: progress,
+		Reserve: func(best shrink.Candidate) time.Duration { return time.Duration(set.replays) * s.cost(best) },
+	})
 }
 
 // clean removes the runs the search made, but the one kept.

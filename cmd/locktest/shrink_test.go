@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,7 +16,18 @@ import (
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/redisserver"
+	"github.com/locktest/locktest/shrink"
 )
+
+// onWrite is a writer that hands each line written to it to f.
+type onWrite func(line string)
+
+func (f onWrite) Write(b []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		f(line)
+	}
+	return len(b), nil
+}
 
 // failingRun runs locktest with a hand-written schedule and the flags
 // given, and returns the run directory of a run that failed.
@@ -91,6 +104,28 @@ func TestShrinkEndToEnd(t *testing.T) {
 		"--slow-share", "0", "--seed", "1")
 	socks := sockets(t)
 
+	// Ctrl-C once the first candidate is judged keeps it, the best so far,
+	// without replaying it again.
+	run, done, err := loadShrinkRun(dir, "")
+	if err != nil || done != "" {
+		t.Fatalf("loading %s: %v %s", dir, err, done)
+	}
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	var out bytes.Buffer
+	code, err := run.shrink(ctx, shrinkSettings{replays: 1, budget: 3 * time.Minute, steps: shrink.AllSteps},
+		&out, onWrite(func(line string) {
+			if strings.HasPrefix(line, "shrink   1 ") {
+				interrupt()
+			}
+		}))
+	if err != nil || code != exitUnknown || !strings.Contains(out.String(), "interrupted: the best found so far, not replayed again") {
+		t.Errorf("interrupted: exit %d, %v; want 2 and a summary saying so:\n%s", code, err, out.String())
+	}
+	if got := readSchedule(t, filepath.Join(dir, shrunkSchedule)); len(got.Entries) != 1 {
+		t.Errorf("the best so far (the faults before the failure: one pause) was not kept: %+v", got.Entries)
+	}
+
 	code, stdout, stderr := runMain(t, "shrink", dir, "--replays", "1", "--steps", "faults,time", "--budget", "3m")
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	if code != exitInvalid {
@@ -126,9 +161,9 @@ func TestShrinkEndToEnd(t *testing.T) {
 	if !slices.Contains(replay, filepath.Join(dir, shrunkSchedule)) {
 		t.Errorf("the replay command does not use the shrunk schedule: %v", replay)
 	}
-	code, out, _ := runMain(t, append(replay, "--out", t.TempDir())...)
+	code, stdout, _ = runMain(t, append(replay, "--out", t.TempDir())...)
 	if code != exitInvalid {
-		t.Errorf("the replay command exits %d, want 1:\n%s", code, out)
+		t.Errorf("the replay command exits %d, want 1:\n%s", code, stdout)
 	}
 }
 
