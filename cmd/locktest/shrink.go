@@ -319,7 +319,7 @@ func (r *shrinkRun) shrink(ctx context.Context, set shrinkSettings, stdout, stde
 	interrupted := ctx.Err() != nil
 	switch {
 	case res.NoLongerFails:
-		return exitUnknown, fmt.Errorf("shrink: %s no longer fails: none of %s of its schedule failed %s (flaky from the start?)",
+		return exitUnknown, fmt.Errorf("shrink: %s no longer fails: %s of its schedule did not fail %s (flaky from the start?)",
 			r.dir, words.Plural(len(res.Original.Runs), "replay"), r.target)
 	case res.Stopped != nil && !interrupted && !errors.Is(res.Stopped, shrink.ErrBudget):
 		return exitUnknown, fmt.Errorf("shrink: %w", res.Stopped)

@@ -281,7 +281,7 @@ func TestShrinkBadInput(t *testing.T) {
 	}
 	socks := sockets(t)
 	code, stdout, stderr = runMain(t, "shrink", passed, "--replays", "1", "--check", "mutex")
-	if code != exitUnknown || !strings.Contains(stderr, "no longer fails: none of 1 replays of its schedule failed mutex") {
+	if code != exitUnknown || !strings.Contains(stderr, "no longer fails: 1 replay of its schedule did not fail mutex") {
 		t.Errorf("exit %d, stderr %q; want 2 and that the schedule no longer fails\nstdout:\n%s", code, stderr, stdout)
 	}
 	if _, err := os.Stat(filepath.Join(passed, shrinkDir)); !os.IsNotExist(err) {
