@@ -127,6 +127,7 @@ func (h *History) buildStory() *storyData {
 			}
 			sd.backend, sd.recipe = param(v, "backend"), param(v, "recipe")
 			sd.noFencingToken = param(v, "fencing_token") == "false"
+		case histories.FEnd: // the run's end, no fault (see Cut)
 		case histories.FObserved:
 			sd.observedAll = true
 			if rev, ok := paramInt(v, "revision"); ok {

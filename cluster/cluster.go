@@ -19,6 +19,7 @@ import (
 
 	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/internal/ports"
+	"github.com/locktest/locktest/internal/scratch"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 )
@@ -189,7 +190,9 @@ func (c *Cluster) start(ctx context.Context) error {
 			return fmt.Errorf("cluster: %w", err)
 		}
 	}
-	dir, err := os.MkdirTemp(base, "locktest-etcd-")
+	// Named after this process, so that if it dies before Close, the
+	// next locktest removes it (scratch.Sweep).
+	dir, err := scratch.Dir(base, "etcd")
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}

@@ -83,6 +83,11 @@ type External struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// stopOwner stops renewing the prefix's alive mark; leftovers says
+	// what Connect removed that killed runs had left (external_owner.go).
+	stopOwner context.CancelFunc
+	leftovers string
 }
 
 // externalMember is a member of an External.
@@ -181,6 +186,17 @@ func (e *External) connect(ctx context.Context, urls []*url.URL) error {
 		if e.links, err = links.Connect(e.cfg.Toxiproxy); err != nil {
 			return err
 		}
+	}
+	sctx, cancelSweep := context.WithTimeout(ctx, cleanTimeout)
+	defer cancelSweep()
+	if e.leftovers, err = e.sweepDead(sctx, admin); err != nil {
+		return err
+	}
+	if e.leftovers != "" {
+		e.logger.Print(e.leftovers)
+	}
+	if err := e.markOwner(sctx, admin); err != nil {
+		return err
 	}
 	// Only now may Close delete under the prefix: a failed Connect leaves
 	// the keys there, whoever wrote them.
@@ -716,6 +732,9 @@ func (e *External) close() error {
 			e.logger.Printf("deleted %d keys under %s", resp.Deleted, e.cfg.Prefix)
 		}
 		admin.Close()
+	}
+	if e.stopOwner != nil {
+		e.stopOwner()
 	}
 	for _, m := range e.members {
 		m.cli.Close()

@@ -245,14 +245,16 @@ func TestExternal(t *testing.T) {
 		t.Errorf("Leader after Close: %v", err)
 	}
 	log, err := os.ReadFile(filepath.Join(logDir, "external.log"))
-	if err != nil || !strings.Contains(string(log), "deleted 1 keys under /locktest/r1/") {
+	// The key written, and the run's two marks (external_owner.go).
+	if err != nil || !strings.Contains(string(log), "deleted 3 keys under /locktest/r1/") {
 		t.Errorf("external.log: %v\n%s", err, log)
 	}
 }
 
-// TestExternalIsolation: Connect writes nothing; keys outside the prefix,
-// some sharing its first characters, are untouched by a run that writes,
-// locks and cleans up under the prefix; nothing under it is left.
+// TestExternalIsolation: Connect writes nothing but the run's marks under
+// the prefix; keys outside the prefix, some sharing its first characters,
+// are untouched by a run that writes, locks and cleans up under the prefix;
+// nothing under it is left.
 func TestExternalIsolation(t *testing.T) {
 	c, ctx := startProcesses(t, Config{})
 	d, err := c.DirectClient()
@@ -280,8 +282,9 @@ func TestExternalIsolation(t *testing.T) {
 
 	logDir := t.TempDir()
 	e := connect(t, ctx, ExternalConfig{Endpoints: endpointsOf(c), Prefix: "/locktest/r1/", LogDir: logDir})
-	if _, now := snapshot(); now != rev {
-		t.Fatalf("Connect wrote: revision %d, was %d", now, rev)
+	if kvs, now := snapshot(); now != rev+1 || len(kvs) != len(was)+2 ||
+		kvs["/locktest/r1/"+runMark] == "" || kvs["/locktest/r1/"+aliveMark] == "" {
+		t.Fatalf("Connect wrote: revision %d, was %d; keys %v", now, rev, kvs)
 	}
 
 	a, err := e.Client("a")
@@ -320,7 +323,7 @@ func TestExternalIsolation(t *testing.T) {
 		}
 	}
 	log, err := os.ReadFile(filepath.Join(logDir, "external.log"))
-	if err != nil || !strings.Contains(string(log), "deleted 4 keys under /locktest/r1/") {
+	if err != nil || !strings.Contains(string(log), "deleted 6 keys under /locktest/r1/") {
 		t.Errorf("external.log: %v\n%s", err, log)
 	}
 }

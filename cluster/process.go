@@ -37,6 +37,7 @@ import (
 const memberEnv = "LOCKTEST_ETCD_MEMBER"
 
 func init() {
+	sizeWAL()
 	if os.Getenv(memberEnv) != "1" {
 		return
 	}

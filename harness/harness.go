@@ -205,6 +205,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
+	o.sweepBeside()
 	history := filepath.Join(o.Dir, "history.jsonl")
 	st, runErr := execute(ctx, &o, history)
 	interrupted := ctx.Err() != nil
@@ -325,14 +326,18 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 		stale   <-chan struct{} // stays nil, never ready, with etcd-txn
 	)
 	if o.Resource != resource.EtcdTxn {
-		if res, err = resource.Start(o.Resource); err != nil {
+		// The resource logs each write it accepts as it accepts it, so
+		// that a killed run's log settles the writes it cut off too.
+		resLog, err := os.Create(filepath.Join(o.Dir, resourceLogName))
+		if err != nil {
+			return nil, err
+		}
+		defer resLog.Close()
+		if res, err = resource.StartLogged(o.Resource, resLog); err != nil {
 			return nil, err
 		}
 		resAddr, stale = res.Addr(), res.Stale()
-		defer func() {
-			res.Close()
-			writeResourceLog(filepath.Join(o.Dir, resourceLogName), res.Log())
-		}()
+		defer res.Close()
 	}
 
 	rec := histories.NewRecorder(w, time.Now())

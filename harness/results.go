@@ -46,6 +46,12 @@ type Results struct {
 	Versions    map[string]string `json:"versions"`
 	History     string            `json:"history"`
 	Interrupted bool              `json:"interrupted,omitempty"`
+	// CutShort says where the history stops short of its run's end (a run
+	// killed or interrupted), and what it lacks; absent for a history that
+	// ends as its run did, or that does not say (older and hand-written
+	// histories). The checks the cut could hide are unknown, and the exit
+	// status is 2 unless a violation was found.
+	CutShort *checker.Cut `json:"cut_short,omitempty"`
 	// Command is the command line that reproduces the run, as the CLI
 	// recorded it.
 	Command string `json:"command,omitempty"`
@@ -202,6 +208,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 		checks[i].Visual = nil // drawn or not wanted: let it go
 		judgedSomething(&checks[i])
 	}
+	cut := h.JudgeCut(checks, o.LivenessBound)
 	p.done()
 	noFencing := recipes.NoFencingToken(h.Recipe())
 	if noFencing {
@@ -222,11 +229,15 @@ func Check(path string, o CheckOptions) (*Results, error) {
 		WritesRejected: h.WritesRejected(),
 		MutexOverlaps:  len(h.Overlaps().Overlaps),
 		Warnings:       warnings,
+		CutShort:       cut,
 	}
 	if t := r.Torn(); t != nil {
 		res.Warnings = append(res.Warnings, t.Error())
 	}
 	res.Verdict, res.Exit = verdict(checks, o.Required)
+	if cut != nil && res.Exit == ExitValid {
+		res.Verdict, res.Exit = checker.Unknown, ExitUnknown
+	}
 	return res, nil
 }
 
@@ -292,7 +303,7 @@ func (res *Results) AddConsistency(hashes []checker.MemberHash) {
 	res.Hashes = hashes
 	res.Checks = slices.DeleteFunc(res.Checks, func(c checker.Result) bool { return c.Name == histories.CheckConsistency })
 	res.Checks = append(res.Checks, checker.Consistency(hashes))
-	cutShort := res.Verdict == checker.Unknown && (res.Interrupted || res.Error != "")
+	cutShort := res.CutShort != nil || res.Verdict == checker.Unknown && (res.Interrupted || res.Error != "")
 	res.Verdict, res.Exit = verdict(res.Checks, res.Required)
 	if cutShort && res.Exit == ExitValid {
 		res.Verdict, res.Exit = checker.Unknown, ExitUnknown

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/internal/scratch"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/system"
@@ -36,6 +37,31 @@ func NewRunDir(out string, seed int64) (string, error) {
 			return "", fmt.Errorf("--out: %w", err)
 		}
 		dir = fmt.Sprintf("%s.%d", base, i)
+	}
+}
+
+// sweepBeside removes the scratch directories (the members' data, the Redis
+// servers' directories) that killed runs left in the run directories beside
+// o.Dir, and says so in one line. A run that ends removes its own; one
+// killed leaves them, owned by a process that no longer exists.
+func (o *Options) sweepBeside() {
+	parent := filepath.Dir(o.Dir)
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	var dirs []string
+	for _, e := range ents {
+		if dir := filepath.Join(parent, e.Name()); e.IsDir() && dir != o.Dir {
+			dirs = append(dirs, dir)
+		}
+	}
+	r, err := scratch.Sweep(dirs...)
+	if line := r.String(); line != "" {
+		o.logf("locktest: %s", line)
+	}
+	if err != nil {
+		o.logf("locktest: removing what killed runs left: %v", err)
 	}
 }
 
@@ -124,19 +150,6 @@ func markApplied(h *checker.History, path string) error {
 	}
 	h.MarkApplied(ws)
 	return nil
-}
-
-// writeResourceLog stores the writes the resource accepted, in its order.
-func writeResourceLog(path string, log []resource.Entry) {
-	f, err := os.Create(path)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	enc := json.NewEncoder(f)
-	for _, e := range log {
-		enc.Encode(e)
-	}
 }
 
 func isClosed(ch <-chan struct{}) bool {

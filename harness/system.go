@@ -121,12 +121,16 @@ func (o *Options) startEtcd(ctx context.Context, logs string) (etcdSystem, error
 		if err != nil {
 			return nil, err
 		}
+		if line := e.Leftovers(); line != "" {
+			o.logf("locktest: %s", line)
+		}
 		return e, nil
 	}
-	cfg := cluster.Config{Members: o.Members, LogDir: logs, TickMs: o.TickMs, ElectionMs: o.ElectionMs}
+	// The members' data dirs go under the run, beside their logs: nothing
+	// of a run is left outside its directory, even by a killed one.
+	cfg := cluster.Config{Members: o.Members, Dir: o.Dir, LogDir: logs, TickMs: o.TickMs, ElectionMs: o.ElectionMs}
 	if o.Cluster.Mode == ClusterProcess {
-		// The members' data dirs go under the run, beside their logs.
-		cfg.Processes, cfg.EtcdBin, cfg.Dir = true, o.Cluster.EtcdBin, o.Dir
+		cfg.Processes, cfg.EtcdBin = true, o.Cluster.EtcdBin
 	}
 	cl, err := cluster.Start(ctx, cfg)
 	if err != nil {

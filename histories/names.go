@@ -28,10 +28,18 @@ const (
 	// FLockerFailed: a client could not build its locker. Targets
 	// [client]; params error.
 	FLockerFailed = "locker-failed"
-	// FObserved is recorded last: the history holds every deletion of a
-	// lock key up to params revision.
+	// FObserved is recorded once the clients stopped: the history holds
+	// every deletion of a lock key up to params revision.
 	FObserved = "observed"
+	// FEnd is recorded last, once nothing else records: the run reached its
+	// end. Params: interrupted "true" when it was interrupted (its clients
+	// stopped at once). A history whose setup event has param end
+	// EndRecorded and that lacks FEnd was cut short: the run was killed.
+	FEnd = "end"
 )
+
+// EndRecorded is the setup event's param end in a run that records FEnd.
+const EndRecorded = "recorded"
 
 // HealAll is the value.fault of the final heal.
 const HealAll = "all"

@@ -47,6 +47,7 @@ import (
 	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/internal/ports"
 	"github.com/locktest/locktest/internal/proc"
+	"github.com/locktest/locktest/internal/scratch"
 )
 
 // MasterName is the name Sentinel monitors the master under.
@@ -151,7 +152,9 @@ func (d *Deployment) start(ctx context.Context) error {
 			return fmt.Errorf("redisserver: %w", err)
 		}
 	}
-	dir, err := os.MkdirTemp(d.cfg.Dir, "locktest-redis-")
+	// Named after this process, so that if it dies before Close, the
+	// next locktest removes it (scratch.Sweep).
+	dir, err := scratch.Dir(d.cfg.Dir, "redis")
 	if err != nil {
 		return fmt.Errorf("redisserver: %w", err)
 	}

@@ -42,6 +42,8 @@ type row struct {
 	Story    string            `json:"story,omitempty"`
 	Report   string            `json:"report,omitempty"`
 	Problem  string            `json:"problem,omitempty"`
+	// CutShort says where a run cut short (killed, interrupted) stops.
+	CutShort string `json:"cut_short,omitempty"`
 }
 
 // WriteIndex writes dir/index.html: a row for each run directory directly
@@ -110,6 +112,9 @@ func indexRow(run, name string) row {
 		return r
 	}
 	r.Seed, r.Exit = res.Seed, res.Exit
+	if res.CutShort != nil {
+		r.CutShort = res.CutShort.Summary
+	}
 	r.Recipe, r.Resource, r.Faults = res.Config.Recipe, res.Config.Resource, strings.Join(res.Config.Nemesis.Faults, ",")
 	for _, c := range res.Checks {
 		r.Verdicts[c.Name] = string(c.Verdict)

@@ -42,8 +42,10 @@ type meta struct {
 	Reproduce string            `json:"reproduce,omitempty"`
 	Warnings  []string          `json:"warnings,omitempty"`
 	Error     string            `json:"error,omitempty"`
-	Scenario  *harness.Scenario `json:"scenario,omitempty"`
-	Shrunk    *harness.Shrunk   `json:"shrunk,omitempty"`
+	// CutShort says where a run cut short (killed, interrupted) stops.
+	CutShort string            `json:"cut_short,omitempty"`
+	Scenario *harness.Scenario `json:"scenario,omitempty"`
+	Shrunk   *harness.Shrunk   `json:"shrunk,omitempty"`
 }
 
 type check struct {
@@ -232,7 +234,7 @@ func (b *builder) nemesis(op histories.Op) {
 		for k, val := range v.Params {
 			b.setup[k] = val
 		}
-	case histories.FObserved, histories.FLockerFailed:
+	case histories.FObserved, histories.FLockerFailed, histories.FEnd:
 	case histories.FKeyDeleted, histories.FLeaseLost:
 		if target == "" {
 			return

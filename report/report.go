@@ -50,6 +50,9 @@ func Write(out string, res *harness.Results, history string) error {
 		Seed: res.Seed, Versions: res.Versions, Reproduce: res.Command, Warnings: res.Warnings, Error: res.Error,
 		Setup: b.setup, Scenario: res.Scenario, Shrunk: res.Shrunk,
 	}
+	if res.CutShort != nil {
+		m.Meta.CutShort = res.CutShort.Summary
+	}
 	name := func(p int) string { return b.client(histories.Process(p)) }
 	for _, c := range res.Checks {
 		ck := check{Name: c.Name, Verdict: string(c.Verdict), Required: slices.Contains(res.Required, c.Name), Explanation: c.Explanation}

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/internal/scratch"
 )
 
 // browser starts headless Chromium for a test, or skips the test when the
@@ -37,12 +38,20 @@ func browser(t testing.TB) (context.Context, *scriptErrors) {
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
 		chromedp.WindowSize(1400, 1000))
 	// The profile is removed once Chromium has let go of it: it may still
-	// write there while it exits.
-	profile, err := os.MkdirTemp("", "locktest-chromium-")
+	// write there while it exits. Everything Chromium writes goes there:
+	// its temporary files (the singleton socket, left behind when it is
+	// killed), its crash reports and caches under HOME. Named after this
+	// process, a profile a killed test left is removed by the next locktest.
+	profile, err := scratch.Dir("", "chromium")
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts = append(opts, chromedp.UserDataDir(profile))
+	tmp := filepath.Join(profile, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	opts = append(opts, chromedp.UserDataDir(filepath.Join(profile, "profile")),
+		chromedp.Env("TMPDIR="+tmp, "HOME="+profile, "XDG_CONFIG_HOME="+filepath.Join(profile, "config"), "XDG_CACHE_HOME="+filepath.Join(profile, "cache")))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
@@ -243,19 +252,24 @@ func TestIndexInBrowser(t *testing.T) {
 	bad := filepath.Join(root, "broken")
 	os.Mkdir(bad, 0o755)
 	os.WriteFile(filepath.Join(bad, "history.jsonl"), []byte("{\"type\":\"invoke\"\n"), 0o644)
+	killed := killedRun(t, root)
 	out, err := WriteIndex(root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, errs := browser(t)
 	var runs []string
-	var failed, problem string
+	var failed, problem, cutRow, cutBanner string
 	err = chromedp.Run(ctx,
 		chromedp.Navigate("file://"+out),
 		chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll("#runs tbody tr")].map(r => r.dataset.run)`, &runs),
 		chromedp.Evaluate(`document.querySelector('tr[data-run="paused-holder-unfenced"]').className`, &failed),
 		chromedp.Evaluate(`document.querySelector('tr[data-run="broken"]').textContent`, &problem),
+		chromedp.Evaluate(`document.querySelector('tr[data-run="killed"] td').textContent`, &cutRow),
+		chromedp.Navigate("file://"+filepath.Join(killed, "report.html")),
+		chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
+		chromedp.Text("#cut", &cutBanner, chromedp.ByQuery),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -263,8 +277,14 @@ func TestIndexInBrowser(t *testing.T) {
 	if e := errs.list(); len(e) > 0 {
 		t.Errorf("script errors: %v", e)
 	}
-	if len(runs) != 3 {
-		t.Errorf("rows %v, want the 3 runs", runs)
+	if len(runs) != 4 {
+		t.Errorf("rows %v, want the 4 runs", runs)
+	}
+	if cutRow != "unknown, cut short" {
+		t.Errorf("the killed run's row says %q, want it marked cut short", cutRow)
+	}
+	if !strings.HasPrefix(cutBanner, "cut short: the history stops at line 400 (") {
+		t.Errorf("the killed run's report says %q, want where it was cut short", cutBanner)
 	}
 	if failed != "failed" {
 		t.Errorf("the unfenced run's row is %q, want it marked failed", failed)
@@ -272,6 +292,39 @@ func TestIndexInBrowser(t *testing.T) {
 	if !strings.Contains(problem, "history.jsonl:1:") {
 		t.Errorf("the broken run's row says %q, want the history's file:line", problem)
 	}
+}
+
+// killedRun makes run directory "killed" under root: the first 400 lines of
+// a real run's history, as a run that promised its end event and was killed
+// there leaves them, checked and reported.
+func killedRun(t *testing.T, root string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "histories", "curated", "paused-holder-fenced.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")[:400]
+	lines[0] = strings.Replace(lines[0], `"params":{`, `"params":{"end":"recorded",`, 1)
+	run := filepath.Join(root, "killed")
+	os.Mkdir(run, 0o755)
+	history := filepath.Join(run, "history.jsonl")
+	if err := os.WriteFile(history, []byte(strings.Join(lines, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := harness.Check(history, harness.CheckOptions{Required: []string{"resource"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CutShort == nil || res.Exit != harness.ExitUnknown {
+		t.Fatalf("a history cut at line 400: cut %+v, exit %d", res.CutShort, res.Exit)
+	}
+	if err := res.WriteFile(filepath.Join(run, "results.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(filepath.Join(run, "report.html"), res, history); err != nil {
+		t.Fatal(err)
+	}
+	return run
 }
 
 func TestIndexOfNoRuns(t *testing.T) {

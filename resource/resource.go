@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -74,6 +75,8 @@ type Server struct {
 	mu    sync.Mutex
 	state map[string]register
 	log   []Entry
+	// logTo receives each accepted write as it is accepted (StartLogged).
+	logTo io.Writer
 	// stale is closed at the first stale write accepted.
 	stale     chan struct{}
 	staleOnce sync.Once
@@ -81,7 +84,15 @@ type Server struct {
 
 // Start serves a resource on a fresh loopback port. The etcd-txn resource
 // has no server: etcd is its store (see Etcd).
-func Start(mode Mode) (*Server, error) {
+func Start(mode Mode) (*Server, error) { return StartLogged(mode, nil) }
+
+// StartLogged is Start, and each write the resource accepts is also
+// appended to log as one JSON line (an Entry), in a single Write call, before
+// the write takes effect: a process that dies at any moment leaves the log of
+// every write its resource accepted, which only a write no one saw may miss.
+// A write that cannot be logged is refused as an error (its outcome unknown
+// to the client).
+func StartLogged(mode Mode, log io.Writer) (*Server, error) {
 	if _, err := ParseMode(string(mode)); err != nil {
 		return nil, err
 	}
@@ -92,7 +103,7 @@ func Start(mode Mode) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resource: listen: %w", err)
 	}
-	s := &Server{mode: mode, ln: ln, state: map[string]register{}, stale: make(chan struct{})}
+	s := &Server{mode: mode, ln: ln, state: map[string]register{}, stale: make(chan struct{}), logTo: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/read", s.handleRead)
 	mux.HandleFunc("POST /v1/write", s.handleWrite)
@@ -183,15 +194,35 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stale := req.Token < reg.token
+	e := Entry{Seq: len(s.log), Key: req.Key, Token: req.Token, Value: req.Value, At: time.Now(), Stale: stale}
+	if err := s.logEntry(e); err != nil {
+		s.mu.Unlock()
+		http.Error(w, "resource: logging the write: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	reg.value = req.Value
 	reg.token = max(reg.token, req.Token)
 	s.state[req.Key] = reg
-	s.log = append(s.log, Entry{Seq: len(s.log), Key: req.Key, Token: req.Token, Value: req.Value, At: time.Now(), Stale: stale})
+	s.log = append(s.log, e)
 	s.mu.Unlock()
 	if stale {
 		s.staleOnce.Do(func() { close(s.stale) })
 	}
 	writeJSON(w, http.StatusOK, writeReply{Accepted: true, Highest: reg.token})
+}
+
+// logEntry appends e to the log StartLogged was given, if any. s.mu is
+// held: lines go out in the order of the writes.
+func (s *Server) logEntry(e Entry) error {
+	if s.logTo == nil {
+		return nil
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	_, err = s.logTo.Write(append(b, '\n'))
+	return err
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

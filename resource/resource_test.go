@@ -2,6 +2,7 @@ package resource
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -134,5 +135,64 @@ func TestParseMode(t *testing.T) {
 	}
 	if m, err := ParseMode("unfenced"); err != nil || m != Unfenced {
 		t.Fatalf("ParseMode(unfenced) = %v, %v", m, err)
+	}
+}
+
+// failAfter is a log that takes n lines and then fails.
+type failAfter struct {
+	lines [][]byte
+	n     int
+}
+
+func (f *failAfter) Write(b []byte) (int, error) {
+	if len(f.lines) == f.n {
+		return 0, errors.New("disk full")
+	}
+	f.lines = append(f.lines, append([]byte(nil), b...))
+	return len(b), nil
+}
+
+// TestStartLogged: each accepted write is logged as it is accepted, a
+// rejected one is not, and a write that cannot be logged does not take
+// effect: the log holds exactly what the resource accepted.
+func TestStartLogged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	log := &failAfter{n: 2}
+	s, err := StartLogged(Fenced, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewClient(s.Addr())
+	defer s.Close()
+	defer c.Close()
+	if err := c.Write(ctx, "k", 5, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(ctx, "k", 4, 2); !errors.Is(err, ErrRejected) {
+		t.Fatalf("stale write: %v", err)
+	}
+	if err := c.Write(ctx, "k", 6, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(ctx, "k", 7, 4); err == nil || errors.Is(err, ErrRejected) {
+		t.Fatalf("a write the log refused: %v, want an error of unknown outcome", err)
+	}
+	if v, err := c.Read(ctx, "k", 0); err != nil || v != 3 {
+		t.Fatalf("read %d, %v: want 3, the last write logged", v, err)
+	}
+	var got []Entry
+	for _, l := range log.lines {
+		var e Entry
+		if err := json.Unmarshal(l, &e); err != nil || l[len(l)-1] != '\n' {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		got = append(got, e)
+	}
+	if len(got) != 2 || got[0].Token != 5 || got[0].Value != 1 || got[1].Token != 6 || got[1].Value != 3 || got[1].Seq != 1 {
+		t.Fatalf("logged %+v, want the writes of tokens 5 and 6", got)
+	}
+	if n := len(s.Log()); n != 2 {
+		t.Errorf("the resource's own log holds %d writes, want 2", n)
 	}
 }

@@ -312,8 +312,9 @@ type Workload struct {
 
 	resourceAddr string
 
-	ran       atomic.Bool
-	closeOnce sync.Once
+	ran         atomic.Bool
+	interrupted atomic.Bool // Run's context ended before the clients were done
+	closeOnce   sync.Once
 
 	// startDelay holds clients back at the start of Run (tests).
 	startDelay map[string]time.Duration
@@ -428,6 +429,7 @@ func (w *Workload) Run(ctx context.Context, stop <-chan struct{}) (Stats, error)
 		})
 	}
 	wg.Wait()
+	w.interrupted.Store(ctx.Err() != nil)
 	if err := w.finalReads(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -448,8 +450,11 @@ func (w *Workload) Run(ctx context.Context, stop <-chan struct{}) (Stats, error)
 }
 
 // Close stops the observer and closes every client's session (revoking its
-// lease), etcd client and resource link. It is idempotent.
+// lease), etcd client and resource link. Then, if Run ran, it records the
+// end event, the history's last: nothing records after it. It is
+// idempotent; its error is the end event's.
 func (w *Workload) Close() error {
+	var err error
 	w.closeOnce.Do(func() {
 		if w.obs != nil {
 			w.obs.Close()
@@ -457,8 +462,22 @@ func (w *Workload) Close() error {
 		for _, c := range w.clients {
 			c.close()
 		}
+		if w.ran.Load() {
+			err = w.recordEnd()
+		}
 	})
-	return nil
+	return err
+}
+
+// recordEnd records that the run reached its end, and whether it was
+// interrupted.
+func (w *Workload) recordEnd() error {
+	params := map[string]string{}
+	if w.interrupted.Load() {
+		params["interrupted"] = "true"
+	}
+	_, err := w.rec.Record(histories.Op{Type: histories.Info, F: histories.FEnd, Process: histories.Nemesis, Value: &histories.Value{Params: params}})
+	return err
 }
 
 func percentile(sorted []time.Duration, q float64) time.Duration {
@@ -801,6 +820,8 @@ func (w *Workload) deleted(key string, rev, at int64, lease clientv3.LeaseID, al
 // setupEvent says what the run does.
 func (w *Workload) setupEvent() histories.Op {
 	params := map[string]string{
+		// Close records the end: a history without it was cut short.
+		"end":      histories.EndRecorded,
 		"workload": w.cfg.Workload,
 		"recipe":   w.cfg.Recipe.Name(),
 		"resource": "http",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,6 +45,9 @@ func checkCmd(args []string, stdout io.Writer) (int, error) {
 	if st.IsDir() {
 		dir, history = path, filepath.Join(path, "history.jsonl")
 		out = filepath.Join(dir, "results.json")
+		if _, err := os.Stat(history); errors.Is(err, os.ErrNotExist) {
+			return exitUnknown, fmt.Errorf("check: %s holds no history.jsonl: not a run directory, or a run cut short before it recorded anything", path)
+		}
 	} else {
 		out = filepath.Join(dir, strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))+".results.json")
 	}

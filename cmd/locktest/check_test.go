@@ -150,3 +150,23 @@ func TestServeAndReportRefuse(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckKilledAsItStarted: a run killed before it recorded anything
+// leaves a run directory with no history, or an empty one: check says so.
+func TestCheckKilledAsItStarted(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "logs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runMain(t, "check", dir)
+	if code != exitUnknown || !strings.Contains(stderr, "holds no history.jsonl") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("no history: exit %d, stderr %q", code, stderr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "history.jsonl"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ := runMain(t, "check", dir)
+	if code != exitUnknown || !strings.Contains(stdout, "cut short: the history is empty") {
+		t.Errorf("an empty history: exit %d\n%s", code, stdout)
+	}
+}

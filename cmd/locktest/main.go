@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/internal/scratch"
 )
 
 // Exit statuses.
@@ -51,6 +52,7 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return exitUnknown
 	}
+	sweepTemp(stderr)
 	var err error
 	code := exitUnknown
 	switch args[0] {
@@ -86,6 +88,19 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		return exitUnknown
 	}
 	return code
+}
+
+// sweepTemp removes the scratch directories that killed processes left in
+// the temporary directory (those of clusters started without a run
+// directory, by tests and by earlier versions), and says so in one line.
+func sweepTemp(w io.Writer) {
+	r, err := scratch.Sweep(os.TempDir())
+	if line := r.String(); line != "" {
+		fmt.Fprintf(w, "locktest: %s\n", line)
+	}
+	if err != nil {
+		fmt.Fprintf(w, "locktest: removing what killed runs left: %s\n", oneLine(err))
+	}
 }
 
 // oneLine keeps an error to the single line the user sees.

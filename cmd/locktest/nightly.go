@@ -81,10 +81,13 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		if out.path == "" {
 			continue
 		}
-		if *out.f, err = os.Create(out.path); err != nil {
+		if *out.f, err = createOutput(out.path); err != nil {
 			return exitUnknown, fmt.Errorf("--%s: %w", out.flag, err)
 		}
 		defer (*out.f).Close()
+	}
+	if err := os.MkdirAll(*rf.out, 0o755); err != nil {
+		return exitUnknown, fmt.Errorf("--out: %w", err)
 	}
 
 	fmt.Fprintf(stderr, "locktest nightly: seed %d, shard %d/%d, recipes %s, budget %s (run directories under %s)\n",
@@ -165,6 +168,17 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		fmt.Fprintf(stderr, "index: not written: %s\n", oneLine(err))
 	}
 	return code, nil
+}
+
+// createOutput creates (or truncates) an output file, and the directories
+// it goes in: CI jobs point --junit and --summary at fresh paths. It is
+// called before any run starts, so that a path that cannot be written is an
+// error at once, not after the runs.
+func createOutput(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	return os.Create(path)
 }
 
 // scenarioCost is how long a scenario's run takes, given the flags that

@@ -13,7 +13,9 @@ import (
 // directory is removed, and with nothing kept no index is written.
 func TestNightlyOnABudget(t *testing.T) {
 	dir := t.TempDir()
-	out, junit, summary := filepath.Join(dir, "runs"), filepath.Join(dir, "junit.xml"), filepath.Join(dir, "summary.md")
+	// Output paths in directories that do not exist yet, as CI jobs give.
+	ci := filepath.Join(dir, "ci")
+	out, junit, summary := filepath.Join(ci, "runs"), filepath.Join(ci, "reports", "junit.xml"), filepath.Join(ci, "md", "summary.md")
 	// Shard 1 of 20 starts with paused-holder, mutex, unfenced (about 15 s,
 	// planned as 22 s); no other run of the shard fits in what is left.
 	code, _, stderr := runMain(t, "nightly", "--budget", "25s", "--shard", "1/20", "--seed", "3", "--out", out,

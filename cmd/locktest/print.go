@@ -21,6 +21,9 @@ func printChecks(w io.Writer, r *harness.Results) {
 	for _, warning := range r.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warning)
 	}
+	if r.CutShort != nil {
+		fmt.Fprintln(w, r.CutShort.Summary)
+	}
 	for _, c := range r.Checks {
 		req := ""
 		if slices.Contains(r.Required, c.Name) {
@@ -67,7 +70,7 @@ func printChecks(w io.Writer, r *harness.Results) {
 // printSummary writes what a run did, its checks, a plain reading of them,
 // and where the files are.
 func printSummary(w io.Writer, r *harness.Results) {
-	if r.Interrupted {
+	if r.Interrupted && r.CutShort == nil {
 		fmt.Fprintln(w, "interrupted: the history recorded so far was kept and checked")
 	}
 	if r.Error != "" {

@@ -1,9 +1,7 @@
 package proc
 
 import (
-	"bytes"
 	"fmt"
-	"os"
 	"strconv"
 	"syscall"
 	"time"
@@ -16,18 +14,10 @@ const clockTick = 10 * time.Millisecond
 // CPU is the CPU time (user and system, all threads) process pid has used
 // so far, from /proc/PID/stat.
 func CPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	// utime and stime are fields 14 and 15.
+	f, err := stat(pid)
 	if err != nil {
 		return 0, err
-	}
-	// After "pid (comm) ": state is field 3, utime 14 and stime 15.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("proc: cannot parse /proc/%d/stat", pid)
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("proc: cannot parse /proc/%d/stat", pid)
 	}
 	var ticks int64
 	for _, s := range f[11:13] {

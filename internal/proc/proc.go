@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -145,19 +147,43 @@ func (p *Process) Kill() error {
 	}
 }
 
+// stat returns the fields of /proc/PID/stat after "pid (comm)", whose
+// comm may hold spaces and parentheses: the state (field 3) comes first.
+func stat(pid int) ([][]byte, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("proc: cannot parse /proc/%d/stat", pid)
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 20 {
+		return nil, fmt.Errorf("proc: cannot parse /proc/%d/stat", pid)
+	}
+	return f, nil
+}
+
 // State is the process's state letter in /proc/PID/stat: 'R' running,
 // 'S' sleeping, 'T' stopped by a signal, 'Z' exited but not reaped, ...
 func State(pid int) (byte, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := stat(pid)
 	if err != nil {
 		return 0, err
 	}
-	// "pid (comm) S ...": comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, fmt.Errorf("proc: cannot parse /proc/%d/stat", pid)
+	return f[0][0], nil
+}
+
+// StartTime is when process pid started, in clock ticks since boot
+// (field 22 of /proc/PID/stat). A pid and its start time name one process
+// for good, where a pid alone may be reused by another.
+func StartTime(pid int) (uint64, error) {
+	f, err := stat(pid)
+	if err != nil {
+		return 0, err
 	}
-	return b[i+2], nil
+	return strconv.ParseUint(string(f[19]), 10, 64)
 }
 
 // Alive reports whether a process with that ID exists and has not exited
@@ -180,15 +206,42 @@ func Children(pid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid ...": comm may hold spaces.
-		f := bytes.Fields(b[bytes.LastIndexByte(b, ')')+1:])
-		if len(f) > 1 && string(f[1]) == parent && string(f[0]) != "Z" {
+		// "state ppid ...".
+		f, err := stat(p)
+		if err == nil && string(f[1]) == parent && string(f[0]) != "Z" {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// Using reports whether some process has a file open under dir, or works
+// in it (its current directory). It reads every process's /proc entry it
+// may: a process of another user is not seen unless this one is root.
+func Using(dir string) bool {
+	dir = filepath.Clean(dir)
+	under := func(p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		base := "/proc/" + e.Name()
+		if cwd, err := os.Readlink(base + "/cwd"); err == nil && under(cwd) {
+			return true
+		}
+		fds, err := os.ReadDir(base + "/fd")
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if l, err := os.Readlink(base + "/fd/" + fd.Name()); err == nil && under(l) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -6,7 +6,7 @@
   const cols = [
     ["failed", (r) => (r.problem ? 2 : r.exit)], ["time", (r) => r.time], ["run", (r) => r.dir], ["seed", (r) => r.seed ?? ""],
     ["recipe", (r) => r.recipe], ["resource", (r) => r.resource], ["faults", (r) => r.faults],
-    ...checks.map((c) => [c, (r) => r.verdicts[c] || ""]), ["exit", (r) => r.exit], ["first story", (r) => r.problem || r.story || ""],
+    ...checks.map((c) => [c, (r) => r.verdicts[c] || ""]), ["exit", (r) => r.exit], ["first story", (r) => r.problem || r.story || r.cut_short || ""],
   ];
   let sortBy = 0, desc = true;
   const thead = document.querySelector("#runs thead"), tbody = document.querySelector("#runs tbody");
@@ -34,7 +34,8 @@
         if (name === "run" && r.report) {
           const a = document.createElement("a"); a.href = r.report; a.textContent = r.dir; td.append(a);
         } else if (name === "failed") {
-          td.textContent = r.problem ? "problem" : r.exit === 0 ? "" : r.exit === 1 ? "FAILED" : "unknown";
+          td.textContent = [r.problem ? "problem" : r.exit === 0 ? "" : r.exit === 1 ? "FAILED" : "unknown",
+            r.cut_short ? "cut short" : ""].filter(Boolean).join(", ");
         } else {
           td.textContent = name === "time" ? new Date(r.time).toLocaleString() : String(get(r));
         }

@@ -32,6 +32,7 @@
         "run " + sec(D.end - D.start), "required: " + (M.required || []).join(", ")].filter(Boolean).join(" · ")),
     el("div", { class: "meta" }, "versions: " + Object.entries(M.versions || {}).map(([k, v]) => k + " " + v).join(", ")),
   );
+  if (M.cut_short) $("head").append(el("div", { class: "unknown", id: "cut" }, M.cut_short));
   if (M.scenario) {
     const sc = M.scenario, expect = Object.keys(sc.expect || {}).sort().map((k) => k + " " + sc.expect[k]).join(", ");
     $("head").append(el("div", { id: "lesson" }, el("b", {}, "scenario " + sc.name + ": "), sc.lesson),
