@@ -402,7 +402,9 @@ func (s *searcher) endSoon(c *Candidate) bool {
 // blind halving.
 func (s *searcher) suspects() {
 	var keep []int
+	timed := false
 	for _, r := range s.runs {
+		timed = timed || r.Violation > 0
 		for _, i := range r.Suspects {
 			if i < len(s.best.Kept) && !slices.Contains(keep, s.best.Kept[i]) {
 				keep = append(keep, s.best.Kept[i])
@@ -410,6 +412,8 @@ func (s *searcher) suspects() {
 		}
 	}
 	switch keep = s.withStaging(keep); {
+	case !timed:
+		// The check said nothing of when, or during which faults.
 	case len(keep) == 0:
 		s.try(s.subset(nil, "no faults (none was in force during the failure)"))
 	case len(keep) < len(s.best.Schedule.Entries):
