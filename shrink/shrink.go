@@ -243,6 +243,11 @@ func (s *searcher) search() {
 		return
 	}
 	if s.opt.Steps.Faults {
+		// The replays may place the failure elsewhere than the original
+		// run did.
+		if c, ok := s.cutAtViolation(); ok {
+			s.try(c)
+		}
 		s.suspects()
 		if s.opt.Steps.Time {
 			// Sooner faults make every later candidate quicker to replay.

@@ -255,24 +255,31 @@ func (s *shrinker) test(ctx context.Context, c shrink.Candidate, need shrink.Nee
 	return out, nil
 }
 
-// replay runs c once. During the search, a run whose failure is a stale
-// write the resource accepted stops at the first one (the check's verdict
-// is then known).
+// replay runs c once. During the search, a replay ends as soon as its
+// history shows the failure: what comes after cannot undo it.
 func (s *shrinker) replay(c shrink.Candidate, searching bool) (shrink.Observation, error) {
 	o := s.run.base
 	o.Time, o.Quiet, o.Workload.Clients = c.Time, c.Quiet, c.Clients
 	sched := c.Schedule
 	o.Schedule = &sched
-	o.StopOnViolation = searching && s.run.target == shrink.Target{Check: histories.CheckResource}
 	o.Shrunk = s.run.note(c)
 	var err error
 	if o.Dir, err = harness.NewRunDir(s.work, o.Workload.Seed); err != nil {
 		return shrink.Observation{}, err
 	}
 	o.Command = reproduce(o)
+	ctx, stop := context.WithCancel(s.interrupt)
+	watched := make(chan struct{})
+	if searching {
+		go s.watch(ctx, filepath.Join(o.Dir, "history.jsonl"), stop, watched)
+	} else {
+		close(watched)
+	}
 	began := time.Now()
-	res, err := harness.Run(s.interrupt, o)
+	res, err := harness.Run(ctx, o)
 	took := time.Since(began)
+	stop()
+	<-watched
 	if err != nil {
 		os.RemoveAll(o.Dir)
 		if !s.replayed {
@@ -283,8 +290,8 @@ func (s *shrinker) replay(c shrink.Candidate, searching bool) (shrink.Observatio
 	}
 	s.replayed = true
 	s.dirs = append(s.dirs, o.Dir)
-	if res.Interrupted {
-		return shrink.Observation{}, context.Canceled
+	if s.interrupt.Err() != nil {
+		return shrink.Observation{}, s.interrupt.Err()
 	}
 	writeReport(io.Discard, filepath.Join(o.Dir, "report.html"), res)
 	obs, err := shrink.Observe(res, res.History, s.run.target)
@@ -294,6 +301,30 @@ func (s *shrinker) replay(c shrink.Candidate, searching bool) (shrink.Observatio
 	obs.Dir, obs.Took = o.Dir, took
 	s.overhead = max(s.overhead, took-c.Time-c.Quiet)
 	return obs, nil
+}
+
+// watchEvery is how often a replay's history is checked for the failure
+// while it runs.
+const watchEvery = time.Second
+
+// watch checks the history of a replay under way until it shows the
+// failure, then stops the replay.
+func (s *shrinker) watch(ctx context.Context, history string, stop func(), done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(watchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := harness.Check(history, harness.CheckOptions{Timeout: watchEvery, Required: []string{s.run.target.Check}})
+		if err == nil && s.run.target.In(res.Checks) {
+			stop()
+			return
+		}
+	}
 }
 
 // note is what a run of c records of its shrinking.
