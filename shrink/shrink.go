@@ -147,8 +147,8 @@ type Options struct {
 	// MinClients is the fewest clients tried (2: two to contend).
 	MinClients int
 	// Reserve is the time kept back from the budget for the final replays
-	// of the best candidate.
-	Reserve func(best Candidate) time.Duration
+	// of the best candidate, given its failing runs.
+	Reserve func(best Candidate, runs []Observation) time.Duration
 	// Progress, if set, hears of each attempt as it starts (done false) and
 	// once it is judged.
 	Progress func(a Attempt, done bool)
@@ -296,7 +296,7 @@ func (s *searcher) run(c Candidate, need Need) (Outcome, bool) {
 	ctx := s.ctx
 	if dl, ok := ctx.Deadline(); ok && s.opt.Reserve != nil {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, dl.Add(-s.opt.Reserve(s.best)))
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-s.opt.Reserve(s.best, s.runs)))
 		defer cancel()
 	}
 	a := Attempt{N: len(s.attempts) + 1, Candidate: c}

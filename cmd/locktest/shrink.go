@@ -232,7 +232,24 @@ type shrinker struct {
 	dirs     []string
 }
 
+// cost is how long a complete replay of c takes, at most.
 func (s *shrinker) cost(c shrink.Candidate) time.Duration { return c.Time + c.Quiet + s.overhead }
+
+// finalCost is how long the final replays of c take: one complete, the
+// others ending once they fail, which its runs in the search did by the
+// latest of their failures.
+func (s *shrinker) finalCost(c shrink.Candidate, runs []shrink.Observation) time.Duration {
+	var short time.Duration
+	for _, r := range runs {
+		if r.Violation > 0 {
+			short = max(short, r.Violation+watchEvery+s.overhead)
+		}
+	}
+	if short == 0 || short > s.cost(c) {
+		short = s.cost(c)
+	}
+	return s.cost(c) + time.Duration(s.k-1)*short
+}
 
 // test is the search's oracle: up to k replays of c.
 func (s *shrinker) test(ctx context.Context, c shrink.Candidate, need shrink.Need) (shrink.Outcome, error) {
@@ -255,9 +272,9 @@ func (s *shrinker) test(ctx context.Context, c shrink.Candidate, need shrink.Nee
 	return out, nil
 }
 
-// replay runs c once. During the search, a replay ends as soon as its
-// history shows the failure: what comes after cannot undo it.
-func (s *shrinker) replay(c shrink.Candidate, searching bool) (shrink.Observation, error) {
+// replay runs c once. A replay watched ends as soon as its history shows
+// the failure: what comes after cannot undo it.
+func (s *shrinker) replay(c shrink.Candidate, watched bool) (shrink.Observation, error) {
 	o := s.run.base
 	o.Time, o.Quiet, o.Workload.Clients = c.Time, c.Quiet, c.Clients
 	sched := c.Schedule
@@ -269,17 +286,17 @@ func (s *shrinker) replay(c shrink.Candidate, searching bool) (shrink.Observatio
 	}
 	o.Command = reproduce(o)
 	ctx, stop := context.WithCancel(s.interrupt)
-	watched := make(chan struct{})
-	if searching {
-		go s.watch(ctx, filepath.Join(o.Dir, "history.jsonl"), stop, watched)
+	watching := make(chan struct{})
+	if watched {
+		go s.watch(ctx, filepath.Join(o.Dir, "history.jsonl"), stop, watching)
 	} else {
-		close(watched)
+		close(watching)
 	}
 	began := time.Now()
 	res, err := harness.Run(ctx, o)
 	took := time.Since(began)
 	stop()
-	<-watched
+	<-watching
 	if err != nil {
 		os.RemoveAll(o.Dir)
 		if !s.replayed {
@@ -357,20 +374,19 @@ func (r *shrinkRun) shrink(ctx context.Context, set shrinkSettings, stdout, stde
 	case res.Stopped != nil && !interrupted && len(res.Attempts) == 0:
 		return exitUnknown, fmt.Errorf("shrink: --budget %s leaves no time to replay %s once (about %s)", set.budget, r.dir, s.cost(r.orig))
 	}
-	best := res.Best
-	// The best is replayed again, unless interrupted, for its rate.
-	var final shrink.Outcome
-	for i := 0; i < set.replays && !interrupted; i++ {
-		stopBar := startBar(stderr, began, set.budget, fmt.Sprintf("replaying the result: %d of %d", i+1, set.replays))
-		obs, err := s.replay(best, false)
-		stopBar()
-		if interrupted = err != nil; !interrupted {
-			final.Runs = append(final.Runs, obs)
-		}
+	best, final, note := res.Best, shrink.Outcome{}, ""
+	if !interrupted {
+		best, final, note = s.final(res, set, began, stderr)
+		interrupted = ctx.Err() != nil
 	}
-	// The run kept: the first final replay that failed, else the search's.
+	// The run kept: the first final replay that failed, else the search's
+	// (when it kept the best).
+	runs := final.Runs
+	if note == "" {
+		runs = slices.Concat(runs, res.Runs)
+	}
 	var windows []shrink.Window
-	for _, o := range slices.Concat(final.Runs, res.Runs) {
+	for _, o := range runs {
 		if o.Failed && strings.HasPrefix(o.Dir, s.work+string(filepath.Separator)) {
 			keep, windows = o.Dir, o.Struck
 			break
@@ -402,6 +418,9 @@ func (r *shrinkRun) shrink(ctx context.Context, set shrinkSettings, stdout, stde
 		fmt.Fprintf(stdout, "%s; interrupted: the best found so far, not replayed again\n", summary)
 		return exitUnknown, nil
 	}
+	if note != "" {
+		fmt.Fprintln(stdout, note)
+	}
 	if !slices.ContainsFunc(res.Attempts, func(a shrink.Attempt) bool { return a.Accepted }) {
 		fmt.Fprintf(stdout, "could not shrink it: no smaller schedule failed in %d of %d replays\n", set.replays, set.replays)
 	}
@@ -410,6 +429,61 @@ func (r *shrinkRun) shrink(ctx context.Context, set shrinkSettings, stdout, stde
 		return exitUnknown, nil
 	}
 	return exitInvalid, nil
+}
+
+// final replays the best candidate again for its rate: as its replay
+// command does, to the end, until one fails (the run kept); the others
+// end once they fail. One that does not fail every time may
+// have been lucky in the search: while the budget lasts, the candidates
+// accepted before it are replayed, the latest first, and the first that
+// fails every time is chosen (else the one that failed most often). note
+// says so when the best was not chosen.
+func (s *shrinker) final(res shrink.Result, set shrinkSettings, began time.Time, stderr io.Writer) (shrink.Candidate, shrink.Outcome, string) {
+	// The best is the last candidate accepted, or the original.
+	var chain []shrink.Candidate
+	for i := len(res.Attempts) - 1; i >= 0; i-- {
+		if a := res.Attempts[i]; a.Accepted {
+			chain = append(chain, a.Candidate)
+		}
+	}
+	if len(chain) == 0 {
+		chain = []shrink.Candidate{res.Best}
+	}
+	deadline := began.Add(set.budget)
+	var (
+		chosen int
+		out    shrink.Outcome
+		rate   = -1.0
+	)
+	for n, c := range chain {
+		if n > 0 && time.Until(deadline) < time.Duration(set.replays)*s.cost(c) {
+			break
+		}
+		var o shrink.Outcome
+		for i := 0; i < set.replays; i++ {
+			stopBar := startBar(stderr, began, set.budget, fmt.Sprintf("replaying the result: %d of %d", i+1, set.replays))
+			obs, err := s.replay(c, o.Failed() > 0)
+			stopBar()
+			if err != nil {
+				return c, o, ""
+			}
+			o.Runs = append(o.Runs, obs)
+			if !obs.Failed && n+1 < len(chain) {
+				break // another candidate is waiting
+			}
+		}
+		if r := float64(o.Failed()) / float64(len(o.Runs)); r > rate {
+			chosen, out, rate = n, o, r
+		}
+		fmt.Fprintf(stderr, "shrink     %6s  replayed again: %s: failed in %d of %d\n", time.Since(began).Round(time.Second), c, o.Failed(), len(o.Runs))
+		if o.Failed() == set.replays {
+			break
+		}
+	}
+	if chosen == 0 {
+		return chain[0], out, ""
+	}
+	return chain[chosen], out, fmt.Sprintf("the smallest schedule found (%s) did not fail in every replay again: kept an earlier one (%s)", chain[0], chain[chosen])
 }
 
 // search runs the search within the budget, a line per candidate on
@@ -430,7 +504,8 @@ func (s *shrinker) search(set shrinkSettings, began time.Time, stderr io.Writer)
 	}
 	return shrink.Search(ctx, s.run.orig, s.run.seen, s.test, shrink.Options{
 		Steps: set.steps, Interval: s.run.base.Nemesis.Interval, Progress: progress,
-		Reserve: func(best shrink.Candidate) time.Duration { return time.Duration(set.replays) * s.cost(best) },
+		// Room for the final replays of the best, and of one before it.
+		Reserve: func(best shrink.Candidate, runs []shrink.Observation) time.Duration { return 2 * s.finalCost(best, runs) },
 	})
 }
 
