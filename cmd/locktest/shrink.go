@@ -505,7 +505,9 @@ func (s *shrinker) search(set shrinkSettings, began time.Time, stderr io.Writer)
 	return shrink.Search(ctx, s.run.orig, s.run.seen, s.test, shrink.Options{
 		Steps: set.steps, Interval: s.run.base.Nemesis.Interval, Progress: progress,
 		// Room for the final replays of the best, and of one before it.
-		Reserve: func(best shrink.Candidate, runs []shrink.Observation) time.Duration { return 2 * s.finalCost(best, runs) },
+		Reserve: func(best shrink.Candidate, runs []shrink.Observation) time.Duration {
+			return 2 * s.finalCost(best, runs)
+		},
 	})
 }
 
