@@ -70,9 +70,8 @@ type Observation struct {
 	// Suspects are the entries whose faults were in force during that
 	// violation.
 	Suspects []int
-	// Dir is the run's directory, Took how long it took, start to verdict.
-	Dir  string
-	Took time.Duration
+	// Dir is the run's directory.
+	Dir string
 	// Note says why a replay could not be judged, if it could not.
 	Note string
 }

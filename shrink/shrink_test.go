@@ -30,7 +30,10 @@ type fake struct {
 	// forbid fails the test if a candidate keeps the second of a staged
 	// pair without the first.
 	forbid [2]int
-	tried  []Candidate
+	// took, by original index, is how long a fault that ends by itself
+	// (a lease that expires) stays in force.
+	took  map[int]time.Duration
+	tried []Candidate
 }
 
 const replays = 3
@@ -38,7 +41,11 @@ const replays = 3
 func (f *fake) observe(c Candidate) Observation {
 	o := Observation{Struck: make([]Window, len(c.Schedule.Entries))}
 	for i, e := range c.Schedule.Entries {
-		o.Struck[i] = Window{Struck: true, Start: e.At, Stop: e.At + e.Duration, Targets: []string{e.Target}}
+		d := e.Duration
+		if t, ok := f.took[c.Kept[i]]; ok {
+			d = min(d, t)
+		}
+		o.Struck[i] = Window{Struck: true, Start: e.At, Stop: e.At + d, Targets: []string{e.Target}}
 	}
 	ok := c.Clients >= f.minClients
 	var last time.Duration
@@ -292,4 +299,23 @@ func steps(as []Attempt) []string {
 		out = append(out, fmt.Sprintf("%s: %d faults over %v -> %v", a.Candidate.Step, a.Candidate.Faults(), a.Candidate.Time, a.Accepted))
 	}
 	return out
+}
+
+// A fault that ended by itself is shortened to a little more than it
+// took, not halved; one cut short by the run's end is not taken for one.
+func TestSearchShortensToWhatAFaultTook(t *testing.T) {
+	orig := schedule(2)
+	orig.Schedule.Entries[1].Duration = 6 * time.Second
+	f := &fake{need: []int{1}, lag: time.Second, minDur: 2500 * time.Millisecond, took: map[int]time.Duration{1: 2100 * time.Millisecond}}
+	r := search(t, f, orig)
+	if d := r.Best.Schedule.Entries[0].Duration; d != 3200*time.Millisecond {
+		t.Errorf("lasts %v, want 3.2s: the 2.1 s it took and half again (at least a second)", d)
+	}
+	s := &searcher{best: orig, runs: []Observation{{Struck: []Window{{Struck: true, Stop: time.Second, Cut: true}, {Struck: true, Stop: time.Second}}}}}
+	if got := s.inForce(0); got != orig.Schedule.Entries[0].Duration {
+		t.Errorf("a fault cut short by the run's end counts %v in force, want its whole duration", got)
+	}
+	if got := s.inForce(1); got != time.Second {
+		t.Errorf("in force %v, want the 1 s it took", got)
+	}
 }

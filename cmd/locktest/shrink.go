@@ -315,7 +315,7 @@ func (s *shrinker) replay(c shrink.Candidate, watched bool) (shrink.Observation,
 	if err != nil {
 		return obs, err
 	}
-	obs.Dir, obs.Took = o.Dir, took
+	obs.Dir = o.Dir
 	s.overhead = max(s.overhead, took-c.Time-c.Quiet)
 	return obs, nil
 }
