@@ -342,6 +342,21 @@ func (s *searcher) verifyOriginal() bool {
 	return true
 }
 
+// fewer is the best with only the entries whose original indices are in
+// keep, started sooner when time may be shrunk too: a fault aimed at a
+// moment waits for one wherever it starts, and a candidate that ends
+// sooner is quicker to replay.
+func (s *searcher) fewer(keep []int, step string) Candidate {
+	c := s.subset(keep, step)
+	if s.opt.Steps.Time {
+		if sc, ok := s.sooner(c); ok {
+			sc.Step += ", sooner"
+			return sc
+		}
+	}
+	return c
+}
+
 // subset is the best candidate with only the entries whose original
 // indices are in keep.
 func (s *searcher) subset(keep []int, step string) Candidate {
@@ -421,16 +436,10 @@ func (s *searcher) suspects() {
 	case len(keep) == 0:
 		s.try(s.subset(nil, "no faults (none was in force during the failure)"))
 	case len(keep) < len(s.best.Schedule.Entries):
-		c := s.subset(keep, "the faults in force during the failure")
-		if s.endSoon(&c) && c.Time < s.best.Time {
+		c := s.fewer(keep, "the faults in force during the failure")
+		if c.Time == s.best.Time && s.endSoon(&c) && c.Time < s.best.Time {
 			c.Step += ", end soon after it"
 		}
-		s.try(c)
-	}
-}
-
-func (s *searcher) trySooner() {
-	if c, ok := s.sooner(); ok {
 		s.try(c)
 	}
 }
@@ -461,7 +470,7 @@ func (s *searcher) ddmin() {
 		reduced := false
 		test := func(keep []int, step string) bool {
 			keep = s.withStaging(keep)
-			if len(keep) >= len(items) || !s.try(s.subset(keep, step)) {
+			if len(keep) >= len(items) || !s.try(s.fewer(keep, step)) {
 				return false
 			}
 			items, reduced = keep, true

@@ -16,48 +16,56 @@ func (s *searcher) oneUnit() bool {
 	return len(es) == 1 || len(es) == 2 && s.best.Schedule.StagesNext(0)
 }
 
-// sooner moves the faults to start as soon as the one before them has
-// had its time (the first at the nemesis interval) and ends the run as long
-// after its last fault's start as the failure came in the replays, with a
-// margin.
-func (s *searcher) sooner() (Candidate, bool) {
-	es := s.best.Schedule.Entries
-	lags := s.lags()
-	if len(es) == 0 || len(lags) == 0 {
-		return Candidate{}, false
+// sooner moves c's faults (some of the best's) to start as soon as the
+// one before them has had its time (the first at the nemesis interval),
+// and ends the run as long after the fault that came last before the
+// failure as the failure came after it in the best's runs, with a margin.
+// False when it changes nothing, or the runs gave no time of the failure.
+func (s *searcher) sooner(c Candidate) (Candidate, bool) {
+	es := c.Schedule.Entries
+	if len(es) == 0 {
+		return c, false
 	}
-	c := s.clone("start the faults sooner, end sooner")
-	for i, e := range es {
+	out := c
+	out.Schedule.Entries = make([]nemesis.Entry, len(es))
+	for j, e := range es {
+		e = cloneEntry(e)
 		at := min(e.At, s.opt.Interval)
 		switch {
-		case i > 0 && s.best.Schedule.StagesNext(i-1):
-			at = c.Schedule.Entries[i-1].At
-		case i > 0:
-			at = c.Schedule.Entries[i-1].At + s.inForce(i-1) + s.opt.Interval
+		case j > 0 && c.Schedule.StagesNext(j-1):
+			at = out.Schedule.Entries[j-1].At
+		case j > 0:
+			at = out.Schedule.Entries[j-1].At + s.inForce(slices.Index(s.best.Kept, c.Kept[j-1])) + s.opt.Interval
 		}
-		c.Schedule.Entries[i].At = min(at, e.At)
+		e.At = min(at, e.At)
+		out.Schedule.Entries[j] = e
 	}
-	last := c.Schedule.Entries[len(es)-1].At
-	c.Time = min(s.best.Time, roundUp(last+slices.Max(lags)+endMargin(lags)))
-	return c, c.key() != s.best.key()
+	// When the failure came in each run, moved as the fault before it.
+	var ends []time.Duration
+	for _, r := range s.runs {
+		j := -1
+		for k, e := range es {
+			if r.Violation > 0 && e.At <= r.Violation {
+				j = k
+			}
+		}
+		if j >= 0 {
+			ends = append(ends, r.Violation-(es[j].At-out.Schedule.Entries[j].At))
+		}
+	}
+	if len(ends) == 0 {
+		return c, false
+	}
+	last := out.Schedule.Entries[len(es)-1].At
+	out.Time = min(c.Time, max(roundUp(slices.Max(ends)+endMargin(ends)), roundUp(last+time.Second)))
+	return out, out.key() != c.key()
 }
 
-// lags are, in the best's failing runs, how long after its last fault's
-// scheduled start the failure was complete (never negative).
-func (s *searcher) lags() []time.Duration {
-	es := s.best.Schedule.Entries
-	var out []time.Duration
-	for _, r := range s.runs {
-		if r.Violation <= 0 {
-			continue
-		}
-		lag := r.Violation
-		if len(es) > 0 {
-			lag = max(0, r.Violation-es[len(es)-1].At)
-		}
-		out = append(out, lag)
+// trySooner tries the best with its faults sooner.
+func (s *searcher) trySooner() {
+	if c, ok := s.sooner(s.clone("start the faults sooner, end sooner")); ok {
+		s.try(c)
 	}
-	return out
 }
 
 // inForce is the longest entry i of the best was in force in its failing
