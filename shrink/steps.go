@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/locktest/locktest/nemesis"
@@ -135,12 +136,22 @@ func (s *searcher) earlierEnd() {
 	if !s.opt.Steps.KeepQuiet {
 		quiet = min(quiet, s.opt.MinQuiet)
 	}
-	c := s.clone("end the run earlier")
-	c.Time, c.Quiet = end, quiet
-	if c.key() == s.best.key() || s.try(c) || quiet == s.best.Quiet || end == s.best.Time {
+	var step []string
+	if end < s.best.Time {
+		step = append(step, "end the run earlier")
+	}
+	if quiet < s.best.Quiet {
+		step = append(step, "shorten the quiet period after the heal")
+	}
+	if len(step) == 0 {
 		return
 	}
-	c.Quiet = s.best.Quiet
+	c := s.clone(strings.Join(step, ", "))
+	c.Time, c.Quiet = end, quiet
+	if s.try(c) || len(step) == 1 {
+		return
+	}
+	c.Step, c.Quiet = step[0], s.best.Quiet
 	s.try(c)
 }
 
