@@ -30,10 +30,12 @@ import (
 //  5. A live holder keeps its claim: a holder's lease does not expire on
 //     the server while no fault was active during its last TTL.
 //
-// Order is judged by etcd revisions: a claim is the key created at the
-// token's revision (the token of every built-in recipe is its key's create
-// revision), lost at the revision of its key-deleted event, or after the
-// history's "observed" revision if it has no such event.
+// Order is judged by revisions (a backend whose server has none says so in
+// its Terms, and promises 2 and 3 are then not judged): a claim is the key
+// created at the token's revision (the token of every built-in recipe of a
+// server with revisions is its key's create revision), lost at the
+// revision of its key-deleted event, or after the history's "observed"
+// revision if it has no such event.
 const (
 	promiseTokens  = "1 (tokens grow)"
 	promiseLost    = "2 (no grant of a lost lock)"
@@ -67,13 +69,8 @@ type contractJudge struct {
 }
 
 // noRevisions says why promises judged by revisions cannot be judged on a
-// server that has none (Redis), or "" for etcd.
-func (j *contractJudge) noRevisions() string {
-	if b := j.sd.backend; b != "" && b != "etcd" {
-		return fmt.Sprintf("%s has no revisions, so the history cannot order a grant's decision against the server's deletions", b)
-	}
-	return ""
-}
+// server that has none (the backend's Terms say), or "".
+func (j *contractJudge) noRevisions() string { return j.h.terms().Unordered }
 
 func (j *contractJudge) cannot(promise, why string) {
 	if _, ok := j.unjudged[promise]; !ok {
@@ -230,7 +227,7 @@ func (j *contractJudge) lost(grants []*operation) {
 			j.cannot(promiseLost, "the grants carry no decision revision (a history recorded before locktest recorded them)")
 			continue
 		case !g.keyed:
-			j.cannot(promiseLost, "the lock does not say which etcd key a grant holds (etcdlock.Keyed)")
+			j.cannot(promiseLost, j.h.terms().Unkeyed)
 			continue
 		}
 		held, d, ok := j.heldAt(g.key, g.tok, g.rev)
@@ -257,7 +254,7 @@ func deletionCause(h *History, d Deletion) string {
 		if h.revokedAt(d) {
 			return ": the nemesis revoked its lease"
 		}
-		return h.story().terms().expiredShort
+		return h.terms().ExpiredShort
 	case histories.DeletedByRevoke:
 		return ": its session was closed"
 	case histories.DeletedByRelease:
@@ -364,7 +361,7 @@ func (j *contractJudge) releases() {
 			victim = fmt.Sprintf("%s's key (token %d)", owner, d.Token)
 		}
 		v.Story = fmt.Sprintf("on key %q, %s deleted %s at %s, %s.",
-			d.Key, what, victim, h.atRevision(d.Revision, d.Time), fmt.Sprintf(j.sd.terms().alive, owner))
+			d.Key, what, victim, h.atRevision(d.Revision, d.Time), fmt.Sprintf(j.h.terms().Alive, owner))
 		j.broke(promiseRelease, v)
 	}
 }
@@ -395,7 +392,7 @@ func (j *contractJudge) live() {
 		}
 		j.broke(promiseLive, Violation{Key: d.Key, Processes: []int{b.Process}, Tokens: []int64{d.Token}, From: b.From, To: d.Time,
 			Story: fmt.Sprintf("on key %q, %s of %s, which held token %d since %s, expired on the server: its key was deleted at %s, and no fault was active in the %s before.",
-				d.Key, j.sd.terms().claim, h.who(histories.Process(b.Process)), d.Token, h.at(b.From), h.atRevision(d.Revision, d.Time), window)})
+				d.Key, j.h.terms().Claim, h.who(histories.Process(b.Process)), d.Token, h.at(b.From), h.atRevision(d.Revision, d.Time), window)})
 	}
 }
 

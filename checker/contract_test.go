@@ -168,7 +168,7 @@ func TestContractUnknown(t *testing.T) {
 
 	// A lock that does not say which key it holds (no etcdlock.Keyed).
 	h := (&hist{}).recorded(100, 1).grant(1, 1000, 1100, 10, 10, "").rel(1, "lock", 2000, 2010, ok)
-	expect(t, Contract(h.ops()), Unknown, "which etcd key a grant holds (etcdlock.Keyed)")
+	expect(t, Contract(h.ops()), Unknown, "which key a grant holds (lock.Keyed)")
 
 	// No grant at all is never valid.
 	expect(t, Contract((&hist{}).recorded(100).acq(1, "lock", 1000, 2000, fail, 0).ops()), Unknown, "holds no grant")
@@ -179,10 +179,12 @@ func TestContractUnknown(t *testing.T) {
 	expect(t, Contract(h.ops()), Unknown, "does not say whether the key of token 10 was deleted by revision 10")
 }
 
-// On Redis, promises 4 and 5 speak of the key's TTL, with no revisions.
-func TestContractRedisWording(t *testing.T) {
+// On a server without revisions, promises 4 and 5 speak of the key's TTL,
+// and promises 2 and 3 are not judged.
+func TestContractBackendWording(t *testing.T) {
+	contract := func(h *hist) Result { return withTerms(h.ops(), "ttl-store", ttlTerms).Contract() }
 	redis := func() *hist {
-		return (&hist{}).event("setup", 0, nil, map[string]string{"ttl": "2", "recipe": "redis-del", "backend": "redis"}).
+		return (&hist{}).event("setup", 0, nil, map[string]string{"ttl": "2", "recipe": "ttl-del", "backend": "ttl-store"}).
 			clientOf(1, "c1").clientOf(3, "c3").
 			event("observed", 100000, nil, nil)
 	}
@@ -196,12 +198,16 @@ func TestContractRedisWording(t *testing.T) {
 	h := redis().acq(1, "lock", 1000, 1100, ok, 1).acq(3, "lock", 3000, 3500, ok, 2)
 	redisDeleted(h, 4150, "c3", 2, "other-release", "released_by", "c1", "released_token", "1")
 	h.rel(1, "lock", 4100, 4200, ok).rel(3, "lock", 5000, 5010, ok)
-	expect(t, Contract(h.ops()), Invalid, `at 4.15 s, before c3's key had expired (TTL).`)
+	r := contract(h)
+	expect(t, r, Invalid, `at 4.15 s, before c3's key had expired (TTL).`)
+	if !slices.Contains(r.Unjudged, promiseLost) || !strings.Contains(r.Explanation, "the server has no revisions") {
+		t.Errorf("promise 2 judged on a server without revisions: unjudged %v: %s", r.Unjudged, r.Explanation)
+	}
 
 	h = redis().acq(1, "lock", 1000, 1100, ok, 1)
 	redisDeleted(h, 8000, "c1", 1, "expiry", "lease_alive", "false")
 	h.rel(1, "lock", 9000, 9010, ok)
-	expect(t, Contract(h.ops()), Invalid,
+	expect(t, contract(h), Invalid,
 		`on key "lock", the key of process 1 (c1), which held token 1 since 1.10 s, expired on the server: its key was deleted at 8.00 s, and no fault`)
 }
 

@@ -170,3 +170,25 @@ func TestEmptyHistoryIsCut(t *testing.T) {
 		t.Fatalf("cut %+v", cut)
 	}
 }
+
+// TestCutUnsettledByResource: a write of unknown outcome before the cut is
+// unsettled on the HTTP store (no log said whether it was accepted), but on
+// a resource the system under test keeps (the setup's resource is not
+// "http") only writes in flight at the cut are: the others are unknown in a
+// whole run too.
+func TestCutUnsettledByResource(t *testing.T) {
+	for _, c := range []struct {
+		resource string
+		want     Verdict
+	}{{"http", Unknown}, {"", Unknown}, {"etcd-txn", Valid}, {"kept-elsewhere", Valid}} {
+		h := wholeRun(map[string]string{"resource": c.resource}).
+			acq(1, "lock", 520, 525, ok, 11).write(1, "lock", 530, 540, info, 11, 4).rel(1, "lock", 545, 550, ok)
+		rs, cut := judged(Build(upTo(h, 600)))
+		if cut == nil {
+			t.Fatalf("%q: not cut", c.resource)
+		}
+		if r := verdictOf(rs, histories.CheckResource); r.Verdict != c.want {
+			t.Errorf("resource %q: the check %s, want %s: %s", c.resource, r.Verdict, c.want, r.Explanation)
+		}
+	}
+}

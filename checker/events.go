@@ -42,8 +42,8 @@ type storyData struct {
 	ttl         time.Duration
 	observed    int64
 	observedAll bool
-	// backend is the system under test from the setup event ("etcd",
-	// "redis"; "" in a history from before it was recorded: etcd).
+	// backend is the system under test from the setup event ("" in a
+	// history from before it was recorded).
 	backend string
 	// recipe is the lock recipe the setup event names.
 	recipe string

@@ -35,6 +35,8 @@ type History struct {
 	err error
 	// describe words the faults in stories; nil: generic phrases.
 	describe Describer
+	// termsOf gives the words of a backend, by name; nil: LeaseTerms.
+	termsOf func(backend string) Terms
 
 	storyOnce sync.Once
 	storyData *storyData
@@ -63,7 +65,7 @@ type operation struct {
 	applied, lost bool
 	err           string
 	// rev is an acquire ok's decision revision (0: not recorded); keyed
-	// says the grant named its etcd key (etcdlock.Keyed).
+	// says the grant named its key (lock.Keyed).
 	rev   int64
 	keyed bool
 }
@@ -94,6 +96,10 @@ type Builder struct {
 	// it, or for a kind it does not know, a story says "fault KIND on
 	// TARGETS was active".
 	Describe Describer
+	// Terms, if set, gives the words of the history's backend (the setup
+	// event's, "" when it names none) for its stories; without it,
+	// LeaseTerms.
+	Terms func(backend string) Terms
 
 	h        *History
 	inflight map[histories.Process]*operation
@@ -207,7 +213,7 @@ func (b *Builder) Finish() *History {
 		o.status, o.missing, o.ret = histories.Info, true, h.end
 	}
 	b.inflight = nil
-	h.describe = b.Describe
+	h.describe, h.termsOf = b.Describe, b.Terms
 	return h
 }
 

@@ -128,7 +128,7 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 		why := ""
 		switch d.By {
 		case histories.DeletedByExpiry:
-			why = sd.terms().expired
+			why = h.terms().Expired
 			if h.revokedAt(d) {
 				why = ": the nemesis revoked its lease"
 			}
@@ -145,7 +145,7 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 	}
 	for _, l := range sd.lost {
 		if p, ok := tokens[l.token]; ok && l.key == key {
-			evs = append(evs, event{l.time, fmt.Sprintf(sd.terms().noticed, h.who(histories.Process(p)), h.at(l.time))})
+			evs = append(evs, event{l.time, fmt.Sprintf(h.terms().Noticed, h.who(histories.Process(p)), h.at(l.time))})
 		}
 	}
 	// Writes of these processes to the key while the story lasts, in the

@@ -268,20 +268,55 @@ func TestLivenessHungAfterHeal(t *testing.T) {
 	expect(t, Liveness(h.ops(), 5*time.Second), Unknown, "No client was granted a lock after the final heal at 1.00 s")
 }
 
-// On a Redis run the stories speak of the key's TTL, not of leases: the
-// same paused holder, with the backend in the setup event.
-func TestStoryRedisWording(t *testing.T) {
+// ttlTerms are the words of a lock whose claim is a key with a TTL, on a
+// server without revisions (a Redis backend's).
+var ttlTerms = Terms{
+	Expired:      ": its key expired on the server (TTL)",
+	ExpiredShort: ": its key expired (TTL)",
+	Noticed:      "%s's watchdog noticed at %s that its key was gone",
+	Alive:        "before %s's key had expired (TTL)",
+	Claim:        "the key",
+	Unordered:    "the server has no revisions",
+}
+
+// withTerms is the History of ops whose backend, by the name its setup
+// event gives, speaks with terms.
+func withTerms(ops []histories.Op, backend string, terms Terms) *History {
+	b := NewBuilder()
+	b.Describe = describePause
+	b.Terms = func(name string) Terms {
+		if name == backend {
+			return terms
+		}
+		return LeaseTerms
+	}
+	for _, op := range ops {
+		if err := b.Add(op); err != nil {
+			panic(err)
+		}
+	}
+	return b.Finish()
+}
+
+// The stories speak the words of the history's backend: of a key's TTL,
+// not of leases, for a backend that says so (the same paused holder, with
+// the backend in the setup event).
+func TestStoryBackendWording(t *testing.T) {
 	ops := pausedHolder().
-		event("setup", 0, nil, map[string]string{"backend": "redis", "recipe": "redis-setnx", "ttl": "2"}).
+		event("setup", 0, nil, map[string]string{"backend": "ttl-store", "recipe": "ttl-lock", "ttl": "2"}).
 		event("lease-lost", 4400, []string{"c4"}, map[string]string{"key": "lock", "token": "38"}).ops()
-	h := described(ops)
+	h := withTerms(ops, "ttl-store", ttlTerms)
 	m := h.Mutex(Options{})
 	expect(t, m, Invalid, "the server deleted process 4's lock key (token 38) at 3.10 s: its key expired on the server (TTL); ",
 		"process 4's watchdog noticed at 4.40 s that its key was gone")
 	if regexp.MustCompile(`\blease\b`).MatchString(m.Explanation) {
-		t.Errorf("a Redis story speaks of leases: %s", m.Explanation)
+		t.Errorf("a TTL store's story speaks of leases: %s", m.Explanation)
 	}
-	if h.Backend() != "redis" || h.Recipe() != "redis-setnx" || described(pausedHolder().ops()).Backend() != "etcd" {
+	if h.Backend() != "ttl-store" || h.Recipe() != "ttl-lock" || described(pausedHolder().ops()).Backend() != "" {
 		t.Errorf("backend %q, recipe %q", h.Backend(), h.Recipe())
 	}
+	// A history from before its backend was recorded gets the words
+	// its caller gives for none.
+	old := withTerms(pausedHolder().ops(), "", ttlTerms).Mutex(Options{})
+	expect(t, old, Invalid, "its key expired on the server (TTL)")
 }

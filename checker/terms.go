@@ -2,60 +2,79 @@ package checker
 
 import "fmt"
 
-// terms are how the stories name a lock's claim on the server: etcd holds
-// it by a lease and orders it by revisions; Redis by a key with a TTL, and
-// has no revisions.
-type terms struct {
-	// expired is why the server deleted a key whose claim ran out, after
-	// "the server deleted ...'s lock key".
-	expired string
-	// expiredShort is the same in the contract's stories.
-	expiredShort string
-	// noticed says that a client found its claim gone: who, when.
-	noticed string
-	// alive says that a key's claim still stood: whose.
-	alive string
-	// claim is what runs out: "the lease", "the key (TTL)".
-	claim string
+// Terms are a backend's words for its lock's claim on the server, as the
+// stories, the summaries and the report say them: one service holds a claim
+// by a lease and orders every change by a revision, another by a key with
+// a TTL and has no revisions. The caller gives them by the history's
+// backend (Builder.Terms); the checker names no backend.
+type Terms struct {
+	// Expired is why the server deleted a key whose claim ran out, after
+	// "the server deleted ...'s lock key": ": its lease expired on the
+	// server".
+	Expired string
+	// ExpiredShort is the same in the contract's stories.
+	ExpiredShort string
+	// Noticed says that a client found its claim gone: a format of who
+	// and when.
+	Noticed string
+	// Alive says that a key's claim still stood: a format of whose.
+	Alive string
+	// Claim is what runs out: "the lease", "the key".
+	Claim string
+	// Unordered is why the history cannot order a grant's decision
+	// against the server's deletions, for a server that orders its changes
+	// by no revision the history records: the contract's promises 2 and 3
+	// are then not judged. "" when it can.
+	Unordered string
+	// Unkeyed is why promise 2 cannot be judged for a lock that does not
+	// tell the key its grant holds.
+	Unkeyed string
+
+	// Words of a run's summary, for the callers' "in words" lines.
+	//
+	// Unsafe says why a lock alone is not mutual exclusion, after "the
+	// lock's own mutual exclusion broke".
+	Unsafe string
+	// Race names the overlap of holders that every lock of its kind has,
+	// fencing its cure: "the lease race (expected for any lease lock;
+	// fencing is the cure)"; RaceShort in a word ("lease" races).
+	Race, RaceShort string
+
+	// The report's legend: a lock key the server deleted when its claim
+	// ran out, and a client that found its claim gone.
+	LegendExpired, LegendLost string
 }
 
-var (
-	etcdTerms = terms{
-		expired:      ": its lease expired on the server",
-		expiredShort: ": its lease expired",
-		noticed:      "%s's session noticed at %s that its lease was gone",
-		alive:        "while %s's lease was alive",
-		claim:        "the lease",
-	}
-	redisTerms = terms{
-		expired:      ": its key expired on the server (TTL)",
-		expiredShort: ": its key expired (TTL)",
-		noticed:      "%s's watchdog noticed at %s that its key was gone",
-		alive:        "before %s's key had expired (TTL)",
-		claim:        "the key",
-	}
-)
+// LeaseTerms are the words of a lock whose claim is a key under a lease,
+// judged by revisions: what a history's stories say when the caller gives
+// no Terms.
+var LeaseTerms = Terms{
+	Expired:       ": its lease expired on the server",
+	ExpiredShort:  ": its lease expired",
+	Noticed:       "%s's session noticed at %s that its lease was gone",
+	Alive:         "while %s's lease was alive",
+	Claim:         "the lease",
+	Unkeyed:       "the lock does not say which key a grant holds (lock.Keyed)",
+	Unsafe:        "a lease lock alone is not mutual exclusion",
+	Race:          "the lease race (expected for any lease lock; fencing is the cure)",
+	RaceShort:     "lease",
+	LegendExpired: "key expired or revoked on the server",
+	LegendLost:    "client noticed its lease was lost",
+}
 
-// terms are the words of the history's backend; etcd's for a history from
-// before the backend was recorded.
-func (sd *storyData) terms() terms {
-	if sd.backend == "redis" {
-		return redisTerms
+// terms are the words of the history's backend.
+func (h *History) terms() Terms {
+	if h.termsOf == nil {
+		return LeaseTerms
 	}
-	return etcdTerms
+	return h.termsOf(h.story().backend)
 }
 
 // Backend is the system under test the history was recorded on, from its
-// setup event: "etcd" (also for a history from before it was recorded) or
-// "redis".
-func (h *History) Backend() string {
-	if b := h.story().backend; b != "" {
-		return b
-	}
-	return "etcd"
-}
+// setup event; "" in a history from before it was recorded.
+func (h *History) Backend() string { return h.story().backend }
 
-// Recipe is the lock recipe the history's setup event names ("" if none).
+// Recipe is the lock recipe the setup event names ("" if none).
 func (h *History) Recipe() string { return h.story().recipe }
 
 // atRevision says when, with the revision where the server has revisions.

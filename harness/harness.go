@@ -1,8 +1,8 @@
-// Package harness runs locktest end to end: a real etcd cluster behind
-// toxiproxy, the contending clients and their protected resource, the
-// nemesis' faults on a seeded schedule, and the checks of the recorded
-// history. The CLI is a thin layer over it, and a team can call Run from its
-// own tests.
+// Package harness runs locktest end to end: the system under test of the
+// recipe's backend (real servers behind toxiproxy: see backend/), the
+// contending clients and their protected resource, the nemesis' faults on a
+// seeded schedule, and the checks of the recorded history. The CLI is a thin
+// layer over it, and a team can call Run from its own tests.
 package harness
 
 import (
@@ -14,10 +14,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/cluster"
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/lock/etcdlock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/system"
@@ -35,24 +34,24 @@ const (
 type Options struct {
 	// Dir is the run directory; it must exist. NewRunDir makes one.
 	Dir string `json:"dir"`
-	// Cluster is the etcd under test: embedded members (default), member
-	// processes, or a running cluster.
-	Cluster ClusterOptions `json:"cluster"`
-	// Members is the cluster size: 3 (default) or 5; an external cluster's
-	// is its number of endpoints.
+	// System are the options of the recipe's backend: which of its
+	// systems the run starts, and how (for etcd, an *etcd.Options of
+	// package backend/etcd: embedded members, member processes or a
+	// running cluster). Nil: its defaults.
+	System backend.Options `json:"system"`
+	// Backend names the backend the run is on; Run fills it in.
+	Backend string `json:"backend"`
+	// Members is the system's size, where its backend lets it be chosen:
+	// 3 (default) or 5. Run fills in the size its backend starts.
 	Members int `json:"members"`
-	// TickMs and ElectionMs are the raft heartbeat and election timeout
-	// (defaults 10 and 100 ms).
-	TickMs     uint `json:"tick_ms,omitempty"`
-	ElectionMs uint `json:"election_ms,omitempty"`
 	// Workload configures the clients; its Seed is the run's seed, its
-	// Recipe the lock under test (nil: concurrency.Mutex).
+	// Recipe the lock under test (nil: the default backend's first).
 	Workload workload.Config `json:"workload"`
 	// RecipeName is filled in by Run from Workload.Recipe, for the record.
 	RecipeName string `json:"recipe"`
-	// Resource is the protected resource's mode (default fenced); etcd-txn
-	// keeps the protected values in etcd, written by Txns guarded by the
-	// lock.
+	// Resource is the protected resource's mode (default fenced): the
+	// HTTP store's, or one the backend keeps in its system (etcd's
+	// etcd-txn: the values in etcd, written by Txns guarded by the lock).
 	Resource resource.Mode `json:"resource"`
 	// Time is how long the clients contend, under faults if any.
 	Time time.Duration `json:"time_ns"`
@@ -93,37 +92,14 @@ type Options struct {
 
 	offers      func(kind string) bool // the fault kinds the system can carry out
 	memberNames []string               // the members faults may strike
+	planned     bool                   // plan has run
 }
 
 func (o *Options) defaults() error {
 	if o.Dir == "" {
 		return errors.New("harness: Options.Dir is required")
 	}
-	if err := o.Cluster.Check(); err != nil {
-		return err
-	}
-	o.RecipeName = etcdlock.MutexName
-	if o.Workload.Recipe != nil {
-		o.RecipeName = o.Workload.Recipe.Name()
-	}
-	if o.Resource == "" {
-		o.Resource = resource.Fenced
-	}
-	if err := o.redisDefaults(); err != nil {
-		return err
-	}
-	if o.Cluster.Mode == ClusterExternal {
-		o.Members = len(o.Cluster.Endpoints)
-	}
-	if o.Members == 0 {
-		o.Members = 3
-	}
-	if !IsRedis(o.RecipeName) && o.Cluster.Mode != ClusterExternal {
-		if err := cluster.CheckMembers(o.Members); err != nil {
-			return err
-		}
-	}
-	if _, err := resource.ParseMode(string(o.Resource)); err != nil {
+	if err := o.plan(); err != nil {
 		return err
 	}
 	if o.Time <= 0 {
@@ -163,10 +139,9 @@ func (o *Options) defaults() error {
 type RunStats struct {
 	// System says what was under test ("etcd 3.6.16, 3 embedded members").
 	System string `json:"system"`
-	// EtcdVersion is the version of the etcd under test, RedisVersion of
-	// the redis-server.
-	EtcdVersion   string         `json:"etcd_version,omitempty"`
-	RedisVersion  string         `json:"redis_version,omitempty"`
+	// Version is the version of its servers ("3.6.16"), as its backend
+	// reads it.
+	Version       string         `json:"version,omitempty"`
 	ClusterStart  time.Duration  `json:"cluster_start_ns"`
 	ClusterClose  time.Duration  `json:"cluster_close_ns"`
 	Leader        string         `json:"leader"`
@@ -181,10 +156,10 @@ type RunStats struct {
 	// ran: the clients and toxiproxy, and embedded etcd members, which
 	// share the process.
 	CPU time.Duration `json:"cpu_ns"`
-	// ServerCPU is the CPU time of the servers' own processes (Redis
-	// servers, etcd member processes) while the clients ran, which CPU
-	// does not include; absent when the servers have none (embedded
-	// members, an external cluster).
+	// ServerCPU is the CPU time of the servers' own processes
+	// (system.Processes: member processes, Redis servers) while the
+	// clients ran, which CPU does not include; absent when the servers
+	// have none (embedded members, an external cluster).
 	ServerCPU *time.Duration `json:"server_cpu_ns,omitempty"`
 	// Dropped are the faults of a fitted schedule (Options.FitSchedule)
 	// that this system cannot carry out, left out of its run.
@@ -268,17 +243,12 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	if err != nil {
 		return nil, err
 	}
-	cl := sut.sys
+	cl := sut.System
 	st.ClusterStart = time.Since(began)
-	st.System = cl.Describe()
-	if sut.backend.Name() == "redis" {
-		st.RedisVersion = sut.version
-	} else {
-		st.EtcdVersion = sut.version
-	}
+	st.System, st.Version = cl.Describe(), sut.Version
 	defer func() {
 		closing := time.Now()
-		sut.close()
+		sut.Close()
 		st.ClusterClose = time.Since(closing)
 	}()
 	if !system.Has(cl, system.CapHash) {
@@ -318,14 +288,15 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	}
 	defer w.Close()
 
-	// The HTTP resource; with etcd-txn the values live in etcd instead, and
-	// a stale write is one whose Txn compare failed.
+	// The HTTP resource; with a resource the backend keeps (etcd-txn) the
+	// values live in its system instead, and a stale write is one its
+	// guard refused.
 	var (
 		res     *resource.Server
 		resAddr string
-		stale   <-chan struct{} // stays nil, never ready, with etcd-txn
+		stale   <-chan struct{} // stays nil, never ready, with a kept resource
 	)
-	if o.Resource != resource.EtcdTxn {
+	if o.Resource.HTTP() {
 		// The resource logs each write it accepts as it accepts it, so
 		// that a killed run's log settles the writes it cut off too.
 		resLog, err := os.Create(filepath.Join(o.Dir, resourceLogName))
@@ -341,7 +312,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	}
 
 	rec := histories.NewRecorder(w, time.Now())
-	wl, err := workload.New(ctx, o.Workload, sut.backend, resAddr, rec)
+	wl, err := workload.New(ctx, o.Workload, sut.Workload, resAddr, rec)
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/lock/recipes"
 	"github.com/locktest/locktest/nemesis"
 )
 
@@ -72,9 +72,11 @@ type Results struct {
 	// Hashes are the members' hashes of their final key-value state, for
 	// the consistency check; absent if the run did not collect them.
 	Hashes []checker.MemberHash `json:"member_hashes,omitempty"`
-	// Backend is the system under test the history was recorded on:
-	// "etcd" or "redis".
+	// Backend is the system under test the history was recorded on
+	// ("etcd"; the default backend for a history that names none).
 	Backend string `json:"backend"`
+	// Terms are its words, for the summaries and the report.
+	Terms checker.Terms `json:"-"`
 	// NoFencingToken is set when the recipe's token is not a fencing token
 	// (lock.Builtin.NoFencingToken): no resource can fence with it, which
 	// the resource check's explanation says.
@@ -116,10 +118,12 @@ func versions() map[string]string {
 		return v
 	}
 	v["locktest"] = info.Main.Version
+	servers := registry.Modules()
 	for _, d := range info.Deps {
+		if name, ok := servers[d.Path]; ok {
+			v[name] = d.Version
+		}
 		switch d.Path {
-		case "go.etcd.io/etcd/server/v3":
-			v["etcd"] = d.Version
 		case "github.com/Shopify/toxiproxy/v2":
 			v["toxiproxy"] = d.Version
 		case "github.com/anishathalye/porcupine":
@@ -170,6 +174,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 	r := histories.NewReader(f, path)
 	b := checker.NewBuilder()
 	b.Describe = nemesis.Describe
+	b.Terms = registry.Terms
 	for n := 1; ; n++ {
 		op, err := r.Next()
 		if err == io.EOF {
@@ -210,7 +215,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 	}
 	cut := h.JudgeCut(checks, o.LivenessBound)
 	p.done()
-	noFencing := recipes.NoFencingToken(h.Recipe())
+	noFencing := registry.NoFencingToken(h.Recipe())
 	if noFencing {
 		for i, c := range checks {
 			if c.Name == histories.CheckResource {
@@ -218,8 +223,13 @@ func Check(path string, o CheckOptions) (*Results, error) {
 			}
 		}
 	}
+	backend := h.Backend()
+	if backend == "" {
+		backend = registry.Default().Name
+	}
 	res := &Results{
-		Backend:        h.Backend(),
+		Backend:        backend,
+		Terms:          registry.Terms(backend),
 		NoFencingToken: noFencing,
 		Versions:       versions(),
 		History:        path,

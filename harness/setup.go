@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/internal/scratch"
 	"github.com/locktest/locktest/nemesis"
@@ -71,6 +72,7 @@ func (o *Options) nemesisConfig(clients []string) nemesis.Config {
 	c.Members = o.Members
 	c.MemberNames = o.memberNames
 	c.Quorum = grantQuorum(o.RecipeName, len(o.memberNames))
+	c.MemberLinks = o.Backend
 	c.Clients = clients
 	c.TTL = time.Duration(o.Workload.TTL) * time.Second
 	c.Time = o.Time
@@ -171,9 +173,10 @@ func cpuTime() time.Duration {
 }
 
 // DrawSchedule draws from o's seed the schedule o's run would draw on a
-// system that can carry out every fault kind, with o.Members members named
-// m0, m1, ...: one schedule for runs on several backends, each of which
-// fits it to its own system (Options.FitSchedule). Nil without faults.
+// system that can carry out every fault kind (--nemesis all: every
+// family), with o.Members members named m0, m1, ... and no recipe's
+// quorum: one schedule for runs on several backends, each of which fits it
+// to its own system (Options.FitSchedule). Nil without faults.
 func DrawSchedule(o Options) (*nemesis.Schedule, error) {
 	if len(o.Nemesis.Faults) == 0 {
 		return nil, nil
@@ -185,7 +188,9 @@ func DrawSchedule(o Options) (*nemesis.Schedule, error) {
 	for i := range clients {
 		clients[i] = fmt.Sprintf("c%d", i) // as the workload names them
 	}
-	s, err := nemesis.Generate(o.Workload.Seed, o.nemesisConfig(clients))
+	cfg := o.nemesisConfig(clients)
+	cfg.Quorum, cfg.MemberLinks = 0, registry.Default().Name
+	s, err := nemesis.Generate(o.Workload.Seed, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -194,10 +199,10 @@ func DrawSchedule(o Options) (*nemesis.Schedule, error) {
 
 // fitSchedule fits s, drawn by DrawSchedule, to a system with these
 // members that offers these fault kinds: a fault on member mI strikes
-// member I modulo their number (a pause or crash of a member is one of an
-// etcd member or of a Redis server alike, and one of the leader is one of a
-// member where there is no leader), and a fault the system cannot carry
-// out, or whose members do not fit it, is dropped and returned.
+// member I modulo their number (a pause or crash of a member is one of any
+// backend's server alike, and one of the leader is one of a member where
+// there is no leader), and a fault the system cannot carry out, or whose
+// members do not fit it, is dropped and returned.
 func fitSchedule(s nemesis.Schedule, offers func(kind string) bool, members []string) (nemesis.Schedule, []nemesis.Entry) {
 	member := func(name string) string {
 		if i, err := strconv.Atoi(strings.TrimPrefix(name, "m")); err == nil && strings.HasPrefix(name, "m") {

@@ -2,139 +2,137 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 
-	"github.com/locktest/locktest/cluster"
-	"github.com/locktest/locktest/redisserver"
-	"github.com/locktest/locktest/system"
-	"github.com/locktest/locktest/workload"
+	"github.com/locktest/locktest/backend"
+	"github.com/locktest/locktest/backend/registry"
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/resource"
 )
 
-// Cluster modes.
-const (
-	ClusterEmbedded = "embedded" // members in locktest's process
-	ClusterProcess  = "process"  // members as OS processes locktest starts
-	ClusterExternal = "external" // a running cluster locktest did not start
-)
-
-// ClusterModes lists the modes --cluster takes.
-var ClusterModes = []string{ClusterEmbedded, ClusterProcess, ClusterExternal}
-
-// ClusterOptions say which etcd is under test.
-type ClusterOptions struct {
-	// Mode is one of ClusterModes; "" is embedded.
-	Mode string `json:"mode"`
-	// EtcdBin is the etcd binary process members run; "" is the etcd
-	// built into locktest.
-	EtcdBin string `json:"etcd_bin,omitempty"`
-	// Endpoints are an external cluster's client URLs, one per member.
-	Endpoints []string `json:"endpoints,omitempty"`
-	// Toxiproxy is a running toxiproxy-server's API URL for the links to
-	// an external cluster's members; "" runs one in locktest.
-	Toxiproxy string `json:"toxiproxy,omitempty"`
-	// CACert, Cert and Key are TLS files for an external cluster.
-	CACert string `json:"cacert,omitempty"`
-	Cert   string `json:"cert,omitempty"`
-	Key    string `json:"key,omitempty"`
-	// RedisBin is the redis-server a Redis recipe's servers run; "" is
-	// the one on PATH.
-	RedisBin string `json:"redis_bin,omitempty"`
+// Plan returns o as Run carries it out, planned before anything starts:
+// the backend of its recipe and the backend's options (its defaults where
+// o has none) checked, the default recipe and resource filled in, the
+// system sized (Members) and --nemesis all resolved to the families the
+// backend's system offers. An error says what is wrong, in the CLI's flag
+// names where it can. The CLI prints a run's plan before starting it.
+func Plan(o Options) (Options, error) {
+	err := o.plan()
+	return o, err
 }
 
-// Check fills in the default mode and says what is wrong with the options,
-// in the CLI's flag names.
-func (c *ClusterOptions) Check() error {
-	if c.Mode == "" {
-		c.Mode = ClusterEmbedded
+// plan plans o once (see Plan).
+func (o *Options) plan() error {
+	if o.planned {
+		return nil
 	}
-	if !slices.Contains(ClusterModes, c.Mode) {
-		return fmt.Errorf("--cluster %q: want embedded, process or external", c.Mode)
+	b, err := o.chooseBackend()
+	if err != nil {
+		return err
 	}
-	external := c.Mode == ClusterExternal
-	switch {
-	case c.EtcdBin != "" && c.Mode != ClusterProcess:
-		return errors.New("--etcd-bin needs --cluster process")
-	case external && len(c.Endpoints) == 0:
-		return errors.New("--cluster external needs --endpoints")
-	case !external && len(c.Endpoints) > 0:
-		return errors.New("--endpoints needs --cluster external")
-	case !external && (c.Toxiproxy != "" || c.CACert != "" || c.Cert != "" || c.Key != ""):
-		return errors.New("--toxiproxy, --cacert, --cert and --key are for --cluster external")
-	case (c.Cert == "") != (c.Key == ""):
-		return errors.New("--cert and --key go together")
+	if o.Workload.Recipe == nil {
+		if o.Workload.Recipe, err = registry.NewRecipe(b.Recipes[0].Name, o.System); err != nil {
+			return err
+		}
 	}
+	o.RecipeName = o.Workload.Recipe.Name()
+	if registry.NoFencingToken(o.RecipeName) {
+		// A built-in's word, for a recipe made without the registry.
+		o.Workload.Recipe = lock.MarkUnfenced(o.Workload.Recipe)
+	}
+	if o.Resource == "" {
+		o.Resource = resource.Fenced
+	}
+	if err := o.checkResource(b); err != nil {
+		return err
+	}
+	p := o.backendPlan()
+	if o.Members, err = o.System.Plan(p); err != nil {
+		return err
+	}
+	p.Members = o.Members
+	o.Nemesis.Faults = nemesis.Expand(o.Nemesis.Faults, nemesis.Offered(o.System.Prototype(p)))
+	o.planned = true
 	return nil
 }
 
-// etcdSystem is the etcd under test, as the run uses it.
-type etcdSystem interface {
-	system.System
-	system.Leaderer
-	workload.Cluster
-	Etcd() cluster.Etcd
-	Close() error
-}
-
-// started is the system under test of a run, started: etcd's or Redis's.
-type started struct {
-	sys     system.System // with the capabilities it offers
-	backend workload.Backend
-	version string // of the etcd or redis-server under test
-	close   func() error
-}
-
-// startSystem starts the system under test the recipe runs on: a
-// redisserver deployment for a Redis recipe (redisTopology), else etcd.
-func (o *Options) startSystem(ctx context.Context, logs string) (*started, error) {
-	if t, ok := redisTopology(o.RecipeName, o.faultFamilies()); ok {
-		r, err := startRedis(ctx, o.Cluster.RedisBin, t, o.Dir, logs)
-		if err != nil {
-			return nil, err
-		}
-		var sys system.System = r
-		if t == redisserver.Replicated {
-			sys = &replicatedRedis{redisSystem: r}
-		}
-		return &started{sys: sys, backend: workload.Redis(r.d), version: r.d.Binary().Version, close: r.Close}, nil
+// chooseBackend is the backend of the run: that of o.System if set, else of the
+// recipe; its default options where o has none.
+func (o *Options) chooseBackend() (backend.Backend, error) {
+	recipe := ""
+	if o.Workload.Recipe != nil {
+		recipe = o.Workload.Recipe.Name()
 	}
-	e, err := o.startEtcd(ctx, logs)
+	b := registry.Of(recipe)
+	if o.System != nil {
+		named, ok := registry.Named(o.System.Backend())
+		if !ok {
+			return b, fmt.Errorf("harness: options of a backend locktest does not know: %q", o.System.Backend())
+		}
+		if _, of, builtin := registry.Builtin(recipe); builtin && of.Name != named.Name {
+			return b, fmt.Errorf("recipe %s runs on %s; the options are %s's", recipe, of.Name, named.Name)
+		}
+		b = named
+	} else {
+		o.System = b.Defaults()
+	}
+	o.Backend = b.Name
+	return b, nil
+}
+
+// checkResource refuses a resource mode the run's backend does not keep:
+// one of another backend's, or none at all.
+func (o *Options) checkResource(b backend.Backend) error {
+	if o.Resource.HTTP() || slices.ContainsFunc(b.Resources, func(r backend.Resource) bool { return r.Mode == o.Resource }) {
+		return nil
+	}
+	if keeper, ok := registry.Keeper(o.Resource); ok {
+		return fmt.Errorf("--resource %s keeps the values in %s: recipe %s runs on %s (use fenced or unfenced)", o.Resource, keeper.Name, o.RecipeName, b.Name)
+	}
+	_, err := registry.ParseResource(string(o.Resource))
+	return err
+}
+
+// backendPlan is the run as its backend's options plan it.
+func (o *Options) backendPlan() backend.Plan {
+	r, _, _ := registry.Builtin(o.RecipeName)
+	return backend.Plan{Recipe: o.RecipeName, Majority: r.Majority, Families: o.faultFamilies(), Members: o.Members, Resource: o.Resource}
+}
+
+// faultFamilies are the fault families the run may inject: those of
+// --nemesis, and those of the schedule it replays.
+func (o *Options) faultFamilies() []string {
+	fs := slices.Clone(o.Nemesis.Faults)
+	if o.Schedule != nil {
+		fs = append(fs, o.Schedule.Families()...)
+	}
+	return fs
+}
+
+// startSystem starts the system under test of the run's backend; the
+// workload's lock keys go where the system says, if it does.
+func (o *Options) startSystem(ctx context.Context, logs string) (*backend.Started, error) {
+	p := o.backendPlan()
+	p.Dir, p.LogDir, p.Logf = o.Dir, logs, o.logf
+	st, err := o.System.Start(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	return &started{sys: e, backend: workload.Etcd(e), version: e.Etcd().Version, close: e.Close}, nil
+	if st.Prefix != "" {
+		o.Workload.Prefix = st.Prefix
+	}
+	return st, nil
 }
 
-// startEtcd starts (or connects to) the etcd under test. An external
-// cluster's keys live under a prefix of the run's own, which it deletes
-// when closed; the workload's lock keys and etcd-txn values go there.
-func (o *Options) startEtcd(ctx context.Context, logs string) (etcdSystem, error) {
-	if o.Cluster.Mode == ClusterExternal {
-		prefix := "/locktest/" + filepath.Base(o.Dir) + "/"
-		o.Workload.Prefix = prefix + "locks/"
-		e, err := cluster.Connect(ctx, cluster.ExternalConfig{
-			Endpoints: o.Cluster.Endpoints, Toxiproxy: o.Cluster.Toxiproxy,
-			CACert: o.Cluster.CACert, Cert: o.Cluster.Cert, Key: o.Cluster.Key, Prefix: prefix, LogDir: logs,
-		})
-		if err != nil {
-			return nil, err
-		}
-		if line := e.Leftovers(); line != "" {
-			o.logf("locktest: %s", line)
-		}
-		return e, nil
+// grantQuorum is how many of a run's members a grant takes when each holds
+// its own copy of the lock (lock.Builtin.Majority: Redlock's majority of
+// its masters); 0 for every other recipe, whose members replicate one
+// lock.
+func grantQuorum(recipe string, members int) int {
+	if r, _, ok := registry.Builtin(recipe); !ok || !r.Majority {
+		return 0
 	}
-	// The members' data dirs go under the run, beside their logs: nothing
-	// of a run is left outside its directory, even by a killed one.
-	cfg := cluster.Config{Members: o.Members, Dir: o.Dir, LogDir: logs, TickMs: o.TickMs, ElectionMs: o.ElectionMs}
-	if o.Cluster.Mode == ClusterProcess {
-		cfg.Processes, cfg.EtcdBin = true, o.Cluster.EtcdBin
-	}
-	cl, err := cluster.Start(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("starting the cluster: %w", err)
-	}
-	return cl, nil
+	return members/2 + 1
 }

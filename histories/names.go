@@ -12,7 +12,9 @@ const (
 	// FHeal: everything healed at the end; value fault HealAll.
 	FHeal = "heal"
 	// FSetup is recorded first: params workload, items (stock), recipe,
-	// resource, locks (comma-separated), ttl (the lease TTL in seconds).
+	// resource, locks (comma-separated), ttl (the lease TTL in seconds),
+	// backend (the system under test's), and fencing_token "false" for a
+	// recipe whose token is no fencing token.
 	FSetup = "setup"
 	// FProcess says which client works under a process number: targets
 	// [client], params process.

@@ -82,12 +82,13 @@ type Value struct {
 	Token *int64 `json:"token,omitempty"`
 	Value *int64 `json:"value,omitempty"`
 	// Revision is, for an acquire ok, the grant's decision revision: the
-	// newest etcd revision the client's lock had read from the server when
-	// Acquire returned.
+	// newest revision the client's lock had read from the server when
+	// Acquire returned (on a server that orders its changes by revisions).
 	Revision *int64 `json:"revision,omitempty"`
-	// Claim is, for an acquire ok, the etcd key the grant holds, when the
-	// lock says (etcdlock.Keyed): its deletion (a key-deleted event whose
-	// create_revision is the token) ends the grant's claim on the server.
+	// Claim is, for an acquire ok, the key the grant holds, when the lock
+	// says (lock.Keyed) and its backend records it: its deletion (a
+	// key-deleted event whose create_revision is the token) ends the
+	// grant's claim on the server.
 	Claim string `json:"claim,omitempty"`
 
 	Fault   string   `json:"fault,omitempty"`
@@ -171,8 +172,8 @@ func (o Op) Revision() (int64, bool) {
 	return *o.Value.Revision, true
 }
 
-// GrantValue builds the value of an acquire ok: the token, the claim's etcd
-// key (if known) and, if rev > 0, the decision revision.
+// GrantValue builds the value of an acquire ok: the token, the claim's key
+// (if known) and, if rev > 0, the decision revision.
 func GrantValue(token, rev int64, claim string) *Value {
 	v := &Value{Token: &token, Claim: claim}
 	if rev > 0 {

@@ -11,9 +11,9 @@
 // the harness's.
 //
 // This package names no lock service. What a recipe gets to reach its
-// service is Env.Conn; each backend has a package of its own with a typed
-// Env, its optional interfaces and its built-in recipes: etcd's is
-// lock/etcdlock. Package lock/recipes looks the built-ins up by name.
+// service is Env.Conn; each backend (a folder under backend/) has a package
+// of its own with a typed Env, its optional interfaces and its built-in
+// recipes: etcd's is backend/etcd/etcdlock, Redis's backend/redis/redislock.
 package lock
 
 import (
@@ -26,8 +26,8 @@ import (
 // Env is what a recipe gets for one client.
 type Env struct {
 	// Conn is the client's own connection to the system under test, over
-	// its own links (faults single it out); its type is the backend's (for
-	// etcd a *clientv3.Client, see etcdlock.Env).
+	// its own links (faults single it out); its type is the backend's (see
+	// the Env of the backend's recipe package).
 	Conn any
 	// Clock is the client's clock: use it for every time-based decision
 	// (polling intervals, timeouts, TTL arithmetic), so that clock faults
@@ -38,6 +38,12 @@ type Env struct {
 	// Prefix is where this run's lock keys live; a lock named L should use
 	// keys under Prefix+L.
 	Prefix string
+	// Backend names the run's backend ("etcd"), and Endpoints are the
+	// host:port addresses of the client's own links to its servers, in
+	// member order: what a lock that dials the servers itself needs (a
+	// lock in another process, say).
+	Backend   string
+	Endpoints []string
 	// Name is the client's name, "c3".
 	Name string
 }
@@ -93,12 +99,53 @@ type Watched interface {
 
 // Decided is implemented by a Held whose grant was decided on a server
 // response the harness cannot see (a raw gRPC call, as lock-rpc's Lock):
-// Revision is that response's header revision. The harness records the
-// newest revision the client read during Acquire, or this if newer, as the
-// state the grant was decided on (the contract check's promises 2 and 3).
+// Revision is that response's revision (the server's order of changes: an
+// etcd revision). The harness records the newest revision the client read
+// during Acquire, or this if newer, as the state the grant was decided on
+// (the contract check's promises 2 and 3).
 type Decided interface {
 	Revision() int64
 }
+
+// Keyed is implemented by a Held that tells the key (or node) its grant
+// holds on the server: the history records it, and the backend's observer
+// attributes that key's deletion (a release, an expiry) to the grant. A
+// backend's package may ask more of a Held (etcdlock.Keyed, its lease).
+type Keyed interface {
+	Key() string
+}
+
+// Session is implemented by a Locker whose grants all hang on one session
+// it keeps alive (an etcd lease, say): once Done is closed (the session is
+// gone) the harness replaces the Locker, and a crash calls Orphan (stop
+// keeping it alive, end nothing: the server then expires it). Without it,
+// a crash abandons the Locker without closing it.
+type Session interface {
+	Done() <-chan struct{}
+	Orphan()
+}
+
+// Unfenced is implemented by a Recipe whose Token is not a fencing token:
+// it is not taken with the grant, so tokens need not grow in the order of
+// the grants, and a fenced resource cannot rely on them. The history says
+// so (its setup event), and the checks judge the tokens' order no more.
+// The harness marks the built-ins that say so (Builtin.NoFencingToken).
+type Unfenced interface {
+	Recipe
+	NoFencingToken()
+}
+
+// MarkUnfenced returns r as Unfenced.
+func MarkUnfenced(r Recipe) Unfenced {
+	if u, ok := r.(Unfenced); ok {
+		return u
+	}
+	return unfenced{r}
+}
+
+type unfenced struct{ Recipe }
+
+func (unfenced) NoFencingToken() {}
 
 // RecipeFunc makes a Recipe of a name and a function.
 func RecipeFunc(name string, newLocker func(ctx context.Context, env Env) (Locker, error)) Recipe {
@@ -122,7 +169,11 @@ type Builtin struct {
 	// it.
 	Broken bool
 	// NoFencingToken is set for a recipe whose Token is not a fencing
-	// token: it is not taken with the grant, so tokens need not grow in
-	// the order of the grants, and a fenced resource cannot rely on them.
+	// token (see Unfenced).
 	NoFencingToken bool
+	// Majority is set for a recipe whose grant takes a majority of the
+	// members, each holding its own copy of the lock (Redlock's
+	// independent masters): faults of a member then often strike a holder
+	// granted on a bare majority (see nemesis.Config.Quorum).
+	Majority bool
 }

@@ -47,7 +47,7 @@ func (clockJump) Draw(g *Gen, e *Entry, d Range) {
 	e.Duration = g.dur(d)
 }
 
-// byNameOnly: it strikes Redis only.
+// byNameOnly: it is an emulation, not a clock fault.
 func (clockJump) byNameOnly() {}
 
 func (clockJump) Check(e Entry, _ int) error { return needTarget(e) }

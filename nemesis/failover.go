@@ -14,9 +14,10 @@ const FailoverName = "failover"
 
 // Failover loses the master the way asynchronous replication loses a lock:
 // the master's replication to its replica is cut, a client takes the lock
-// (on the master only), the master is killed, and Sentinel promotes the
-// replica, which never saw the lock; the next client takes it there. The
-// old master stays down for the fault's duration and comes back empty.
+// (on the master only), the master is killed, and its watcher (Redis's
+// Sentinel) promotes the replica, which never saw the lock; the next client
+// takes it there. The old master stays down for the fault's duration and
+// comes back empty.
 const Failover = FailoverName
 
 type failover struct{}
@@ -25,8 +26,9 @@ func (failover) Name() string { return FailoverName }
 
 func (failover) Kinds(int, bool) []string { return []string{Failover} }
 
-// Needs: a replica and Sentinel (redis-setnx and redis-del run on them when
-// the faults include a failover), and a way to bring the old master back.
+// Needs: a replica and a watcher that promotes it (a backend whose system
+// has them starts them when the faults include a failover), and a way to
+// bring the old master back.
 func (failover) Needs(string) []system.Capability {
 	return []system.Capability{system.CapFailover, system.CapCrashMember}
 }
@@ -51,7 +53,7 @@ func (failover) Draw(g *Gen, e *Entry, d Range) {
 	e.Duration = g.dur(d)
 }
 
-// byNameOnly: it strikes Redis only.
+// byNameOnly: a failover changes the servers a run starts.
 func (failover) byNameOnly() {}
 
 func (failover) Check(Entry, int) error { return nil }
@@ -154,9 +156,11 @@ func (failover) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error
 // Heal: the crash family restarts a master left down.
 func (failover) Heal(context.Context, *Env) ([]string, error) { return nil, nil }
 
+// Describe: who promoted the replica, and on what grounds, is the system's
+// to say (its Promotion, in the fault's params).
 func (failover) Describe(_ string, ts []string) string {
 	if len(ts) != 2 {
-		return "the master " + targets(ts) + " was lost and Sentinel promoted its replica, which had not seen the lock"
+		return "the master " + targets(ts) + " was lost and its replica was promoted, which had not seen the lock"
 	}
-	return "the master " + ts[0] + " was lost and Sentinel promoted " + ts[1] + ", which had not seen the lock"
+	return "the master " + ts[0] + " was lost and " + ts[1] + " was promoted, which had not seen the lock"
 }

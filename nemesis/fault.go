@@ -71,9 +71,27 @@ type oncePerRun interface {
 	oncePerRun()
 }
 
-// byNameOnly is a family that --nemesis all leaves out (ParseFaults).
+// byNameOnly is a family that --nemesis all leaves out (Expand).
 type byNameOnly interface {
 	byNameOnly()
+}
+
+// Needs names what the kinds of family name need of the system under
+// test, together; nil for a name no family has.
+func Needs(name string) []system.Capability {
+	f, ok := family(name)
+	if !ok {
+		return nil
+	}
+	var out []system.Capability
+	for _, k := range f.Kinds(5, true) {
+		for _, c := range f.Needs(k) {
+			if !slices.Contains(out, c) {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
 
 // Categories are the names --nemesis accepts, in canonical order.

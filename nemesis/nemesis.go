@@ -1,8 +1,9 @@
 // Package nemesis injects faults into a running locktest. A fault family
 // (fault.go: the Family interface and the registry) is one file: partition,
-// isolate, lease, clock, pause, crash, slow, member, and for Redis
-// failover and clock-jump-emulated. Each says which kinds
-// it has, what it needs of the system under test (package system), how it
+// isolate, lease, clock, pause, crash, slow, member, failover and
+// clock-jump-emulated. Each says which kinds it has, what it needs of the
+// system under test (package system's capabilities: a family names no
+// backend, and strikes every system that offers what it needs), how it
 // draws an entry from the seed, how it injects, stops and heals, and how a
 // story words it. Faults run one at a time from a Schedule (schedule.go), which
 // Generate draws from a seed; Run (run.go) records every fault's start and
@@ -12,6 +13,7 @@ package nemesis
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,30 +41,28 @@ type Recorder interface {
 	Record(op histories.Op) (histories.Op, error)
 }
 
+// All, as --nemesis, is every family the system under test can carry out
+// (see Expand).
+const All = "all"
+
 // ParseFaults parses --nemesis: a comma list of families (Categories), or
-// "all", or "none" (or the empty string). "all" leaves out the families a
-// run must ask for by name (failover, clock-jump-emulated): they strike
-// only Redis, and a failover changes the servers a run starts. It returns the families in
-// canonical order, without duplicates; none gives an empty list.
+// "all" ([All], which Expand resolves once the system is known), or "none"
+// (or the empty string). It returns the families in canonical order,
+// without duplicates; none gives an empty list.
 func ParseFaults(s string) ([]string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "none" {
 		return []string{}, nil
 	}
-	if s == "all" {
-		var all []string
-		for _, f := range families {
-			if _, ok := f.(byNameOnly); !ok {
-				all = append(all, f.Name())
-			}
-		}
-		return all, nil
+	if s == All {
+		return []string{All}, nil
 	}
+
 	seen := map[string]bool{}
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		switch {
-		case f == "all" || f == "none":
+		case f == All || f == "none":
 			return nil, fmt.Errorf("nemesis: %q cannot be combined with other faults", f)
 		case f == "":
 			return nil, fmt.Errorf("nemesis: empty fault name in %q", s)
@@ -80,6 +80,26 @@ func ParseFaults(s string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// Expand resolves All in faults: every family of which offers accepts some
+// kind (nil: every family), but for those a run must ask for by name
+// (failover changes the servers a run starts; the emulated clock jump is an
+// emulation, not a clock fault). Other lists are returned as they are.
+func Expand(faults []string, offers func(kind string) bool) []string {
+	if !slices.Equal(faults, []string{All}) {
+		return faults
+	}
+	out := []string{}
+	for _, f := range families {
+		if _, ok := f.(byNameOnly); ok {
+			continue
+		}
+		if offers == nil || slices.ContainsFunc(f.Kinds(5, true), offers) {
+			out = append(out, f.Name())
+		}
+	}
+	return out
 }
 
 // ParseDurations reads --fault-durations, "pause=3s-5s,partition=2s", into
@@ -127,8 +147,11 @@ type Config struct {
 	// Members is the cluster size (default 3).
 	Members int `json:"members"`
 	// MemberNames name the members a fault may strike, when they are not
-	// etcd's "m0", "m1", ... (Redis's servers are "r0", "r1", ...).
+	// "m0", "m1", ... (a backend names its servers: "r0", "r1", ...).
 	MemberNames []string `json:"member_names,omitempty"`
+	// MemberLinks is what a slow fault's param link calls the clients'
+	// links to the members (the backend's name; "members" if empty).
+	MemberLinks string `json:"-"`
 	// Clients are the workload's client names ("c0", ...); Generate draws
 	// client targets and sides from them.
 	Clients []string `json:"clients"`

@@ -14,7 +14,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
-	"github.com/locktest/locktest/cluster"
+	"github.com/locktest/locktest/backend/etcd/cluster"
 	"github.com/locktest/locktest/histories"
 )
 
@@ -648,11 +648,8 @@ func TestRunEveryKind(t *testing.T) {
 	}
 	fc := &fakeClients{names: names, holder: "c1", leases: leases}
 	// Every family etcd runs: those of --nemesis all (failover and the
-	// emulated clock jump strike Redis: redis_test.go).
-	all, err := ParseFaults("all")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// emulated clock jump are asked for by name).
+	all := Expand([]string{All}, Offered(c))
 	var allKinds []string
 	for _, name := range all {
 		f, _ := family(name)

@@ -73,6 +73,7 @@ type Schedule struct {
 // lock holder and the leader.
 func Generate(seed int64, cfg Config) (Schedule, error) {
 	cfg = cfg.WithDefaults()
+	cfg.Faults = Expand(cfg.Faults, cfg.Offers)
 	s := Schedule{Seed: seed, Members: cfg.Members, Clients: slices.Clone(cfg.Clients)}
 	if s.Clients == nil {
 		s.Clients = []string{}

@@ -1,19 +1,24 @@
 package nemesis
 
 import (
+	"context"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+
+	"github.com/locktest/locktest/system"
 )
 
 func TestParseFaults(t *testing.T) {
 	for in, want := range map[string][]string{
 		"":                     {},
 		"none":                 {},
-		"all":                  {"partition", "isolate", "lease", "clock", "pause", "crash", "slow", "member"},
+		"all":                  {All},
 		"slow,partition":       {"partition", "slow"},
 		" crash , crash,lease": {"lease", "crash"},
 	} {
@@ -34,6 +39,45 @@ func TestParseFaults(t *testing.T) {
 		}
 	}
 }
+
+// All is every family the system offers, but those asked for by name only.
+func TestExpand(t *testing.T) {
+	every := []string{"partition", "isolate", "lease", "clock", "pause", "crash", "slow", "member"}
+	if got := Expand([]string{All}, nil); !slices.Equal(got, every) {
+		t.Errorf("all of every family: %v, want %v", got, every)
+	}
+	// A system of client links and member pauses and crashes, with a
+	// failover: what it offers, not failover, nor kinds it lacks.
+	offers := Offered(prototype{})
+	if got, want := Expand([]string{All}, offers), []string{"isolate", "clock", "pause", "crash", "slow"}; !slices.Equal(got, want) {
+		t.Errorf("all of a system without partitions, leases or members: %v, want %v", got, want)
+	}
+	if got := Expand([]string{"partition"}, offers); !slices.Equal(got, []string{"partition"}) {
+		t.Errorf("a named family expanded: %v", got)
+	}
+	if got := Needs("failover"); !slices.Contains(got, system.CapFailover) || Needs("bogus") != nil {
+		t.Errorf("Needs(failover) = %v", got)
+	}
+}
+
+// prototype is a system type with some capabilities, never started: only
+// what it implements is asked.
+type prototype struct{ system.System }
+
+func (prototype) Links(string) ([]*toxiclient.Proxy, error)      { return nil, nil }
+func (prototype) ResourceLink(string) (*toxiclient.Proxy, error) { return nil, nil }
+func (prototype) ClearToxics() error                             { return nil }
+func (prototype) PauseMember(int) error                          { return nil }
+func (prototype) ResumeMember(int) error                         { return nil }
+func (prototype) Paused(int) bool                                { return false }
+func (prototype) HardStopMember(int) error                       { return nil }
+func (prototype) RestartMember(context.Context, int) error       { return nil }
+func (prototype) Running(int) bool                               { return true }
+func (prototype) CutReplication() error                          { return nil }
+func (prototype) Failover(context.Context) (system.Promotion, error) {
+	return system.Promotion{}, nil
+}
+func (prototype) FailedOver() string { return "" }
 
 func genConfig(members int) Config {
 	return Config{Faults: Categories(), Members: members, Clients: []string{"c0", "c1", "c2", "c3", "c4"}, Time: 20 * time.Minute}

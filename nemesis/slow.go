@@ -12,10 +12,25 @@ import (
 )
 
 // Slow puts a latency (with jitter), bandwidth or reset toxic on a client's
-// links to the members, its link to the resource, or both (param link).
+// links to the members (param link: the name Config.MemberLinks gives
+// them), its link to the resource ("resource"), or both ("all").
 const Slow = "slow"
 
 type slow struct{}
+
+// A slow fault's links besides the members': the resource's, and all.
+const (
+	linkResource = "resource"
+	linkAll      = "all"
+)
+
+// memberLinks is what a slow fault calls the clients' links to the members.
+func (g *Gen) memberLinks() string {
+	if g.cfg.MemberLinks == "" {
+		return "members"
+	}
+	return g.cfg.MemberLinks
+}
 
 func (slow) Name() string { return "slow" }
 
@@ -27,7 +42,7 @@ func (slow) Durations(time.Duration) Range { return Range{2 * time.Second, 4 * t
 
 func (slow) Draw(g *Gen, e *Entry, d Range) {
 	g.clientTarget(e, 0.6)
-	links := []string{"etcd", "resource", "all"}
+	links := []string{g.memberLinks(), linkResource, linkAll}
 	e.Params["link"] = links[g.rng.IntN(len(links))]
 	switch g.rng.IntN(3) {
 	case 0, 1:
@@ -66,14 +81,14 @@ func (slow) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 		return inj, err
 	}
 	var ps []*toxiclient.Proxy
-	if l := e.Params["link"]; l == "etcd" || l == "all" {
+	if l := e.Params["link"]; l != "" && l != linkResource {
 		members, err := links.Links(name)
 		if err != nil {
 			return inj, err
 		}
 		ps = append(ps, members...)
 	}
-	if l := e.Params["link"]; l == "resource" || l == "all" {
+	if l := e.Params["link"]; l == linkResource || l == linkAll {
 		p, err := links.ResourceLink(name)
 		if err != nil {
 			return inj, err

@@ -32,12 +32,15 @@ type model struct {
 }
 
 type meta struct {
-	Title     string            `json:"title"`
-	Verdict   string            `json:"verdict"`
-	Exit      int               `json:"exit"`
-	Required  []string          `json:"required"`
-	Seed      *int64            `json:"seed,omitempty"`
-	Setup     map[string]string `json:"setup"`
+	Title    string            `json:"title"`
+	Verdict  string            `json:"verdict"`
+	Exit     int               `json:"exit"`
+	Required []string          `json:"required"`
+	Seed     *int64            `json:"seed,omitempty"`
+	Setup    map[string]string `json:"setup"`
+	// Legend are the backend's words for the server's truth (expiry) and
+	// a client that found its claim gone (lost).
+	Legend    map[string]string `json:"legend"`
 	Versions  map[string]string `json:"versions"`
 	Reproduce string            `json:"reproduce,omitempty"`
 	Warnings  []string          `json:"warnings,omitempty"`

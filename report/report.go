@@ -37,8 +37,8 @@ var (
 var page = template.Must(template.New("report").Parse(reportHTML))
 
 // Write renders the report of a checked history to out. res are its
-// results; history is the history file; links name the files beside it
-// worth opening (shown only if they exist).
+// results (with its backend's words, Results.Terms); history is the history
+// file. The files beside it worth opening are linked where they exist.
 func Write(out string, res *harness.Results, history string) error {
 	b, h, err := readHistory(history)
 	if err != nil {
@@ -49,6 +49,7 @@ func Write(out string, res *harness.Results, history string) error {
 		Title: filepath.Base(filepath.Dir(out)), Verdict: string(res.Verdict), Exit: res.Exit, Required: res.Required,
 		Seed: res.Seed, Versions: res.Versions, Reproduce: res.Command, Warnings: res.Warnings, Error: res.Error,
 		Setup: b.setup, Scenario: res.Scenario, Shrunk: res.Shrunk,
+		Legend: map[string]string{"expiry": res.Terms.LegendExpired, "lost": res.Terms.LegendLost},
 	}
 	if res.CutShort != nil {
 		m.Meta.CutShort = res.CutShort.Summary

@@ -17,35 +17,39 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
 
 // Mode says where the protected value lives and how writes to it are
-// fenced.
+// fenced. This package's modes are its HTTP store's; a backend may keep the
+// resource in its own system under modes of its own (etcd's etcd-txn, a
+// value written by a Txn guarded by the lock).
 type Mode string
 
-// Resource modes.
+// The HTTP store's modes.
 const (
 	// Fenced: the HTTP store, rejecting writes with stale tokens.
 	Fenced Mode = "fenced"
 	// Unfenced: the HTTP store, accepting every write.
 	Unfenced Mode = "unfenced"
-	// EtcdTxn: the value lives in etcd and every write is a Txn guarded by
-	// the lock (see Etcd); no HTTP store is started.
-	EtcdTxn Mode = "etcd-txn"
 )
 
-// Modes lists the resource modes.
-func Modes() []Mode { return []Mode{Fenced, Unfenced, EtcdTxn} }
+// HTTP reports whether m is a mode of the HTTP store.
+func (m Mode) HTTP() bool { return m == Fenced || m == Unfenced }
 
-// ParseMode validates a mode name.
-func ParseMode(s string) (Mode, error) {
-	switch Mode(s) {
-	case Fenced, Unfenced, EtcdTxn:
-		return Mode(s), nil
+// ParseMode validates a mode of the HTTP store; others name the modes a
+// backend adds (its own words, "or etcd-txn (...)"), for the error.
+func ParseMode(s string, others ...string) (Mode, error) {
+	if m := Mode(s); m.HTTP() {
+		return m, nil
 	}
-	return "", fmt.Errorf("unknown resource mode %q (want fenced, unfenced or etcd-txn)", s)
+	want := "fenced or unfenced"
+	if len(others) > 0 {
+		want = "fenced, unfenced or " + strings.Join(others, " or ")
+	}
+	return "", fmt.Errorf("unknown resource mode %q (want %s)", s, want)
 }
 
 // Entry is one accepted write, in the order the resource applied it.
@@ -82,8 +86,7 @@ type Server struct {
 	staleOnce sync.Once
 }
 
-// Start serves a resource on a fresh loopback port. The etcd-txn resource
-// has no server: etcd is its store (see Etcd).
+// Start serves the HTTP store in mode on a fresh loopback port.
 func Start(mode Mode) (*Server, error) { return StartLogged(mode, nil) }
 
 // StartLogged is Start, and each write the resource accepts is also
@@ -95,9 +98,6 @@ func Start(mode Mode) (*Server, error) { return StartLogged(mode, nil) }
 func StartLogged(mode Mode, log io.Writer) (*Server, error) {
 	if _, err := ParseMode(string(mode)); err != nil {
 		return nil, err
-	}
-	if mode == EtcdTxn {
-		return nil, errors.New("resource: the etcd-txn resource lives in etcd; there is no HTTP store to start")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,50 +1,53 @@
 package scenario
 
 import (
+	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
-// Every scenario is well-formed: a unique name, a summary and a lesson of
-// two or three sentences, expectations for both resources, and a schedule
-// that validates for 3 and 5 members.
-func TestCatalog(t *testing.T) {
-	seen := map[string]bool{}
-	for _, sc := range Catalog {
-		if sc.Name == "" || seen[sc.Name] {
-			t.Errorf("scenario %q: empty or duplicate name", sc.Name)
-		}
-		seen[sc.Name] = true
-		if sc.Summary == "" || strings.Contains(sc.Summary, "\n") {
-			t.Errorf("%s: summary %q", sc.Name, sc.Summary)
-		}
-		if n := strings.Count(sc.Lesson, ". "); n < 1 || n > 3 {
-			t.Errorf("%s: lesson of %d sentences: %q", sc.Name, n+1, sc.Lesson)
-		}
-		for _, res := range []string{unfenced, fenced} {
-			if len(sc.Expect[res]) == 0 {
-				t.Errorf("%s: no expectation with the %s resource", sc.Name, res)
-			}
-		}
-		for _, members := range []int{3, 5} {
-			s := sc.Schedule(1, Shape{Members: members, Clients: []string{"c0", "c1", "c2"}, TTL: 2 * time.Second})
-			if err := s.Validate(); err != nil {
-				t.Errorf("%s, %d members: %v", sc.Name, members, err)
-			}
-		}
-		if got, err := Lookup(sc.Name); err != nil || got.Name != sc.Name {
-			t.Errorf("Lookup(%s): %v", sc.Name, err)
-		}
+// The catalog lists scenarios by topic, every lock's first, then each
+// backend's in order; an extension adds a backend's verdicts, lesson and
+// references to a scenario of every lock.
+func TestNewCatalog(t *testing.T) {
+	generic := []Scenario{{Name: "g-bugs", Topic: LockBugs, Lesson: "L."}, {Name: "g-fencing", Topic: Fencing}}
+	a := []Scenario{{Name: "a-keeps", Topic: Keeps}, {Name: "a-fencing", Topic: Fencing}}
+	b := []Scenario{{Name: "b-fencing", Topic: Fencing}, {Name: "b-bugs", Topic: LockBugs}}
+	ext := []Extension{{Scenario: "g-bugs", ByRecipe: map[string]map[string]string{"a-old": {"contract": Invalid}},
+		Lesson: "More.", Refs: []string{"a#1"}}}
+	c, err := NewCatalog(generic, []string{"a", "b"}, [][]Scenario{a, b}, ext)
+	if err != nil {
+		t.Fatal(err)
 	}
-	we, _ := Lookup("waiter-expiry")
-	if we.Expected("mutex-3.4", fenced)["contract"] != "invalid" || we.Expected("mutex", unfenced)["contract"] != "valid" {
-		t.Errorf("waiter-expiry expects %v of mutex-3.4 and %v of mutex", we.Expected("mutex-3.4", fenced), we.Expected("mutex", unfenced))
+	want := []string{"g-fencing", "a-fencing", "b-fencing", "g-bugs", "b-bugs", "a-keeps"}
+	if !slices.Equal(c.Names(), want) {
+		t.Errorf("order %v, want %v", c.Names(), want)
 	}
-	if ph, _ := Lookup("paused-holder"); ph.Settings()["slow-share"] != "0" || ph.Settings()["time"] != ph.Flags["time"] {
-		t.Errorf("paused-holder settings %v: want its flags over the common ones", ph.Settings())
+	g, err := c.Lookup("g-bugs")
+	if err != nil || g.Backend != "" || g.Lesson != "L. More." || g.Line() != " (a#1)" || g.Expected("a-old", Fenced)["contract"] != Invalid {
+		t.Errorf("extended: %+v, %v", g, err)
 	}
-	if _, err := Lookup("split-brain"); err == nil || !strings.Contains(err.Error(), "paused-holder") {
+	if generic[0].Lesson != "L." || generic[0].ByRecipe != nil {
+		t.Error("the extension changed the scenario it extends in place")
+	}
+	if s, _ := c.Lookup("b-bugs"); s.Backend != "b" {
+		t.Errorf("b-bugs of backend %q", s.Backend)
+	}
+	if _, err := c.Lookup("split-brain"); err == nil || !strings.Contains(err.Error(), "g-fencing") {
 		t.Errorf("unknown scenario: %v, want the known ones listed", err)
+	}
+	if _, err := NewCatalog(generic, []string{"a"}, [][]Scenario{{{Name: "g-bugs"}}}, nil); err == nil {
+		t.Error("two scenarios of one name accepted")
+	}
+	if _, err := NewCatalog(generic, nil, nil, []Extension{{Scenario: "none"}}); err == nil {
+		t.Error("an extension of no scenario accepted")
+	}
+}
+
+// A scenario's settings are its flags over the common ones.
+func TestSettings(t *testing.T) {
+	ph := Generic[0]
+	if ph.Settings()["slow-share"] != "0" || ph.Settings()["time"] != ph.Flags["time"] {
+		t.Errorf("%s settings %v: want its flags over the common ones", ph.Name, ph.Settings())
 	}
 }

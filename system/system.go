@@ -2,11 +2,10 @@
 // members, and the capabilities the faults and the end-of-run checks use
 // (partitions, member pauses and crashes, a leader, client links behind
 // toxiproxy, admin actions on leases, a consistency read, membership
-// changes). A system offers
-// a capability by implementing its interface; a fault names the
-// capabilities it needs, and a run refuses, before it starts, a fault whose
-// system lacks one. The embedded etcd cluster (package cluster) is the
-// first system.
+// changes, a failover, keys expired early). A system offers a capability
+// by implementing its interface; a fault names the capabilities it needs,
+// and a run refuses, before it starts, a fault whose system lacks one. Each
+// backend (backend/) adapts its servers to System.
 package system
 
 import (
@@ -116,6 +115,14 @@ type Hasher interface {
 // lacks, where they are to be had; Refuse adds that to its error.
 type Hinter interface {
 	Hint() string
+}
+
+// Processes is a system whose servers run as processes of their own, apart
+// from locktest's: ServerPids are their process IDs now (a server restarted
+// since has a new one). Their CPU time is measured apart from locktest's.
+// Not a capability: no fault needs it.
+type Processes interface {
+	ServerPids() []int
 }
 
 // Reconfigurer changes the cluster's membership, as an operator replacing

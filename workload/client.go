@@ -10,13 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
-	"github.com/locktest/locktest/lock/etcdlock"
-	"github.com/locktest/locktest/lock/redislock"
 	"github.com/locktest/locktest/resource"
 )
 
@@ -26,12 +22,10 @@ type client struct {
 	cfg    Config
 	recipe lock.Recipe
 	rng    *rand.Rand
-	conn   conn
-	lease  *clockLease // etcd's: the clock-driven lease; nil for other backends
-	revs   *revisions
+	conn   Conn
 	clock  *clock.Clock
 	ctl    *control
-	store  store
+	store  Store
 	rec    Recorder
 
 	// mu guards what other goroutines read: the process, the locker, the
@@ -48,32 +42,33 @@ type client struct {
 	stats    Stats
 }
 
-// locker is the client's current lock.Locker, with its LeaseHolder side if
-// it has one, and whether the client has dropped it on purpose.
+// locker is the client's current lock.Locker, with its session if it keeps
+// one, the lease its backend names for it, and whether the client has
+// dropped it on purpose.
 type locker struct {
 	lock.Locker
-	lh      etcdlock.LeaseHolder // nil if the recipe keeps no lease of its own
+	session lock.Session // nil if the recipe keeps no session of its own
+	lease   string       // as Conn.Locker named it; "" if none
 	dropped atomic.Bool
 }
 
-// done is closed when the locker's lease is gone (never, without one).
+// done is closed when the locker's session is gone (never, without one).
 func (l *locker) done() <-chan struct{} {
-	if l.lh == nil {
+	if l.session == nil {
 		return nil
 	}
-	return l.lh.Done()
+	return l.session.Done()
 }
 
 // holding is a lock the client believes it holds.
 type holding struct {
 	key     string // lock name
-	etcdKey string // the grant's etcd key, if the recipe tells (etcdlock.Keyed)
 	token   int64
-	lease   clientv3.LeaseID // the grant's lease, if known; else 0
+	grant   Grant // the backend's view of it
+	claim   Claim // what it holds on the server, as the backend tells
 	process histories.Process
 	lost    bool // lease-lost recorded
 	held    lock.Held
-	valued  *valueGrant // the grant's value, if the recipe tells (redislock.Valued)
 	locker  *locker
 	since   time.Time     // client clock: when the acquire returned
 	gone    chan struct{} // closed when the client stops believing
@@ -91,20 +86,22 @@ func newClient(w *Workload, i int, resourceAddr string) (*client, error) {
 		ctl:     newControl(),
 		rec:     w.rec,
 		process: histories.Process(i),
-		// Only a backend that has revisions notes any.
-		revs: &revisions{},
 	}
-	cn, err := w.backend.connect(c)
+	cn, err := w.backend.Connect(Client{Name: name, Clock: c.clock, Paused: c.ctl.waitPaused})
 	if err != nil {
 		return nil, fmt.Errorf("client %s: %w", name, err)
 	}
 	c.conn = cn
-	if w.cfg.Resource == resource.EtcdTxn {
-		c.store = cn.txn
+	if kept(w.cfg.Resource) {
+		c.store, err = w.backend.(Keeper).Store(cn, w.cfg.Resource, w.cfg.Prefix)
+		if err != nil {
+			cn.Close()
+			return nil, fmt.Errorf("client %s: %w", name, err)
+		}
 	} else {
 		addr, err := w.backend.ResourceProxy(name, resourceAddr)
 		if err != nil {
-			cn.close()
+			cn.Close()
 			return nil, fmt.Errorf("client %s: resource link: %w", name, err)
 		}
 		c.store = httpStore{resource.NewClient(addr)}
@@ -114,7 +111,8 @@ func newClient(w *Workload, i int, resourceAddr string) (*client, error) {
 
 // env is what the recipe gets for this client.
 func (c *client) env() lock.Env {
-	return lock.Env{Conn: c.conn.env, Clock: c.clock, TTL: c.cfg.TTL, Prefix: c.cfg.Prefix, Name: c.name}
+	return lock.Env{Conn: c.conn.Env(), Clock: c.clock, TTL: c.cfg.TTL, Prefix: c.cfg.Prefix, Name: c.name,
+		Backend: c.w.backend.Name(), Endpoints: c.conn.Endpoints()}
 }
 
 // finish ends the client's locker at the end of Run and returns its stats.
@@ -131,7 +129,7 @@ func (c *client) close() {
 	c.forgetHeld()
 	c.dropLocker()
 	c.store.Close()
-	c.conn.close()
+	c.conn.Close()
 }
 
 func (c *client) run(ctx context.Context, stop <-chan struct{}) error {
@@ -157,9 +155,9 @@ func (c *client) run(ctx context.Context, stop <-chan struct{}) error {
 }
 
 // crash makes a requested crash take effect: the client forgets its lock,
-// orphans its locker (its lease is not revoked, so its keys stay until the
-// lease expires; a locker without a lease is just abandoned) and goes on as
-// a new process.
+// orphans its locker (its session is not ended, so its keys stay until the
+// server expires it; a locker without a session is just abandoned) and
+// goes on as a new process.
 func (c *client) crash() {
 	c.mu.Lock()
 	l := c.locker
@@ -171,8 +169,8 @@ func (c *client) crash() {
 	c.announce()
 	if l != nil {
 		l.dropped.Store(true)
-		if l.lh != nil {
-			l.lh.Orphan()
+		if l.session != nil {
+			l.session.Orphan()
 		}
 	}
 	c.ctl.crashDone()
@@ -240,7 +238,7 @@ func opError(ctx context.Context, err error) error {
 
 // newProcess gives the client a fresh process number after an operation with
 // an unknown outcome, as in Jepsen, and a fresh locker: the old one may
-// still hold a lock key, so it is closed, which revokes its lease.
+// still hold a lock key, so it is closed, which ends its session.
 func (c *client) newProcess() {
 	c.mu.Lock()
 	c.process = histories.Process(c.w.next.Add(1) - 1)
@@ -258,8 +256,8 @@ func (c *client) announce() {
 		Value: &histories.Value{Targets: []string{c.name}, Params: map[string]string{"process": p.String()}}})
 }
 
-// dropLocker closes the current locker, revoking its lease (which fails
-// fast if the lease is gone already).
+// dropLocker closes the current locker, ending its session (which fails
+// fast if the session is gone already).
 func (c *client) dropLocker() {
 	c.mu.Lock()
 	l := c.locker
@@ -269,17 +267,12 @@ func (c *client) dropLocker() {
 		return
 	}
 	l.dropped.Store(true)
-	if l.lh != nil {
-		id := l.lh.LeaseID()
-		c.w.intendRevoke(id)
-		defer c.lease.forget(id)
-	}
-	l.Close()
+	c.conn.CloseLocker(l.Locker)
 }
 
 // ensureLocker makes a locker, retrying until it works, the run is stopped,
-// a crash is requested or the run is interrupted; faults can make lease
-// grants fail for a while. A locker whose lease is gone is replaced.
+// a crash is requested or the run is interrupted; faults can make session
+// grants fail for a while. A locker whose session is gone is replaced.
 func (c *client) ensureLocker(ctx context.Context, stop <-chan struct{}) (*locker, error) {
 	for {
 		c.mu.Lock()
@@ -297,14 +290,14 @@ func (c *client) ensureLocker(ctx context.Context, stop <-chan struct{}) (*locke
 		cancel()
 		if err == nil {
 			l := &locker{Locker: lk}
-			l.lh, _ = lk.(etcdlock.LeaseHolder)
+			l.session, _ = lk.(lock.Session)
+			c.mu.Lock()
+			p := c.process // only this goroutine changes it
+			c.mu.Unlock()
+			l.lease = c.conn.Locker(lk, p)
 			c.mu.Lock()
 			c.locker = l
-			p := c.process
 			c.mu.Unlock()
-			if l.lh != nil {
-				c.w.registerLease(l.lh.LeaseID(), c.name, p)
-			}
 			return l, nil
 		}
 		if ctx.Err() != nil {
@@ -375,13 +368,16 @@ func (c *client) leaseLostLocked(h *holding) {
 	}
 	h.lost = true
 	c.stats.LeasesLost++
+	params := map[string]string{
+		"key":     h.key,
+		"token":   strconv.FormatInt(h.token, 10),
+		"process": h.process.String(),
+	}
+	if h.claim.Lease != "" {
+		params["lease"] = h.claim.Lease
+	}
 	c.rec.Record(histories.Op{Type: histories.Info, F: histories.FLeaseLost, Process: histories.Nemesis, Key: h.key,
-		Value: &histories.Value{Targets: []string{c.name}, Params: map[string]string{
-			"key":     h.key,
-			"token":   strconv.FormatInt(h.token, 10),
-			"lease":   leaseHex(h.lease),
-			"process": h.process.String(),
-		}}})
+		Value: &histories.Value{Targets: []string{c.name}, Params: params}})
 }
 
 func isDone(ch <-chan struct{}) bool {
@@ -467,11 +463,10 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	}
 	began := time.Now() // stats are measured on host time
 	lctx, cancel := c.opContext(ctx)
-	c.revs.reset()
+	c.conn.Acquiring()
 	c.setWaiting(began)
 	held, err := l.Acquire(lctx, key)
 	c.setWaiting(time.Time{})
-	decided := max(c.revs.newest(), decisionRevision(held))
 	err = opError(lctx, err)
 	cancel()
 	switch {
@@ -493,25 +488,12 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	}
 	token := held.Token()
 	h := &holding{key: key, token: token, held: held, locker: l, since: c.clock.Now(), gone: make(chan struct{})}
-	if k, ok := held.(etcdlock.Keyed); ok {
-		h.etcdKey, h.lease = k.Key(), k.LeaseID()
-	} else if l.lh != nil {
-		h.lease = l.lh.LeaseID()
-	}
-	if h.lease != 0 {
-		c.mu.Lock()
-		p := c.process
-		c.mu.Unlock()
-		c.w.registerLease(h.lease, c.name, p)
-	}
-	if v, ok := held.(redislock.Valued); ok {
-		c.mu.Lock()
-		p := c.process
-		c.mu.Unlock()
-		g := c.w.values.granted(v.Key(), valueGrant{value: v.Value(), client: c.name, process: p, token: token})
-		h.valued = &g
-	}
-	if err := c.complete(histories.OK, histories.Acquire, key, histories.GrantValue(token, decided, h.etcdKey), nil); err != nil {
+	c.mu.Lock()
+	p := c.process
+	c.mu.Unlock()
+	h.grant = c.conn.Granted(l.Locker, held, p)
+	h.claim = h.grant.Claim()
+	if err := c.complete(histories.OK, histories.Acquire, key, histories.GrantValue(token, h.claim.Decided, h.claim.Key), nil); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -536,26 +518,11 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	if err := c.record(histories.Invoke, histories.Release, key, nil, nil); err != nil {
 		return err
 	}
-	if h.etcdKey != "" {
-		c.w.intendRelease(h.etcdKey, token, c.name)
-	}
-	if h.valued != nil {
-		c.w.values.release(held.(redislock.Valued).Key(), *h.valued)
-	}
+	h.grant.Releasing()
 	uctx, cancel := c.opContext(ctx)
-	c.revs.reset()
 	err = opError(uctx, held.Release(uctx))
 	cancel()
-	if h.etcdKey != "" {
-		until := c.revs.newest()
-		if err != nil {
-			until = 0 // unknown: it may still delete
-		}
-		c.w.releaseDone(h.etcdKey, token, until, c.revs.deletedAt())
-	}
-	if h.valued != nil {
-		c.w.values.released(held.(redislock.Valued).Key(), *h.valued)
-	}
+	h.grant.Released(err)
 	if err != nil {
 		err = c.complete(histories.Info, histories.Release, key, nil, err)
 		unknown = true
@@ -563,9 +530,6 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 		err = c.complete(histories.OK, histories.Release, key, nil, nil)
 	}
 	c.forgetHeld()
-	if l.lh == nil || h.lease != l.lh.LeaseID() {
-		c.lease.forget(h.lease) // a lease of the grant's own
-	}
 	if err != nil {
 		return err
 	}
@@ -573,15 +537,6 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 		c.newProcess()
 	}
 	return nil
-}
-
-// decisionRevision is the revision a Held says its grant was decided on
-// (lock.Decided), or 0.
-func decisionRevision(held lock.Held) int64 {
-	if d, ok := held.(lock.Decided); ok {
-		return d.Revision()
-	}
-	return 0
 }
 
 // criticalSection reads the resource, thinks, checks its guard and writes

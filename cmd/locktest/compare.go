@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/words"
+	"github.com/locktest/locktest/nemesis"
 )
 
 // compareRow is one configuration's line of the compare table.
@@ -47,8 +48,9 @@ type compareRow struct {
 }
 
 func compareCmd(args []string, stdout io.Writer) (int, error) {
-	fs := newFlags("compare", "compare [flags]\n\nRuns several lock recipes, on etcd or Redis, resource modes and client counts under one\nseeded fault schedule, one after another on fresh systems, and prints one table. A fault a\nbackend cannot carry out is dropped from its runs, and the table says so; a fault on a\nmember strikes an etcd member or a Redis server alike. --cluster applies to the etcd recipes.\n--recipe (or --recipes), --resource and --clients take comma lists here; every other flag is run's.", stdout)
+	fs := newFlags("compare", "compare [flags]\n\nRuns several lock recipes, of any backends, resource modes and client counts under one\nseeded fault schedule, one after another on fresh systems, and prints one table. A fault a\nbackend cannot carry out is dropped from its runs, and the table says so; a fault on a\nmember strikes any backend's server alike. A backend's flags apply to its own recipes.\n--recipe (or --recipes), --resource and --clients take comma lists here; every other flag is run's.", stdout)
 	rf := addRunFlags(fs)
+	rf.lenient = true
 	fs.Var(stringFlag{rf.recipe}, "recipes", "same as --recipe")
 	if err := parseFlags(fs, args); err != nil {
 		return exitUnknown, err
@@ -67,34 +69,36 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 		}
 	}
 	// Check every combination before starting any run.
-	var opts []harness.Options
-	cluster, redisBin := *rf.clusterMode, *rf.redisBin
+	var (
+		opts   []harness.Options
+		faults []string // of the one schedule
+	)
 	for _, c := range configs {
 		*rf.recipe, *rf.mode, *rf.clients = c.recipe, c.mode, c.clients
-		// --cluster is the etcd recipes' and --redis-bin the Redis ones'.
-		*rf.clusterMode, *rf.redisBin = cluster, ""
-		if harness.IsRedis(c.recipe) {
-			*rf.clusterMode, *rf.redisBin = harness.ClusterEmbedded, redisBin
-		}
 		o, err := rf.options()
 		if err != nil {
 			return exitUnknown, fmt.Errorf("compare: %w", err)
 		}
-		// One schedule for every backend, drawn for the etcd cluster the
-		// flags describe; each run fits it to its own system.
+		// One schedule for every backend, drawn for a system of the
+		// members the flags ask for that carries out every fault; each
+		// run fits it to its own system.
 		if o.Schedule == nil {
 			if o.Schedule, err = harness.DrawSchedule(o); err != nil {
 				return exitUnknown, fmt.Errorf("compare: %w", err)
 			}
 		}
 		o.FitSchedule = true
+		faults = nemesis.Expand(o.Nemesis.Faults, nil)
+		if o, err = harness.Plan(o); err != nil {
+			return exitUnknown, fmt.Errorf("compare: %w", err)
+		}
 		opts = append(opts, o)
 	}
 	if err := os.MkdirAll(*rf.out, 0o755); err != nil {
 		return exitUnknown, fmt.Errorf("--out: %w", err)
 	}
 	fmt.Fprintf(stdout, "locktest compare: %d configurations, seed %d, faults %v, %s each\n",
-		len(opts), opts[0].Workload.Seed, opts[0].Nemesis.Faults, opts[0].Time)
+		len(opts), opts[0].Workload.Seed, faults, opts[0].Time)
 
 	ctx, stop := signalContext()
 	defer stop()
@@ -114,11 +118,8 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 			return exitUnknown, fmt.Errorf("%s with %s: %w", configs[i].recipe, configs[i].mode, err)
 		}
 		writeReport(io.Discard, filepath.Join(o.Dir, "report.html"), res)
-		row := compareRow{Recipe: configs[i].recipe, Backend: "etcd", Resource: configs[i].mode, Clients: o.Workload.Clients, Dir: o.Dir,
+		row := compareRow{Recipe: configs[i].recipe, Backend: o.Backend, Resource: configs[i].mode, Clients: o.Workload.Clients, Dir: o.Dir,
 			Verdicts: map[string]checker.Verdict{}, Overlaps: res.MutexOverlaps, Exit: res.Exit}
-		if harness.IsRedis(row.Recipe) {
-			row.Backend = "redis"
-		}
 		for _, c := range res.Checks {
 			row.Verdicts[c.Name] = c.Verdict
 			if c.Verdict == checker.Invalid {
@@ -188,7 +189,7 @@ func printCompare(w io.Writer, rows []compareRow) {
 	if dropped {
 		fmt.Fprintln(w, "(a dropped fault is left out of that run only; the others are the same faults, scheduled at the same times, in every run)")
 	}
-	fmt.Fprintln(w, "client CPU is locktest's own process (clients, toxiproxy, embedded etcd members); server CPU is the servers' own processes (redis-server, etcd member processes)")
+	fmt.Fprintln(w, "client CPU is locktest's own process (clients, toxiproxy, servers embedded in it); server CPU is the servers' own processes")
 }
 
 // countKinds says how many faults of each kind a list holds, in order of

@@ -1,6 +1,7 @@
-// Command locktest tests distributed locks on etcd: it starts a real etcd
-// cluster behind toxiproxy, lets clients contend for locks and write to a
-// protected resource, records every operation, and checks the history.
+// Command locktest tests distributed locks: it starts the real servers of
+// the recipe's backend (backend/) behind toxiproxy, lets clients contend for
+// locks and write to a protected resource, records every operation, and
+// checks the history.
 //
 // Exit status follows Jepsen: 0 valid, 1 a violation found, 2 unknown or an
 // error.
@@ -25,7 +26,7 @@ const (
 	exitUnknown = harness.ExitUnknown
 )
 
-const usage = `locktest: a fault-injection and correctness testbed for locks on etcd
+const usage = `locktest: a fault-injection and correctness testbed for distributed locks
 
 Usage:
   locktest run [flags]            start a cluster, run the workload, check the history

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/scenario"
+	"github.com/locktest/locktest/backend/registry"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
@@ -235,7 +235,7 @@ func TestScenarioList(t *testing.T) {
 	if code != exitValid {
 		t.Fatalf("exit %d", code)
 	}
-	names := scenario.Names()
+	names := registry.Catalog().Names()
 	for _, redis := range []string{"oversold-redis", "failover-redis", "redlock-restart", "redlock-clock"} {
 		if !slices.Contains(names, redis) {
 			t.Errorf("the catalog lacks %s", redis)
@@ -246,8 +246,8 @@ func TestScenarioList(t *testing.T) {
 			t.Errorf("list lacks %s:\n%s", name, stdout)
 		}
 	}
-	if n := strings.Count(stdout, "expects: unfenced "); n != len(scenario.Catalog) {
-		t.Errorf("%d expectation lines for %d scenarios:\n%s", n, len(scenario.Catalog), stdout)
+	if n := strings.Count(stdout, "expects: unfenced "); n != len(names) {
+		t.Errorf("%d expectation lines for %d scenarios:\n%s", n, len(names), stdout)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/report"
@@ -36,7 +37,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	junitPath := fs.String("junit", "", "write JUnit XML here")
 	summaryPath := fs.String("summary", "", "write a Markdown summary here")
 	keep := fs.String("keep", "failures", "run directories to keep: failures or all")
-	recipeList := fs.String("recipes", "mutex", "comma list of lock recipes")
+	recipeList := fs.String("recipes", registry.Default().Recipes[0].Name, "comma list of lock recipes")
 	if err := parseFlags(fs, args); err != nil {
 		return exitUnknown, err
 	}
@@ -52,8 +53,8 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	}
 	recipes := strings.Split(*recipeList, ",")
 	for _, r := range recipes {
-		if _, err := recipeNamed(r, *rf.poll); err != nil {
-			return exitUnknown, fmt.Errorf("--recipes: %w", err)
+		if _, _, ok := registry.Builtin(r); !ok {
+			return exitUnknown, fmt.Errorf("--recipes: unknown lock recipe %q (want one of %v)", r, registry.RecipeNames())
 		}
 	}
 	// Every worker must draw the same plan: the seed is the date unless given.
@@ -64,7 +65,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		seed, _ = strconv.ParseInt(time.Now().UTC().Format("20060102"), 10, 64)
 	}
 	cheapest := runCost(*rf.runTime, *rf.quiet, *rf.opTimeout)
-	for _, sc := range scenario.Catalog {
+	for _, sc := range registry.Catalog() {
 		if c := scenarioCost(sc, given); c < cheapest {
 			cheapest = c
 		}
@@ -103,8 +104,8 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		}
 		cost := runCost(*rf.runTime, *rf.quiet, *rf.opTimeout)
 		if p.Scenario != "" {
-			sc, _ := scenario.Lookup(p.Scenario)
-			if err := sc.Missing(); err != nil {
+			sc, _ := registry.Catalog().Lookup(p.Scenario)
+			if err := registry.Missing(sc.Settings()); err != nil {
 				fmt.Fprintf(stderr, "skipped %s: %v\n", p.name(), err)
 				continue
 			}
@@ -206,7 +207,7 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	var sc scenario.Scenario
 	settings := randomSettings
 	if p.Scenario != "" {
-		sc, _ = scenario.Lookup(p.Scenario)
+		sc, _ = registry.Catalog().Lookup(p.Scenario)
 		settings = sc.Settings()
 	}
 	for k, v := range settings {
@@ -226,7 +227,12 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	}
 	if p.Scenario != "" {
 		o.Schedule = nil
-		play(&o, sc, p.Recipe)
+		if err := play(&o, sc, p.Recipe); err != nil {
+			return nightlyRun{}, err
+		}
+	}
+	if o, err = harness.Plan(o); err != nil {
+		return nightlyRun{}, err
 	}
 	if o.Dir, err = harness.NewRunDir(*rf.out, p.Seed); err != nil {
 		return nightlyRun{}, err

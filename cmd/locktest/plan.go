@@ -2,12 +2,13 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/resource"
-	"github.com/locktest/locktest/scenario"
 )
 
 // shard is a deterministic part K of N of a nightly plan.
@@ -46,16 +47,23 @@ func (p planned) name() string {
 
 // nightlyPlan is the whole plan, every shard's: each scenario with the
 // unfenced and the fenced resource for each recipe (a scenario about one
-// recipe, with that one), then random-fault runs
-// with seeds from first on, for as long as a budget lasts (the caller stops
-// taking them). It is a function of its arguments, so every CI worker
-// computes the same plan and runs its own part.
+// recipe, with that one; one of a backend's, with the recipes of that
+// backend, or its first), then random-fault runs with seeds from first on,
+// for as long as a budget lasts (the caller stops taking them). It is a
+// function of its arguments, so every CI worker computes the same plan and
+// runs its own part.
 func nightlyPlan(recipes []string, seed int64, randomRuns int) []planned {
 	var out []planned
-	for _, sc := range scenario.Catalog {
+	for _, sc := range registry.Catalog() {
 		rs := recipes
 		if r, ok := sc.Flags["recipe"]; ok {
 			rs = []string{r} // the scenario is about that recipe
+		} else if sc.Backend != "" {
+			rs = slices.DeleteFunc(slices.Clone(recipes), func(r string) bool { return registry.Of(r).Name != sc.Backend })
+			if len(rs) == 0 {
+				b, _ := registry.Named(sc.Backend)
+				rs = []string{b.Recipes[0].Name}
+			}
 		}
 		for _, r := range rs {
 			for _, res := range []resource.Mode{resource.Unfenced, resource.Fenced} {

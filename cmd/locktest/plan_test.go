@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/locktest/locktest/scenario"
+	"github.com/locktest/locktest/backend/registry"
 )
 
 func TestParseShard(t *testing.T) {
@@ -22,7 +22,7 @@ func TestParseShard(t *testing.T) {
 func TestShardsSplitThePlan(t *testing.T) {
 	plan := nightlyPlan([]string{"mutex", "election"}, 100, 7)
 	want := 7 * 2
-	for _, sc := range scenario.Catalog {
+	for _, sc := range registry.Catalog() {
 		if r, ok := sc.Flags["recipe"]; ok {
 			want += 2 // its own recipe only
 			if !slices.Contains(plan, planned{Scenario: sc.Name, Seed: 100, Recipe: r, Resource: "unfenced"}) {

@@ -118,11 +118,7 @@ func reading(r *harness.Results) []string {
 		case n > 1:
 			what = fmt.Sprintf("the lock's own mutual exclusion broke: %d times two clients believed they held it at once", n)
 		}
-		why := "etcd documents this for leases: a lock alone is not mutual exclusion"
-		if r.Backend == "redis" {
-			why = "the lock's key expires on the server (TTL) whether or not its holder is done: a lock alone is not mutual exclusion"
-		}
-		lines = append(lines, "in words: "+what+"; "+why+".")
+		lines = append(lines, "in words: "+what+"; "+r.Terms.Unsafe+".")
 	}
 	if c := get(histories.CheckContract); c != nil {
 		lines = append(lines, contractWords(r, c))
@@ -157,10 +153,7 @@ func reading(r *harness.Results) []string {
 // contractWords says whether the lock itself is broken, and how many
 // overlaps of holders were the lease race and how many bugs in the lock.
 func contractWords(r *harness.Results, c *checker.Result) string {
-	race := "the lease race (expected for any lease lock; fencing is the cure)"
-	if r.Backend == "redis" {
-		race = "the expiry race (the key's TTL ran out under its holder: expected for any lock whose key expires; fencing is the cure)"
-	}
+	race := r.Terms.Race
 	if r.NoFencingToken {
 		race = strings.TrimSuffix(race, ")") + ", which this recipe's token cannot give)"
 	}
@@ -169,8 +162,8 @@ func contractWords(r *harness.Results, c *checker.Result) string {
 	case c.LeaseRaces+c.LockBugs > 0:
 		overlaps = fmt.Sprintf("of the overlapping holders, %d were %s and %d were bugs in the lock", c.LeaseRaces, race, c.LockBugs)
 	case r.MutexOverlaps > 0:
-		// Promise 3 unjudged (Redis has no revisions to order a grant
-		// against the server's deletions): the overlaps stay untold apart.
+		// Promise 3 unjudged (a server without revisions cannot order a
+		// grant against its deletions): the overlaps stay untold apart.
 		overlaps = fmt.Sprintf("%s of holders, not told apart into %s and bugs in the lock", words.Plural(r.MutexOverlaps, "overlap"), race)
 	default:
 		overlaps = "no two clients held it at once"

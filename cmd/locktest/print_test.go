@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
@@ -13,7 +14,7 @@ import (
 // that is not a fencing token as such.
 func TestReadingByBackend(t *testing.T) {
 	results := func(backend string, noFencing bool) *harness.Results {
-		return &harness.Results{Backend: backend, NoFencingToken: noFencing, MutexOverlaps: 3, WritesRejected: 2, Checks: []checker.Result{
+		return &harness.Results{Backend: backend, Terms: registry.Terms(backend), NoFencingToken: noFencing, MutexOverlaps: 3, WritesRejected: 2, Checks: []checker.Result{
 			{Name: histories.CheckMutex, Verdict: checker.Invalid},
 			{Name: histories.CheckContract, Verdict: checker.Valid, LeaseRaces: 3},
 			{Name: histories.CheckResource, Verdict: checker.Valid},

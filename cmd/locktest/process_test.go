@@ -14,7 +14,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/locktest/locktest/cluster"
+	"github.com/locktest/locktest/backend/etcd/cluster"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/proc"
@@ -50,7 +50,7 @@ func TestRunProcessCluster(t *testing.T) {
 		t.Errorf("stdout does not say the members are processes:\n%s", stdout)
 	}
 	res := readResults(t, out)
-	if res.Run == nil || !strings.Contains(res.Run.System, "member processes") || res.Run.EtcdVersion == "" {
+	if res.Run == nil || !strings.Contains(res.Run.System, "member processes") || res.Run.Version == "" {
 		t.Fatalf("results do not name the system and its version: %+v", res.Run)
 	}
 	for _, c := range res.Checks {
@@ -75,8 +75,8 @@ func TestEtcd11456(t *testing.T) {
 		!strings.Contains(stdout, "it was granted a lock whose key was already gone") {
 		t.Fatalf("etcd 3.4: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	if res := readResults(t, filepath.Join(out, "34")); !strings.HasPrefix(res.Run.EtcdVersion, "3.4.") {
-		t.Errorf("etcd version %q, want 3.4", res.Run.EtcdVersion)
+	if res := readResults(t, filepath.Join(out, "34")); !strings.HasPrefix(res.Run.Version, "3.4.") {
+		t.Errorf("etcd version %q, want 3.4", res.Run.Version)
 	}
 	code, stdout, stderr = runMain(t, "scenario", "run", "etcd-11456", "--etcd-bin=", "--seed", "1", "--out", filepath.Join(out, "builtin"))
 	if code != exitValid || !strings.Contains(stdout, "contract    valid") {

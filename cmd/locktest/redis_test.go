@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/backend/redis/redisserver"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/nemesis"
-	"github.com/locktest/locktest/redisserver"
 )
 
 // checkVerdict returns the verdict of the named check.
@@ -40,7 +40,7 @@ func redisRun(t *testing.T, args ...string) (int, string) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	res := readResults(t, out)
-	if res.Run == nil || !strings.HasPrefix(res.Run.System, "redis ") || res.Run.RedisVersion == "" {
+	if res.Run == nil || !strings.HasPrefix(res.Run.System, "redis ") || res.Run.Version == "" {
 		t.Fatalf("results do not name the system and its version: %+v", res.Run)
 	}
 	if res.Run.Stats.Acquisitions == 0 {
@@ -132,8 +132,8 @@ func TestRedisBadInput(t *testing.T) {
 		{[]string{"--recipe", "redis-setnx", "--resource", "etcd-txn"}, "--resource etcd-txn keeps the values in etcd"},
 		{[]string{"--recipe", "redis-del", "--nemesis", "partition"}, "needs partition, which redis"},
 		{[]string{"--recipe", "redis-del", "--redis-bin", "/nope"}, "apt-get install redis-server"},
-		{[]string{"--recipe", "redis-del", "--cluster", "process"}, "--cluster process is for etcd recipes"},
-		{[]string{"--redis-bin", "/nope"}, "--redis-bin is for a Redis recipe"},
+		{[]string{"--recipe", "redis-del", "--cluster", "process"}, "--cluster is for etcd recipes (mutex, "},
+		{[]string{"--redis-bin", "/nope"}, "--redis-bin is for redis recipes (redis-setnx, redlock, redis-del), not mutex"},
 		// A failover needs a replica and Sentinel: redis-setnx and
 		// redis-del get them; Redlock's independent masters and etcd not.
 		{[]string{"--recipe", "redlock", "--nemesis", "failover"}, "fault failover needs failover, which redis"},

@@ -16,8 +16,9 @@ import (
 	"github.com/locktest/locktest/report"
 )
 
-// reproduce is the command that runs o again: its flags, its seed, and the
-// schedule its run directory holds (a scenario's too).
+// reproduce is the command that runs o (planned: harness.Plan) again: its
+// flags and its backend's, its seed, and the schedule its run directory
+// holds (a scenario's too).
 func reproduce(o harness.Options) string {
 	w := o.Workload
 	recipe := o.RecipeName
@@ -32,22 +33,8 @@ func reproduce(o harness.Options) string {
 		fmt.Sprintf("--clients %d --locks %d --ttl %d --think-min %s --think %s --op-timeout %s --guard %s --time %s --quiet %s --liveness-bound %s --require %s",
 			w.Clients, len(w.Locks), w.TTL, w.ThinkMin, w.ThinkMax, w.OpTimeout, w.Guard, o.Time, o.Quiet,
 			o.LivenessBound, strings.Join(o.Required, ","))}
-	switch c := o.Cluster; c.Mode {
-	case harness.ClusterEmbedded, "":
-		args = append(args, fmt.Sprintf("--members %d", o.Members))
-	case harness.ClusterProcess:
-		args = append(args, fmt.Sprintf("--members %d", o.Members))
-		args = append(args, "--cluster process")
-		if c.EtcdBin != "" {
-			args = append(args, "--etcd-bin "+c.EtcdBin)
-		}
-	case harness.ClusterExternal:
-		args = append(args, "--cluster external --endpoints "+strings.Join(c.Endpoints, ","))
-		for _, f := range [][2]string{{"toxiproxy", c.Toxiproxy}, {"cacert", c.CACert}, {"cert", c.Cert}, {"key", c.Key}} {
-			if f[1] != "" {
-				args = append(args, "--"+f[0]+" "+f[1])
-			}
-		}
+	if o.System != nil {
+		args = append(args, o.System.Args(o.Members)...)
 	}
 	lo, hi := w.SlowRange()
 	args = append(args, fmt.Sprintf("--slow-share %g --slow-think %s-%s", w.SlowShare, lo, hi))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,12 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/locktest/locktest/cluster"
+	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/lock"
-	"github.com/locktest/locktest/lock/etcdlock"
-	"github.com/locktest/locktest/lock/recipes"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/workload"
@@ -32,7 +28,8 @@ const (
 	defaultTime    = 15 * time.Second
 )
 
-// runFlags are the flags run and sweep share.
+// runFlags are the flags run and sweep share: locktest's own, and every
+// backend's (backends).
 type runFlags struct {
 	fs           *flag.FlagSet
 	clients      *string
@@ -60,17 +57,11 @@ type runFlags struct {
 	recipe       *string
 	work         *string
 	items        *int
-	poll         *time.Duration
-	tick         *uint
-	election     *uint
-	clusterMode  *string
-	etcdBin      *string
-	endpoints    *string
-	toxiproxy    *string
-	caCert       *string
-	cert         *string
-	key          *string
-	redisBin     *string
+	backends     *registry.Flags
+	// lenient lets a backend's flags be set for runs of another's recipes
+	// (compare runs several backends: each backend's flags apply to its
+	// own recipes); else they are refused.
+	lenient bool
 	// seedDrawn is set once a seed not given on the command line has been
 	// drawn, so that every run built from these flags (compare) shares it.
 	seedDrawn bool
@@ -82,11 +73,11 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		fs:           fs,
 		clients:      fs.String("clients", strconv.Itoa(def.Clients), "number of contending clients"),
 		locks:        fs.Int("locks", len(def.Locks), "number of distinct locks the clients contend for"),
-		members:      fs.Int("members", 3, "etcd cluster size: 3 or 5"),
+		members:      fs.Int("members", 3, "number of members (servers) of the system under test, where its backend lets it be chosen: 3 or 5"),
 		runTime:      fs.Duration("time", defaultTime, "how long clients contend under faults; then faults are healed and a quiet period follows"),
 		seed:         fs.Int64("seed", 0, "seed for every random choice (default: drawn from the clock, and printed)"),
 		out:          fs.String("out", "runs", "directory under which each run's directory is created"),
-		mode:         fs.String("resource", string(resource.Fenced), "protected resource: fenced (rejects stale tokens), unfenced, or etcd-txn (values in etcd, written by Txns guarded by the lock)"),
+		mode:         fs.String("resource", string(resource.Fenced), "protected resource: "+registry.ResourceHelp()),
 		require:      fs.String("require", "resource", "checks whose failure makes the exit status 1: a comma list of "+strings.Join(histories.Checks(), ", ")+", or all"),
 		guard:        fs.String("guard", workload.GuardNone, "what a holder checks just before writing: none, session (its session is alive) or clock (its lease has time left on its own clock)"),
 		ttl:          fs.Int("ttl", def.TTL, "session lease TTL in seconds"),
@@ -102,20 +93,10 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		schedule:     fs.String("schedule", "", "replay the fault schedule in this file (a run's schedule.json) instead of drawing one"),
 		checkTimeout: fs.Duration("check-timeout", time.Minute, "time limit for each check; a check that hits it is unknown"),
 		bound:        fs.Duration("liveness-bound", harness.DefaultLivenessBound, "after the final heal, every client that asks for a lock must get it within this"),
-		recipe:       fs.String("recipe", etcdlock.MutexName, "lock recipe under test: "+strings.Join(recipes.Names(), ", ")),
+		recipe:       fs.String("recipe", registry.Default().Recipes[0].Name, "lock recipe under test: "+strings.Join(registry.RecipeNames(), ", ")),
 		work:         fs.String("workload", histories.WorkloadCounter, "critical section: counter (read, write value+1) or stock (sell one of --items if any is left)"),
 		items:        fs.Int("items", workload.DefaultItems, "initial stock per key of the stock workload"),
-		poll:         fs.Duration("poll-interval", etcdlock.DefaultPollInterval, "retry interval of the polling recipe"),
-		tick:         fs.Uint("raft-tick", 10, "raft heartbeat interval of the members, in ms"),
-		election:     fs.Uint("raft-election", 100, "raft election timeout of the members, in ms (at least 5 ticks)"),
-		clusterMode:  fs.String("cluster", harness.ClusterEmbedded, "the etcd under test: embedded (members in locktest's process), process (members as OS processes: real SIGSTOP, SIGKILL and peer cuts) or external (a running cluster, --endpoints)"),
-		etcdBin:      fs.String("etcd-bin", "", "with --cluster process: the etcd binary members run, 3.4 or later (default: the etcd built into locktest)"),
-		endpoints:    fs.String("endpoints", "", "with --cluster external: the cluster's client URLs, comma-separated, one per member"),
-		toxiproxy:    fs.String("toxiproxy", "", "with --cluster external: API URL of a running toxiproxy-server for the links to the members (default: one in locktest)"),
-		caCert:       fs.String("cacert", "", "with --cluster external: CA certificate file to verify the members"),
-		cert:         fs.String("cert", "", "with --cluster external: client certificate file"),
-		key:          fs.String("key", "", "with --cluster external: client key file"),
-		redisBin:     fs.String("redis-bin", "", "with a Redis recipe: the redis-server its servers run, 7.0 or later (default: redis-server on PATH)"),
+		backends:     registry.AddFlags(fs),
 	}
 }
 
@@ -147,44 +128,24 @@ func (f *runFlags) options() (harness.Options, error) {
 	}
 	wc.Locks = lockNames(*f.locks)
 	wc.Workload, wc.Items = *f.work, *f.items
-	recipe, err := recipeNamed(*f.recipe, *f.poll)
+	if _, _, ok := registry.Builtin(*f.recipe); !ok {
+		return harness.Options{}, fmt.Errorf("--recipe: unknown lock recipe %q (want one of %v)", *f.recipe, registry.RecipeNames())
+	}
+	system, err := f.backends.Options(*f.recipe, !f.lenient)
 	if err != nil {
+		return harness.Options{}, err
+	}
+	if wc.Recipe, err = registry.NewRecipe(*f.recipe, system); err != nil {
 		return harness.Options{}, fmt.Errorf("--recipe: %w", err)
 	}
-	wc.Recipe = recipe
 	if err := wc.Validate(); err != nil {
 		return harness.Options{}, err
 	}
 	o := harness.Options{
-		Members: *f.members, TickMs: *f.tick, ElectionMs: *f.election, Workload: wc, Time: *f.runTime, Quiet: *f.quiet,
-		CheckTimeout: *f.checkTimeout, LivenessBound: *f.bound,
+		System: system, Workload: wc, Time: *f.runTime, Quiet: *f.quiet, CheckTimeout: *f.checkTimeout, LivenessBound: *f.bound,
 	}
-	o.Cluster = harness.ClusterOptions{
-		Mode: *f.clusterMode, EtcdBin: *f.etcdBin, Toxiproxy: *f.toxiproxy, CACert: *f.caCert, Cert: *f.cert, Key: *f.key,
-		RedisBin: *f.redisBin,
-	}
-	if *f.endpoints != "" {
-		o.Cluster.Endpoints = strings.Split(*f.endpoints, ",")
-	}
-	if err := o.Cluster.Check(); err != nil {
-		return o, err
-	}
-	if o.Cluster.Mode == harness.ClusterExternal {
-		if f.set("members") {
-			return o, errors.New("--members does not apply to --cluster external: its size is the number of --endpoints")
-		}
-	} else if err := cluster.CheckMembers(*f.members); err != nil && !harness.IsRedis(recipe.Name()) {
-		return o, fmt.Errorf("--%w", err)
-	}
-	if o.Cluster.EtcdBin != "" {
-		// Checked here, so that a wrong binary stops the run before anything
-		// starts.
-		if _, err := cluster.FindEtcd(o.Cluster.EtcdBin); err != nil {
-			return o, err
-		}
-	}
-	if *f.tick == 0 || *f.election < 5**f.tick {
-		return o, fmt.Errorf("--raft-tick must be positive and --raft-election at least 5 ticks, got %d and %d ms", *f.tick, *f.election)
+	if f.set("members") {
+		o.Members = *f.members
 	}
 	for name, d := range map[string]time.Duration{"time": *f.runTime, "check-timeout": *f.checkTimeout, "liveness-bound": *f.bound, "nemesis-interval": *f.interval} {
 		if d <= 0 {
@@ -194,11 +155,7 @@ func (f *runFlags) options() (harness.Options, error) {
 	if *f.quiet < 0 {
 		return o, fmt.Errorf("--quiet must not be negative, got %v", *f.quiet)
 	}
-	if *f.poll <= 0 {
-		return o, fmt.Errorf("--poll-interval must be positive, got %v", *f.poll)
-	}
-	var mode resource.Mode
-	mode, err = resource.ParseMode(*f.mode)
+	mode, err := registry.ParseResource(*f.mode)
 	if err != nil {
 		return o, fmt.Errorf("--resource: %w", err)
 	}
@@ -230,15 +187,6 @@ func (f *runFlags) set(name string) bool {
 	return found
 }
 
-// recipeNamed is the built-in recipe of that name, with the polling
-// recipe's interval applied.
-func recipeNamed(name string, poll time.Duration) (lock.Recipe, error) {
-	if name == etcdlock.PollingName {
-		return etcdlock.Polling(poll), nil
-	}
-	return recipes.Lookup(name)
-}
-
 func lockNames(n int) []string {
 	if n == 1 {
 		return []string{"lock"}
@@ -257,7 +205,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 }
 
 func runCmd(args []string, stdout io.Writer) (int, error) {
-	fs := newFlags("run", "run [flags]\n\nStarts a 3-member etcd cluster behind toxiproxy, lets clients contend for locks and\nwrite to a protected resource under faults, records every operation and checks the history.", stdout)
+	fs := newFlags("run", "run [flags]\n\nStarts the servers of the recipe's backend behind toxiproxy, lets clients contend for locks\nand write to a protected resource under faults, records every operation and checks the history.", stdout)
 	rf := addRunFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return exitUnknown, err
@@ -274,7 +222,10 @@ func runCmd(args []string, stdout io.Writer) (int, error) {
 
 // runOne carries out one run from options and prints its verdicts.
 func runOne(o harness.Options, rf *runFlags, stdout io.Writer) (int, error) {
-	var err error
+	o, err := harness.Plan(o)
+	if err != nil {
+		return exitUnknown, err
+	}
 	if o.Dir, err = harness.NewRunDir(*rf.out, o.Workload.Seed); err != nil {
 		return exitUnknown, err
 	}

@@ -10,20 +10,22 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/scenario"
 )
 
 func scenarioCmd(args []string, stdout io.Writer) (int, error) {
+	catalog := registry.Catalog()
 	if len(args) == 0 {
-		return exitUnknown, fmt.Errorf("scenario: want list or run NAME (scenarios: %s)", strings.Join(scenario.Names(), ", "))
+		return exitUnknown, fmt.Errorf("scenario: want list or run NAME (scenarios: %s)", strings.Join(catalog.Names(), ", "))
 	}
 	switch args[0] {
 	case "list":
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-		for _, sc := range scenario.Catalog {
-			fmt.Fprintf(tw, "%s\t%s\n", sc.Name, sc.Summary)
+		for _, sc := range catalog {
+			fmt.Fprintf(tw, "%s\t%s\n", sc.Name, sc.Line())
 			fmt.Fprintf(tw, "\texpects: %s\n", expectations(sc))
 		}
 		tw.Flush()
@@ -33,9 +35,9 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 		return exitUnknown, fmt.Errorf("scenario: unknown subcommand %q (want list or run NAME)", args[0])
 	}
 	if len(args) < 2 || strings.HasPrefix(args[1], "-") {
-		return exitUnknown, fmt.Errorf("scenario run: want a scenario name (one of %s)", strings.Join(scenario.Names(), ", "))
+		return exitUnknown, fmt.Errorf("scenario run: want a scenario name (one of %s)", strings.Join(catalog.Names(), ", "))
 	}
-	sc, err := scenario.Lookup(args[1])
+	sc, err := catalog.Lookup(args[1])
 	if err != nil {
 		return exitUnknown, err
 	}
@@ -56,31 +58,44 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 			}
 		}
 	}
-	if err := sc.Missing(); err != nil && !given["etcd-bin"] && !given["redis-bin"] {
+	// What the scenario needs, as the command line left it.
+	settings := map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) { settings[f.Name] = f.Value.String() })
+	if err := registry.Missing(settings); err != nil {
 		return exitUnknown, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
 	o, err := rf.options()
 	if err != nil {
 		return exitUnknown, fmt.Errorf("scenario run: %w", err)
 	}
-	play(&o, sc, *rf.recipe)
+	if err := play(&o, sc, *rf.recipe); err != nil {
+		return exitUnknown, fmt.Errorf("scenario run: %w", err)
+	}
 	return runOne(o, rf, stdout)
 }
 
 // play sets o up to play sc with recipe: its lesson, the verdicts it
-// expects, and its scripted schedule unless o replays one.
-func play(o *harness.Options, sc scenario.Scenario, recipe string) {
+// expects, and its scripted schedule unless o replays one, for the members
+// of the system that schedule makes the run start (a failover needs a
+// replica).
+func play(o *harness.Options, sc scenario.Scenario, recipe string) error {
 	o.Scenario = &harness.Scenario{Name: sc.Name, Lesson: sc.Lesson, Expect: sc.Expected(recipe, string(o.Resource))}
-	if o.Schedule == nil {
-		s := sc.Schedule(o.Workload.Seed, scenario.Shape{Members: o.Members, Clients: clientNames(o.Workload.Clients),
-			TTL: time.Duration(o.Workload.TTL) * time.Second})
-		// A Redis recipe's servers depend on its faults (a failover
-		// needs a replica).
-		if n, ok := harness.RedisServers(recipe, s.Families()); ok {
-			s.Members = n
-		}
-		o.Schedule = &s
+	if o.Schedule != nil {
+		return nil
 	}
+	before, err := harness.Plan(*o)
+	if err != nil {
+		return err
+	}
+	s := sc.Schedule(o.Workload.Seed, scenario.Shape{Members: before.Members, Clients: clientNames(o.Workload.Clients),
+		TTL: time.Duration(o.Workload.TTL) * time.Second})
+	o.Schedule = &s
+	planned, err := harness.Plan(*o)
+	if err != nil {
+		return err
+	}
+	s.Members = planned.Members
+	return nil
 }
 
 func clientNames(n int) []string {

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/backend/redis/redisserver"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/nemesis"
-	"github.com/locktest/locktest/redisserver"
 	"github.com/locktest/locktest/shrink"
 )
 

@@ -47,6 +47,9 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 	}
 	*rf.seed = *first
 	base, err := rf.options()
+	if err == nil {
+		base, err = harness.Plan(base)
+	}
 	if err != nil {
 		return exitUnknown, fmt.Errorf("sweep: %w", err)
 	}
@@ -98,10 +101,7 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		if r.FirstViolation > 0 {
 			first = fmt.Sprintf("%.2fs", r.FirstViolation.Seconds())
 		}
-		race := "lease"
-		if res.Backend == "redis" {
-			race = "expiry" // a key's TTL running out, not a lease
-		}
+		race := res.Terms.RaceShort // "lease", or "expiry" for a key's TTL
 		fmt.Fprintf(stdout, "seed %-4d resource %-8s mutex %-8s invariant %-8s liveness %-8s consistency %-8s contract %-8s first stale write %-7s %d overlaps (%d %s races, %d lock bugs), %d faults, %d acquisitions\n",
 			r.Seed, r.Verdicts[histories.CheckResource], r.Verdicts[histories.CheckMutex], r.Verdicts[histories.CheckInvariant], r.Verdicts[histories.CheckLiveness], r.Verdicts[histories.CheckConsistency], r.Verdicts[histories.CheckContract], first,
 			r.MutexBroke, r.LeaseRaces, race, r.LockBugs, r.Faults, r.Acquisitions)

@@ -76,13 +76,11 @@
   }
   const laneIndex = Object.fromEntries(lanes.map((l, i) => [l.name, i]));
 
-  // A Redis lock has a TTL, kept by a watchdog, not a lease an operator can revoke.
-  const redis = M.setup.backend === "redis";
+  // The backend's words: a lease, or a key's TTL kept by a watchdog.
   $("legend").append(...[["wait", "waiting in acquire"], ["hold", "holding (token)"], ["overlap", "two holders at once"],
     ["write", "write accepted"], ["rejected", "write rejected (stale token)"],
-    ["expiry", redis ? "key expired on the server" : "key expired or revoked on the server"],
-    ["other", "key deleted by another's release"],
-    ["lost", redis ? "client's watchdog found its lock lost" : "client noticed its lease was lost"], ["fault", "fault"]]
+    ["expiry", M.legend.expiry], ["other", "key deleted by another's release"],
+    ["lost", M.legend.lost], ["fault", "fault"]]
     .map(([k, label]) => el("span", {}, el("i", { style: "background:" + COLORS[k] }), label)));
 
   // --- the timeline ---

@@ -1,0 +1,139 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locktest/locktest/internal/links"
+	"github.com/locktest/locktest/system"
+)
+
+// A Cluster is a system under test with every capability of an etcd
+// cluster.
+var (
+	_ system.System       = (*Cluster)(nil)
+	_ system.Leaderer     = (*Cluster)(nil)
+	_ system.Partitioner  = (*Cluster)(nil)
+	_ system.MemberPauser = (*Cluster)(nil)
+	_ system.Crasher      = (*Cluster)(nil)
+	_ system.Linker       = (*Cluster)(nil)
+	_ system.Leaser       = (*Cluster)(nil)
+	_ system.Hasher       = (*Cluster)(nil)
+	_ system.Reconfigurer = (*Cluster)(nil)
+	_ system.Processes    = (*Cluster)(nil)
+)
+
+// Describe says what the cluster is.
+func (c *Cluster) Describe() string {
+	if c.cfg.Processes {
+		return fmt.Sprintf("%s, %d member processes", c.etcd.Describe(), len(c.members))
+	}
+	return fmt.Sprintf("etcd %s, %d embedded members", c.etcd.Version, len(c.members))
+}
+
+// Etcd is the etcd the members run.
+func (c *Cluster) Etcd() Etcd { return c.etcd }
+
+// MemberNames names the members in order.
+func (c *Cluster) MemberNames() []string {
+	out := make([]string, len(c.members))
+	for i, m := range c.members {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// ServerPids are the member processes' IDs; none for embedded members,
+// which run in locktest's process.
+func (c *Cluster) ServerPids() []int {
+	var pids []int
+	for _, m := range c.Members() {
+		if pid := m.Pid(); pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// LogDir is where the members and toxiproxy log.
+func (c *Cluster) LogDir() string { return c.cfg.LogDir }
+
+// ResourceProxy creates (once) client's link to the resource at upstream
+// and returns its listen address.
+func (c *Cluster) ResourceProxy(client, upstream string) (string, error) {
+	return c.Proxy(links.ResourceName(client), upstream)
+}
+
+// ResourceLink returns client's link to the resource, made by
+// ResourceProxy.
+func (c *Cluster) ResourceLink(client string) (*toxiclient.Proxy, error) {
+	return c.links.Get(links.ResourceName(client))
+}
+
+func parseLease(lease string) (clientv3.LeaseID, error) {
+	id, err := strconv.ParseInt(lease, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: lease %q: %w", lease, err)
+	}
+	return clientv3.LeaseID(id), nil
+}
+
+// RevokeLease revokes a lease (hex) through the admin client.
+func (c *Cluster) RevokeLease(ctx context.Context, lease string) error {
+	admin, err := c.AdminClient()
+	if err != nil {
+		return err
+	}
+	return revokeLease(ctx, admin, lease)
+}
+
+// LeaseGone reports whether the cluster no longer has a lease (hex).
+func (c *Cluster) LeaseGone(ctx context.Context, lease string) (bool, error) {
+	admin, err := c.AdminClient()
+	if err != nil {
+		return false, err
+	}
+	return leaseGone(ctx, admin, lease)
+}
+
+// revokeLease revokes a lease (hex) through admin.
+func revokeLease(ctx context.Context, admin *clientv3.Client, lease string) error {
+	id, err := parseLease(lease)
+	if err != nil {
+		return err
+	}
+	if _, err := admin.Revoke(ctx, id); err != nil {
+		return fmt.Errorf("revoking lease %s: %w", lease, err)
+	}
+	return nil
+}
+
+// leaseGone reports, through admin, whether a lease (hex) is gone.
+func leaseGone(ctx context.Context, admin *clientv3.Client, lease string) (bool, error) {
+	id, err := parseLease(lease)
+	if err != nil {
+		return false, err
+	}
+	resp, err := admin.TimeToLive(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	return resp.TTL == -1, nil
+}
+
+// Hashes is HashKV for the consistency check.
+func (c *Cluster) Hashes(ctx context.Context) ([]system.Hash, error) {
+	hs, err := c.HashKV(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]system.Hash, len(hs))
+	for i, h := range hs {
+		out[i] = system.Hash{Member: h.Member, Revision: h.Revision, Hash: h.Hash}
+	}
+	return out, nil
+}

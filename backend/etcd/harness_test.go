@@ -1,0 +1,236 @@
+package etcd
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/backend/etcd/cluster"
+	"github.com/locktest/locktest/backend/etcd/etcdlock"
+	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/resource"
+	"github.com/locktest/locktest/workload"
+)
+
+// memRecorder records to a history file and keeps the ops in memory, so
+// tests can wait for events.
+type memRecorder struct {
+	rec     *histories.Recorder
+	mu      sync.Mutex
+	ops     []histories.Op
+	changed chan struct{}
+}
+
+func (r *memRecorder) Record(op histories.Op) (histories.Op, error) {
+	op, err := r.rec.Record(op)
+	if err != nil {
+		return op, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, op)
+	close(r.changed)
+	r.changed = make(chan struct{})
+	return op, nil
+}
+
+func (r *memRecorder) snapshot() ([]histories.Op, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]histories.Op(nil), r.ops...), r.changed
+}
+
+// waitFor waits until an op at or after index from satisfies pred, and
+// returns it; it fails the test at the deadline.
+func (r *memRecorder) waitFor(t *testing.T, timeout time.Duration, from int, what string, pred func(histories.Op) bool) histories.Op {
+	t.Helper()
+	op, ok := r.lookFor(timeout, from, pred)
+	if !ok {
+		ops, _ := r.snapshot()
+		t.Fatalf("no %s within %v; history:\n%s", what, timeout, dump(ops))
+	}
+	return op
+}
+
+// lookFor waits until an op at or after index from satisfies pred, and
+// returns it; false at the deadline.
+func (r *memRecorder) lookFor(timeout time.Duration, from int, pred func(histories.Op) bool) (histories.Op, bool) {
+	deadline := time.After(timeout)
+	for {
+		ops, changed := r.snapshot()
+		for _, op := range ops[min(from, len(ops)):] {
+			if pred(op) {
+				return op, true
+			}
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return histories.Op{}, false
+		}
+	}
+}
+
+func dump(ops []histories.Op) string {
+	var b []byte
+	for _, op := range ops {
+		l, _ := histories.MarshalLine(op)
+		b = append(append(b, l...), '\n')
+	}
+	return string(b)
+}
+
+// env is a cluster, a resource and a workload on etcd recording to a
+// history file: the workload's clients, faults and etcd's observer at
+// work on real members.
+type env struct {
+	t    *testing.T
+	cl   *cluster.Cluster
+	res  *resource.Server
+	path string
+	w    *histories.Writer
+	rec  *memRecorder
+	wl   *workload.Workload
+	stop chan struct{}
+	done chan runResult
+}
+
+type runResult struct {
+	st  workload.Stats
+	err error
+}
+
+func setup(t *testing.T, mode resource.Mode, cfg workload.Config) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	cl, err := cluster.Start(ctx, cluster.Config{LogDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	e := &env{t: t, cl: cl, path: filepath.Join(dir, "history.jsonl")}
+	addr := ""
+	if mode == TxnMode {
+		cfg.Resource = TxnMode
+	} else {
+		res, err := resource.Start(mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { res.Close() })
+		e.res, addr = res, res.Addr()
+	}
+	e.w, err = histories.Create(e.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.w.Close() })
+	e.rec = &memRecorder{rec: histories.NewRecorder(e.w, time.Now()), changed: make(chan struct{})}
+	e.wl, err = workload.New(ctx, cfg, Workload(cl), addr, e.rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.wl.Close() })
+	return e
+}
+
+func (e *env) start() {
+	e.stop = make(chan struct{})
+	e.done = make(chan runResult, 1)
+	go func() {
+		st, err := e.wl.Run(context.Background(), e.stop)
+		e.done <- runResult{st, err}
+	}()
+}
+
+// finish stops the run, closes everything and returns the stats and the
+// history as read back (and validated) from the file.
+func (e *env) finish() (workload.Stats, []histories.Op) {
+	e.t.Helper()
+	close(e.stop)
+	var r runResult
+	select {
+	case r = <-e.done:
+	case <-time.After(30 * time.Second):
+		e.t.Fatal("Run did not return within 30s of stop")
+	}
+	if r.err != nil {
+		e.t.Fatalf("Run: %v", r.err)
+	}
+	e.wl.Close()
+	if err := e.w.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	ops, err := histories.ReadFile(e.path)
+	if err != nil {
+		e.t.Fatalf("history is not well-formed: %v", err)
+	}
+	return r.st, ops
+}
+
+// waitPaused waits until client's pause begins.
+func (e *env) waitPaused(client string) {
+	e.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !e.wl.Paused(client) {
+		if time.Now().After(deadline) {
+			e.t.Fatal("the armed pause did not begin within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// testConfig is two clients of the mutex recipe, with no slow sections:
+// each test says what sections it needs.
+func testConfig() workload.Config {
+	cfg := workload.DefaultConfig()
+	cfg.Clients = 2
+	cfg.TTL = 2
+	cfg.Seed = 1
+	cfg.SlowShare = 0
+	cfg.Recipe = etcdlock.Mutex()
+	return cfg
+}
+
+// recipe is the built-in etcd recipe called name.
+func recipe(t *testing.T, name string) lock.Recipe {
+	t.Helper()
+	for _, b := range etcdlock.Builtins {
+		if b.Name == name {
+			return b.New()
+		}
+	}
+	t.Fatalf("no etcd recipe %s", name)
+	return nil
+}
+
+// processOf returns the client name of an initial process number.
+func nameOf(p histories.Process) string { return "c" + p.String() }
+
+func isOp(typ histories.Type, f string, p histories.Process) func(histories.Op) bool {
+	return func(op histories.Op) bool { return op.Type == typ && op.F == f && op.Process == p }
+}
+
+func nemesisEvent(f, target, by string) func(histories.Op) bool {
+	return func(op histories.Op) bool {
+		if op.Process != histories.Nemesis || op.F != f || op.Value == nil {
+			return false
+		}
+		if len(op.Value.Targets) != 1 || op.Value.Targets[0] != target {
+			return false
+		}
+		return by == "" || op.Value.Params["by"] == by
+	}
+}
+
+func tokenOf(op histories.Op) int64 {
+	tok, _ := op.Token()
+	return tok
+}
+
+func ms(ns int64) time.Duration { return time.Duration(ns).Round(time.Millisecond) }

@@ -1,0 +1,249 @@
+// Package registry is where locktest's backends are registered, one line
+// each, and what the harness and the CLI ask of them all: the backend of a
+// recipe, every backend's flags, the catalog of scenarios, the words of a
+// history's backend. It is the only package that imports the backends.
+package registry
+
+import (
+	"flag"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/locktest/locktest/backend"
+	"github.com/locktest/locktest/backend/etcd"
+	"github.com/locktest/locktest/backend/redis"
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/resource"
+	"github.com/locktest/locktest/scenario"
+)
+
+// backends are the registered backends, the default first: a run of no
+// recipe in particular, and a history that names no backend, are its.
+var backends = []backend.Backend{
+	etcd.Backend,
+	redis.Backend,
+}
+
+// All returns the registered backends, the default first.
+func All() []backend.Backend { return slices.Clone(backends) }
+
+// Default is the backend of a run of no recipe in particular, and of a
+// history that names none.
+func Default() backend.Backend { return backends[0] }
+
+// Named returns the backend called name.
+func Named(name string) (backend.Backend, bool) {
+	i := slices.IndexFunc(backends, func(b backend.Backend) bool { return b.Name == name })
+	if i < 0 {
+		return backend.Backend{}, false
+	}
+	return backends[i], true
+}
+
+// Builtin returns the built-in recipe called name, and its backend.
+func Builtin(name string) (lock.Builtin, backend.Backend, bool) {
+	for _, b := range backends {
+		if i := slices.IndexFunc(b.Recipes, func(r lock.Builtin) bool { return r.Name == name }); i >= 0 {
+			return b.Recipes[i], b, true
+		}
+	}
+	return lock.Builtin{}, backend.Backend{}, false
+}
+
+// Of returns the backend of recipe: its built-in's, else (a team's own
+// recipe) the default.
+func Of(recipe string) backend.Backend {
+	if _, b, ok := Builtin(recipe); ok {
+		return b
+	}
+	return Default()
+}
+
+// RecipeNames lists the built-in recipes: each backend's, in order, the
+// correct ones first.
+func RecipeNames() []string {
+	var names []string
+	for _, b := range backends {
+		for _, r := range b.Recipes {
+			names = append(names, r.Name)
+		}
+	}
+	return names
+}
+
+// NoFencingToken reports whether the built-in recipe of that name has a
+// token that is not a fencing token (lock.Builtin.NoFencingToken).
+func NoFencingToken(recipe string) bool {
+	r, _, ok := Builtin(recipe)
+	return ok && r.NoFencingToken
+}
+
+// NewRecipe returns the built-in recipe called name, as opts (its
+// backend's) make it where they do (backend.Maker), marked lock.Unfenced
+// when its token is no fencing token.
+func NewRecipe(name string, opts backend.Options) (lock.Recipe, error) {
+	r, _, ok := Builtin(name)
+	if !ok {
+		return nil, fmt.Errorf("unknown lock recipe %q (want one of %v)", name, RecipeNames())
+	}
+	rec := r.New()
+	if m, ok := opts.(backend.Maker); ok {
+		if made, ok := m.Recipe(name); ok {
+			rec = made
+		}
+	}
+	if r.NoFencingToken {
+		return lock.MarkUnfenced(rec), nil
+	}
+	return rec, nil
+}
+
+// Terms are the words of the backend called name; the default's for a
+// history that names none. A backend this locktest does not know gets a
+// lease lock's words, and the contract orders nothing by revisions.
+func Terms(name string) checker.Terms {
+	if name == "" {
+		return Default().Terms
+	}
+	if b, ok := Named(name); ok {
+		return b.Terms
+	}
+	t := checker.LeaseTerms
+	t.Unordered = fmt.Sprintf("%s is not a backend this locktest knows, so the history cannot order a grant's decision against the server's deletions", name)
+	return t
+}
+
+// Modules name the Go modules of every backend's servers built into
+// locktest, by the key results.json's versions give them.
+func Modules() map[string]string {
+	out := map[string]string{}
+	for _, b := range backends {
+		maps.Copy(out, b.Modules)
+	}
+	return out
+}
+
+// Resources are the resource modes every backend keeps in its system.
+func Resources() []backend.Resource {
+	var out []backend.Resource
+	for _, b := range backends {
+		out = append(out, b.Resources...)
+	}
+	return out
+}
+
+// ParseResource reads --resource: a mode of the HTTP store, or one a
+// backend keeps.
+func ParseResource(s string) (resource.Mode, error) {
+	var others []string
+	for _, r := range Resources() {
+		if string(r.Mode) == s {
+			return r.Mode, nil
+		}
+		others = append(others, string(r.Mode))
+	}
+	return resource.ParseMode(s, others...)
+}
+
+// ResourceHelp is --resource's help: every mode and what it is.
+func ResourceHelp() string {
+	modes := []string{"fenced (rejects stale tokens)", "unfenced"}
+	for _, r := range Resources() {
+		modes = append(modes, fmt.Sprintf("%s (%s)", r.Mode, r.Help))
+	}
+	return strings.Join(modes[:len(modes)-1], ", ") + ", or " + modes[len(modes)-1]
+}
+
+// Keeper returns the backend that keeps resource mode in its system.
+func Keeper(mode resource.Mode) (backend.Backend, bool) {
+	for _, b := range backends {
+		if slices.ContainsFunc(b.Resources, func(r backend.Resource) bool { return r.Mode == mode }) {
+			return b, true
+		}
+	}
+	return backend.Backend{}, false
+}
+
+// Catalog is every scenario: those of every lock and each backend's, in
+// Topic order, with the backends' extensions.
+var Catalog = sync.OnceValue(func() scenario.Catalog {
+	var names []string
+	var contributed [][]scenario.Scenario
+	var ext []scenario.Extension
+	for _, b := range backends {
+		names = append(names, b.Name)
+		contributed = append(contributed, b.Scenarios)
+		ext = append(ext, b.Extensions...)
+	}
+	c, err := scenario.NewCatalog(scenario.Generic, names, contributed, ext)
+	if err != nil {
+		panic(err) // a backend's scenarios clash: TestCatalog catches it
+	}
+	return c
+})
+
+// Missing says what this machine lacks to run with settings (a scenario's
+// run flags, by name), by the backend of their recipe; nil when nothing.
+func Missing(settings map[string]string) error {
+	b := Of(settings["recipe"])
+	if b.Missing == nil {
+		return nil
+	}
+	return b.Missing(settings)
+}
+
+// Flags are every backend's command-line flags on one FlagSet.
+type Flags struct {
+	fs    *flag.FlagSet
+	names map[string][]string // each backend's flags
+	read  map[string]func() (backend.Options, error)
+}
+
+// AddFlags adds every backend's flags to fs.
+func AddFlags(fs *flag.FlagSet) *Flags {
+	f := &Flags{fs: fs, names: map[string][]string{}, read: map[string]func() (backend.Options, error){}}
+	for _, b := range backends {
+		before := map[string]bool{}
+		fs.VisitAll(func(fl *flag.Flag) { before[fl.Name] = true })
+		f.read[b.Name] = b.Flags(fs)
+		fs.VisitAll(func(fl *flag.Flag) {
+			if !before[fl.Name] {
+				f.names[b.Name] = append(f.names[b.Name], fl.Name)
+			}
+		})
+	}
+	return f
+}
+
+// Options reads the flags of recipe's backend into its Options. With
+// strict, a flag of another backend that was set is an error: it would
+// do nothing.
+func (f *Flags) Options(recipe string, strict bool) (backend.Options, error) {
+	b := Of(recipe)
+	if strict {
+		var err error
+		f.fs.Visit(func(fl *flag.Flag) {
+			for _, other := range backends {
+				if err == nil && other.Name != b.Name && slices.Contains(f.names[other.Name], fl.Name) {
+					err = fmt.Errorf("--%s is for %s recipes (%s), not %s", fl.Name, other.Name, recipeList(other), recipe)
+				}
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return f.read[b.Name]()
+}
+
+func recipeList(b backend.Backend) string {
+	var names []string
+	for _, r := range b.Recipes {
+		names = append(names, r.Name)
+	}
+	return strings.Join(names, ", ")
+}

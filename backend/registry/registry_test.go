@@ -1,0 +1,183 @@
+package registry
+
+import (
+	"context"
+	"flag"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/scenario"
+)
+
+// Every built-in recipe is found by name, with its backend; an unknown one
+// is refused with the known ones listed.
+func TestRecipes(t *testing.T) {
+	names := RecipeNames()
+	n := 0
+	for _, b := range All() {
+		n += len(b.Recipes)
+		for _, r := range b.Recipes {
+			if Of(r.Name).Name != b.Name {
+				t.Errorf("%s is of %s, not %s", r.Name, Of(r.Name).Name, b.Name)
+			}
+			rec, err := NewRecipe(r.Name, b.Defaults())
+			if err != nil || rec.Name() != r.Name {
+				t.Fatalf("NewRecipe(%q) = %v, %v", r.Name, rec, err)
+			}
+			if _, unfenced := rec.(lock.Unfenced); unfenced != r.NoFencingToken || NoFencingToken(r.Name) != r.NoFencingToken {
+				t.Errorf("%s: marked unfenced %v, its built-in says %v", r.Name, unfenced, r.NoFencingToken)
+			}
+		}
+	}
+	if len(names) != n || len(slices.Compact(slices.Sorted(slices.Values(names)))) != n {
+		t.Errorf("recipe names %v: %d backends' recipes, or a name twice", names, n)
+	}
+	if _, err := NewRecipe("bogus", nil); err == nil || !strings.Contains(err.Error(), names[0]) {
+		t.Errorf("unknown recipe: %v, want an error listing the known ones", err)
+	}
+	if Of("a-teams-own").Name != Default().Name {
+		t.Error("a recipe of no backend is not the default's")
+	}
+}
+
+// A recipe refuses a connection of another backend, with an error that
+// says so, rather than failing later.
+func TestRecipeRefusesOtherConnections(t *testing.T) {
+	for _, b := range All() {
+		r, err := NewRecipe(b.Recipes[0].Name, b.Defaults())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.New(context.Background(), lock.Env{Conn: "tcp://127.0.0.1:1", TTL: 2, Name: "c0"}); err == nil || !strings.Contains(err.Error(), "needs") {
+			t.Errorf("%s's %s with another connection: %v", b.Name, r.Name(), err)
+		}
+	}
+}
+
+// A backend's flags are its own: one another backend's recipe was given
+// is refused, unless leniently read (compare).
+func TestFlags(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f := AddFlags(fs)
+	seen := map[string]string{}
+	for _, b := range All() {
+		if len(f.names[b.Name]) == 0 {
+			continue
+		}
+		for _, n := range f.names[b.Name] {
+			seen[n] = b.Name
+		}
+	}
+	var own, other string
+	for n, b := range seen {
+		if b == Default().Name {
+			own = n
+		} else {
+			other = n
+		}
+	}
+	if own == "" || other == "" {
+		t.Skipf("need flags of two backends, got %v", seen)
+	}
+	if err := fs.Parse([]string{"--" + other + "=x"}); err != nil {
+		t.Fatal(err)
+	}
+	recipe := Default().Recipes[0].Name
+	if _, err := f.Options(recipe, true); err == nil || !strings.Contains(err.Error(), "--"+other+" is for "+seen[other]) {
+		t.Errorf("--%s with %s: %v", other, recipe, err)
+	}
+	if o, err := f.Options(recipe, false); err != nil || o.Backend() != Default().Name {
+		t.Errorf("lenient: %v, %v", o, err)
+	}
+}
+
+// Every scenario of the catalog is well-formed: a unique name, a summary
+// and a lesson of two to four sentences, expectations for both resources,
+// a schedule that validates for 3 and 5 members, and a recipe and flags of
+// its own backend.
+func TestCatalog(t *testing.T) {
+	c := Catalog()
+	for _, sc := range c {
+		if sc.Summary == "" || strings.Contains(sc.Line(), "\n") {
+			t.Errorf("%s: summary %q", sc.Name, sc.Summary)
+		}
+		if n := strings.Count(sc.Lesson, ". "); n < 1 || n > 4 {
+			t.Errorf("%s: lesson of %d sentences: %q", sc.Name, n+1, sc.Lesson)
+		}
+		for _, res := range []string{scenario.Unfenced, scenario.Fenced} {
+			if len(sc.Expect[res]) == 0 {
+				t.Errorf("%s: no expectation with the %s resource", sc.Name, res)
+			}
+		}
+		for _, members := range []int{3, 5} {
+			s := sc.Schedule(1, scenario.Shape{Members: members, Clients: []string{"c0", "c1", "c2"}, TTL: 2 * time.Second})
+			if err := s.Validate(); err != nil {
+				t.Errorf("%s, %d members: %v", sc.Name, members, err)
+			}
+		}
+		if r, ok := sc.Flags["recipe"]; ok && Of(r).Name != sc.Backend {
+			t.Errorf("%s, a scenario of %q, runs %s, a recipe of %s", sc.Name, sc.Backend, r, Of(r).Name)
+		}
+		for r := range sc.ByRecipe {
+			if _, _, ok := Builtin(r); !ok {
+				t.Errorf("%s expects of %s, which is no recipe", sc.Name, r)
+			}
+		}
+	}
+}
+
+// The catalog lists the scenarios in the order of their topics, the
+// scenarios of every lock first: these in the order locktest scenario list
+// has always printed them (a new backend's go among them by topic).
+func TestCatalogOrder(t *testing.T) {
+	want := []string{"paused-holder", "partitioned-holder", "lease-revoked", "delayed-write", "clock-guard", "oversold",
+		"oversold-redis", "failover-redis", "redlock-restart", "redlock-clock", "waiter-expiry", "etcd-11456", "leader-loss"}
+	got := slices.DeleteFunc(Catalog().Names(), func(n string) bool { return !slices.Contains(want, n) })
+	if !slices.Equal(got, want) {
+		t.Errorf("catalog %v, want %v in this order", Catalog().Names(), want)
+	}
+	we, _ := Catalog().Lookup("waiter-expiry")
+	if we.Expected("mutex-3.4", scenario.Fenced)["contract"] != scenario.Invalid || we.Expected("mutex", scenario.Unfenced)["contract"] != scenario.Valid ||
+		we.Line() != "a queued waiter's lease expires while it waits (etcd#11456)" {
+		t.Errorf("waiter-expiry: %q expects %v of mutex-3.4 and %v of mutex", we.Line(), we.Expected("mutex-3.4", scenario.Fenced), we.Expected("mutex", scenario.Unfenced))
+	}
+}
+
+// The words of a history: its backend's, the default's for one that
+// names none, and for a backend this locktest does not know, no ordering.
+func TestTerms(t *testing.T) {
+	if Terms("") != Default().Terms {
+		t.Error("a history that names no backend does not get the default's words")
+	}
+	for _, b := range All() {
+		if Terms(b.Name) != b.Terms {
+			t.Errorf("%s: not its own words", b.Name)
+		}
+	}
+	if u := Terms("carrier-pigeon").Unordered; !strings.Contains(u, "carrier-pigeon") {
+		t.Errorf("an unknown backend's contract: %q", u)
+	}
+}
+
+// --resource takes the HTTP store's modes and those a backend keeps.
+func TestResources(t *testing.T) {
+	for _, r := range Resources() {
+		if m, err := ParseResource(string(r.Mode)); err != nil || m != r.Mode {
+			t.Errorf("%s: %v %v", r.Mode, m, err)
+		}
+		if _, ok := Keeper(r.Mode); !ok {
+			t.Errorf("%s kept by no backend", r.Mode)
+		}
+		if !strings.Contains(ResourceHelp(), string(r.Mode)+" (") {
+			t.Errorf("help %q lacks %s", ResourceHelp(), r.Mode)
+		}
+	}
+	if _, err := ParseResource("fencd"); err == nil || !strings.Contains(err.Error(), "fenced, unfenced") {
+		t.Errorf("a bad mode: %v", err)
+	}
+}

@@ -1,0 +1,68 @@
+package harness
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/backend/registry"
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/workload"
+)
+
+// A run is planned before anything starts, from its backend: the default
+// recipe and options, the members, and --nemesis all resolved to the
+// families the backend's system offers; what does not fit the backend is
+// refused in one line.
+func TestPlan(t *testing.T) {
+	def := registry.Default()
+	o, err := Plan(Options{Workload: workload.DefaultConfig(), Time: time.Second, Nemesis: nemesis.Config{Faults: []string{nemesis.All}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Backend != def.Name || o.RecipeName != def.Recipes[0].Name || o.System == nil || o.System.Backend() != def.Name || o.Members != 3 {
+		t.Errorf("planned %s, recipe %s, options %v, %d members; want the default backend's", o.Backend, o.RecipeName, o.System, o.Members)
+	}
+	if slices.Contains(o.Nemesis.Faults, nemesis.All) || len(o.Nemesis.Faults) == 0 {
+		t.Errorf("--nemesis all planned as %v", o.Nemesis.Faults)
+	}
+	again, err := Plan(o)
+	if err != nil || !slices.Equal(again.Nemesis.Faults, o.Nemesis.Faults) || again.Members != o.Members {
+		t.Errorf("planning twice: %v, %v", again.Nemesis.Faults, err)
+	}
+
+	for _, b := range registry.All() {
+		for _, r := range b.Recipes {
+			if !r.NoFencingToken {
+				continue
+			}
+			cfg := workload.DefaultConfig()
+			cfg.Recipe = r.New()
+			o, err := Plan(Options{Workload: cfg, Time: time.Second})
+			if err != nil {
+				t.Logf("%s not planned: %v (its servers are not installed?)", r.Name, err)
+				continue
+			}
+			if _, ok := o.Workload.Recipe.(lock.Unfenced); !ok || o.Backend != b.Name {
+				t.Errorf("%s planned on %s, unfenced %v", r.Name, o.Backend, ok)
+			}
+		}
+	}
+
+	for _, other := range registry.All()[1:] {
+		cfg := workload.DefaultConfig()
+		cfg.Recipe = other.Recipes[0].New()
+		_, err := Plan(Options{Workload: cfg, System: def.Defaults(), Time: time.Second})
+		if err == nil || !strings.Contains(err.Error(), "runs on "+other.Name) {
+			t.Errorf("%s's recipe with %s's options: %v", other.Name, def.Name, err)
+		}
+		for _, r := range def.Resources {
+			_, err := Plan(Options{Workload: cfg, Resource: r.Mode, Time: time.Second})
+			if err == nil || !strings.Contains(err.Error(), "--resource "+string(r.Mode)) {
+				t.Errorf("%s's recipe with %s's resource %s: %v", other.Name, def.Name, r.Mode, err)
+			}
+		}
+	}
+}
