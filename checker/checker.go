@@ -26,18 +26,21 @@
 // believed they held each lock when (Overlaps). Each verdict comes with
 // stories of its violations in plain words.
 //
-// Where things are: history.go pairs records into a History; checker.go runs
-// porcupine (mutex.go, resource.go: the models; segment.go: the cuts);
-// invariant.go, contract.go, liveness.go and consistency.go are the other
-// checks; result.go holds the result types; events.go reads the nemesis and
-// workload events; overlap.go is the overlap analysis; story.go and
-// explain.go tell what went wrong; visualize.go draws porcupine's
-// visualization.
+// Where things are: history.go pairs records into a History, once, and
+// events.go reads the nemesis and workload events into it as they come
+// (view.go lets the report draw it); registry.go lists the checks and runs
+// them; checker.go runs porcupine (mutex.go, resource.go: the models;
+// segment.go: the cuts); invariant.go, contract.go, liveness.go and
+// consistency.go are the other checks; cut.go judges what a history cut
+// short can hide; result.go holds the result types; overlap.go is the
+// overlap analysis; story.go and explain.go tell what went wrong;
+// visualize.go draws porcupine's visualization.
 package checker
 
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strconv"
@@ -66,6 +69,27 @@ type Options struct {
 	// with the check's name, the segments finished and their total. Calls
 	// do not overlap.
 	Progress func(check string, done, total int)
+	// LivenessBound is how soon, once every fault has ended, every client
+	// that asks for a lock must get it (the liveness check).
+	LivenessBound time.Duration
+	// SegmentTimeout bounds porcupine on one segment; 0 means
+	// DefaultSegmentTimeout. A segment it cannot decide in time leaves the
+	// check unknown, unless another fails.
+	SegmentTimeout time.Duration
+}
+
+// DefaultSegmentTimeout is the default bound on one segment. A segment of
+// a real run takes porcupine a millisecond or so; one that takes a second
+// is a search among many operations at once (a hand-written history's
+// equal times, say) that may take far longer, so the check says it cannot
+// decide rather than hang.
+const DefaultSegmentTimeout = time.Second
+
+func (o Options) segmentTimeout() time.Duration {
+	if o.SegmentTimeout > 0 {
+		return o.SegmentTimeout
+	}
+	return DefaultSegmentTimeout
 }
 
 // DefaultVisualizationOps is the default cap on the operations drawn.
@@ -183,36 +207,44 @@ func (s *spec) bound(closes func(u, q *call) bool) {
 // byKey is the models' partition function: a history is linearizable iff
 // each key's is. Partitions are in key order.
 func byKey(ops []porcupine.Operation) [][]porcupine.Operation {
-	groups := map[string][]porcupine.Operation{}
+	count := map[string]int{}
 	for _, op := range ops {
-		k := op.Input.(*call).key
-		groups[k] = append(groups[k], op)
+		count[op.Input.(*call).key]++
 	}
-	keys := make([]string, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
+	if len(count) == 1 { // one lock: no copy
+		return [][]porcupine.Operation{ops}
 	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(count))
 	parts := make([][]porcupine.Operation, len(keys))
+	at := map[string]int{}
 	for i, k := range keys {
-		parts[i] = groups[k]
+		parts[i] = make([]porcupine.Operation, 0, count[k])
+		at[k] = i
+	}
+	for _, op := range ops {
+		i := at[op.Input.(*call).key]
+		parts[i] = append(parts[i], op)
 	}
 	return parts
 }
 
-func describeMetadata(m any) string {
-	o, ok := m.(*operation)
-	if !ok || o == nil {
-		return ""
+// describer describes an operation for porcupine's visualization: where it
+// is in the history, and the error its completion gave.
+func (h *History) describer() func(m any) string {
+	return func(m any) string {
+		o, ok := m.(*operation)
+		if !ok || o == nil {
+			return ""
+		}
+		s := fmt.Sprintf("history index %d → %d (%s)", o.inv, o.done, o.status)
+		if o.missing {
+			s = fmt.Sprintf("history index %d, no completion", o.inv)
+		}
+		if err := h.errs[o]; err != "" {
+			s += ": " + err
+		}
+		return s
 	}
-	s := fmt.Sprintf("history index %d → %d (%s)", o.inv, o.done, o.status)
-	if o.missing {
-		s = fmt.Sprintf("history index %d, no completion", o.inv)
-	}
-	if o.err != "" {
-		s += ": " + o.err
-	}
-	return s
 }
 
 func (o Options) segmentOps() int {
@@ -238,17 +270,25 @@ func (h *History) check(name string, build func(*History) spec, opt Options) Res
 		}
 	}
 	res.Ops, res.Keys = len(s.covered), len(keys)
+	if res.Ops == 0 {
+		res.Explanation = fmt.Sprintf("The history has no %s operations: there is nothing to judge.", map[string]string{
+			histories.CheckMutex: "acquire or release", histories.CheckResource: "read or write"}[name])
+		res.Duration = time.Since(began)
+		return res
+	}
 
 	segs := segmentAll(s.ops, opt.segmentOps(), s.cut)
+	s.ops = nil // the segments hold what is checked
 	res.Segments = len(segs)
 	model := s.model
 	model.Step = withInit(model.Step)
+	model.DescribeOperationMetadata = h.describer()
 	model.Partition = nil
 	var deadline time.Time
 	if opt.Timeout > 0 {
 		deadline = began.Add(opt.Timeout)
 	}
-	outcomes, checked := runSegments(name, model, segs, deadline, opt.Progress)
+	outcomes, checked := runSegments(name, model, segs, deadline, opt.segmentTimeout(), opt.Progress)
 	res.Checked = checked
 	var failing []int
 	for i, r := range outcomes {
@@ -265,15 +305,21 @@ func (h *History) check(name string, build func(*History) spec, opt Options) Res
 			lines = append(lines, v.Story)
 		}
 		// The first failing segment of each key, for up to maxExplained
-		// keys; later segments of a key may fail as a consequence.
+		// keys; later segments of a key may fail as a consequence. The
+		// explanations share one segment's time.
 		explained, more := map[string]bool{}, 0
+		explainBy := time.Now().Add(opt.segmentTimeout())
 		for _, i := range failing {
 			if explained[segs[i].key] || len(explained) == maxExplained {
 				more++
 				continue
 			}
 			explained[segs[i].key] = true
-			v := h.explainSegment(name, model, segs[i], remaining(deadline, opt.Timeout))
+			limit := time.Until(explainBy)
+			if !deadline.IsZero() {
+				limit = min(limit, remaining(deadline, opt.Timeout))
+			}
+			v := h.explainSegment(name, model, segs[i], max(limit, 10*time.Millisecond))
 			res.Violations = append(res.Violations, v)
 			lines = append(lines, v.Story)
 		}
@@ -284,15 +330,22 @@ func (h *History) check(name string, build func(*History) spec, opt Options) Res
 	case checked == len(segs):
 		res.Verdict = Valid
 	default:
-		ops, total := 0, 0
+		ops, total, undecided := 0, 0, 0
 		for i, sg := range segs {
 			total += len(sg.ops)
-			if outcomes[i] == porcupine.Ok {
+			switch outcomes[i] {
+			case porcupine.Ok:
 				ops += len(sg.ops)
+			case porcupine.Unknown:
+				undecided++
 			}
 		}
-		res.Explanation = fmt.Sprintf("Porcupine found no linearization and no violation within %v: it checked %d of %d segments (%d of %d modelled operations), and found no violation in those.",
-			opt.Timeout, checked, len(segs), ops, total)
+		within := fmt.Sprintf("within %v", opt.Timeout)
+		if undecided > 0 && (deadline.IsZero() || time.Now().Before(deadline)) {
+			within = fmt.Sprintf("within %v per segment (%d of them undecided)", opt.segmentTimeout(), undecided)
+		}
+		res.Explanation = fmt.Sprintf("Porcupine found no linearization and no violation %s: it checked %d of %d segments (%d of %d modelled operations), and found no violation in those.",
+			within, checked, len(segs), ops, total)
 		if found := s.scan(); len(found) > 0 {
 			res.Violations = found
 			res.Explanation = joinLines(res.Explanation, "Yet a direct scan found a violation: "+found[0].Story)
@@ -317,11 +370,12 @@ func remaining(deadline time.Time, limit time.Duration) time.Duration {
 	return max(time.Until(deadline), limit/10, time.Millisecond)
 }
 
-// runSegments checks segments in parallel until the deadline (if any). It
-// returns each segment's outcome ("" if not checked) and how many finished.
-func runSegments(name string, model porcupine.Model, segs []segment, deadline time.Time, progress func(string, int, int)) ([]porcupine.CheckResult, int) {
+// runSegments checks segments in parallel until the deadline (if any), each
+// for at most perSegment. It returns each segment's outcome ("" if not
+// checked, Unknown if not decided in time) and how many were decided.
+func runSegments(name string, model porcupine.Model, segs []segment, deadline time.Time, perSegment time.Duration, progress func(string, int, int)) ([]porcupine.CheckResult, int) {
 	out := make([]porcupine.CheckResult, len(segs))
-	var next atomic.Int64
+	var next, undecided atomic.Int64
 	var mu sync.Mutex
 	done := 0
 	var wg sync.WaitGroup
@@ -332,16 +386,24 @@ func runSegments(name string, model porcupine.Model, segs []segment, deadline ti
 				if i >= len(segs) {
 					return
 				}
-				var limit time.Duration
+				limit := perSegment
+				if undecided.Load() >= 2 {
+					// Past two searches that ran out of time, the rest
+					// get a tenth: a run's segments take a millisecond.
+					limit /= 10
+				}
 				if !deadline.IsZero() {
-					if limit = time.Until(deadline); limit <= 0 {
+					if left := time.Until(deadline); left <= 0 {
 						return
+					} else {
+						limit = min(limit, left)
 					}
 				}
 				r := porcupine.CheckOperationsTimeout(model, segs[i].operations(), limit)
 				out[i] = r
 				if r == porcupine.Unknown {
-					return
+					undecided.Add(1)
+					continue
 				}
 				mu.Lock()
 				done++

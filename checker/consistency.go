@@ -33,7 +33,7 @@ func Consistency(hashes []MemberHash) (res Result) {
 	res = Result{Name: histories.CheckConsistency, Verdict: Unknown, Ops: len(hashes)}
 	defer func() { res.Duration = time.Since(began) }()
 	if len(hashes) == 0 {
-		res.Explanation = "No member hashes were collected."
+		res.Explanation = "No member hashes: the history alone does not hold the members' final state (a run directory's results.json does), so nothing was compared."
 		return res
 	}
 	type state struct {

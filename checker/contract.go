@@ -5,12 +5,14 @@ package checker
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/words"
 )
 
 // The contract check judges what a lease-based lock can promise, and is
@@ -35,7 +37,9 @@ import (
 // created at the token's revision (the token of every built-in recipe of a
 // server with revisions is its key's create revision), lost at the
 // revision of its key-deleted event, or after the history's "observed"
-// revision if it has no such event.
+// revision if it has no such event; where the history cannot tell which
+// deletion was a claim's (see claims), the promises that needed it are not
+// judged.
 const (
 	promiseTokens  = "1 (tokens grow)"
 	promiseLost    = "2 (no grant of a lost lock)"
@@ -62,6 +66,7 @@ func Contract(ops []histories.Op) Result { return Build(ops).Contract() }
 type contractJudge struct {
 	h          *History
 	sd         *storyData
+	claim      []claim // by the grant's belief
 	violations map[string][]Violation
 	unjudged   map[string]string // promise → why not (first reason)
 	races      int
@@ -84,27 +89,238 @@ func (j *contractJudge) broke(promise string, v Violation) {
 	j.violations[promise] = append(j.violations[promise], v)
 }
 
-// claimEnd is the deletion that ended the claim of a grant of key with
-// token, if the history holds one.
-func (j *contractJudge) claimEnd(key string, token int64) (Deletion, bool) {
-	for _, d := range j.sd.deletions {
-		if d.Key == key && d.Token == token && d.Revision > 0 {
-			return d, true
-		}
-	}
-	return Deletion{}, false
+// claim is what the history says of a grant's claim on the server: the
+// key it holds, created at (or, for a lock whose write may overwrite a key,
+// before) the token's revision, and lost when that key is deleted. It was
+// on the server in every state from the token's revision to before
+// revision lo, and in none from revision hi on (math.MaxInt64: the history
+// does not say it was deleted). Between, the history cannot tell, for the
+// reason why.
+type claim struct {
+	lo, hi int64
+	// del is a deletion of the claim's key, at revision hi, when hi is
+	// finite; before is the first deletion that may have been the claim's,
+	// at lo, when lo comes from one.
+	del, before *Deletion
+	why         string
 }
 
-// heldAt says whether the claim of a grant (key, token) was on the server in
-// the state at revision rev; ok is false if the history cannot tell.
-func (j *contractJudge) heldAt(key string, token, rev int64) (held bool, d Deletion, ok bool) {
-	if d, found := j.claimEnd(key, token); found {
-		return token <= rev && rev < d.Revision, d, true
+// heldAt says whether the claim was on the server in the state at revision
+// rev (at least the token's); ok is false if the history cannot tell.
+func (c claim) heldAt(rev int64) (held, ok bool) {
+	switch {
+	case rev < c.lo:
+		return true, true
+	case rev >= c.hi:
+		return false, true
 	}
-	if j.sd.observed > 0 && rev <= j.sd.observed {
-		return token <= rev, Deletion{}, true
+	return false, false
+}
+
+// claims finds what the history says of each grant's claim. A deletion is
+// the claim's for certain if it deleted the key created at the token's
+// revision (its create_revision is the token: the token of every built-in
+// recipe), or deleted a key another grant created while it stood, where
+// both grants say they hold that same key (a write that overwrote the key,
+// as check-then-set's Put may). A deletion that may be the claim's without
+// being so for certain (no create revision, no revision, the key of no
+// grant the history can tell apart from this one's) bounds what the
+// history can say: the claim was held before it, and whether after, the
+// history cannot tell. Without any such deletion, the claim was held up to
+// the observed revision, if the history has one: every deletion up to it
+// is recorded.
+func (j *contractJudge) claims(grants []*operation) []claim {
+	out := make([]claim, len(j.sd.beliefs)) // by the grant's belief
+	byLock := map[string][]*operation{}
+	for _, g := range grants {
+		if g.hasTok {
+			byLock[g.key] = append(byLock[g.key], g)
+		}
 	}
-	return false, Deletion{}, false
+	for lock, gs := range byLock {
+		ix := j.indexDeletions(lock, gs)
+		for _, g := range gs {
+			out[g.belief] = ix.claim(g)
+		}
+	}
+	return out
+}
+
+// lockDeletions indexes the deletions of one lock's keys (and those that
+// name no lock) for its grants' claims.
+type lockDeletions struct {
+	j *contractJudge
+	// created are the deletions with a create revision, by it.
+	created []*Deletion
+	// instances are, per key that several grants say they hold, the
+	// spans [create, delete) of that key the history's deletions show, by
+	// create revision.
+	instances map[string][]*Deletion
+	// open are the deletions of keys no grant is known to hold apart from
+	// others (no create revision, or one that no grant of the lock has, or
+	// a grant that does not say its key), by revision; unknown revisions
+	// first.
+	open []*Deletion
+}
+
+func (j *contractJudge) indexDeletions(lock string, grants []*operation) *lockDeletions {
+	ix := &lockDeletions{j: j, instances: map[string][]*Deletion{}}
+	byToken := slices.Clone(grants)
+	byTok := func(a, b *operation) int { return cmp.Compare(a.tok, b.tok) }
+	if !slices.IsSortedFunc(byToken, byTok) { // tokens mostly grow with the grants
+		slices.SortFunc(byToken, byTok)
+	}
+	// The keys several grants say they hold.
+	byClaim := slices.Clone(grants)
+	slices.SortFunc(byClaim, func(a, b *operation) int { return cmp.Compare(a.claim, b.claim) })
+	shared := map[string]bool{}
+	for i := 1; i < len(byClaim); i++ {
+		if c := byClaim[i].claim; c != "" && c == byClaim[i-1].claim {
+			shared[c] = true
+		}
+	}
+	for i := range j.sd.deletions {
+		d := &j.sd.deletions[i]
+		if d.Key != "" && d.Key != lock {
+			continue
+		}
+		k, _ := slices.BinarySearchFunc(byToken, d.Token, func(g *operation, t int64) int { return cmp.Compare(g.tok, t) })
+		known := false
+		if d.Token > 0 {
+			ix.created = append(ix.created, d)
+			known = k < len(byToken) && byToken[k].tok == d.Token
+		}
+		for ; known && k < len(byToken) && byToken[k].tok == d.Token; k++ {
+			g := byToken[k]
+			if g.claim == "" {
+				known = false
+			} else if shared[g.claim] && d.Revision > 0 {
+				ix.instances[g.claim] = append(ix.instances[g.claim], d)
+			}
+		}
+		if !known {
+			ix.open = append(ix.open, d)
+		}
+	}
+	if byCreate := func(a, b *Deletion) int { return cmp.Compare(a.Token, b.Token) }; !slices.IsSortedFunc(ix.created, byCreate) {
+		slices.SortStableFunc(ix.created, byCreate)
+	}
+	for _, ds := range ix.instances {
+		slices.SortFunc(ds, func(a, b *Deletion) int { return cmp.Compare(a.Token, b.Token) })
+	}
+	slices.SortStableFunc(ix.open, func(a, b *Deletion) int { return cmp.Compare(a.Revision, b.Revision) })
+	return ix
+}
+
+// createdAt returns the deletions of keys created at revision rev.
+func (ix *lockDeletions) createdAt(rev int64) []*Deletion {
+	lo, _ := slices.BinarySearchFunc(ix.created, rev, func(d *Deletion, t int64) int { return cmp.Compare(d.Token, t) })
+	hi := lo
+	for hi < len(ix.created) && ix.created[hi].Token == rev {
+		hi++
+	}
+	return ix.created[lo:hi]
+}
+
+func (ix *lockDeletions) claim(g *operation) claim {
+	c := claim{lo: math.MaxInt64, hi: math.MaxInt64}
+	definite := func(d *Deletion) {
+		if d.Revision == 0 { // deleted, but when is not known
+			if g.tok+1 < c.lo {
+				c.lo, c.before = g.tok+1, d
+				c.why = ix.j.unmatched(d)
+			}
+			return
+		}
+		if c.del == nil || d.Revision > c.hi {
+			c.hi, c.del = d.Revision, d
+		}
+	}
+	for _, d := range ix.createdAt(g.tok) {
+		definite(d)
+	}
+	if g.claim != "" {
+		// The span of the key the grant holds that stood at its token:
+		// the last created before it.
+		ds := ix.instances[g.claim]
+		k, _ := slices.BinarySearchFunc(ds, g.tok, func(d *Deletion, t int64) int { return cmp.Compare(d.Token, t) })
+		if k > 0 && ds[k-1].Token < g.tok && ds[k-1].Revision > g.tok {
+			definite(ds[k-1])
+		}
+	}
+	if c.del != nil {
+		// Several deletions of keys created at one revision (keys created
+		// together) leave the claim's between the first and the last.
+		first := c.hi
+		for _, d := range ix.createdAt(g.tok) {
+			if d.Revision > 0 {
+				first = min(first, d.Revision)
+			}
+		}
+		if first < c.lo {
+			c.lo = first
+		}
+		if c.lo < c.hi && c.why == "" {
+			c.why = fmt.Sprintf("deletions of keys created at revision %d are recorded at revisions %d and %d", g.tok, c.lo, c.hi)
+		}
+		return c
+	}
+	// The first open deletion that may be the claim's.
+	may := func(d *Deletion) bool {
+		return d.Token < g.tok && (d.owner < 0 || d.owner == g.process)
+	}
+	for _, d := range ix.open {
+		if d.Revision > 0 {
+			break
+		}
+		if may(d) && g.tok+1 < c.lo {
+			c.lo, c.before, c.why = g.tok+1, d, ix.j.unmatched(d)
+		}
+	}
+	k, _ := slices.BinarySearchFunc(ix.open, g.tok, func(d *Deletion, t int64) int {
+		if d.Revision <= t {
+			return -1
+		}
+		return 1
+	})
+	for _, d := range ix.open[k:] {
+		if d.Revision >= c.lo {
+			break
+		}
+		if may(d) {
+			c.lo, c.before, c.why = d.Revision, d, ix.j.unmatched(d)
+			break
+		}
+	}
+	if c.before != nil {
+		return c
+	}
+	if obs := ix.j.sd.observed; obs > 0 {
+		c.lo = max(obs, g.tok) + 1
+		c.why = fmt.Sprintf("the history records no deletion of it, and the observer saw every deletion only up to revision %d", obs)
+	} else {
+		c.lo = g.tok + 1
+		c.why = "the history records no deletion of it, and no observed revision up to which it records every deletion"
+	}
+	return c
+}
+
+// unmatched says why a deletion may be a claim's without being so for
+// certain.
+func (j *contractJudge) unmatched(d *Deletion) string {
+	var what []string
+	if d.Revision == 0 {
+		what = append(what, "no revision")
+	}
+	if d.Token == 0 {
+		what = append(what, "no create revision")
+	} else {
+		what = append(what, fmt.Sprintf("the create revision %d of another key", d.Token))
+	}
+	if d.Key == "" {
+		what = append(what, "no lock key")
+	}
+	return fmt.Sprintf("the deletion recorded at %s (history index %d) has %s, so the history cannot tell whether it deleted this claim", j.h.atRevision(d.Revision, d.Time), d.Index, strings.Join(what, ", "))
 }
 
 // Contract judges the five promises a lease-based lock can keep (see the
@@ -136,6 +352,7 @@ func (h *History) Contract() Result {
 		res.Duration = time.Since(began)
 		return res
 	}
+	j.claim = j.claims(grants)
 	j.tokens(grants)
 	j.lost(grants)
 	j.overlaps()
@@ -226,23 +443,25 @@ func (j *contractJudge) lost(grants []*operation) {
 		case g.rev == 0:
 			j.cannot(promiseLost, "the grants carry no decision revision (a history recorded before locktest recorded them)")
 			continue
-		case !g.keyed:
+		case !g.keyed():
 			j.cannot(promiseLost, j.h.terms().Unkeyed)
 			continue
 		}
-		held, d, ok := j.heldAt(g.key, g.tok, g.rev)
+		c := j.claim[g.belief]
+		held, ok := c.heldAt(g.rev)
 		switch {
 		case !ok:
-			j.cannot(promiseLost, fmt.Sprintf("the history does not say whether the key of token %d was deleted by revision %d (no key-deleted event and no observed revision)", g.tok, g.rev))
-		case !held && d.Revision > 0 && len(j.violations[promiseLost]) <= maxStories:
+			j.cannot(promiseLost, fmt.Sprintf("the history does not say whether the key of token %d was deleted by revision %d: %s", g.tok, g.rev, c.why))
+		case !held && len(j.violations[promiseLost]) <= maxStories:
+			d := c.del
 			waited := ""
 			if g.call <= d.Time && d.Time <= g.ret {
 				waited = " while it waited"
 			}
 			j.broke(promiseLost, Violation{Key: g.key, Processes: []int{int(g.process)}, Tokens: []int64{g.tok},
-				From: d.Time, To: g.ret, Faults: h.faultsDuring(min(d.Time, g.call), g.ret),
+				From: min(d.Time, g.ret), To: g.ret, Faults: h.faultsDuring(min(d.Time, g.call), g.ret),
 				Story: fmt.Sprintf("on key %q, %s was granted token %d at %s (asked at %s) on a state at revision %d, but the server had deleted its key (token %d) at revision %d (%s)%s%s: it was granted a lock whose key was already gone.",
-					g.key, h.who(g.process), g.tok, h.at(g.ret), h.at(g.call), g.rev, g.tok, d.Revision, h.at(d.Time), deletionCause(h, d), waited)})
+					g.key, h.who(g.process), g.tok, h.at(g.ret), h.at(g.call), g.rev, g.tok, d.Revision, h.at(d.Time), deletionCause(h, *d), waited)})
 		}
 	}
 }
@@ -259,7 +478,7 @@ func deletionCause(h *History, d Deletion) string {
 		return ": its session was closed"
 	case histories.DeletedByRelease:
 		return ": its holder released it"
-	case "acquire":
+	case histories.DeletedByAcquire:
 		return ": its owner deleted it after a failed wait"
 	case histories.DeletedByOther:
 		return ": another client's release deleted it"
@@ -278,15 +497,9 @@ func (j *contractJudge) overlaps() {
 		j.cannot(promiseOverlap, why)
 		return
 	}
-	grant := map[int]*operation{} // by acquire index
-	for _, o := range h.ops {
-		if o.f == histories.Acquire && o.status == histories.OK {
-			grant[o.inv] = o
-		}
-	}
 	for _, ov := range an.Overlaps {
-		a, b := grant[ov.First.AcquireIndex], grant[ov.Second.AcquireIndex]
-		if a == nil || b == nil || !a.hasTok || !b.hasTok || !a.keyed || !b.keyed {
+		a, b := ov.First.grant, ov.Second.grant
+		if !a.hasTok || !b.hasTok || !a.keyed() || !b.keyed() {
 			j.cannot(promiseOverlap, "an overlap's grants do not carry their tokens and keys")
 			continue
 		}
@@ -299,26 +512,32 @@ func (j *contractJudge) overlaps() {
 			j.cannot(promiseOverlap, "the grants carry no decision revision")
 			continue
 		}
-		held, d, ok := j.heldAt(first.key, first.tok, later.rev)
-		switch {
-		case !ok:
-			j.cannot(promiseOverlap, fmt.Sprintf("the history does not say whether the key of token %d was deleted by revision %d", first.tok, later.rev))
-		case !held && first.tok <= later.rev:
-			j.races++
-		case !held:
+		if first.tok > later.rev {
 			// The claim first in line was created after the other grant's
 			// decision: then the other is first in revision order.
 			j.cannot(promiseOverlap, fmt.Sprintf("token %d was created after the decision revision %d of token %d", first.tok, later.rev, later.tok))
+			continue
+		}
+		c := j.claim[first.belief]
+		held, ok := c.heldAt(later.rev)
+		switch {
+		case !ok:
+			j.cannot(promiseOverlap, fmt.Sprintf("the history does not say whether the key of token %d was deleted by revision %d: %s", first.tok, later.rev, c.why))
+		case !held:
+			j.races++
 		default:
 			j.bugs++
 			if len(j.violations[promiseOverlap]) > maxStories {
 				continue
 			}
 			var still string
-			if d.Revision > 0 {
-				still = fmt.Sprintf("was deleted only at revision %d (%s)%s", d.Revision, h.at(d.Time), deletionCause(h, d))
-			} else {
-				still = fmt.Sprintf("was not deleted by revision %d, the last the observer saw", j.sd.observed)
+			switch {
+			case c.del != nil:
+				still = fmt.Sprintf("was deleted only at revision %d (%s)%s", c.del.Revision, h.at(c.del.Time), deletionCause(h, *c.del))
+			case c.before != nil:
+				still = fmt.Sprintf("was on the server until revision %d at least (no deletion that could be its key's is recorded before)", c.lo-1)
+			default:
+				still = fmt.Sprintf("was not deleted by revision %d, the last the observer saw", c.lo-1)
 			}
 			j.broke(promiseOverlap, Violation{Key: ov.Key, Processes: []int{int(first.process), int(later.process)}, Tokens: []int64{first.tok, later.tok},
 				From: ov.From, To: ov.To, Faults: h.faultsDuring(ov.From, ov.To),
@@ -329,40 +548,55 @@ func (j *contractJudge) overlaps() {
 	}
 }
 
-// releases judges promise 4 on the observer's deletions.
+// releases judges promise 4 on the observer's deletions. An other-release
+// is definite (the observer says so only when the owner's lease was alive
+// and the owner was not releasing), so one breaks the promise whatever else
+// the history says; that none happened needs the observer's word that it
+// saw every deletion.
 func (j *contractJudge) releases() {
 	h := j.h
-	if !j.sd.observedAll {
-		j.cannot(promiseRelease, "the history does not say that the observer saw every deletion (no observed event), so an other-release may be missing or not definite")
-		return
-	}
 	for _, d := range j.sd.deletions {
 		if d.By != histories.DeletedByOther {
 			continue
 		}
 		owner := strings.Join(d.Targets, ",")
+		switch {
+		case d.leaseAlive == "false":
+			j.cannot(promiseRelease, fmt.Sprintf("the deletion at %s (history index %d) is called another client's release, but its lease was gone, so the server may have deleted it", h.atRevision(d.Revision, d.Time), d.Index))
+			continue
+		case d.releasedBy != "" && d.releasedBy == owner:
+			j.cannot(promiseRelease, fmt.Sprintf("the deletion at %s (history index %d) is called another client's release, but the release was its owner's own", h.atRevision(d.Revision, d.Time), d.Index))
+			continue
+		}
 		v := Violation{Key: d.Key, Tokens: []int64{d.Token}, From: d.Time, To: d.Time, Faults: h.faultsDuring(d.Time, d.Time)}
 		what := "another client's release"
-		if releaser := d.params["released_by"]; releaser != "" {
-			what = fmt.Sprintf("%s's release of its token %s", releaser, d.params["released_token"])
-			if tok, err := strconv.ParseInt(d.params["released_token"], 10, 64); err == nil {
+		if d.releasedBy != "" {
+			what = fmt.Sprintf("%s's release of its token %s", d.releasedBy, d.releasedToken)
+			if tok, err := strconv.ParseInt(d.releasedToken, 10, 64); err == nil {
 				if b, ok := j.belief(d.Key, tok, d.Time); ok && b.Ended == "release" {
 					what = fmt.Sprintf("the release of token %d by %s (invoked %s)", tok, h.who(histories.Process(b.Process)), h.at(b.To))
 					v.Processes = append(v.Processes, b.Process)
-					v.From = b.To
+					v.From = min(v.From, b.To)
 				}
 			}
 		}
-		victim := owner
-		if b, ok := j.belief(d.Key, d.Token, d.Time); ok {
+		b, ok := j.belief(d.Key, d.Token, d.Time)
+		if d.owner >= 0 {
+			b, ok = h.beliefBy(d.Key, d.owner, d.Time)
+		}
+		var victim string
+		if ok {
 			victim = fmt.Sprintf("%s's key (token %d, granted %s)", h.who(histories.Process(b.Process)), d.Token, h.at(b.From))
 			v.Processes = append(v.Processes, b.Process)
 		} else {
-			victim = fmt.Sprintf("%s's key (token %d)", owner, d.Token)
+			victim = fmt.Sprintf("%s's key (token %d)", cmp.Or(owner, "another client"), d.Token)
 		}
 		v.Story = fmt.Sprintf("on key %q, %s deleted %s at %s, %s.",
-			d.Key, what, victim, h.atRevision(d.Revision, d.Time), fmt.Sprintf(j.h.terms().Alive, owner))
+			d.Key, what, victim, h.atRevision(d.Revision, d.Time), fmt.Sprintf(j.h.terms().Alive, cmp.Or(owner, "its owner")))
 		j.broke(promiseRelease, v)
+	}
+	if len(j.violations[promiseRelease]) == 0 && !j.sd.observedAll {
+		j.cannot(promiseRelease, "the history does not say that the observer saw every deletion (no observed event), so an other-release may be missing")
 	}
 }
 
@@ -374,42 +608,75 @@ func (j *contractJudge) live() {
 		j.cannot(promiseLive, "the history does not record the lease TTL")
 		return
 	}
-	window := 2*j.sd.ttl + expirySlack
+	window := addSat(addSat(j.sd.ttl, j.sd.ttl), expirySlack)
 	for _, d := range j.sd.deletions {
-		if d.By != histories.DeletedByExpiry || h.revokedAt(d) {
+		if d.By != histories.DeletedByExpiry || h.revokedAt(d) || h.faultDuring(d.Time-int64(window), d.Time) {
 			continue
 		}
-		b, ok := j.holderAt(d)
-		if !ok || len(h.faultsDuring(d.Time-int64(window), d.Time)) > 0 {
+		b, ok, why := j.holderAt(d)
+		switch {
+		case why != "":
+			j.cannot(promiseLive, why)
 			continue
-		}
-		if d.params["lease_alive"] != "false" {
+		case !ok:
+			continue
+		case d.leaseAlive != "false":
 			j.cannot(promiseLive, fmt.Sprintf("the observer could not confirm that the lease of token %d was gone when its key was deleted at %s", d.Token, h.at(d.Time)))
 			continue
-		}
-		if len(j.violations[promiseLive]) > maxStories {
+		case len(j.violations[promiseLive]) > maxStories:
 			continue
 		}
-		j.broke(promiseLive, Violation{Key: d.Key, Processes: []int{b.Process}, Tokens: []int64{d.Token}, From: b.From, To: d.Time,
-			Story: fmt.Sprintf("on key %q, %s of %s, which held token %d since %s, expired on the server: its key was deleted at %s, and no fault was active in the %s before.",
-				d.Key, j.h.terms().Claim, h.who(histories.Process(b.Process)), d.Token, h.at(b.From), h.atRevision(d.Revision, d.Time), window)})
+		since := fmt.Sprintf("in the %s before", window)
+		if d.Time-h.start < int64(window) {
+			since = "since the history began"
+		}
+		j.broke(promiseLive, Violation{Key: d.Key, Processes: []int{b.Process}, Tokens: []int64{b.Token}, From: b.From, To: d.Time,
+			Story: fmt.Sprintf("on key %q, %s of %s, which held token %d since %s, expired on the server: its key was deleted at %s, and no fault was active %s.",
+				d.Key, j.h.terms().Claim, h.who(histories.Process(b.Process)), b.Token, h.at(b.From), h.atRevision(d.Revision, d.Time), since)})
 	}
 }
 
-// holderAt finds the belief of the grant whose key d deleted, if its holder
-// believed it held the lock when the deletion was recorded.
-func (j *contractJudge) holderAt(d Deletion) (Belief, bool) {
-	b, ok := j.belief(d.Key, d.Token, d.Time)
-	return b, ok && b.From <= d.Time && d.Time <= b.To
+// holderAt finds the belief of the holder whose key d deleted, if it
+// believed it held the lock when the deletion was recorded: the owner the
+// observer names, else the grant of the key's create revision. why says
+// when the history cannot tell whose key it was.
+func (j *contractJudge) holderAt(d Deletion) (b Belief, ok bool, why string) {
+	h := j.h
+	active := func(b Belief) bool { return b.From <= d.Time && d.Time <= b.To }
+	if d.owner >= 0 {
+		b, ok = h.beliefBy(d.Key, d.owner, d.Time)
+		return b, ok && active(b), ""
+	}
+	var found []Belief
+	if d.Token > 0 {
+		for _, i := range h.tokenBeliefs(d.Key, d.Token) {
+			if b := h.sd.beliefs[i]; active(b) {
+				found = append(found, b)
+			}
+		}
+	} else {
+		h.beliefsAt(d.Key, d.Time, func(b Belief) bool {
+			found = append(found, b)
+			return len(found) < 2
+		})
+	}
+	switch {
+	case len(found) == 1 && d.Token > 0:
+		return found[0], true, ""
+	case len(found) > 0:
+		return Belief{}, false, fmt.Sprintf("the history cannot tell whose key was deleted at %s (history index %d): it names no owner, and %s held the lock then",
+			h.atRevision(d.Revision, d.Time), d.Index, words.Plural(len(found), "holder"))
+	}
+	return Belief{}, false, ""
 }
 
-// belief finds the belief of the grant of token on key that began last
-// before t.
+// belief finds the belief of the grant of token on key ("": any) that began
+// last by t.
 func (j *contractJudge) belief(key string, token, t int64) (Belief, bool) {
 	var found Belief
 	ok := false
-	for _, b := range j.sd.beliefs {
-		if b.Key == key && b.HasToken && b.Token == token && b.From <= t {
+	for _, i := range j.h.tokenBeliefs(key, token) {
+		if b := j.sd.beliefs[i]; b.From <= t && (!ok || b.From >= found.From) {
 			found, ok = b, true
 		}
 	}

@@ -68,20 +68,20 @@ func TestContractTokensGrow(t *testing.T) {
 }
 
 func TestContractGrantOfLostLock(t *testing.T) {
-	// c2's key expired at revision 11, while it waited; it was granted on
-	// a state at revision 13 anyway: etcd#11456.
+	// c2's key (token 12) expired at revision 13, while it waited; it was
+	// granted on a state at revision 14 anyway: etcd#11456.
 	h := (&hist{}).recorded(100, 1, 2).
 		grant(1, 1000, 1100, 10, 10, "/l/lock/a").
-		grant(2, 1050, 2100, 12, 13, "/l/lock/b").
-		deleted(1900, "c2", 12, 11, "expiry", "lease_alive", "false").
+		grant(2, 1050, 2100, 12, 14, "/l/lock/b").
+		deleted(1900, "c2", 12, 13, "expiry", "lease_alive", "false").
 		fault("pause-client", []string{"c2"}, 1200, 1800).
 		rel(1, "lock", 2000, 2010, ok).
-		deleted(2005, "c1", 10, 13, "release").
+		deleted(2005, "c1", 10, 14, "release").
 		rel(2, "lock", 3000, 3010, ok)
 	expect(t, Contract(h.ops()), Invalid,
-		`Promise 2 (no grant of a lost lock): on key "lock", process 2 (c2) was granted token 12 at 2.10 s (asked at 1.05 s) on a state at revision 13, but the server had deleted its key (token 12) at revision 11 (1.90 s): its lease expired while it waited: it was granted a lock whose key was already gone.`)
+		`Promise 2 (no grant of a lost lock): on key "lock", process 2 (c2) was granted token 12 at 2.10 s (asked at 1.05 s) on a state at revision 14, but the server had deleted its key (token 12) at revision 13 (1.90 s): its lease expired while it waited: it was granted a lock whose key was already gone.`)
 
-	// The same loss after the decision (revision 14) is the lease race.
+	// The same loss after the decision (revision 13) is the lease race.
 	h = (&hist{}).recorded(100, 1, 2).
 		grant(1, 1000, 1100, 10, 10, "/l/lock/a").
 		rel(1, "lock", 2000, 2010, ok).
@@ -174,9 +174,10 @@ func TestContractUnknown(t *testing.T) {
 	expect(t, Contract((&hist{}).recorded(100).acq(1, "lock", 1000, 2000, fail, 0).ops()), Unknown, "holds no grant")
 
 	// A claim with no deletion is judged held only up to the observed
-	// revision.
-	h = (&hist{}).recorded(5, 1).grant(1, 1000, 1100, 10, 10, "/l/lock/a")
-	expect(t, Contract(h.ops()), Unknown, "does not say whether the key of token 10 was deleted by revision 10")
+	// revision (and at its own).
+	h = (&hist{}).recorded(5, 1).grant(1, 1000, 1100, 10, 12, "/l/lock/a")
+	expect(t, Contract(h.ops()), Unknown, "does not say whether the key of token 10 was deleted by revision 12")
+	expect(t, Contract((&hist{}).recorded(5, 1).grant(1, 1000, 1100, 10, 10, "/l/lock/a").ops()), Valid)
 }
 
 // On a server without revisions, promises 4 and 5 speak of the key's TTL,

@@ -35,27 +35,17 @@ type Cut struct {
 // ends as its run did, and for one that does not say: older histories and
 // hand-written ones are judged as they always were.
 func (h *History) Cut() *Cut {
-	if len(h.nemesis) == 0 && len(h.ops) == 0 {
+	sd := h.story()
+	if h.records == 0 {
 		return &Cut{Missing: []string{"no setup event", "no end event"},
 			Summary: "cut short: the history is empty; a run records its setup first, so this one was cut short before it recorded anything"}
 	}
-	promised, ended, interrupted := false, false, false
-	for _, op := range h.nemesis {
-		switch op.F {
-		case histories.FSetup:
-			promised = param(op.Value, "end") == histories.EndRecorded
-		case histories.FEnd:
-			ended, interrupted = true, param(op.Value, "interrupted") == "true"
-		}
-	}
+	promised, ended, interrupted := sd.setup["end"] == histories.EndRecorded, sd.ended, sd.interrupted
 	if !interrupted && (ended || !promised) {
 		return nil
 	}
 	c := &Cut{Interrupted: interrupted, Time: h.end - 1}
-	last := -1
-	for _, op := range h.nemesis {
-		last = max(last, op.Index)
-	}
+	last := sd.lastIndex
 	for _, o := range h.ops {
 		last = max(last, o.inv, o.done)
 		if o.missing {
@@ -63,7 +53,6 @@ func (h *History) Cut() *Cut {
 		}
 	}
 	c.Line = last + 1
-	sd := h.story()
 	if h.unhealed() {
 		c.Missing = append(c.Missing, "no final heal")
 	}
@@ -149,26 +138,14 @@ func (h *History) cutLiveness(r *Result, c *Cut, bound time.Duration, unknown fu
 	case r.Verdict == Valid:
 		unknown(r, fmt.Sprintf("The run was cut short at %s, %s after %s: acquires asked in its last %v could not be judged, and the rest of its quiet period was not recorded (until then, every client that asked got the lock within the bound).",
 			at, fmt.Sprintf("%.2f s", time.Duration(c.Time-from).Seconds()), since, bound))
-	case r.Verdict == Invalid && len(r.Violations) == 1 && r.Violations[0].Kind == "no-grant":
-		// Granting nothing is a verdict on the whole run: it stands only if
-		// some acquire had waited the bound by the cut.
-		for _, o := range h.ops {
-			if o.f == histories.Acquire && max(o.call, from)+int64(bound) <= c.Time {
-				return
-			}
-		}
-		unknown(r, fmt.Sprintf("The lock had granted nothing when the run was cut short at %s, but no acquire had waited the bound of %v after %s by then.", at, bound, since))
 	}
+	// A lock that granted nothing is judged so by the liveness check only
+	// once an acquire waited the bound: a cut before leaves it unknown.
 }
 
 // unhealed says whether faults began and no final heal followed.
 func (h *History) unhealed() bool {
-	for _, op := range h.nemesis {
-		if op.F == histories.FStart {
-			return h.story().heal < 0
-		}
-	}
-	return false
+	return len(h.story().faults) > 0 && h.story().heal < 0
 }
 
 // unsettledWrites counts the writes of unknown outcome that no resource
@@ -177,13 +154,8 @@ func (h *History) unhealed() bool {
 // resource is not the HTTP store), which keeps no log, only those in
 // flight count: the others are unknown in a whole run too.
 func (h *History) unsettledWrites() (n, inFlight int) {
-	txn := false
-	for _, op := range h.nemesis {
-		if op.F == histories.FSetup {
-			r := param(op.Value, "resource")
-			txn = r != "" && r != "http"
-		}
-	}
+	r := h.story().setup["resource"]
+	txn := r != "" && r != "http"
 	for _, o := range h.ops {
 		if o.f != histories.Write || o.status != histories.Info || o.applied || o.lost || txn && !o.missing {
 			continue

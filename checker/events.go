@@ -5,6 +5,8 @@ package checker
 
 import (
 	"cmp"
+	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,18 +21,36 @@ type leaseLost struct {
 	token   int64
 	targets []string
 	time    int64
+	index   int
 }
 
-// storyData is what stories draw on, computed once per History.
+// storyData is what the nemesis's and the workload's events say, read as
+// the records come (Builder.event), and the beliefs, derived from the
+// operations when the history is finished.
 type storyData struct {
 	// clients names the client behind each process, from the workload's
 	// "process" events.
-	clients   map[histories.Process]string
-	faults    []Fault
-	heal      int64 // time of the last "heal"; -1 if none
+	clients map[histories.Process]string
+	// faults are the fault windows, from "start" to "stop" (or the final
+	// "heal", or the end of the history); byStart orders them by start,
+	// with endMax the latest end among the first i of that order.
+	faults  []Fault
+	byStart []int
+	endMax  []int64
+	// others are nemesis events of an f the checks do not read, kept for
+	// the report to show: they are not faults (a fault is a start).
+	others []Fault
+	// heal is the time of the last "heal"; -1 if none.
+	heal      int64
 	deletions []Deletion
 	lost      []leaseLost
 	beliefs   []Belief
+	// byToken orders the beliefs with a token by token, then key;
+	// byProcess holds a process's beliefs; toMax[i] is the latest end of
+	// beliefs[:i+1]. (A grant's belief is its operation's belief.)
+	byToken   []int32
+	byProcess map[histories.Process][]int
+	toMax     []int64
 	// lockerFailed are the times a client could not build its locker
 	// (the recipe's New failed), from "locker-failed" events.
 	lockerFailed []lockerFailure
@@ -42,14 +62,26 @@ type storyData struct {
 	ttl         time.Duration
 	observed    int64
 	observedAll bool
-	// backend is the system under test from the setup event ("" in a
-	// history from before it was recorded).
+	// setup holds the setup event's params (nil: none), among them
+	// backend, the system under test ("" in a history from before it was
+	// recorded), and recipe, the lock recipe.
+	setup   map[string]string
 	backend string
-	// recipe is the lock recipe the setup event names.
-	recipe string
+	recipe  string
 	// noFencingToken: the setup event says the recipe's token is no
 	// fencing token (locktest's count, taken after the grant).
 	noFencingToken bool
+	// ended says the history has the run's end event, and interrupted
+	// that it says the run was interrupted (see Cut); lastIndex is the
+	// highest index of an event.
+	ended, interrupted bool
+	lastIndex          int
+}
+
+// keyToken names the grants of a key with one token.
+type keyToken struct {
+	key   string
+	token int64
 }
 
 // lockerFailure is one failed attempt of a client to build its locker.
@@ -59,120 +91,169 @@ type lockerFailure struct {
 	err    string
 }
 
-func (h *History) story() *storyData {
-	h.storyOnce.Do(func() { h.storyData = h.buildStory() })
-	return h.storyData
+func newStoryData() *storyData {
+	return &storyData{heal: -1, clients: map[histories.Process]string{}}
 }
 
-func param(v *histories.Value, name string) string {
-	if v == nil {
-		return ""
-	}
-	return v.Params[name]
-}
+func (h *History) story() *storyData { return h.sd }
 
-func paramInt(v *histories.Value, name string) (int64, bool) {
-	n, err := strconv.ParseInt(param(v, name), 10, 64)
+func paramInt(p histories.Params, name string) (int64, bool) {
+	n, err := strconv.ParseInt(p[name], 10, 64)
 	return n, err == nil
 }
 
-func (h *History) buildStory() *storyData {
-	sd := &storyData{heal: -1, clients: map[histories.Process]string{}}
-	open := map[string][]int{} // open fault windows by fault and targets
-	closeAt := func(i int, t int64) {
-		sd.faults[i].End = max(t, sd.faults[i].Start)
-		sd.faults[i].Unended = false
+// event reads a nemesis record.
+func (b *Builder) event(op histories.Op) {
+	sd := b.h.sd
+	v := op.Value
+	if v == nil {
+		v = &histories.Value{}
 	}
-	for _, op := range h.nemesis {
-		v := op.Value
-		fault, targets := op.F, []string(nil)
-		var params map[string]string
-		if v != nil {
-			if v.Fault != "" {
-				fault = v.Fault
-			}
-			targets, params = v.Targets, v.Params
-		}
-		id := fault + "|" + strings.Join(targets, ",")
-		switch op.F {
-		case histories.FStart:
-			open[id] = append(open[id], len(sd.faults))
-			sd.faults = append(sd.faults, Fault{Fault: fault, Targets: targets, Params: params, Start: op.Time, End: h.end, Unended: true, Index: op.Index})
-		case histories.FStop:
-			stack := open[id]
-			if len(stack) == 0 { // the same fault with other targets
-				for k, s := range open {
-					if strings.HasPrefix(k, fault+"|") && len(s) > 0 {
-						id, stack = k, s
-						break
-					}
+	p, targets := v.Params, v.Targets
+	// The key an event is about: its param, else the record's own.
+	key := cmp.Or(p["key"], op.Key)
+	sd.lastIndex = max(sd.lastIndex, op.Index)
+	switch op.F {
+	case histories.FStart:
+		id := v.Fault + "|" + strings.Join(targets, ",")
+		b.wins[id] = append(b.wins[id], len(sd.faults))
+		sd.faults = append(sd.faults, Fault{Fault: v.Fault, Targets: b.targets(targets), Params: maps.Clone(p), Start: op.Time, Unended: true, Index: op.Index})
+	case histories.FStop:
+		// The earliest open window of the same fault on the same targets;
+		// else of the same fault on any.
+		id := v.Fault + "|" + strings.Join(targets, ",")
+		if len(b.wins[id]) == 0 {
+			id = ""
+			for k, w := range b.wins {
+				if strings.HasPrefix(k, v.Fault+"|") && len(w) > 0 && (id == "" || w[0] < b.wins[id][0]) {
+					id = k
 				}
 			}
-			if len(stack) > 0 {
-				closeAt(stack[0], op.Time)
-				open[id] = stack[1:]
+		}
+		if w := b.wins[id]; len(w) > 0 {
+			b.close(w[0], op.Time)
+			b.wins[id] = w[1:]
+		}
+	case histories.FHeal:
+		for k, w := range b.wins {
+			for _, i := range w {
+				b.close(i, op.Time)
 			}
-		case histories.FHeal:
-			for k, stack := range open {
-				for _, i := range stack {
-					closeAt(i, op.Time)
-				}
-				delete(open, k)
-			}
-			sd.heal = op.Time
-		case histories.FSetup:
-			// What the run does (see Invariant), not a fault.
-			if ttl, ok := paramInt(v, "ttl"); ok && ttl > 0 {
-				sd.ttl = time.Duration(ttl) * time.Second
-			}
-			sd.backend, sd.recipe = param(v, "backend"), param(v, "recipe")
-			sd.noFencingToken = param(v, "fencing_token") == "false"
-		case histories.FEnd: // the run's end, no fault (see Cut)
-		case histories.FObserved:
-			sd.observedAll = true
-			if rev, ok := paramInt(v, "revision"); ok {
-				sd.observed = rev
-			}
-		case histories.FProcess:
-			if p, ok := paramInt(v, "process"); ok && len(targets) == 1 {
-				sd.clients[histories.Process(p)] = targets[0]
-			}
-		case histories.FKeyDeleted:
-			tok, _ := paramInt(v, "create_revision")
-			rev, _ := paramInt(v, "revision")
-			sd.deletions = append(sd.deletions, Deletion{Key: param(v, "key"), Token: tok, Revision: rev, Lease: param(v, "lease"), By: param(v, "by"),
-				Targets: targets, Time: op.Time, Index: op.Index, params: params})
-		case histories.FLockerFailed:
-			if len(targets) == 1 {
-				sd.lockerFailed = append(sd.lockerFailed, lockerFailure{client: targets[0], time: op.Time, err: param(v, "error")})
-			}
-		case histories.FLeaseLost:
-			tok, _ := paramInt(v, "token")
-			sd.lost = append(sd.lost, leaseLost{key: param(v, "key"), token: tok, targets: targets, time: op.Time})
-		default:
-			sd.faults = append(sd.faults, Fault{Fault: fault, Targets: targets, Params: params, Start: op.Time, End: op.Time, Index: op.Index})
+			delete(b.wins, k)
+		}
+		sd.heal = max(sd.heal, op.Time)
+	case histories.FSetup:
+		// What the run does (see Invariant), not a fault.
+		sd.setup = maps.Clone(p)
+		if sd.setup == nil {
+			sd.setup = map[string]string{}
+		}
+		sd.ttl = 0
+		if ttl, ok := paramInt(p, "ttl"); ok && ttl > 0 {
+			sd.ttl = time.Duration(min(ttl, math.MaxInt64/int64(time.Second))) * time.Second
+		}
+		sd.backend, sd.recipe = p["backend"], p["recipe"]
+		sd.noFencingToken = p["fencing_token"] == "false"
+	case histories.FEnd: // the run's end, no fault (see Cut)
+		sd.ended, sd.interrupted = true, p["interrupted"] == "true"
+	case histories.FObserved:
+		sd.observedAll = true
+		if rev, ok := paramInt(p, "revision"); ok {
+			sd.observed = max(sd.observed, rev)
+		}
+	case histories.FProcess:
+		if n, ok := paramInt(p, "process"); ok && len(targets) == 1 {
+			sd.clients[histories.Process(n)] = targets[0]
+		}
+	case histories.FKeyDeleted:
+		tok, _ := paramInt(p, "create_revision")
+		rev, _ := paramInt(p, "revision")
+		d := Deletion{Key: key, Token: tok, Revision: rev, Lease: p["lease"], By: p["by"], Targets: b.targets(targets), Time: op.Time, Index: op.Index,
+			leaseAlive: p["lease_alive"], releasedBy: p["released_by"], releasedToken: p["released_token"], owner: -1}
+		if n, ok := paramInt(p, "process"); ok {
+			d.owner = histories.Process(n)
+		}
+		sd.deletions = append(sd.deletions, d)
+	case histories.FLockerFailed:
+		if len(targets) == 1 {
+			sd.lockerFailed = append(sd.lockerFailed, lockerFailure{client: targets[0], time: op.Time, err: p["error"]})
+		}
+	case histories.FLeaseLost:
+		tok, _ := paramInt(p, "token")
+		sd.lost = append(sd.lost, leaseLost{key: key, token: tok, targets: b.targets(targets), time: op.Time, index: op.Index})
+	default:
+		sd.others = append(sd.others, Fault{Fault: cmp.Or(v.Fault, op.F), Targets: b.targets(targets), Params: maps.Clone(p), Start: op.Time, End: op.Time, Index: op.Index})
+	}
+}
+
+// targets keeps an event's targets (the record's may be reused): one
+// target, the most common, as a list shared by every event that names it.
+func (b *Builder) targets(ts []string) []string {
+	if len(ts) != 1 {
+		return slices.Clone(ts)
+	}
+	one, ok := b.one[ts[0]]
+	if !ok {
+		one = []string{ts[0]}
+		if len(b.one) < 4096 {
+			b.one[ts[0]] = one
 		}
 	}
-	// Beliefs.
+	return one
+}
+
+// close ends fault window i at t.
+func (b *Builder) close(i int, t int64) {
+	f := &b.h.sd.faults[i]
+	f.End, f.Unended = max(t, f.Start), false
+}
+
+// finishEvents ends the windows still open at the history's end, and
+// indexes them.
+func (b *Builder) finishEvents() {
+	sd := b.h.sd
+	for i := range sd.faults {
+		if sd.faults[i].Unended {
+			sd.faults[i].End = max(b.h.end, sd.faults[i].Start)
+		}
+	}
+	sd.byStart = make([]int, len(sd.faults))
+	for i := range sd.byStart {
+		sd.byStart[i] = i
+	}
+	slices.SortStableFunc(sd.byStart, func(i, j int) int { return cmp.Compare(sd.faults[i].Start, sd.faults[j].Start) })
+	sd.endMax = make([]int64, len(sd.byStart))
+	for k, i := range sd.byStart {
+		sd.endMax[k] = sd.faults[i].End
+		if k > 0 {
+			sd.endMax[k] = max(sd.endMax[k], sd.endMax[k-1])
+		}
+	}
+}
+
+// beliefs derives who believed they held each lock when, and indexes them.
+func (h *History) beliefs() []Belief {
+	sd := h.sd
+	var out []Belief
 	holding := map[hold]*operation{}
 	// A belief lasts from the grant to the release's invocation, even when
 	// the client's session noticed the lease was gone: a client that does
 	// not check goes on acting as the holder (the story tells when it
 	// noticed).
 	end := func(a *operation, to int64, how string) {
-		sd.beliefs = append(sd.beliefs, Belief{Key: a.key, Process: int(a.process), Token: a.tok, HasToken: a.hasTok, From: a.ret, To: to, Ended: how, AcquireIndex: a.inv})
+		out = append(out, Belief{Key: a.key, Process: int(a.process), Token: a.tok, HasToken: a.hasTok, From: a.ret, To: to, Ended: how, AcquireIndex: a.inv, grant: a})
 	}
 	for _, o := range h.ops {
 		k := hold{o.process, o.key}
 		switch {
 		case o.f == histories.Acquire && o.status == histories.OK:
 			if a := holding[k]; a != nil { // acquired again without releasing
-				end(a, o.call, "last-seen")
+				end(a, max(o.call, a.ret), "last-seen")
 			}
 			holding[k] = o
 		case o.f == histories.Release:
 			if a := holding[k]; a != nil {
-				end(a, o.call, "release")
+				end(a, max(o.call, a.ret), "release")
 				delete(holding, k)
 			}
 		}
@@ -181,32 +262,130 @@ func (h *History) buildStory() *storyData {
 		a := holding[k]
 		end(a, max(h.alive[k.p], a.ret), "last-seen")
 	}
-	slices.SortStableFunc(sd.beliefs, func(a, b Belief) int { return cmp.Compare(a.From, b.From) })
-	return sd
+	slices.SortStableFunc(out, func(a, b Belief) int { return cmp.Compare(a.From, b.From) })
+	sd.byToken = make([]int32, 0, len(out))
+	sd.byProcess = map[histories.Process][]int{}
+	sd.toMax = make([]int64, len(out))
+	for i, b := range out {
+		b.grant.belief = int32(i)
+		if b.HasToken {
+			sd.byToken = append(sd.byToken, int32(i))
+		}
+		sd.byProcess[histories.Process(b.Process)] = append(sd.byProcess[histories.Process(b.Process)], i)
+		sd.toMax[i] = b.To
+		if i > 0 {
+			sd.toMax[i] = max(sd.toMax[i], sd.toMax[i-1])
+		}
+	}
+	slices.SortStableFunc(sd.byToken, func(i, j int32) int {
+		return cmp.Or(cmp.Compare(out[i].Token, out[j].Token), cmp.Compare(out[i].Key, out[j].Key))
+	})
+	return out
+}
+
+// tokenBeliefs returns the beliefs of key's ("": any key's) grants of
+// token, by start.
+func (h *History) tokenBeliefs(key string, token int64) []int32 {
+	bs, ix := h.sd.beliefs, h.sd.byToken
+	from := func(k keyToken) int {
+		i, _ := slices.BinarySearchFunc(ix, k, func(i int32, k keyToken) int {
+			return cmp.Or(cmp.Compare(bs[i].Token, k.token), cmp.Compare(bs[i].Key, k.key))
+		})
+		return i
+	}
+	lo := from(keyToken{key, token})
+	hi := lo
+	for hi < len(ix) && bs[ix[hi]].Token == token && (key == "" || bs[ix[hi]].Key == key) {
+		hi++
+	}
+	return ix[lo:hi]
+}
+
+// beliefBy finds the belief of process p in key's lock ("": any) that began
+// last by t.
+func (h *History) beliefBy(key string, p histories.Process, t int64) (Belief, bool) {
+	bs := h.sd.byProcess[p]
+	k, _ := slices.BinarySearchFunc(bs, t, func(i int, t int64) int {
+		if h.sd.beliefs[i].From <= t {
+			return -1
+		}
+		return 1
+	})
+	for k--; k >= 0; k-- {
+		if b := h.sd.beliefs[bs[k]]; key == "" || b.Key == key {
+			return b, true
+		}
+	}
+	return Belief{}, false
+}
+
+// beliefsAt calls f with each belief in key's lock ("": any) held at t,
+// latest begun first, while f returns true.
+func (h *History) beliefsAt(key string, t int64, f func(Belief) bool) {
+	sd := h.sd
+	k, _ := slices.BinarySearchFunc(sd.beliefs, t, func(b Belief, t int64) int {
+		if b.From <= t {
+			return -1
+		}
+		return 1
+	})
+	for i := k - 1; i >= 0 && sd.toMax[i] >= t; i-- {
+		if b := sd.beliefs[i]; b.To >= t && (key == "" || b.Key == key) && !f(b) {
+			return
+		}
+	}
 }
 
 // faults returns the nemesis's fault windows.
-func (h *History) faults() []Fault { return h.story().faults }
+func (h *History) faults() []Fault { return h.sd.faults }
 
-// faultsDuring returns the faults active at some time in [from, to].
+// faultsDuring returns the faults active at some time in [from, to], in
+// the order they started: the last maxFaults to start, if more.
 func (h *History) faultsDuring(from, to int64) []Fault {
+	sd := h.sd
 	var out []Fault
-	for _, f := range h.faults() {
-		if f.Start <= to && f.End >= from {
+	for k := sd.startedBy(to) - 1; k >= 0 && sd.endMax[k] >= from && len(out) < maxFaults; k-- {
+		if f := sd.faults[sd.byStart[k]]; f.End >= from {
 			out = append(out, f)
 		}
 	}
+	slices.Reverse(out)
 	return out
+}
+
+// maxFaults caps the faults a violation lists.
+const maxFaults = 20
+
+// startedBy returns how many faults started at t or before.
+func (sd *storyData) startedBy(t int64) int {
+	k, _ := slices.BinarySearchFunc(sd.byStart, t, func(i int, t int64) int {
+		if sd.faults[i].Start <= t {
+			return -1
+		}
+		return 1
+	})
+	return k
+}
+
+// faultDuring says whether a fault was active at some time in [from, to].
+func (h *History) faultDuring(from, to int64) bool {
+	k := h.sd.startedBy(to)
+	return k > 0 && h.sd.endMax[k-1] >= from
 }
 
 // revokedAt says whether a lease-revoke fault on the key's owner explains a
 // deletion the observer could only attribute to the lease ending.
 func (h *History) revokedAt(d Deletion) bool {
-	for _, f := range h.story().faults {
-		// The nemesis records the start once the revoke returned, so the
-		// observer may have seen the deletion first.
-		if gap := d.Time - f.Start; f.Fault == histories.FaultLeaseRevoke && slices.Equal(f.Targets, d.Targets) && gap > -int64(time.Second) && gap < int64(time.Second) &&
-			(f.Params["lease"] == "" || f.Params["lease"] == d.Lease) {
+	// The nemesis records the start once the revoke returned, so the
+	// observer may have seen the deletion first: a start within a second
+	// either side.
+	sd := h.sd
+	for k := sd.startedBy(d.Time - int64(time.Second)); k < len(sd.byStart); k++ {
+		f := sd.faults[sd.byStart[k]]
+		if f.Start >= addSat(d.Time, int64(time.Second)) {
+			break
+		}
+		if f.Fault == histories.FaultLeaseRevoke && slices.Equal(f.Targets, d.Targets) && (f.Params["lease"] == "" || f.Params["lease"] == d.Lease) {
 			return true
 		}
 	}
@@ -215,20 +394,27 @@ func (h *History) revokedAt(d Deletion) bool {
 
 // beliefOf finds the belief a grant started.
 func (h *History) beliefOf(o *operation) (Belief, bool) {
-	for _, b := range h.story().beliefs {
-		if b.AcquireIndex == o.inv && b.Key == o.key && b.Process == int(o.process) {
+	if o.granted == nil {
+		return Belief{}, false
+	}
+	return h.sd.beliefs[o.belief], true
+}
+
+// holderOf finds the belief in which a process held a token of a key.
+func (h *History) holderOf(key string, p histories.Process, token int64) (Belief, bool) {
+	for _, i := range h.tokenBeliefs(key, token) {
+		if b := h.sd.beliefs[i]; b.Process == int(p) {
 			return b, true
 		}
 	}
 	return Belief{}, false
 }
 
-// holderOf finds the belief in which a process held a token of a key.
-func (h *History) holderOf(key string, p histories.Process, token int64) (Belief, bool) {
-	for _, b := range h.story().beliefs {
-		if b.Key == key && b.Process == int(p) && b.HasToken && b.Token == token {
-			return b, true
-		}
+// addSat adds two non-negative numbers (times, durations), saturating
+// at the largest int64 rather than wrapping around.
+func addSat[T ~int64](a, b T) T {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
 	}
-	return Belief{}, false
+	return a + b
 }

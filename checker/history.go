@@ -15,19 +15,24 @@ import (
 )
 
 // History is a paired history in a compact form: each client operation is an
-// invocation together with its completion, without the records themselves.
-// Build one with a Builder, one record at a time, so that long histories
-// need not be held in memory as records; or with Build from records.
+// invocation together with its completion, and the nemesis's and the
+// observer's events are read into what the checks and stories draw on
+// (faults, deletions, lost leases, who is which client), without the
+// records themselves. Build one with a Builder, one record at a time, so
+// that long histories need not be held in memory as records; or with Build
+// from records. Every check, and the report, reads the same History.
 type History struct {
-	ops     []*operation // client operations, in invocation order
-	nemesis []histories.Op
+	ops []*operation // client operations, in invocation order
 	// alive is, per process, the last time the process was seen acting: its
 	// last invocation or definite completion.
 	alive map[histories.Process]int64
-	// start is the time of the first record; end is later than every event.
-	// Operations that may take effect at any time after their invocation
-	// return at end: porcupine has no notion of an operation that never
-	// returns, and one returning after every other event is the same thing.
+	// records counts the records paired.
+	records int
+	// start is the time of the first record; end is later than every event
+	// (but at most math.MaxInt64). Operations that may take effect at any
+	// time after their invocation return at end: porcupine has no notion of
+	// an operation that never returns, and one returning after every other
+	// event is the same thing.
 	start, end int64
 	// writesRejected counts the write fails.
 	writesRejected int
@@ -35,20 +40,25 @@ type History struct {
 	err error
 	// describe words the faults in stories; nil: generic phrases.
 	describe Describer
+	// sd is what the nemesis's and observer's events say, with the
+	// beliefs.
+	sd *storyData
+	// errs are the errors the completions give (few have one).
+	errs map[*operation]string
 	// termsOf gives the words of a backend, by name; nil: LeaseTerms.
 	termsOf func(backend string) Terms
 
-	storyOnce sync.Once
-	storyData *storyData
+	overlapsOnce sync.Once
+	overlaps     OverlapAnalysis
 }
 
 // operation is a client invocation together with its completion.
 type operation struct {
 	process histories.Process
 	f, key  string
-	// status is OK, Fail or Info; Info also when the completion is missing.
-	status  histories.Type
-	missing bool
+	// status is OK, Fail or Info; Info also when the completion is
+	// missing (missing).
+	status histories.Type
 	// call and ret are the times; ret is the history's end if the completion
 	// is missing.
 	call, ret int64
@@ -58,16 +68,24 @@ type operation struct {
 	// tok is the fencing token: from the completion of an acquire, from the
 	// invocation (else the completion) of a write. val is the value written
 	// (from the invocation) or read (completion).
-	tok, val       int64
-	hasTok, hasVal bool
+	tok, val                int64
+	missing, hasTok, hasVal bool
 	// applied and lost mark a write of unknown outcome that the resource's
 	// own log says it accepted, or never accepted (History.MarkApplied).
 	applied, lost bool
-	err           string
-	// rev is an acquire ok's decision revision (0: not recorded); keyed
-	// says the grant named its key (lock.Keyed).
+	// granted is set for a grant (an acquire ok), and only for one: what
+	// only grants have.
+	*granted
+}
+
+// granted is what a grant has beyond other operations.
+type granted struct {
+	// rev is the decision revision (0: not recorded); claim is the key
+	// the grant says it holds (lock.Keyed; "": not said).
 	rev   int64
-	keyed bool
+	claim string
+	// belief is the index of the belief the grant started.
+	belief int32
 }
 
 // hold names a process's hold of a key's lock.
@@ -90,6 +108,8 @@ func (o *operation) token() (int64, bool) { return o.tok, o.hasTok }
 
 func (o *operation) value() (int64, bool) { return o.val, o.hasVal }
 
+func (o *operation) keyed() bool { return o.claim != "" }
+
 // Builder pairs records into a History as they are read.
 type Builder struct {
 	// Describe, if set, words the faults in the History's stories; without
@@ -101,21 +121,29 @@ type Builder struct {
 	// LeaseTerms.
 	Terms func(backend string) Terms
 
-	h        *History
-	inflight map[histories.Process]*operation
-	strs     map[string]string // interned keys and f's
-	slab     []operation
-	slabSize int
-	first    bool
+	h      *History
+	rules  *histories.Tracker
+	n      int                 // records added
+	open   map[int]*operation  // invocations awaiting completion, by record number
+	strs   map[string]string   // interned keys and f's
+	wins   map[string][]int    // open fault windows by fault|targets
+	one    map[string][]string // single targets, shared
+	slab   []operation
+	grants []granted
+	size   int
+	first  bool
 }
 
 // NewBuilder returns an empty Builder.
 func NewBuilder() *Builder {
 	return &Builder{
-		h:        &History{alive: map[histories.Process]int64{}},
-		inflight: map[histories.Process]*operation{},
-		strs:     map[string]string{},
-		first:    true,
+		h:     &History{alive: map[histories.Process]int64{}, sd: newStoryData()},
+		rules: histories.NewTracker(),
+		open:  map[int]*operation{},
+		strs:  map[string]string{},
+		wins:  map[string][]int{},
+		one:   map[string][]string{},
+		first: true,
 	}
 }
 
@@ -123,7 +151,9 @@ func (b *Builder) intern(s string) string {
 	if v, ok := b.strs[s]; ok {
 		return v
 	}
-	b.strs[s] = s
+	if len(b.strs) < 4096 {
+		b.strs[s] = s
+	}
 	return s
 }
 
@@ -131,41 +161,65 @@ func (b *Builder) alloc() *operation {
 	if len(b.slab) == 0 {
 		// Slabs grow to 1024 operations: few allocations for long
 		// histories, little waste for short ones.
-		b.slabSize = min(max(2*b.slabSize, 16), 1024)
-		b.slab = make([]operation, b.slabSize)
+		b.size = min(max(2*b.size, 16), 1024)
+		b.slab = make([]operation, b.size)
 	}
 	o := &b.slab[0]
 	b.slab = b.slab[1:]
 	return o
 }
 
-// Add appends one record. Records must come in history order. A completion
-// belongs to the process's operation in flight. After an error, the History
-// is malformed and every check on it is unknown; Add keeps returning the
-// error.
+// Add appends one record. Records must come in history order, and keep the
+// format's rules (histories.Tracker), which Add applies. After an error,
+// the History is malformed and every check on it is unknown; Add keeps
+// returning the error.
 func (b *Builder) Add(op histories.Op) error {
-	h := b.h
-	if h.err != nil {
-		return h.err
+	if b.h.err != nil {
+		return b.h.err
 	}
+	inv, reason := b.rules.Track(op, b.n, 0)
+	if reason != "" {
+		b.h.err = fmt.Errorf("index %d: %s", op.Index, reason)
+		return b.h.err
+	}
+	b.add(op, inv)
+	return nil
+}
+
+// AddPaired appends a record a histories.Reader returned, which applied
+// the format's rules: inv is, for a completion, the number of the record
+// (counted from 0 among those the Reader returned) whose invocation it
+// completes (Reader.Completes); else -1.
+func (b *Builder) AddPaired(op histories.Op, inv int) error {
+	if b.h.err != nil {
+		return b.h.err
+	}
+	if op.Process != histories.Nemesis && op.Type != histories.Invoke && b.open[inv] == nil {
+		b.h.err = fmt.Errorf("index %d: %s %s of process %d completes no invocation", op.Index, op.Type, op.F, op.Process)
+		return b.h.err
+	}
+	b.add(op, inv)
+	return nil
+}
+
+func (b *Builder) add(op histories.Op, inv int) {
+	h := b.h
+	n := b.n
+	b.n++
 	if b.first || op.Time < h.start {
 		h.start, b.first = op.Time, false
 	}
 	if op.Time < math.MaxInt64 {
 		h.end = max(h.end, op.Time+1)
+	} else {
+		h.end = math.MaxInt64
 	}
 	if op.Process == histories.Nemesis {
-		h.nemesis = append(h.nemesis, op)
-		return nil
+		b.event(op)
+		return
 	}
-	o := b.inflight[op.Process]
 	if op.Type == histories.Invoke {
-		if o != nil {
-			h.err = fmt.Errorf("op %d: process %d invokes %s while %s (op %d) is in flight",
-				op.Index, op.Process, op.F, o.f, o.inv)
-			return h.err
-		}
-		o = b.alloc()
+		o := b.alloc()
 		*o = operation{process: op.Process, f: b.intern(op.F), key: b.intern(op.Key), call: op.Time, inv: op.Index, done: -1}
 		if t, ok := op.Token(); ok {
 			o.tok, o.hasTok = t, true
@@ -173,25 +227,35 @@ func (b *Builder) Add(op histories.Op) error {
 		if v, ok := op.Val(); ok && op.F == histories.Write {
 			o.val, o.hasVal = v, true
 		}
-		b.inflight[op.Process] = o
+		b.open[n] = o
 		h.ops = append(h.ops, o)
 		h.alive[op.Process] = max(h.alive[op.Process], op.Time)
-		return nil
+		return
 	}
-	if o == nil || o.f != op.F {
-		h.err = fmt.Errorf("op %d: %s %s of process %d does not complete an invocation", op.Index, op.Type, op.F, op.Process)
-		return h.err
+	o := b.open[inv]
+	delete(b.open, inv)
+	o.status, o.done, o.ret = op.Type, op.Index, op.Time
+	if op.Error != "" {
+		if h.errs == nil {
+			h.errs = map[*operation]string{}
+		}
+		h.errs[o] = op.Error
 	}
-	delete(b.inflight, op.Process)
-	o.status, o.done, o.ret, o.err = op.Type, op.Index, op.Time, op.Error
 	if t, ok := op.Token(); ok && (!o.hasTok || op.F == histories.Acquire) {
 		o.tok, o.hasTok = t, true
 	}
-	if r, ok := op.Revision(); ok && op.F == histories.Acquire {
-		o.rev = r
-	}
-	if op.F == histories.Acquire && op.Value != nil && op.Value.Claim != "" {
-		o.keyed = true
+	if op.F == histories.Acquire && op.Type == histories.OK {
+		if len(b.grants) == 0 {
+			b.grants = make([]granted, 256)
+		}
+		o.granted = &b.grants[0]
+		b.grants = b.grants[1:]
+		if r, ok := op.Revision(); ok {
+			o.rev = r
+		}
+		if op.Value != nil {
+			o.claim = op.Value.Claim
+		}
 	}
 	if v, ok := op.Val(); ok && !o.hasVal {
 		o.val, o.hasVal = v, true
@@ -202,18 +266,20 @@ func (b *Builder) Add(op histories.Op) error {
 	if op.F == histories.Write && op.Type == histories.Fail {
 		h.writesRejected++
 	}
-	return nil
 }
 
 // Finish returns the History. Invocations left open count as info. The
 // Builder must not be used afterwards.
 func (b *Builder) Finish() *History {
 	h := b.h
-	for _, o := range b.inflight {
+	for _, o := range b.open {
 		o.status, o.missing, o.ret = histories.Info, true, h.end
 	}
-	b.inflight = nil
+	b.open = nil
 	h.describe, h.termsOf = b.Describe, b.Terms
+	h.records = b.n
+	b.finishEvents()
+	h.sd.beliefs = h.beliefs()
 	return h
 }
 

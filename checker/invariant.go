@@ -5,8 +5,8 @@ package checker
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +34,14 @@ import (
 // The final value of a key is its last read ok invoked after every write of
 // the key was invoked, and after every write with a known outcome returned:
 // the workload makes one such read of each key when the run stops.
+//
+// The counts hold only for the workload's own writes, and from a known
+// start. So each write must be the value its process last read, plus one;
+// and the value before the
+// first write is 0 in a history a run recorded (its setup event: the
+// resource starts empty), else the value reads returned before any write
+// was invoked. Where either is not so, the key's invariant is not judged,
+// and the check says why.
 
 // InvariantCount is the invariant check's accounting of one key.
 type InvariantCount struct {
@@ -62,35 +70,45 @@ type InvariantCount struct {
 	// effect: the only unknown write, invoked after every other write
 	// returned, would have been the last applied and so the final value.
 	Unapplied int64 `json:"unapplied,omitempty"`
+	// Base is the value before the first write (0 in a recorded run).
+	Base int64 `json:"base,omitempty"`
+	// Undecided says why the key's counts cannot be judged ("": they
+	// can): a start that is not known, or writes that are not the
+	// workload's.
+	Undecided string `json:"undecided,omitempty"`
 }
 
 // Invariant checks a history; see History.Invariant.
 func Invariant(ops []histories.Op) Result { return Build(ops).Invariant() }
 
 // setup returns the run's workload and stock inventory, from its setup
-// event (the last, if several).
-func (h *History) setup() (workload string, items int64) {
+// event (the last, if several), and whether there was one.
+func (h *History) setup() (workload string, items int64, hasItems, recorded bool) {
 	workload = histories.WorkloadCounter
-	for _, op := range h.nemesis {
-		if op.F != histories.FSetup || op.Value == nil {
-			continue
-		}
-		if w := op.Value.Params["workload"]; w != "" {
-			workload = w
-		}
-		if n, err := strconv.ParseInt(op.Value.Params["items"], 10, 64); err == nil {
-			items = n
-		}
+	p := h.sd.setup
+	if w := p["workload"]; w != "" {
+		workload = w
 	}
-	return workload, items
+	items, hasItems = paramInt(p, "items")
+	return workload, items, hasItems, p != nil
 }
 
 // InvariantCounts returns the invariant check's accounting of each key, in
 // key order.
 func (h *History) InvariantCounts() []InvariantCount {
-	workload, items := h.setup()
+	workload, items, hasItems, recorded := h.setup()
+	// What the workload's invariant is, if this checker knows it.
+	unknownWorkload := ""
+	switch {
+	case workload != histories.WorkloadCounter && workload != histories.WorkloadStock:
+		unknownWorkload = fmt.Sprintf("the setup event names workload %q, whose invariant this checker does not know", workload)
+	case workload == histories.WorkloadStock && !hasItems:
+		unknownWorkload = "the setup event names the stock workload but not its items"
+	}
 	type keyOps struct {
 		writes, reads []*operation
+		// odd is the first write that is not the workload's.
+		odd string
 	}
 	byKey := map[string]*keyOps{}
 	get := func(k string) *keyOps {
@@ -99,17 +117,42 @@ func (h *History) InvariantCounts() []InvariantCount {
 		}
 		return byKey[k]
 	}
+	// The value each process last read of each key, as the operations
+	// were invoked (a process's read returned before its next invocation).
+	type read struct {
+		val int64
+		ok  bool
+	}
+	lastRead := map[hold]read{}
 	for _, o := range h.ops {
+		ko := get(o.key)
 		switch o.f {
 		case histories.Write:
-			get(o.key).writes = append(get(o.key).writes, o)
+			ko.writes = append(ko.writes, o)
+			r := lastRead[hold{o.process, o.key}]
+			if ko.odd != "" {
+				break
+			}
+			switch {
+			case !o.hasVal:
+				ko.odd = fmt.Sprintf("%s's write at %s carries no value", h.who(o.process), h.at(o.call))
+			case !r.ok:
+				ko.odd = fmt.Sprintf("%s wrote %d at %s without reading the value first", h.who(o.process), o.val, h.at(o.call))
+			case r.val == math.MaxInt64 || o.val != r.val+1:
+				ko.odd = fmt.Sprintf("%s wrote %d at %s, not one more than the %d it had read", h.who(o.process), o.val, h.at(o.call), r.val)
+			}
 		case histories.Read:
-			get(o.key).reads = append(get(o.key).reads, o)
+			ko.reads = append(ko.reads, o)
+			if o.status == histories.OK && o.hasVal {
+				lastRead[hold{o.process, o.key}] = read{o.val, true}
+			}
 		}
 	}
 	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
+	for k, ko := range byKey {
+		if len(ko.writes)+len(ko.reads) > 0 {
+			keys = append(keys, k)
+		}
 	}
 	slices.Sort(keys)
 	var out []InvariantCount
@@ -120,8 +163,10 @@ func (h *History) InvariantCounts() []InvariantCount {
 			c.Items = items
 		}
 		var lastCall, lastKnownRet int64 = -1, -1
+		firstCall := int64(math.MaxInt64)
 		for _, w := range ko.writes {
 			lastCall = max(lastCall, w.call)
+			firstCall = min(firstCall, w.call)
 			switch w.status {
 			case histories.OK:
 				c.Accepted++
@@ -140,6 +185,30 @@ func (h *History) InvariantCounts() []InvariantCount {
 				}
 				c.Unknown++
 			}
+		}
+		// The start: a recorded run's resource starts empty; else what
+		// reads before any write returned, if they agree.
+		if !recorded {
+			var seen []int64
+			for _, r := range ko.reads {
+				if r.status == histories.OK && r.hasVal && r.ret < firstCall && !slices.Contains(seen, r.val) {
+					seen = append(seen, r.val)
+				}
+			}
+			switch {
+			case len(seen) == 1:
+				c.Base = seen[0]
+			case len(seen) > 1:
+				c.Undecided = fmt.Sprintf("reads before the first write returned %d different values, so the value before it is not known", len(seen))
+			case len(ko.writes) > 0:
+				c.Undecided = "the history has no setup event (a run's resource starts at 0) and no read before the first write, so the value before it is not known"
+			}
+		}
+		if ko.odd != "" {
+			c.Undecided = ko.odd + ": the invariant counts the workload's own writes (read a value, write it plus one)"
+		}
+		if unknownWorkload != "" {
+			c.Undecided = unknownWorkload
 		}
 		var final *operation
 		for _, r := range ko.reads {
@@ -167,15 +236,39 @@ func (h *History) InvariantCounts() []InvariantCount {
 		}
 		if final != nil {
 			c.Final, c.HasFinal = final.val, true
-			c.Lost = max(0, c.Accepted-c.Final)
-			c.Excess = max(0, c.Final-c.Accepted-c.Unknown)
+			net := subSat(c.Final, c.Base) // what the writes added
+			c.Lost = max(0, subSat(c.Accepted, net))
+			c.Excess = max(0, subSat(net, c.Accepted+c.Unknown))
 		}
 		if workload == histories.WorkloadStock {
-			c.Oversold = max(0, c.Accepted-items)
+			c.Oversold = max(0, subSat(addSigned(c.Base, c.Accepted), items))
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// addSigned adds two numbers, saturating rather than wrapping around.
+func addSigned(a, b int64) int64 {
+	c := a + b
+	if (c > a) != (b > 0) {
+		if b > 0 {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	return c
+}
+
+// subSat subtracts b from a, saturating rather than wrapping around.
+func subSat(a, b int64) int64 {
+	if b == math.MinInt64 {
+		if a >= 0 {
+			return math.MaxInt64
+		}
+		return a - b
+	}
+	return addSigned(a, -b)
 }
 
 // Invariant checks the application's invariant, counted from the history:
@@ -193,6 +286,11 @@ func (h *History) Invariant() Result {
 	}
 	counts := h.InvariantCounts()
 	res.Keys = len(counts)
+	if len(counts) == 0 {
+		res.Explanation = "The history has no read or write operations: there is nothing to judge."
+		res.Duration = time.Since(began)
+		return res
+	}
 	for _, o := range h.ops {
 		if o.f == histories.Write || o.f == histories.Read {
 			res.Ops++
@@ -203,6 +301,10 @@ func (h *History) Invariant() Result {
 	}
 	var undecided []string
 	for _, c := range counts {
+		if c.Undecided != "" {
+			undecided = append(undecided, fmt.Sprintf("On key %q the invariant cannot be judged: %s.", c.Key, c.Undecided))
+			continue
+		}
 		vs := h.invariantViolations(c)
 		res.Violations = append(res.Violations, vs...)
 		switch {
@@ -242,7 +344,7 @@ func hiddenByUnknown(c InvariantCount) string {
 	if unknown == 0 {
 		return ""
 	}
-	unseen := c.Accepted + unknown - c.Final // writes that may have taken effect but do not show
+	unseen := subSat(c.Accepted+unknown, subSat(c.Final, c.Base)) // writes that may have taken effect but do not show
 	var whys []string
 	if c.HasFinal && unseen > 0 {
 		whys = append(whys, fmt.Sprintf("the final value %d shows %s fewer than the %d that may have taken effect: if %s, %s lost",
@@ -303,16 +405,24 @@ func (h *History) invariantViolations(c InvariantCount) []Violation {
 			v.Story = fmt.Sprintf("On key %q, %d sales were accepted but the stock fell by only %d (final stock %d of %d items%s): %s lost from the count, and the stock shows %s.",
 				c.Key, c.Accepted, c.Final, c.Items-c.Final, c.Items, due, words.Count(c.Lost, "sale was", "sales were"), words.Count(c.Lost, "item that is gone", "items that are gone"))
 		} else {
-			v.Story = fmt.Sprintf("On key %q, %d writes were accepted but the final value is %d: %s lost.",
-				c.Key, c.Accepted, c.Final, words.Count(c.Lost, "update was", "updates were"))
+			final := fmt.Sprintf("%d", c.Final)
+			if c.Base != 0 {
+				final += fmt.Sprintf(" (from %d before the first write)", c.Base)
+			}
+			v.Story = fmt.Sprintf("On key %q, %d writes were accepted but the final value is %s: %s lost.",
+				c.Key, c.Accepted, final, words.Count(c.Lost, "update was", "updates were"))
 		}
 		h.invariantScene(&v, c.Key)
 		out = append(out, v)
 	}
 	if c.HasFinal && c.Excess > 0 {
 		v := Violation{Check: histories.CheckInvariant, Kind: "excess", Key: c.Key}
-		v.Story = fmt.Sprintf("On key %q, the final value is %d, more than the %d writes that may have taken effect (%d accepted, %d unknown): something else wrote to the resource.",
-			c.Key, c.Final, c.Accepted+c.Unknown, c.Accepted, c.Unknown)
+		from := ""
+		if c.Base != 0 {
+			from = fmt.Sprintf(" above the %d before the first write", c.Base)
+		}
+		v.Story = fmt.Sprintf("On key %q, the final value is %d, more%s than the %d writes that may have taken effect (%d accepted, %d unknown): something else wrote to the resource.",
+			c.Key, c.Final, from, c.Accepted+c.Unknown, c.Accepted, c.Unknown)
 		out = append(out, v)
 	}
 	return out
@@ -329,13 +439,24 @@ func (h *History) invariantScene(v *Violation, key string) {
 		}
 	}
 	slices.SortStableFunc(acc, func(a, b *operation) int { return cmp.Compare(a.ret, b.ret) })
+	// best[i] is the write of the highest value among acc[:i+1].
+	best := make([]*operation, len(acc))
 	for i, o := range acc {
+		best[i] = o
+		if i > 0 && best[i-1].val >= o.val {
+			best[i] = best[i-1]
+		}
+	}
+	for _, o := range acc {
 		// The highest value accepted definitely before o was invoked.
 		var prev *operation
-		for _, a := range acc[:i] {
-			if a.ret < o.call && (prev == nil || a.val > prev.val) {
-				prev = a
+		if k, _ := slices.BinarySearchFunc(acc, o.call, func(a *operation, t int64) int {
+			if a.ret < t {
+				return -1
 			}
+			return 1
+		}); k > 0 {
+			prev = best[k-1]
 		}
 		if prev == nil || o.val > prev.val {
 			continue

@@ -18,9 +18,11 @@ import (
 // Liveness checks a history; see History.Liveness.
 func Liveness(ops []histories.Op, bound time.Duration) Result { return Build(ops).Liveness(bound) }
 
-// Liveness checks that, after the final heal, every client that asked for a
-// lock got it within bound. The final heal is the last nemesis "heal" event;
-// without one, the whole run counts (from its first record).
+// Liveness checks that, once every fault has ended, every client that asked
+// for a lock got it within bound. That is from the final heal (the last
+// nemesis "heal" event), or the end of the last fault window if later;
+// without faults, the whole run counts (from its first record). A fault
+// that never ended leaves liveness unjudged: no time is fault-free.
 //
 // Clients are judged, not process numbers: a client goes on under a new
 // process number after an unknown outcome, and the "process" events say
@@ -33,8 +35,9 @@ func Liveness(ops []histories.Op, bound time.Duration) Result { return Build(ops
 // its attempts ended. Acquires still waiting less than bound before the end
 // of the history are not judged.
 //
-// A history in which the lock granted nothing at all is invalid; one with no
-// acquire and no locker failure is unknown: there is nothing to judge.
+// A history with no acquire and no locker failure is unknown: there is
+// nothing to judge; one in which the lock granted nothing at all says so,
+// and is invalid if a client was stuck, else unknown.
 func (h *History) Liveness(bound time.Duration) Result {
 	began := time.Now()
 	res := Result{Name: histories.CheckLiveness, Verdict: Unknown}
@@ -75,16 +78,19 @@ func (h *History) Liveness(bound time.Duration) Result {
 		res.Duration = time.Since(began)
 		return res
 	}
-	if granted == 0 {
-		res.Verdict = Invalid
-		res.Explanation = h.grantedNothing(sd, len(asked))
-		res.Violations = []Violation{{Check: histories.CheckLiveness, Kind: "no-grant", From: h.start, To: h.end, Story: res.Explanation}}
-		res.Duration = time.Since(began)
-		return res
-	}
 	from, since := h.start, "the start of the history"
 	if sd.heal >= 0 {
 		from, since = sd.heal, "the final heal at "+h.at(sd.heal)
+	}
+	for _, f := range sd.faults {
+		if f.Unended {
+			res.Explanation = fmt.Sprintf("Fault %s started at %s and never ended (no stop, no heal after it): no time of the history is free of faults to judge liveness in.", f.Fault, h.at(f.Start))
+			res.Duration = time.Since(began)
+			return res
+		}
+		if f.End > from {
+			from, since = f.End, "the end of the last fault at "+h.at(f.End)
+		}
 	}
 	keys := map[string]bool{}
 	type attempts struct {
@@ -111,7 +117,7 @@ func (h *History) Liveness(bound time.Duration) Result {
 			continue
 		}
 		asked := max(o.call, from)
-		deadline := asked + int64(bound)
+		deadline := addSat(asked, int64(bound))
 		if deadline >= h.end && o.missing {
 			// Still waiting at the end, but not yet for bound: not judged
 			// alone, but the client was asking until the end.
@@ -133,7 +139,7 @@ func (h *History) Liveness(bound time.Duration) Result {
 		if o.status == histories.OK {
 			a.got = true
 		}
-		if !slices.Contains(a.procs, o.process) {
+		if len(a.procs) == 0 || a.procs[len(a.procs)-1] != o.process { // a client's processes come one after another
 			a.procs = append(a.procs, o.process)
 		}
 		switch {
@@ -200,6 +206,14 @@ func (h *History) Liveness(bound time.Duration) Result {
 	slices.SortStableFunc(stuck, func(a, b Violation) int { return cmp.Compare(a.From, b.From) })
 	res.Keys = len(keys)
 	res.Duration = time.Since(began)
+	if granted == 0 {
+		nothing := h.grantedNothing(sd, len(asked))
+		if len(stuck) == 0 {
+			res.Explanation = fmt.Sprintf("%s; but no client asked for longer than the bound of %v after %s, so none can be called stuck.", strings.TrimSuffix(nothing, "."), bound, since)
+			return res
+		}
+		stuck = append([]Violation{{Check: histories.CheckLiveness, Kind: "no-grant", From: h.start, To: h.end, Story: nothing}}, stuck...)
+	}
 	if len(stuck) > 0 {
 		res.Verdict = Invalid
 		res.Violations = stuck

@@ -48,8 +48,11 @@ import (
 //     equivalent, and spares porcupine a branch per such op: an always-legal
 //     op pending to the history's end doubles the states explored while
 //     searching an invalid history.
-//   - release with unknown outcome not after an acquire ok of its process:
-//     there was nothing for it to free.
+//   - release (of any outcome) not after an acquire ok of its process:
+//     there was nothing of its own for it to free. A lock may answer such a
+//     release ok (etcd deletes nothing); if it freed another's hold
+//     instead, that holder still believes it holds the lock, and the next
+//     grant shows it.
 
 // lockState is the state of one key's lock. It is comparable, so porcupine's
 // default equality works.
@@ -115,22 +118,31 @@ var mutexModel = porcupine.Model{
 		}
 		return h
 	},
-	DescribeOperation:         describeLockOp,
-	DescribeState:             describeLockState,
-	DescribeOperationMetadata: describeMetadata,
+	DescribeOperation: describeLockOp,
+	DescribeState:     describeLockState,
 }
 
 func mutexSpec(h *History) spec {
 	s := spec{model: mutexModel, cut: mutexSegments, scan: h.mutexViolations}
 	holding := map[hold]*operation{} // acquire ok not yet followed by a release of its process
 	released := map[hold]int{}       // index in s.ops of the unknown release that ended the process's hold
+	n := 0
+	for _, o := range h.ops {
+		if o.f == histories.Acquire || o.f == histories.Release {
+			n++
+		}
+	}
+	s.ops = make([]porcupine.Operation, 0, n)
+	s.covered = make([]*operation, 0, n)
+	calls := make([]call, n)
 	for _, o := range h.ops {
 		if o.f != histories.Acquire && o.f != histories.Release {
 			continue
 		}
+		c := &calls[len(s.covered)]
+		*c = call{key: o.key, process: o.process, f: o.f, op: o}
 		s.covered = append(s.covered, o)
 		k := hold{o.process, o.key}
-		c := &call{key: o.key, process: o.process, f: o.f, op: o}
 		a := holding[k]
 		r, retry := released[k]
 		switch {
@@ -150,14 +162,14 @@ func mutexSpec(h *History) spec {
 			// retry a failed release under the same process.
 			s.ops[r].Return = min(s.ops[r].Return, o.ret)
 			s.ignored = append(s.ignored, o)
+		case a == nil:
+			s.ignored = append(s.ignored, o)
 		case o.status == histories.OK:
 			s.add(c, o.call, o.ret)
-		case a != nil:
+		default:
 			c.unknown = true
 			released[k] = len(s.ops)
 			s.add(c, o.call, h.end)
-		default:
-			s.ignored = append(s.ignored, o)
 		}
 		if o.f == histories.Release && a != nil {
 			delete(holding, k)

@@ -3,7 +3,7 @@
 package checker
 
 import (
-	"cmp"
+	"maps"
 	"slices"
 
 	"github.com/locktest/locktest/histories"
@@ -20,27 +20,29 @@ func Overlaps(ops []histories.Op) OverlapAnalysis { return Build(ops).Overlaps()
 // and every pair of processes whose beliefs about one lock overlap (up to
 // MaxOverlaps). Intervals touching at an instant do not overlap.
 func (h *History) Overlaps() OverlapAnalysis {
+	h.overlapsOnce.Do(func() { h.overlaps = h.overlapAnalysis() })
+	return h.overlaps
+}
+
+func (h *History) overlapAnalysis() OverlapAnalysis {
 	sd := h.story()
 	a := OverlapAnalysis{Beliefs: sd.beliefs, Deletions: sd.deletions}
-	byKey := map[string][]Belief{}
-	for _, b := range sd.beliefs {
-		byKey[b.Key] = append(byKey[b.Key], b)
+	// The beliefs are in order of their start; per key, those held at the
+	// start of the one at hand.
+	byKey := map[string][]int32{}
+	for i := range sd.beliefs {
+		byKey[sd.beliefs[i].Key] = append(byKey[sd.beliefs[i].Key], int32(i))
 	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		bs := byKey[k]
-		slices.SortStableFunc(bs, func(x, y Belief) int { return cmp.Compare(x.From, y.From) })
-		var active []Belief
-		for _, b := range bs {
-			active = slices.DeleteFunc(active, func(x Belief) bool { return x.To <= b.From })
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
+		var active []int32
+		for _, i := range byKey[k] {
+			b := sd.beliefs[i]
+			active = slices.DeleteFunc(active, func(x int32) bool { return sd.beliefs[x].To <= b.From })
 			if b.To <= b.From {
 				continue
 			}
-			for _, x := range active {
+			for _, xi := range active {
+				x := sd.beliefs[xi]
 				if x.Process == b.Process {
 					continue
 				}
@@ -50,7 +52,7 @@ func (h *History) Overlaps() OverlapAnalysis {
 				}
 				a.Overlaps = append(a.Overlaps, Overlap{Key: k, First: x, Second: b, From: b.From, To: min(x.To, b.To)})
 			}
-			active = append(active, b)
+			active = append(active, i)
 		}
 	}
 	return a

@@ -101,12 +101,14 @@ func refVerdict(name string, ops []histories.Op) Verdict {
 			continue
 		}
 		k := pk{o.process, o.key}
+		held := holding[k] != nil
 		if o.f == histories.Release {
 			delete(holding, k)
 		}
 		switch {
 		case o.f == histories.Read && o.status != histories.OK,
-			o.status == histories.Fail && o.f != histories.Release:
+			o.status == histories.Fail && o.f != histories.Release,
+			o.f == histories.Release && !held: // nothing of its own to free
 			add(o, nil, refNoop, o.call, o.ret)
 		case o.status == histories.OK:
 			add(o, nil, refKnown, o.call, o.ret)
@@ -122,6 +124,9 @@ func refVerdict(name string, ops []histories.Op) Verdict {
 	}
 	for k, a := range holding {
 		add(a, &call{key: k.key, process: k.p}, refExpire, max(h.alive[k.p], a.ret), h.end)
+	}
+	if len(in) == 0 {
+		return Unknown // nothing to judge
 	}
 	if porcupine.CheckOperations(model, in) {
 		return Valid

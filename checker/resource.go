@@ -47,9 +47,12 @@ import (
 //     be an op pending to the end, doubling the states porcupine explores
 //     while searching an invalid history.
 
-// register is the state of one key's resource.
+// register is the state of one key's resource. Its value is not known
+// before a write or a read fixes it, in a history that does not say it
+// was recorded by a run (whose resource starts empty: 0).
 type register struct {
 	token, value int64
+	known        bool
 }
 
 func registerStep(state, input, _ any) (bool, any) {
@@ -58,13 +61,17 @@ func registerStep(state, input, _ any) (bool, any) {
 		if c.hasToken {
 			s.token = max(s.token, c.token)
 		}
+		if !s.known {
+			s.value, s.known = c.value, true
+			return true, s
+		}
 		return s.value == c.value, s
 	}
 	switch {
 	case !c.hasToken:
-		s.value = c.value
+		s.value, s.known = c.value, true
 	case c.token >= s.token:
-		s.token, s.value = c.token, c.value
+		s.token, s.value, s.known = c.token, c.value, true
 	default:
 		// The fence rejects it: possible only if its outcome is unknown.
 		return c.unknown, s
@@ -92,6 +99,9 @@ func describeRegisterOp(input, _ any) string {
 
 func describeRegister(state any) string {
 	s := state.(register)
+	if !s.known {
+		return fmt.Sprintf("resource value not yet known (highest token %d)", s.token)
+	}
 	return fmt.Sprintf("resource value %d (highest token %d)", s.value, s.token)
 }
 
@@ -101,32 +111,59 @@ var resourceModel = porcupine.Model{
 	Step:      registerStep,
 	Hash: func(state any) uint64 {
 		s := state.(register)
-		return uint64(s.token)*0x9e3779b97f4a7c15 ^ uint64(s.value)
+		h := uint64(s.token)*0x9e3779b97f4a7c15 ^ uint64(s.value)<<1
+		if s.known {
+			h ^= 1
+		}
+		return h
 	},
-	DescribeOperation:         describeRegisterOp,
-	DescribeState:             describeRegister,
-	DescribeOperationMetadata: describeMetadata,
+	DescribeOperation: describeRegisterOp,
+	DescribeState:     describeRegister,
 }
 
 func resourceSpec(h *History) spec {
-	s := spec{model: resourceModel, cut: registerSegments}
+	// A run's resource starts empty; of a history that does not say it
+	// was recorded by one, the first write or read tells the value.
+	init := register{known: h.sd.setup != nil}
+	s := spec{model: resourceModel, cut: func(key string, ops []porcupine.Operation, minOps int) []segment {
+		return timeSegments(key, ops, minOps, init, &registerTracker{})
+	}}
+	s.model.Init = func() any { return init }
 	type kv struct {
 		key   string
 		value int64
 	}
-	observed := map[kv]bool{} // values returned by reads, per key
+	// The values of unknown writes that reads returned, per key.
+	observed := map[kv]bool{}
+	n := 0
 	for _, o := range h.ops {
-		if v, ok := o.value(); ok && o.f == histories.Read && o.status == histories.OK {
-			observed[kv{o.key, v}] = true
+		if o.f == histories.Read || o.f == histories.Write {
+			n++
+		}
+		if v, ok := o.value(); ok && o.f == histories.Write && o.unknown() {
+			observed[kv{o.key, v}] = false
 		}
 	}
+	if len(observed) > 0 {
+		for _, o := range h.ops {
+			if v, ok := o.value(); ok && o.f == histories.Read && o.status == histories.OK {
+				if _, want := observed[kv{o.key, v}]; want {
+					observed[kv{o.key, v}] = true
+				}
+			}
+		}
+	}
+	s.ops = make([]porcupine.Operation, 0, n)
+	s.covered = make([]*operation, 0, n)
+	calls := make([]call, n)
 	var accepted []tokened
 	for _, o := range h.ops {
 		if o.f != histories.Read && o.f != histories.Write {
 			continue
 		}
+		c := &calls[len(s.covered)]
+		*c = call{key: o.key, process: o.process, f: o.f, op: o}
 		s.covered = append(s.covered, o)
-		c := &call{key: o.key, process: o.process, f: o.f, op: o}
 		v, hasValue := o.value()
 		c.value = v
 		c.token, c.hasToken = o.token()

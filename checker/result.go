@@ -116,6 +116,9 @@ type Belief struct {
 	To           int64  `json:"to_ns"`
 	Ended        string `json:"ended"` // "release" or "last-seen"
 	AcquireIndex int    `json:"acquire_index"`
+	// grant is the grant that started the belief: what identifies it
+	// (history indices need not be unique in records built by code).
+	grant *operation
 }
 
 // Deletion is the server's truth that a lock key was deleted: a
@@ -129,9 +132,13 @@ type Deletion struct {
 	Targets  []string `json:"targets,omitempty"`
 	Time     int64    `json:"time_ns"`
 	Index    int      `json:"index"`
-	// params are the event's other parameters (lease_alive, released_by,
-	// released_token).
-	params histories.Params
+	// leaseAlive says whether the lease existed after the deletion
+	// ("true", "false"; "": the observer could not ask); releasedBy and
+	// releasedToken are, for an other-release, whose release of which
+	// token deleted it; owner is the process the observer says owned the
+	// key (-1: not said).
+	leaseAlive, releasedBy, releasedToken string
+	owner                                 histories.Process
 }
 
 // Overlap is a pair of processes that believed they held the same lock at

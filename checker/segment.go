@@ -378,11 +378,14 @@ func (t *registerTracker) add(op porcupine.Operation) {
 
 func (t *registerTracker) state() (any, bool) {
 	if t.writes == 0 {
-		return register{token: t.token, value: t.init.value}, true
+		if t.lastRead != nil && !t.init.known { // every read saw the value it fixed
+			return register{token: t.token, value: t.lastRead.value, known: true}, true
+		}
+		return register{token: t.token, value: t.init.value, known: t.init.known}, true
 	}
 	// A read invoked after every write returned.
 	if t.lastRead != nil && t.lastReadCall > t.ret1 {
-		return register{token: t.token, value: t.lastRead.value}, true
+		return register{token: t.token, value: t.lastRead.value, known: true}, true
 	}
 	// The last write invoked, after every other write returned.
 	if t.lastWriteKnown {
@@ -391,15 +394,10 @@ func (t *registerTracker) state() (any, bool) {
 			others = t.ret2
 		}
 		if t.writes == 1 || t.lastWriteCall > others {
-			return register{token: t.token, value: t.lastWrite.value}, true
+			return register{token: t.token, value: t.lastWrite.value, known: true}, true
 		}
 	}
 	return nil, false
-}
-
-// registerSegments cuts one key's resource operations by time.
-func registerSegments(key string, ops []porcupine.Operation, minOps int) []segment {
-	return timeSegments(key, ops, minOps, register{}, &registerTracker{})
 }
 
 // segmentAll partitions a check's operations by key, then each key's into

@@ -122,7 +122,7 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 	}
 	for _, d := range sd.deletions {
 		p, ok := tokens[d.Token]
-		if d.Key != key || !ok {
+		if d.Key != "" && d.Key != key || !ok {
 			continue
 		}
 		why := ""
@@ -136,7 +136,7 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 			why = ": released"
 		case histories.DeletedByRevoke:
 			why = ": its session was closed"
-		case "acquire":
+		case histories.DeletedByAcquire:
 			why = ": cleaned up after a failed wait"
 		case histories.DeletedByOther:
 			why = ": another client's release deleted it"

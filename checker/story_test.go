@@ -12,7 +12,12 @@ import (
 
 // fault adds a nemesis start/stop pair.
 func (h *hist) fault(kind string, targets []string, start, stop int64) *hist {
-	v := &histories.Value{Fault: kind, Targets: targets}
+	return h.faultWith(kind, targets, nil, start, stop)
+}
+
+// faultWith adds a nemesis start/stop pair with params.
+func (h *hist) faultWith(kind string, targets []string, params map[string]string, start, stop int64) *hist {
+	v := &histories.Value{Fault: kind, Targets: targets, Params: params}
 	h.recs = append(h.recs,
 		histories.Op{Type: histories.Info, F: "start", Process: histories.Nemesis, Time: start * ms, Value: v},
 		histories.Op{Type: histories.Info, F: "stop", Process: histories.Nemesis, Time: stop * ms, Value: v})
@@ -96,7 +101,7 @@ func TestStoryPausedHolder(t *testing.T) {
 		event("process", 0, []string{"c1"}, map[string]string{"process": "2"}).ops()
 	expect(t, Mutex(named, Options{}), Invalid, `On key "lock", process 4 (c4) and process 2 (c1) both believed they held the lock from 3.20 s to 3.70 s: process 4 (c4) acquired token 38`)
 	// A deletion right after a lease-revoke of its owner is told as such.
-	revoked := pausedHolder().event("lease-revoke", 3050, []string{"c4"}, map[string]string{"lease": "7587"}).ops()
+	revoked := pausedHolder().faultWith("lease-revoke", []string{"c4"}, map[string]string{"lease": "7587"}, 3050, 3060).ops()
 	expect(t, Mutex(revoked, Options{}), Invalid, "the server deleted process 4's lock key (token 38) at 3.10 s: the nemesis revoked its lease")
 	r := described(ops).Resource(Options{})
 	expect(t, r, Invalid, `the resource accepted process 4's write of 2 with token 38 (invoked 4.22 s, accepted 4.25 s), although process 2's write of 1 with the higher token 41 had been accepted by 3.60 s. What happened: process 4 acquired token 38 at 1.90 s; c4 was paused 2.95-4.20 s;`,
@@ -171,9 +176,19 @@ func TestLiveness(t *testing.T) {
 		acq(1, "lock", 0, 900, info, 0).acq(5, "lock", 1000, 1900, fail, 0).acq(5, "lock", 2000, 2900, fail, 0).
 		acq(2, "lock", 100, 200, ok, 1).rel(2, "lock", 300, 400, ok).read(9, "x", 5000, 5001, ok, 0)
 	expect(t, Liveness(h.ops(), bound), Invalid, `Client c1 asked for lock "lock" 3 times from 0.00 s to 2.90 s`)
-	// A lock that grants nothing fails, whatever the bound.
+	// A lock that grants nothing fails once a client asked for longer than
+	// the bound; before, nobody can be called stuck.
 	h = (&hist{}).acq(1, "lock", 0, 900, fail, 0).acq(1, "lock", 1000, 1900, info, 0).read(9, "x", 5000, 5001, ok, 0)
-	expect(t, Liveness(h.ops(), time.Hour), Invalid, "The lock granted nothing: 2 acquires by 1 client")
+	expect(t, Liveness(h.ops(), bound), Invalid, "The lock granted nothing: 2 acquires by 1 client", "Process 1 asked for lock \"lock\" 2 times from 0.00 s to 1.90 s")
+	expect(t, Liveness(h.ops(), time.Hour), Unknown, "The lock granted nothing: 2 acquires by 1 client", "no client asked for longer than the bound")
+	// Liveness is judged once every fault has ended, and not at all when
+	// one never ends.
+	h = (&hist{}).fault("partition-leader", []string{"m0"}, 0, 3000).
+		acq(1, "lock", 100, 2900, fail, 0).acq(1, "lock", 3100, 3200, ok, 1).rel(1, "lock", 3300, 3400, ok).read(9, "x", 5000, 5001, ok, 0)
+	expect(t, Liveness(h.ops(), bound), Valid)
+	h = (&hist{}).event("start", 0, []string{"m0"}, nil).
+		acq(1, "lock", 100, 2900, fail, 0).acq(1, "lock", 3100, 3200, fail, 0).read(9, "x", 5000, 5001, ok, 0)
+	expect(t, Liveness(h.ops(), bound), Unknown, "never ended")
 	// A client whose locker cannot be built is stuck.
 	h = (&hist{}).clientOf(1, "c1").clientOf(2, "c2").
 		event("locker-failed", 100, []string{"c1"}, map[string]string{"error": "grant: no leader"}).

@@ -23,65 +23,72 @@ type Visualization struct {
 	name    string
 	ignored []*operation
 	model   porcupine.Model
-	segs    []segment
-	failing []int
-	budget  int
+	// segs are the segments drawn, of total; porcupine runs again on
+	// them only when written.
+	segs  []segment
+	total int
 	// limit bounds porcupine's verbose run (0: none).
 	limit time.Duration
 }
 
+// visualization keeps the segments to draw: the failing ones first, then
+// others in order, up to the budget of operations; the rest are let go.
 func (h *History) visualization(name string, s spec, model porcupine.Model, segs []segment, failing []int, opt Options) *Visualization {
-	v := &Visualization{h: h, name: name, ignored: s.ignored, model: model, segs: segs, failing: failing, budget: opt.VisualizationOps}
-	if v.budget <= 0 {
-		v.budget = DefaultVisualizationOps
+	v := &Visualization{h: h, name: name, ignored: s.ignored, model: model, total: len(segs)}
+	budget := opt.VisualizationOps
+	if budget <= 0 {
+		budget = DefaultVisualizationOps
 	}
-	if opt.Timeout > 0 {
-		v.limit = max(opt.Timeout/10, time.Second)
+	// Drawing runs porcupine again on the segments drawn, at once: bounded
+	// as two segments are (a run's segments take a millisecond each).
+	v.limit = 2 * opt.segmentTimeout()
+	chosen := map[int]bool{}
+	n := 0
+	pick := func(i int) {
+		if !chosen[i] && (n == 0 || n+len(segs[i].ops) <= budget) {
+			chosen[i] = true
+			n += len(segs[i].ops)
+		}
+	}
+	for _, i := range failing {
+		pick(i)
+	}
+	for i := range segs {
+		if n >= budget {
+			break
+		}
+		pick(i)
+	}
+	for i, sg := range segs {
+		if chosen[i] {
+			sg.ops = slices.Clone(sg.ops) // not the whole check's array
+			v.segs = append(v.segs, sg)
+		}
 	}
 	return v
 }
 
 // Write writes the visualization as HTML.
 func (v *Visualization) Write(w io.Writer) error {
-	segs := v.segs
-	chosen := map[int]bool{}
-	n := 0
-	pick := func(i int) {
-		if !chosen[i] && (n == 0 || n+len(segs[i].ops) <= v.budget) {
-			chosen[i] = true
-			n += len(segs[i].ops)
-		}
-	}
-	for _, i := range v.failing {
-		pick(i)
-	}
-	for i := range segs {
-		if n >= v.budget {
-			break
-		}
-		pick(i)
-	}
 	var parts [][]porcupine.Operation
 	var all []porcupine.Operation
 	var lo, hi int64 = math.MaxInt64, math.MinInt64
-	for i := range segs {
-		if chosen[i] {
-			ops := segs[i].operations()
-			parts = append(parts, ops)
-			all = append(all, ops...)
-			from, to, _, _ := segs[i].span()
-			lo, hi = min(lo, from), max(hi, to)
-		}
+	for _, sg := range v.segs {
+		ops := sg.operations()
+		parts = append(parts, ops)
+		all = append(all, ops...)
+		from, to, _, _ := sg.span()
+		lo, hi = min(lo, from), max(hi, to)
 	}
 	m := v.model
 	m.Partition = func([]porcupine.Operation) [][]porcupine.Operation { return parts }
 	_, info := porcupine.CheckOperationsVerbose(m, all, v.limit)
 
 	var notes []porcupine.Annotation
-	if len(chosen) < len(segs) {
+	if len(v.segs) < v.total {
 		notes = append(notes, porcupine.Annotation{Tag: "locktest", Start: lo, End: lo,
-			Description: fmt.Sprintf("%d of %d segments drawn", len(chosen), len(segs)),
-			Details:     fmt.Sprintf("%s: the visualization shows %d of %d segments (failing ones first); see results.json for the rest", v.name, len(chosen), len(segs))})
+			Description: fmt.Sprintf("%d of %d segments drawn", len(v.segs), v.total),
+			Details:     fmt.Sprintf("%s: the visualization shows %d of %d segments (failing ones first); see results.json for the rest", v.name, len(v.segs), v.total)})
 	}
 	for _, o := range v.ignored {
 		if o.call > hi || o.ret < lo {
@@ -96,7 +103,7 @@ func (v *Visualization) Write(w io.Writer) error {
 			Start:           o.call,
 			End:             o.ret,
 			Description:     fmt.Sprintf("%s %s (not modelled)", o.f, outcome),
-			Details:         "cannot constrain the check: " + describeMetadata(o),
+			Details:         "cannot constrain the check: " + v.h.describer()(o),
 			BackgroundColor: "#e8e8e8",
 		})
 	}

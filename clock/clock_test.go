@@ -62,6 +62,11 @@ func TestRateScalesElapsedTime(t *testing.T) {
 	within(t, "jump at a rate change", c.Now().Sub(before), 0, 5*time.Millisecond)
 }
 
+// Sleep waits d of the clock's time: d/rate of the host's. A sleep never
+// ends early, so the lower bounds are tight; a loaded machine wakes a
+// sleeper late, by 80 ms and more, so each upper bound is what a Sleep
+// that got the rate wrong would take (host time, or the rate applied
+// twice), not a guess at the scheduler's lateness.
 func TestSleepWaitsClockTime(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -69,9 +74,9 @@ func TestSleepWaitsClockTime(t *testing.T) {
 		d        time.Duration
 		min, max time.Duration // host time
 	}{
-		{rate: 2, d: 200 * time.Millisecond, min: 95 * time.Millisecond, max: 160 * time.Millisecond},
-		{rate: 0.5, d: 100 * time.Millisecond, min: 195 * time.Millisecond, max: 280 * time.Millisecond},
-		{rate: 1, d: 100 * time.Millisecond, min: 99 * time.Millisecond, max: 170 * time.Millisecond},
+		{rate: 4, d: 400 * time.Millisecond, min: 95 * time.Millisecond, max: 400 * time.Millisecond},    // host time would be 400 ms
+		{rate: 0.5, d: 100 * time.Millisecond, min: 195 * time.Millisecond, max: 400 * time.Millisecond}, // the rate twice: 400 ms
+		{rate: 1, d: 100 * time.Millisecond, min: 99 * time.Millisecond, max: 200 * time.Millisecond},    // twice d
 	} {
 		c := New()
 		c.SetRate(tc.rate)

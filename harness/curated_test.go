@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/histories"
 )
 
 // curated is one entry of histories/curated/index.json: a history recorded
@@ -42,7 +41,7 @@ func TestCuratedHistories(t *testing.T) {
 			if c.Command == "" || c.Story == "" || len(c.Expected) == 0 {
 				t.Fatalf("entry lacks its command, story or expected verdicts: %+v", c)
 			}
-			res, err := Check(filepath.Join(dir, c.History), CheckOptions{Required: histories.Checks()})
+			res, err := Check(filepath.Join(dir, c.History), CheckOptions{Required: checker.Names()})
 			if err != nil {
 				t.Fatal(err)
 			}

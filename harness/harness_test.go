@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workload"
@@ -66,7 +65,8 @@ func (hangingLocker) Acquire(ctx context.Context, _ string) (lock.Held, error) {
 func (hangingLocker) Close() error { return nil }
 
 // A dead lock fails: one whose New always fails, and one whose Acquire
-// hangs, both grant nothing, and liveness says so.
+// hangs, both grant nothing, and liveness says so once clients asked for
+// longer than the bound.
 func TestDeadLocksFailLiveness(t *testing.T) {
 	for name, newLocker := range map[string]func(context.Context, lock.Env) (lock.Locker, error){
 		"new-fails": func(context.Context, lock.Env) (lock.Locker, error) { return nil, errors.New("no lock for you") },
@@ -76,7 +76,7 @@ func TestDeadLocksFailLiveness(t *testing.T) {
 			cfg := workload.DefaultConfig()
 			cfg.Clients, cfg.OpTimeout = 2, time.Second
 			cfg.Recipe = lock.RecipeFunc(name, newLocker)
-			res, err := Run(context.Background(), Options{Dir: t.TempDir(), Workload: cfg, Time: 3 * time.Second, Required: histories.Checks()})
+			res, err := Run(context.Background(), Options{Dir: t.TempDir(), Workload: cfg, Time: 3 * time.Second, LivenessBound: 2 * time.Second, Required: checker.Names()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,10 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/locktest/locktest/backend/registry"
@@ -19,7 +19,7 @@ import (
 )
 
 // ParseRequire turns "mutex,resource" or "all" into check names
-// (histories.Checks). Every check is always in the results; one that had
+// (checker.Names). Every check is always in the results; one that had
 // nothing to judge is unknown, so requiring it makes the exit status 2.
 func ParseRequire(s string) ([]string, error) {
 	var out []string
@@ -27,11 +27,11 @@ func ParseRequire(s string) ([]string, error) {
 		name = strings.TrimSpace(name)
 		switch {
 		case name == "all":
-			out = append(out, histories.Checks()...)
-		case slices.Contains(histories.Checks(), name):
+			out = append(out, checker.Names()...)
+		case slices.Contains(checker.Names(), name):
 			out = append(out, name)
 		default:
-			return nil, fmt.Errorf("--require: unknown check %q (want %s or all)", name, strings.Join(histories.Checks(), ", "))
+			return nil, fmt.Errorf("--require: unknown check %q (want %s or all)", name, strings.Join(checker.Names(), ", "))
 		}
 	}
 	slices.Sort(out)
@@ -90,7 +90,14 @@ type Results struct {
 	Required       []string        `json:"required"`
 	Verdict        checker.Verdict `json:"verdict"`
 	Exit           int             `json:"exit"`
+
+	// paired is the history the checks judged, for the report to draw.
+	paired *checker.History
 }
+
+// Paired returns the history the checks judged, paired once and shared
+// (the report draws it); nil in results read from a file.
+func (r *Results) Paired() *checker.History { return r.paired }
 
 // verdict combines the required checks: any invalid makes the whole invalid;
 // otherwise any unknown makes it unknown.
@@ -108,29 +115,6 @@ func verdict(checks []checker.Result, required []string) (checker.Verdict, int) 
 		}
 	}
 	return v, code
-}
-
-// versions names what produced the results, from the binary's build info.
-func versions() map[string]string {
-	v := map[string]string{"go": runtime.Version()}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	v["locktest"] = info.Main.Version
-	servers := registry.Modules()
-	for _, d := range info.Deps {
-		if name, ok := servers[d.Path]; ok {
-			v[name] = d.Version
-		}
-		switch d.Path {
-		case "github.com/Shopify/toxiproxy/v2":
-			v["toxiproxy"] = d.Version
-		case "github.com/anishathalye/porcupine":
-			v["porcupine"] = d.Version
-		}
-	}
-	return v
 }
 
 // DefaultLivenessBound is how soon after the final heal every client that
@@ -172,6 +156,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 	defer f.Close()
 	p := newProgress(o.Progress)
 	r := histories.NewReader(f, path)
+	r.Reuse() // the Builder copies out what it keeps
 	b := checker.NewBuilder()
 	b.Describe = nemesis.Describe
 	b.Terms = registry.Terms
@@ -184,34 +169,43 @@ func Check(path string, o CheckOptions) (*Results, error) {
 			p.done()
 			return nil, err
 		}
-		if err := b.Add(op); err != nil {
+		if err := b.AddPaired(op, r.Completes()); err != nil {
 			// The Reader checks pairing, so this is not expected; say
 			// where anyway.
 			p.done()
 			return nil, fmt.Errorf("%s: record %d: %w", path, n, err)
 		}
-		p.report("reading %s: %d records", filepath.Base(path), n)
+		if n%4096 == 0 {
+			p.report("reading %s: %d records", filepath.Base(path), n)
+		}
 	}
 	h := b.Finish()
+	// The paired history lives through every check, and porcupine's
+	// segments make garbage as they go: collecting at half the live heap,
+	// not a whole one, keeps the peak near the history's size. (Reading
+	// makes little garbage.)
+	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	var warnings []string
 	if err := markApplied(h, filepath.Join(filepath.Dir(path), resourceLogName)); err != nil {
 		warnings = append(warnings, err.Error())
 	}
 	began := time.Now()
-	opt := checker.Options{Timeout: o.Timeout}
+	opt := checker.Options{Timeout: o.Timeout, LivenessBound: o.LivenessBound}
 	if o.Progress != nil {
 		opt.Progress = func(name string, done, total int) {
 			p.report("checking %s: %d of %d segments", name, done, total)
 		}
 	}
-	checks := h.All(opt)
-	checks = append(checks, h.Invariant(), h.Liveness(o.LivenessBound), h.Contract(), noHashes)
-	for i := range checks {
-		if o.VisualizationDir != "" {
-			visualize(&checks[i], o.VisualizationDir)
+	checks := checker.Judge(checker.Input{History: h, Options: opt})
+	if o.VisualizationDir != "" {
+		var wg sync.WaitGroup
+		for i := range checks {
+			wg.Go(func() { visualize(&checks[i], o.VisualizationDir) })
 		}
+		wg.Wait()
+	}
+	for i := range checks {
 		checks[i].Visual = nil // drawn or not wanted: let it go
-		judgedSomething(&checks[i])
 	}
 	cut := h.JudgeCut(checks, o.LivenessBound)
 	p.done()
@@ -240,6 +234,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 		MutexOverlaps:  len(h.Overlaps().Overlaps),
 		Warnings:       warnings,
 		CutShort:       cut,
+		paired:         h,
 	}
 	if t := r.Torn(); t != nil {
 		res.Warnings = append(res.Warnings, t.Error())
@@ -285,25 +280,6 @@ func writeVisualization(v *checker.Visualization, path string) error {
 	return f.Close()
 }
 
-// noHashes is the consistency check of a history without the members'
-// hashes: a run stores them in results.json, a history file holds none.
-var noHashes = checker.Result{Name: histories.CheckConsistency, Verdict: checker.Unknown,
-	Explanation: "No member hashes: the history alone does not hold the members' final state (a run directory's results.json does), so nothing was compared."}
-
-// judgedSomething makes a check that found nothing to judge unknown: a
-// verdict is never valid on nothing.
-func judgedSomething(c *checker.Result) {
-	if c.Verdict != checker.Valid || c.Ops > 0 {
-		return
-	}
-	what := map[string]string{histories.CheckMutex: "acquire or release", histories.CheckResource: "read or write", histories.CheckInvariant: "read or write"}[c.Name]
-	if what == "" {
-		return
-	}
-	c.Verdict = checker.Unknown
-	c.Explanation = fmt.Sprintf("The history has no %s operations: there is nothing to judge.", what)
-}
-
 // AddConsistency adds the consistency check of the members' final hashes to
 // the results, and recomputes the verdict.
 func (res *Results) AddConsistency(hashes []checker.MemberHash) {
@@ -311,8 +287,11 @@ func (res *Results) AddConsistency(hashes []checker.MemberHash) {
 		return
 	}
 	res.Hashes = hashes
-	res.Checks = slices.DeleteFunc(res.Checks, func(c checker.Result) bool { return c.Name == histories.CheckConsistency })
-	res.Checks = append(res.Checks, checker.Consistency(hashes))
+	for i, c := range res.Checks {
+		if c.Name == histories.CheckConsistency {
+			res.Checks[i] = checker.Consistency(hashes)
+		}
+	}
 	cutShort := res.CutShort != nil || res.Verdict == checker.Unknown && (res.Interrupted || res.Error != "")
 	res.Verdict, res.Exit = verdict(res.Checks, res.Required)
 	if cutShort && res.Exit == ExitValid {

@@ -30,7 +30,7 @@ func TestParseRequire(t *testing.T) {
 func TestCheckVisualizesAndWordsFaults(t *testing.T) {
 	dir := t.TempDir()
 	history := filepath.Join("..", "histories", "curated", "paused-holder-unfenced.jsonl")
-	res, err := Check(history, CheckOptions{VisualizationDir: dir, Required: histories.Checks()})
+	res, err := Check(history, CheckOptions{VisualizationDir: dir, Required: checker.Names()})
 	if err != nil {
 		t.Fatal(err)
 	}

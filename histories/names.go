@@ -71,7 +71,8 @@ const (
 	WorkloadStock = "stock"
 )
 
-// Checks: the names of the verdicts judged from a history.
+// Checks: the names of the verdicts judged from a history (the checker's
+// registry runs them, in its order).
 const (
 	CheckMutex       = "mutex"
 	CheckResource    = "resource"
@@ -80,8 +81,3 @@ const (
 	CheckContract    = "contract"
 	CheckConsistency = "consistency"
 )
-
-// Checks lists the checks in the order results show them.
-func Checks() []string {
-	return []string{CheckMutex, CheckResource, CheckInvariant, CheckLiveness, CheckConsistency, CheckContract}
-}

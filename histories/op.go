@@ -53,9 +53,11 @@ func (p Process) MarshalJSON() ([]byte, error) {
 	return strconv.AppendInt(nil, int64(p), 10), nil
 }
 
-// UnmarshalJSON accepts a non-negative integer or "nemesis".
+// UnmarshalJSON accepts a non-negative integer or "nemesis" (in any of
+// JSON's spellings of that string, escapes included).
 func (p *Process) UnmarshalJSON(b []byte) error {
-	if string(b) == `"nemesis"` {
+	var s string
+	if len(b) > 0 && b[0] == '"' && json.Unmarshal(b, &s) == nil && s == "nemesis" {
 		*p = Nemesis
 		return nil
 	}

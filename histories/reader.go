@@ -24,42 +24,38 @@ type ParseError struct {
 func (e *ParseError) Error() string { return fmt.Sprintf("%s:%d: %s", e.Name, e.Line, e.Reason) }
 
 // Reader reads a history one operation at a time, so that large histories
-// need not be held in memory. It validates each line, and the pairing of
-// client invocations and completions: a completion (ok, fail or info) must
-// follow an invoke of the same process, f and key, and a process has at most
-// one operation in flight. Nemesis operations are only checked to be well
-// formed, with any f. An invoke left without completion at the end is not an
-// error: it counts as info.
+// need not be held in memory. It validates each line, and the rules across
+// lines (Tracker): a completion (ok, fail or info) must follow an invoke of
+// the same process, f and key, a process has at most one operation in
+// flight, indexes are unique, and a process number belongs to one client.
+// Nemesis operations may have any f; those the checks read must hold what
+// they need. An invoke left without completion at the end is not an error:
+// it counts as info.
 //
 // Hand-written histories are welcome: times need not start at zero (only be
 // non-negative), index may be absent (the position is used), unknown fields
 // are ignored at every level, and nemesis params may hold numbers. Every
 // rejection is a *ParseError naming the file, the line and the reason.
 type Reader struct {
-	s        *bufio.Scanner
-	name     string
-	line     int // lines consumed
-	n        int // operations returned
-	inflight map[Process]pending
-	err      error // sticky
+	s     *bufio.Scanner
+	name  string
+	line  int // lines consumed
+	n     int // operations returned
+	rules *Tracker
+	dec   decoder
+	inv   int   // for the last op returned, the number of its invocation
+	err   error // sticky
 	// unended is set when the line just scanned had no newline: the file's
 	// last line. torn is that line, if it was also not valid JSON.
 	unended bool
 	torn    *ParseError
 }
 
-// pending is a client invocation awaiting its completion.
-type pending struct {
-	f, key string
-	time   int64
-	line   int
-}
-
 // NewReader returns a Reader of r; name is used in error messages.
 func NewReader(r io.Reader, name string) *Reader {
 	s := bufio.NewScanner(r)
 	s.Buffer(make([]byte, 0, 64<<10), MaxLine)
-	rd := &Reader{s: s, name: name, inflight: map[Process]pending{}}
+	rd := &Reader{s: s, name: name, rules: NewTracker()}
 	s.Split(func(data []byte, atEOF bool) (int, []byte, error) {
 		adv, tok, err := bufio.ScanLines(data, atEOF)
 		rd.unended = tok != nil && atEOF && bytes.IndexByte(data[:adv], '\n') < 0
@@ -67,6 +63,12 @@ func NewReader(r io.Reader, name string) *Reader {
 	})
 	return rd
 }
+
+// Reuse lets the Reader write each operation's value (its targets and
+// params too) over the last one's: for a caller that copies out what it
+// keeps of an operation before the next call to Next, a long history then
+// makes no garbage of values.
+func (r *Reader) Reuse() { r.dec.reuse = true }
 
 // Torn returns the history's last line if it was cut off (no newline at
 // its end and not valid JSON: a run killed mid-write), which the Reader
@@ -80,10 +82,16 @@ func ReadFile(path string) ([]Op, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return ReadAll(f, path)
+}
+
+// ReadAll reads and validates a whole history from r; name is used in error
+// messages.
+func ReadAll(r io.Reader, name string) ([]Op, error) {
 	var ops []Op
-	r := NewReader(f, path)
+	rd := NewReader(r, name)
 	for {
-		op, err := r.Next()
+		op, err := rd.Next()
 		if err == io.EOF {
 			return ops, nil
 		}
@@ -112,10 +120,16 @@ func (r *Reader) Next() (Op, error) {
 		}
 		r.line++
 		b := bytes.TrimSpace(r.s.Bytes())
+		if r.line == 1 {
+			b = bytes.TrimPrefix(b, []byte("\ufeff")) // a byte order mark, as some editors write
+		}
 		if len(b) == 0 {
 			continue
 		}
 		op, reason := r.parse(b)
+		if reason == "" {
+			r.inv, reason = r.rules.Track(op, r.n, r.line)
+		}
 		if reason != "" && r.unended && !json.Valid(b) {
 			r.torn = &ParseError{r.name, r.line, "last line cut off (no newline, not valid JSON): skipped"}
 			continue
@@ -130,81 +144,40 @@ func (r *Reader) Next() (Op, error) {
 	return Op{}, r.err
 }
 
-// jsonLine is the JSON shape of a line, with pointers to tell missing fields.
-type jsonLine struct {
-	Index   *int            `json:"index"`
-	Type    *Type           `json:"type"`
-	F       *string         `json:"f"`
-	Process json.RawMessage `json:"process"`
-	Time    *int64          `json:"time"`
-	Key     string          `json:"key"`
-	Value   *Value          `json:"value"`
-	Error   string          `json:"error"`
-}
+// Completes returns, when the last operation Next returned is a
+// completion, the number of the operation (0 for the first Next returned)
+// whose invocation it completes; else -1.
+func (r *Reader) Completes() int { return r.inv }
 
-// parse decodes and validates one non-blank line. It returns a non-empty
-// reason if the line is invalid.
+// parse decodes one non-blank line and checks its shape. It returns a
+// non-empty reason if the line is invalid.
 func (r *Reader) parse(b []byte) (Op, string) {
-	var l jsonLine
-	if err := json.Unmarshal(b, &l); err != nil {
-		return Op{}, "bad JSON: " + err.Error()
-	}
-	switch {
-	case l.Type == nil:
-		return Op{}, "missing type"
-	case !l.Type.valid():
-		return Op{}, fmt.Sprintf("unknown type %q", *l.Type)
-	case l.F == nil || *l.F == "":
-		return Op{}, "missing f"
-	case l.Process == nil:
-		return Op{}, "missing process"
-	case l.Time == nil:
-		return Op{}, "missing time"
-	case *l.Time < 0:
-		return Op{}, fmt.Sprintf("negative time %d", *l.Time)
-	}
-	op := Op{Index: r.n, Type: *l.Type, F: *l.F, Time: *l.Time, Key: l.Key, Value: l.Value, Error: l.Error}
-	if l.Index != nil {
-		op.Index = *l.Index
-	}
-	if err := op.Process.UnmarshalJSON(l.Process); err != nil {
-		return Op{}, "bad process: " + err.Error()
-	}
-	if op.Process == Nemesis {
-		return op, ""
-	}
-	return op, r.pair(op)
-}
-
-// pair checks a client op against the process's operation in flight.
-func (r *Reader) pair(op Op) string {
-	switch op.F {
-	case Acquire, Release, Read, Write:
-	default:
-		return fmt.Sprintf("unknown f %q for process %d", op.F, op.Process)
-	}
-	inv, busy := r.inflight[op.Process]
-	if op.Type == Invoke {
-		if busy {
-			return fmt.Sprintf("process %d invokes %s while %s is in flight (invoked at line %d)",
-				op.Process, op.F, inv.f, inv.line)
+	l, ok := r.dec.decode(b)
+	if !ok {
+		var reason string
+		if l, reason = decodeSlow(b); reason != "" {
+			return Op{}, reason
 		}
-		r.inflight[op.Process] = pending{f: op.F, key: op.Key, time: op.Time, line: r.line}
-		return ""
 	}
 	switch {
-	case !busy:
-		return fmt.Sprintf("%s for process %d with no invoke in flight", op.Type, op.Process)
-	case op.F != inv.f:
-		return fmt.Sprintf("completion f %q does not match invoke f %q of process %d (invoked at line %d)",
-			op.F, inv.f, op.Process, inv.line)
-	case op.Key != inv.key:
-		return fmt.Sprintf("completion key %q does not match invoke key %q of process %d (invoked at line %d)",
-			op.Key, inv.key, op.Process, inv.line)
-	case op.Time < inv.time:
-		return fmt.Sprintf("completion time %d is before invoke time %d of process %d (invoked at line %d)",
-			op.Time, inv.time, op.Process, inv.line)
+	case !l.hasType:
+		return Op{}, "missing type"
+	case !l.typ.valid():
+		return Op{}, fmt.Sprintf("unknown type %q", l.typ)
+	case l.f == "":
+		return Op{}, "missing f"
+	case !l.hasPr:
+		return Op{}, "missing process"
+	case !l.hasTime:
+		return Op{}, "missing time"
+	case l.time < 0:
+		return Op{}, fmt.Sprintf("negative time %d", l.time)
+	case l.processErr != "":
+		return Op{}, "bad process: " + l.processErr
 	}
-	delete(r.inflight, op.Process)
-	return ""
+	op := Op{Index: r.n, Type: l.typ, F: l.f, Process: l.process, Time: l.time, Key: l.key, Value: l.value, Error: l.err}
+	if l.hasIndex {
+		op.Index = l.index
+	}
+	return op, ""
 }

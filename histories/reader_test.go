@@ -13,18 +13,7 @@ import (
 
 func readAll(t *testing.T, text string) ([]Op, error) {
 	t.Helper()
-	var ops []Op
-	r := NewReader(strings.NewReader(text), "h.jsonl")
-	for {
-		op, err := r.Next()
-		if err == io.EOF {
-			return ops, nil
-		}
-		if err != nil {
-			return ops, err
-		}
-		ops = append(ops, op)
-	}
+	return ReadAll(strings.NewReader(text), "h.jsonl")
 }
 
 func sampleOps() []Op {
@@ -266,5 +255,79 @@ func TestReaderTornLastLine(t *testing.T) {
 		if _, err := readAll(t, text); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// The format's rules beyond a line's shape: what no history recorded by a
+// lock can say is malformed, with the line that says it.
+func TestReaderRules(t *testing.T) {
+	const (
+		inv  = `{"type":"invoke","f":"acquire","process":1,"time":1,"key":"lock"}`
+		proc = `{"type":"info","f":"process","process":"nemesis","time":0,"value":{"targets":["c1"],"params":{"process":"1"}}}`
+	)
+	grant := func(value string) string {
+		return `{"type":"ok","f":"acquire","process":1,"time":2,"key":"lock","value":` + value + `}`
+	}
+	deleted := func(params string) string {
+		return `{"type":"info","f":"key-deleted","process":"nemesis","time":3,"key":"lock","value":{"targets":["c1"],"params":` + params + `}}`
+	}
+	lines := func(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
+	for _, tc := range []struct {
+		name, text, want string
+	}{
+		{"repeated index", lines(`{"index":0,"type":"invoke","f":"read","process":1,"time":1}`, `{"index":0,"type":"ok","f":"read","process":1,"time":2}`),
+			`h.jsonl:2: index 0 repeats an earlier record's`},
+		{"an index given repeats a position", lines(`{"type":"invoke","f":"read","process":1,"time":1}`, `{"index":0,"type":"ok","f":"read","process":1,"time":2}`),
+			`h.jsonl:2: index 0 repeats`},
+		{"repeated out of order", lines(`{"index":7,"type":"invoke","f":"read","process":1,"time":1}`, `{"index":3,"type":"ok","f":"read","process":1,"time":2}`,
+			`{"index":5,"type":"invoke","f":"read","process":2,"time":1}`, `{"index":7,"type":"ok","f":"read","process":2,"time":2}`),
+			`h.jsonl:4: index 7 repeats`},
+		{"negative index", lines(`{"index":-1,"type":"invoke","f":"read","process":1,"time":1}`), `h.jsonl:1: negative index -1`},
+		{"decision below the token", lines(inv, grant(`{"token":10,"revision":9,"claim":"k"}`)), `h.jsonl:2: the grant's decision revision 9 is below its token 10`},
+		{"negative decision", lines(inv, grant(`{"revision":-3}`)), `h.jsonl:2: negative decision revision -3`},
+		{"deleted before created", lines(deleted(`{"key":"lock","create_revision":"8","revision":"8"}`)), `h.jsonl:1: key-deleted event: a key created at revision 8 cannot be deleted at revision 8`},
+		{"negative revision", lines(deleted(`{"key":"lock","revision":-2}`)), `h.jsonl:1: key-deleted event: param revision must be a non-negative integer, got "-2"`},
+		{"revision not a number", lines(deleted(`{"key":"lock","create_revision":"abc"}`)), `h.jsonl:1: key-deleted event: param create_revision must be a non-negative integer`},
+		{"lease_alive", lines(deleted(`{"key":"lock","lease_alive":"yes"}`)), `h.jsonl:1: key-deleted event: param lease_alive must be true or false, got "yes"`},
+		{"ttl", lines(`{"type":"info","f":"setup","process":"nemesis","time":0,"value":{"params":{"ttl":"2s"}}}`), `h.jsonl:1: setup event: param ttl must be a non-negative integer, got "2s"`},
+		{"process event without its number", lines(`{"type":"info","f":"process","process":"nemesis","time":0,"value":{"targets":["c1"]}}`), `h.jsonl:1: process event: it names one client`},
+		{"process announced for another client", lines(proc, inv, `{"type":"info","f":"process","process":"nemesis","time":4,"value":{"targets":["c2"],"params":{"process":"1"}}}`),
+			`h.jsonl:3: process 1 is announced for client c2, but line 1 announced it for c1: a process number belongs to one client`},
+		{"process out of order", lines(inv, grant(`{"token":10}`), `{"type":"invoke","f":"release","process":1,"time":1,"key":"lock"}`),
+			`h.jsonl:3: process 1 invokes release at time 1, before its previous operation completed at time 2`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := readAll(t, tc.text)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("error %v, want prefix %q", err, tc.want)
+			}
+		})
+	}
+	// What the rules allow: a process announced again for its own client,
+	// indexes out of order but distinct, a grant decided on a later
+	// revision, a deletion whose create revision the observer did not
+	// know (0), params written as numbers.
+	ok := lines(proc, `{"index":9,"type":"invoke","f":"acquire","process":1,"time":1,"key":"lock"}`,
+		`{"index":4,"type":"ok","f":"acquire","process":1,"time":2,"key":"lock","value":{"token":10,"revision":12,"claim":"k"}}`,
+		`{"index":5,"type":"info","f":"process","process":"nemesis","time":0,"value":{"targets":["c1"],"params":{"process":1}}}`,
+		strings.Replace(deleted(`{"key":"lock","create_revision":0,"revision":14,"lease_alive":"false"}`), `{"type"`, `{"index":6,"type"`, 1))
+	if _, err := readAll(t, ok); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A byte order mark, as some editors write, is not part of the history.
+func TestReaderByteOrderMark(t *testing.T) {
+	ops, err := readAll(t, "\ufeff"+`{"type":"invoke","f":"read","process":1,"time":1}`+"\n")
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("ops %+v, %v", ops, err)
+	}
+}
+
+// A process written with JSON escapes is the same process.
+func TestReaderProcessEscaped(t *testing.T) {
+	ops, err := readAll(t, `{"type":"info","f":"setup","process":"\u006eemesis","time":0}`+"\n")
+	if err != nil || len(ops) != 1 || ops[0].Process != Nemesis {
+		t.Fatalf("ops %+v, %v", ops, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -52,11 +53,13 @@ func (clockJump) byNameOnly() {}
 
 func (clockJump) Check(e Entry, _ int) error { return needTarget(e) }
 
-// Inject waits for a fresh grant (with on=grant) and aims at the first
-// server, from Target on, that holds keys with a TTL: with Redlock, one of
-// the masters holding the holder's key. The keys expire in Hold, once the
-// fault's start is in the history: their deletions must not come before
-// the fault that caused them.
+// Inject (with on=grant) waits for a holder entering a section with work
+// ahead, as a lease revocation does, and aims at the first server, from
+// Target on, that holds keys with a TTL: with Redlock, one of the masters
+// holding the holder's key. Not merely a fresh grant: a short section can
+// release its key before the jump strikes, and then nothing expires. The
+// keys expire in Hold, once the fault's start is in the history: their
+// deletions must not come before the fault that caused them.
 func (clockJump) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	inj := &Injected{Params: map[string]string{"emulated": "keys with a TTL expired now; no clock was changed"}}
 	x, err := need[system.EarlyExpirer](env)
@@ -69,7 +72,11 @@ func (clockJump) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 		return inj, fmt.Errorf("no member %q", e.Target)
 	}
 	if e.Params["on"] == "grant" && env.Clients != nil {
-		h, err := env.resolveClient(ctx, Entry{Target: TargetHolder, Params: e.Params}, inj.Params, true)
+		aimed := Entry{Target: TargetHolder, Params: maps.Clone(e.Params)}
+		if _, ok := aimed.Params["ahead"]; !ok {
+			aimed.Params["ahead"] = workAhead.String() + "-"
+		}
+		h, err := env.resolveClient(ctx, aimed, inj.Params, true)
 		if err != nil && !errors.Is(err, errNotStruck) {
 			// No holder: the jump strikes whatever keys there are.
 			inj.Params["holder"] = "none"

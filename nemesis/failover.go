@@ -71,7 +71,7 @@ func (env *Env) afterCut(ctx context.Context, ahead string) (string, int64, bool
 	wctx, cancel := context.WithTimeout(ctx, aimWait)
 	defer cancel()
 	var seen []int64
-	for {
+	for look := newLook(); ; {
 		h, tok, ok := env.Clients.Holder("")
 		if ok && !slices.Contains(seen, tok) {
 			seen = append(seen, tok)
@@ -81,7 +81,7 @@ func (env *Env) afterCut(ctx context.Context, ahead string) (string, int64, bool
 			if !aimed {
 				return h, tok, true
 			}
-			if a, ok := env.Clients.Entering(lo, hi, 50*time.Millisecond); ok && a == h {
+			if a, ok := env.Clients.Entering(lo, hi, look.since()); ok && a == h {
 				return h, tok, true
 			}
 		}

@@ -63,7 +63,7 @@ func (lease) Draw(g *Gen, e *Entry, d Range) {
 		g.aim(e, g.cfg.TTL+g.cfg.TTL/4, 0)
 		e.Duration = g.dur(d)
 	} else {
-		g.aim(e, 200*time.Millisecond, 0)
+		g.aim(e, workAhead, 0)
 	}
 }
 

@@ -132,6 +132,11 @@ func (env *Env) findClient(ctx context.Context, e Entry, params map[string]strin
 	return e.Fallback, nil
 }
 
+// workAhead is the least think time of a section that a fault striking
+// its holder at once (a lease revoked, keys expired early) aims at: the
+// holder still works, its key or lease still there when the fault strikes.
+const workAhead = 200 * time.Millisecond
+
 // aimWait bounds how long a fault aimed at a holder with work ahead waits
 // for one; slow sections come every few seconds.
 const aimWait = 10 * time.Second
@@ -145,14 +150,35 @@ func (env *Env) aim(ctx context.Context, ahead string) (string, bool) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, aimWait)
 	defer cancel()
-	for {
-		if h, ok := env.Clients.Entering(lo, hi, 50*time.Millisecond); ok {
+	for look := newLook(); ; {
+		if h, ok := env.Clients.Entering(lo, hi, look.since()); ok {
 			return h, true
 		}
 		if !sleepUntil(wctx, time.Now().Add(5*time.Millisecond)) {
 			return "", false
 		}
 	}
+}
+
+// enteredSlack is how long before a fault began to wait a section may have
+// begun and still count as entered while it waited.
+const enteredSlack = 50 * time.Millisecond
+
+// look is a fault's polling for a holder entering a section: each look
+// asks for the sections begun since the previous one (and enteredSlack
+// before it), however late it comes. A fixed window of the last 50 ms
+// missed every section begun while a loaded machine kept the poller
+// waiting longer than that, and the fault never struck.
+type look struct{ last time.Time }
+
+func newLook() *look { return &look{last: time.Now()} }
+
+// since is the window of this look, and starts the next one.
+func (l *look) since() time.Duration {
+	now := time.Now()
+	d := now.Sub(l.last) + enteredSlack
+	l.last = now
+	return d
 }
 
 // parseAhead reads an "ahead" parameter: "MIN-MAX" or "MIN-".

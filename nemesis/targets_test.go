@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -85,5 +86,50 @@ func TestValidateAhead(t *testing.T) {
 		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want an error with %q", tc.e.Params, err, tc.want)
 		}
+	}
+}
+
+// stalledClients is a workload whose section begins while the fault's
+// poller is held up (a loaded machine), 100 ms into a 300 ms stall.
+type stalledClients struct {
+	*fakeClients
+	mu     sync.Mutex
+	began  time.Time // when c2 began its section; zero before
+	looked bool
+}
+
+func (s *stalledClients) Entering(min, max, within time.Duration) (string, bool) {
+	s.mu.Lock()
+	first := !s.looked
+	s.looked = true
+	s.mu.Unlock()
+	if first {
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			s.mu.Lock()
+			s.began = time.Now()
+			s.mu.Unlock()
+		}()
+		time.Sleep(300 * time.Millisecond)
+		return "", false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.began.IsZero() || time.Since(s.began) > within {
+		return "", false
+	}
+	return s.fakeClients.Entering(min, max, within)
+}
+
+// A section begun while the poller was held up still counts when it looks
+// again: with a fixed window of the last 50 ms, a look 200 ms late missed
+// it, and the fault waited for another until the run's end.
+func TestAimSeesSectionsBegunWhileItWasLate(t *testing.T) {
+	fc := &stalledClients{fakeClients: &fakeClients{names: []string{"c0", "c1", "c2"}, entering: "c2", think: 3 * time.Second}}
+	env := &Env{Clients: fc}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if h, ok := env.aim(ctx, "2s-"); !ok || h != "c2" {
+		t.Errorf("aimed at %q (%v), want c2, which began its section while the poller was late", h, ok)
 	}
 }

@@ -89,12 +89,14 @@ func indexRow(run, name string) row {
 	if st, err := os.Stat(run); err == nil {
 		r.Time = st.ModTime()
 	}
-	if err := validHistory(filepath.Join(run, "history.jsonl")); err != nil {
-		r.Problem = "history malformed: " + err.Error()
-	}
 	b, err := os.ReadFile(filepath.Join(run, "results.json"))
 	if err != nil {
-		r.Problem = strings.TrimPrefix(r.Problem+"; ", "; ") + "no results.json (the run did not finish): locktest check " + name
+		// A check writes results only of a history it could read: without
+		// them, the history may be why.
+		if err := validHistory(filepath.Join(run, "history.jsonl")); err != nil {
+			r.Problem = "history malformed: " + err.Error() + "; "
+		}
+		r.Problem += "no results.json (the run did not finish): locktest check " + name
 		return r
 	}
 	var res struct {
@@ -135,6 +137,7 @@ func validHistory(path string) error {
 	}
 	defer f.Close()
 	rd := histories.NewReader(f, path)
+	rd.Reuse() // nothing is kept
 	for {
 		if _, err := rd.Next(); err == io.EOF {
 			return nil

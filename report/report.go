@@ -9,11 +9,11 @@ package report
 import (
 	"bytes"
 	_ "embed"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -37,38 +37,43 @@ var (
 var page = template.Must(template.New("report").Parse(reportHTML))
 
 // Write renders the report of a checked history to out. res are its
-// results (with its backend's words, Results.Terms); history is the history
-// file. The files beside it worth opening are linked where they exist.
-func Write(out string, res *harness.Results, history string) error {
-	b, h, err := readHistory(history)
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
+// results (with its backend's words, Results.Terms), with the history they
+// judged (Results.Paired), which the page draws: the history is read and
+// paired once, by the check. The files beside it worth opening are linked
+// where they exist.
+func Write(out string, res *harness.Results) error {
+	// As harness.Check: the paired history lives on beside the page's
+	// model and text.
+	defer debug.SetGCPercent(debug.SetGCPercent(50))
+	h := res.Paired()
+	if h == nil {
+		return fmt.Errorf("report: the results of %s carry no paired history (check it first)", res.History)
 	}
-	m := b.m
+	m, name := fromHistory(h)
 	m.Meta = meta{
 		Title: filepath.Base(filepath.Dir(out)), Verdict: string(res.Verdict), Exit: res.Exit, Required: res.Required,
 		Seed: res.Seed, Versions: res.Versions, Reproduce: res.Command, Warnings: res.Warnings, Error: res.Error,
-		Setup: b.setup, Scenario: res.Scenario, Shrunk: res.Shrunk,
+		Setup: h.Setup(), Scenario: res.Scenario, Shrunk: res.Shrunk,
 		Legend: map[string]string{"expiry": res.Terms.LegendExpired, "lost": res.Terms.LegendLost},
+	}
+	if m.Meta.Setup == nil {
+		m.Meta.Setup = map[string]string{}
 	}
 	if res.CutShort != nil {
 		m.Meta.CutShort = res.CutShort.Summary
 	}
-	name := func(p int) string { return b.client(histories.Process(p)) }
 	for _, c := range res.Checks {
 		ck := check{Name: c.Name, Verdict: string(c.Verdict), Required: slices.Contains(res.Required, c.Name), Explanation: c.Explanation}
 		for _, v := range c.Violations {
 			vv := violation{Kind: v.Kind, Key: v.Key, From: ms(v.From), To: ms(v.To), Story: v.Story, Clients: []string{}}
 			for _, p := range v.Processes {
-				vv.Clients = append(vv.Clients, name(p))
+				vv.Clients = append(vv.Clients, name(histories.Process(p)))
 			}
 			ck.Violations = append(ck.Violations, vv)
 		}
 		m.Checks = append(m.Checks, ck)
 	}
-	for _, o := range h.Overlaps().Overlaps {
-		m.Overlaps = append(m.Overlaps, []any{ms(o.From), ms(o.To), name(o.First.Process), name(o.Second.Process), o.Key})
-	}
+	history := res.History
 	dir := filepath.Dir(out)
 	for _, f := range []string{filepath.Base(history), "results.json", "schedule.json", "mutex.html", "resource.html", "resource-log.jsonl", "logs"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
@@ -78,7 +83,7 @@ func Write(out string, res *harness.Results, history string) error {
 	if base := strings.TrimSuffix(filepath.Base(history), ".jsonl"); base != "history" {
 		m.Links = append(m.Links, link{base + ".results.json", base + ".results.json"})
 	}
-	data, err := json.Marshal(m)
+	data, err := m.marshal()
 	if err != nil {
 		return err
 	}

@@ -72,8 +72,8 @@ func ChooseTarget(res *harness.Results, spec string) (Target, error) {
 	}
 	name, promise, hasPromise := strings.Cut(spec, ":")
 	t.Check = name
-	if !slices.Contains(histories.Checks(), name) {
-		return t, fmt.Errorf("--check %q: want one of %s, or contract:N for a promise", spec, strings.Join(histories.Checks(), ", "))
+	if !slices.Contains(checker.Names(), name) {
+		return t, fmt.Errorf("--check %q: want one of %s, or contract:N for a promise", spec, strings.Join(checker.Names(), ", "))
 	}
 	if hasPromise {
 		if name != histories.CheckContract {

@@ -74,8 +74,14 @@ var scenarios = []scenario.Scenario{
 			"still answers it with success once the holder lets go (etcd#11456, fixed in 3.5): two clients are told they " +
 			"hold the lock. This runs the etcd binary of a real release as member processes; --etcd-bin '' runs the " +
 			"built-in etcd, which refuses the grant (session is expired).",
+		// etcd's own raft timings (100 ms heartbeats, a 1 s election
+		// timeout), not locktest's quick ones: on a loaded machine, 3.4's
+		// processes with a 100 ms timeout changed leaders every second or
+		// two, and each new leader extends every lease, so the paused
+		// waiter's lease outlived its pause and there was no bug to see.
 		Flags: map[string]string{"cluster": "process", "etcd-bin": "/usr/bin/etcd", "recipe": etcdlock.LockRPCName,
-			"time": "8s", "think-min": "4s", "think": "5s", "clients": "3", "op-timeout": "20s", "require": "contract"},
+			"time": "8s", "think-min": "4s", "think": "5s", "clients": "3", "op-timeout": "20s", "require": "contract",
+			"raft-tick": "100", "raft-election": "1000"},
 		Expect: map[string]map[string]string{
 			scenario.Unfenced: {histories.CheckContract: scenario.Invalid},
 			scenario.Fenced:   {histories.CheckContract: scenario.Invalid},

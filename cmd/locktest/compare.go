@@ -13,7 +13,6 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
-	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/nemesis"
 )
@@ -164,7 +163,7 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 
 func printCompare(w io.Writer, rows []compareRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "recipe\tbackend\tresource\tclients\tfaults\tmutex\tresource\tinvariant\tliveness\tcontract\tconsistency\tviolations\toverlaps\tacquisitions\tacq/s\tp50\tp70\tp90\tp99\tclient CPU/acq\tserver CPU/acq")
+	fmt.Fprintln(tw, "recipe\tbackend\tresource\tclients\tfaults\t"+strings.Join(checker.Names(), "\t")+"\tviolations\toverlaps\tacquisitions\tacq/s\tp50\tp70\tp90\tp99\tclient CPU/acq\tserver CPU/acq")
 	dropped := false
 	for _, r := range rows {
 		faults := strconv.Itoa(r.Faults)
@@ -176,8 +175,12 @@ func printCompare(w io.Writer, rows []compareRow) {
 		if r.ServerCPUPerAcq != nil {
 			server = ms(*r.ServerCPUPerAcq)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			r.Recipe, r.Backend, r.Resource, r.Clients, faults, r.Verdicts[histories.CheckMutex], r.Verdicts[histories.CheckResource], r.Verdicts[histories.CheckInvariant], r.Verdicts[histories.CheckLiveness], r.Verdicts[histories.CheckContract], r.Verdicts[histories.CheckConsistency],
+		verdicts := ""
+		for _, name := range checker.Names() {
+			verdicts += string(r.Verdicts[name]) + "\t"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			r.Recipe, r.Backend, r.Resource, r.Clients, faults, verdicts,
 			r.Violations, r.Overlaps, r.Acquisitions, r.PerSecond, ms(r.P50), ms(r.P70), ms(r.P90), ms(r.P99), ms(r.CPUPerAcq), server)
 	}
 	tw.Flush()

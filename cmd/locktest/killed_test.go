@@ -23,9 +23,6 @@ import (
 // violation), and the next run removes what the killed ones left in their
 // run directories.
 func TestKilledRuns(t *testing.T) {
-	if args := os.Getenv("LOCKTEST_KILLED_ARGS"); args != "" {
-		os.Exit(mainArgs(strings.Fields(args), os.Stdout, os.Stderr))
-	}
 	out := t.TempDir()
 	cases := []struct {
 		name  string
@@ -61,7 +58,7 @@ func TestKilledRuns(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestKilledRuns$")
 			cmd.Dir = cwd
 			cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "HOME="+home,
-				"LOCKTEST_KILLED_ARGS=run "+tc.args+" --time 30s --seed "+strconv.Itoa(i+1)+" --out "+out)
+				"LOCKTEST_CLI_ARGS=run "+tc.args+" --time 30s --seed "+strconv.Itoa(i+1)+" --out "+out)
 			var stdout bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stdout
 			if err := cmd.Start(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/scratch"
 )
@@ -26,11 +27,12 @@ const (
 	exitUnknown = harness.ExitUnknown
 )
 
-const usage = `locktest: a fault-injection and correctness testbed for distributed locks
+// usage names the lock services locktest runs: the registered backends.
+var usage = `locktest: a fault-injection and correctness testbed for distributed locks on ` + backendNames() + `
 
 Usage:
-  locktest run [flags]            start a cluster, run the workload, check the history
-  locktest check [flags] PATH     re-check a stored history (a file or a run directory)
+  locktest run [flags]            start the servers, run the workload under faults, check the history
+  locktest check PATH [flags]     re-check a stored history (a file or a run directory)
   locktest scenario list          the catalog of classic split-brains
   locktest scenario run NAME      play one: its scripted faults, its lesson, its verdicts
   locktest nightly [flags]        the CI job: every scenario, then random faults, within a budget
@@ -38,11 +40,25 @@ Usage:
   locktest sweep [flags]          run one configuration over many seeds and summarise
   locktest compare [flags]        run several recipes, resources, client counts side by side
   locktest report DIR             write DIR/index.html over the run directories under DIR
-  locktest serve [flags] DIR      serve DIR's reports read-only on 127.0.0.1:8080
+  locktest serve DIR [flags]      serve DIR's reports read-only on 127.0.0.1:8080
+  locktest version                locktest's version and commit, and those of the servers, toxiproxy, porcupine built in
 
-Run 'locktest COMMAND --help' for a command's flags.
+Run 'locktest COMMAND --help' for a command's flags. Flags may come before or after
+a command's arguments; '--' ends them.
 Exit status: 0 valid, 1 a required check found a violation, 2 unknown or an error.
 `
+
+// backendNames are the registered backends' names: "etcd and redis".
+func backendNames() string {
+	var names []string
+	for _, b := range registry.All() {
+		names = append(names, b.Name)
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
 
 func main() {
 	os.Exit(mainArgs(os.Args[1:], os.Stdout, os.Stderr))
@@ -75,11 +91,13 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		code, err = reportCmd(args[1:], stdout)
 	case "serve":
 		code, err = serveCmd(args[1:], stdout)
+	case "version", "-version", "--version":
+		code, err = versionCmd(args[1:], stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitValid
 	default:
-		err = fmt.Errorf("unknown command %q (want run, check, scenario, nightly, shrink, sweep, compare, report or serve)", args[0])
+		err = fmt.Errorf("unknown command %q (want run, check, scenario, nightly, shrink, sweep, compare, report, serve or version)", args[0])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return exitValid
@@ -123,15 +141,63 @@ func newFlags(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args, printing the usage for --help.
+// parseFlags parses args, printing the usage for --help. Flags and
+// arguments may come in any order ("check PATH --require all" is "check
+// --require all PATH"), as git and go take them: Parse stops at the first
+// argument, which is kept, and parsing goes on after it. "--" ends the
+// flags: all that follows is an argument. Afterwards fs.Args() holds the
+// arguments, in their order.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.Usage()
-		return err
+	// The flag package prints the usage itself, for --help and for every
+	// error too: the help would come twice, and a bad flag would bring the
+	// whole of it to stdout beside its one-line error.
+	help := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = help }()
+	var positional []string
+	for len(args) > 0 {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			help()
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w (see locktest %s --help)", fs.Name(), err, fs.Name())
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if endedFlags(fs, args[:len(args)-len(rest)]) {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
 	}
-	if err != nil {
-		return fmt.Errorf("%s: %w (see locktest %s --help)", fs.Name(), err, fs.Name())
+	// Parsed after "--", the arguments set no flag and become fs.Args().
+	return fs.Parse(append([]string{"--"}, positional...))
+}
+
+// endedFlags reports whether Parse, having taken these arguments as flags
+// and their values, stopped at the terminator "--" (rather than at an
+// argument after a flag whose value was "--").
+func endedFlags(fs *flag.FlagSet, taken []string) bool {
+	for i := 0; i < len(taken); i++ {
+		if taken[i] == "--" {
+			return true
+		}
+		name, _, inline := strings.Cut(strings.TrimLeft(taken[i], "-"), "=")
+		if f := fs.Lookup(name); !inline && f != nil && !isBoolFlag(f) {
+			i++ // its value
+		}
 	}
-	return nil
+	return false
+}
+
+// isBoolFlag reports whether f takes no value (--public, not --public true),
+// as the flag package decides it.
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -16,7 +18,37 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/nemesis"
 )
+
+// TestMain lets a test run locktest itself in a process of its own: with
+// LOCKTEST_CLI_ARGS set (arguments separated by spaces), the test binary is
+// locktest with those arguments. Otherwise it gives the tests a temporary
+// directory of their own. Every
+// locktest command first sweeps the temporary directory for what killed
+// runs left there and says so on stderr; the machine's shared one holds
+// what other processes leave (other suites, other engineers' runs), which
+// made the tests' one-line errors two lines, now and then. A test's child
+// (the test binary run again as locktest) keeps the TMPDIR its test gave it.
+func TestMain(m *testing.M) {
+	if args := os.Getenv("LOCKTEST_CLI_ARGS"); args != "" {
+		os.Exit(mainArgs(strings.Fields(args), os.Stdout, os.Stderr))
+	}
+	const mark = "LOCKTEST_CMD_TESTS_TMPDIR"
+	if os.Getenv(mark) != "" {
+		os.Exit(m.Run())
+	}
+	tmp, err := os.MkdirTemp("", "cmd-locktest-tests-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Setenv("TMPDIR", tmp)
+	os.Setenv(mark, tmp)
+	code := m.Run()
+	os.RemoveAll(tmp)
+	os.Exit(code)
+}
 
 func runMain(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
@@ -333,21 +365,50 @@ func TestRunWithFaults(t *testing.T) {
 		}
 		return started
 	}
-	first := faults(dirs[0])
 	if !strings.Contains(stdout, "consistency valid") {
 		t.Errorf("members did not agree at the end:\n%s", stdout)
 	}
 
-	// Replaying the stored schedule fires the same faults in the same order.
+	// Replaying the stored schedule fires its faults in its order. How many
+	// of them strike before the run's end is not the schedule's to say: an
+	// aimed fault waits for its moment in the workload (a holder entering a
+	// slow section), the replay's workload has another seed, and a fault
+	// the end overtakes while it waits does nothing (nemesis.Run). So each
+	// run fires the schedule's entries from the first on, and no other.
 	replay := append(args, "--seed", "12", "--schedule", filepath.Join(dirs[0], "schedule.json"))
 	if code, stdout, _ := runMain(t, replay...); code != exitValid {
 		t.Fatalf("replay: exit %d\n%s", code, stdout)
 	}
-	dirs, _ = filepath.Glob(filepath.Join(out, "*-seed12"))
-	if len(dirs) != 1 {
-		t.Fatalf("want one replay directory, got %v", dirs)
+	again, _ := filepath.Glob(filepath.Join(out, "*-seed12"))
+	if len(again) != 1 {
+		t.Fatalf("want one replay directory, got %v", again)
 	}
-	if again := faults(dirs[0]); strings.Join(again, ",") != strings.Join(first, ",") {
-		t.Errorf("replay fired %v, the original %v", again, first)
+	sched, err := nemesis.ReadFile(filepath.Join(dirs[0], "schedule.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replayed, err := nemesis.ReadFile(filepath.Join(again[0], "schedule.json")); err != nil || !reflect.DeepEqual(replayed, sched) {
+		t.Fatalf("the replay ran schedule %+v (%v), not the stored %+v", replayed, err, sched)
+	}
+	for _, dir := range []string{dirs[0], again[0]} {
+		b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res harness.Results
+		if err := json.Unmarshal(b, &res); err != nil || res.Run == nil || res.Run.Nemesis == nil {
+			t.Fatalf("%s: no nemesis report (%v)", dir, err)
+		}
+		var kinds []string
+		for i, f := range res.Run.Nemesis.Faults {
+			if i >= len(sched.Entries) || f.Entry != i || f.Fault != sched.Entries[i].Fault {
+				t.Errorf("%s: fault %d was entry %d (%s) of %v", dir, i, f.Entry, f.Fault, sched.Entries)
+				continue
+			}
+			kinds = append(kinds, f.Fault)
+		}
+		if fired := faults(dir); !slices.Equal(fired, kinds) {
+			t.Errorf("%s: the history fired %v, the report %v", dir, fired, kinds)
+		}
 	}
 }

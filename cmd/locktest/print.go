@@ -33,7 +33,7 @@ func printChecks(w io.Writer, r *harness.Results) {
 		case c.Name == histories.CheckConsistency:
 			fmt.Fprintf(w, "  %-11s %-8s %d members compared%s\n", c.Name, c.Verdict, c.Ops, req)
 		case c.Name == histories.CheckLiveness:
-			fmt.Fprintf(w, "  %-11s %-8s %d acquires judged after the final heal (or the start, without faults)%s\n", c.Name, c.Verdict, c.Ops, req)
+			fmt.Fprintf(w, "  %-11s %-8s %d acquires judged once every fault had ended (from the start, without faults)%s\n", c.Name, c.Verdict, c.Ops, req)
 		default:
 			segs := ""
 			if c.Segments > 0 && c.Checked < c.Segments {

@@ -157,9 +157,6 @@ func TestRunExternal(t *testing.T) {
 // by Ctrl-C (SIGINT) and by SIGKILL: no member outlives it, and the history
 // recorded so far is on disk and checkable.
 func TestStoppedProcessRun(t *testing.T) {
-	if args := os.Getenv("LOCKTEST_CLI_ARGS"); args != "" {
-		os.Exit(mainArgs(strings.Split(args, " "), os.Stdout, os.Stderr))
-	}
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			out := t.TempDir()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -58,7 +59,7 @@ func reproduce(o harness.Options) string {
 // and says where; a report that cannot be drawn is a warning, not a failed
 // run.
 func writeReport(w io.Writer, out string, res *harness.Results) {
-	if err := report.Write(out, res, res.History); err != nil {
+	if err := report.Write(out, res); err != nil {
 		fmt.Fprintf(w, "report: not written: %s\n", oneLine(err))
 		return
 	}
@@ -92,7 +93,7 @@ func reportCmd(args []string, stdout io.Writer) (int, error) {
 }
 
 func serveCmd(args []string, stdout io.Writer) (int, error) {
-	fs := newFlags("serve", "serve [flags] DIR\n\nServes DIR (its index.html and run directories) read-only over HTTP until interrupted.", stdout)
+	fs := newFlags("serve", "serve DIR [flags]\n\nServes DIR (its index.html and run directories) read-only over HTTP until interrupted:\nGET and HEAD only, and nothing outside DIR (a symbolic link that leads out of it is not found).", stdout)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on; a host other than loopback needs --public")
 	public := fs.Bool("public", false, "allow --addr to listen beyond this machine's loopback")
 	if err := parseFlags(fs, args); err != nil {
@@ -112,14 +113,19 @@ func serveCmd(args []string, stdout io.Writer) (int, error) {
 	if ip := net.ParseIP(host); !*public && (host == "" || ip == nil && host != "localhost" || ip != nil && !ip.IsLoopback()) {
 		return exitUnknown, fmt.Errorf("--addr %s listens beyond loopback; add --public to mean it", *addr)
 	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return exitUnknown, fmt.Errorf("serve: %w", err)
+	}
+	defer root.Close()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return exitUnknown, fmt.Errorf("serve: %w", err)
 	}
-	srv := &http.Server{Handler: readOnly(http.FileServer(http.Dir(dir))), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "serving %s at http://%s/ (Ctrl-C to stop)\n", dir, ln.Addr())
+	srv := &http.Server{Handler: readOnly(http.FileServerFS(inside{root.FS()})), ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signalContext()
 	defer stop()
+	fmt.Fprintf(stdout, "serving %s at http://%s/ (Ctrl-C to stop)\n", dir, ln.Addr())
 	go func() {
 		<-ctx.Done()
 		srv.Close()
@@ -139,4 +145,18 @@ func readOnly(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// inside is a directory's files as an os.Root opens them: a name that leads
+// out of the directory (a symbolic link to /etc/passwd, "..") fails to open.
+// It is answered as not found, as a name that is not there: serve tells
+// nothing of what lies outside.
+type inside struct{ fs.FS }
+
+func (in inside) Open(name string) (fs.File, error) {
+	f, err := in.FS.Open(name)
+	if err != nil && !errors.Is(err, fs.ErrPermission) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return f, err
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/backend/registry"
+	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/nemesis"
@@ -78,7 +79,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		seed:         fs.Int64("seed", 0, "seed for every random choice (default: drawn from the clock, and printed)"),
 		out:          fs.String("out", "runs", "directory under which each run's directory is created"),
 		mode:         fs.String("resource", string(resource.Fenced), "protected resource: "+registry.ResourceHelp()),
-		require:      fs.String("require", "resource", "checks whose failure makes the exit status 1: a comma list of "+strings.Join(histories.Checks(), ", ")+", or all"),
+		require:      fs.String("require", "resource", "checks whose failure makes the exit status 1: a comma list of "+strings.Join(checker.Names(), ", ")+", or all"),
 		guard:        fs.String("guard", workload.GuardNone, "what a holder checks just before writing: none, session (its session is alive) or clock (its lease has time left on its own clock)"),
 		ttl:          fs.Int("ttl", def.TTL, "session lease TTL in seconds"),
 		thinkMax:     fs.Duration("think", def.ThinkMax, "longest think time between a holder's read and write (drawn uniformly from --think-min)"),

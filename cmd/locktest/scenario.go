@@ -16,6 +16,11 @@ import (
 	"github.com/locktest/locktest/scenario"
 )
 
+const scenarioUsage = `Usage:
+  locktest scenario list              the catalog: each scenario, what it shows, the verdicts it expects
+  locktest scenario run NAME [flags]  play one (see locktest scenario run --help)
+`
+
 func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	catalog := registry.Catalog()
 	if len(args) == 0 {
@@ -23,6 +28,13 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	}
 	switch args[0] {
 	case "list":
+		fs := newFlags("scenario list", "scenario list\n\nLists the catalog of scenarios: each one's name, what it shows and the verdicts it expects.", stdout)
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return exitUnknown, err
+		}
+		if fs.NArg() > 0 {
+			return exitUnknown, fmt.Errorf("scenario list: unexpected argument %q", fs.Arg(0))
+		}
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		for _, sc := range catalog {
 			fmt.Fprintf(tw, "%s\t%s\n", sc.Name, sc.Line())
@@ -31,23 +43,26 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 		tw.Flush()
 		return exitValid, nil
 	case "run":
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, scenarioUsage)
+		return exitUnknown, flag.ErrHelp
 	default:
 		return exitUnknown, fmt.Errorf("scenario: unknown subcommand %q (want list or run NAME)", args[0])
 	}
-	if len(args) < 2 || strings.HasPrefix(args[1], "-") {
-		return exitUnknown, fmt.Errorf("scenario run: want a scenario name (one of %s)", strings.Join(catalog.Names(), ", "))
-	}
-	sc, err := catalog.Lookup(args[1])
-	if err != nil {
-		return exitUnknown, err
-	}
 	fs := newFlags("scenario run", "scenario run NAME [flags]\n\nPlays a scenario of the catalog (locktest scenario list): its scripted faults and the\nworkload settings it needs. Every flag of run applies and overrides the scenario's.", stdout)
 	rf := addRunFlags(fs)
-	if err := parseFlags(fs, args[2:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		return exitUnknown, err
 	}
-	if fs.NArg() > 0 {
-		return exitUnknown, fmt.Errorf("scenario run: unexpected argument %q", fs.Arg(0))
+	if fs.NArg() == 0 {
+		return exitUnknown, fmt.Errorf("scenario run: want a scenario name (one of %s)", strings.Join(catalog.Names(), ", "))
+	}
+	if fs.NArg() > 1 {
+		return exitUnknown, fmt.Errorf("scenario run: unexpected argument %q", fs.Arg(1))
+	}
+	sc, err := catalog.Lookup(fs.Arg(0))
+	if err != nil {
+		return exitUnknown, err
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })

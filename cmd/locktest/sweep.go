@@ -102,9 +102,12 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 			first = fmt.Sprintf("%.2fs", r.FirstViolation.Seconds())
 		}
 		race := res.Terms.RaceShort // "lease", or "expiry" for a key's TTL
-		fmt.Fprintf(stdout, "seed %-4d resource %-8s mutex %-8s invariant %-8s liveness %-8s consistency %-8s contract %-8s first stale write %-7s %d overlaps (%d %s races, %d lock bugs), %d faults, %d acquisitions\n",
-			r.Seed, r.Verdicts[histories.CheckResource], r.Verdicts[histories.CheckMutex], r.Verdicts[histories.CheckInvariant], r.Verdicts[histories.CheckLiveness], r.Verdicts[histories.CheckConsistency], r.Verdicts[histories.CheckContract], first,
-			r.MutexBroke, r.LeaseRaces, race, r.LockBugs, r.Faults, r.Acquisitions)
+		verdicts := ""
+		for _, name := range checker.Names() {
+			verdicts += fmt.Sprintf("%s %-8s ", name, r.Verdicts[name])
+		}
+		fmt.Fprintf(stdout, "seed %-4d %sfirst stale write %-7s %d overlaps (%d %s races, %d lock bugs), %d faults, %d acquisitions\n",
+			r.Seed, verdicts, first, r.MutexBroke, r.LeaseRaces, race, r.LockBugs, r.Faults, r.Acquisitions)
 	}
 	printSweep(stdout, runs)
 	b, _ := json.MarshalIndent(runs, "", "  ")
@@ -123,7 +126,7 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 // printSweep says for each check in how many seeds it failed, and the
 // median time to the resource's first stale write.
 func printSweep(w io.Writer, runs []sweepRun) {
-	for _, name := range histories.Checks() {
+	for _, name := range checker.Names() {
 		invalid, unknown := 0, 0
 		for _, r := range runs {
 			switch r.Verdicts[name] {

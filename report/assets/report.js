@@ -46,6 +46,10 @@
     if ((s.changed || []).length) lines.push(el("div", { id: "changed" }, "changed: " + s.changed.join("; ")));
     $("head").append(el("div", { id: "shrunk" }, ...lines));
   }
+  if (D.reads && D.reads.length) {
+    $("head").append(el("div", { class: "meta", id: "reads" }, "read when the clients stopped (no client's process): " +
+      D.reads.map((r) => `${r.key || '""'} = ${r.value} at ${sec(r.at)} (process ${r.process})`).join(", ")));
+  }
   if (M.reproduce) $("head").append(el("div", {}, "reproduce: ", el("code", { id: "reproduce" }, M.reproduce)));
   for (const w of M.warnings || []) $("head").append(el("div", { class: "unknown" }, "warning: " + w));
   if (M.error) $("head").append(el("div", { class: "invalid" }, "run error: " + M.error));
@@ -294,9 +298,10 @@
   }
   const plotWidth = Math.max(400, $("plots").clientWidth - 20);
   const P = D.plot;
-  new uPlot({ title: "grants per second", width: plotWidth, height: 180, hooks: { drawClear: [bands] },
+  const per = P.bucket > 1 ? ` (over ${P.bucket} s buckets)` : "";
+  new uPlot({ title: "grants per second" + per, width: plotWidth, height: 180, hooks: { drawClear: [bands] },
     series: [{ label: "s" }, { label: "grants/s", stroke: COLORS.hold, fill: "rgba(59,111,212,0.15)" }] }, [P.t, P.grants], $("plot-grants"));
-  new uPlot({ title: "acquire latency (ms)", width: plotWidth, height: 180, hooks: { drawClear: [bands] },
+  new uPlot({ title: "acquire latency (ms)" + per, width: plotWidth, height: 180, hooks: { drawClear: [bands] },
     series: [{ label: "s" }, { label: "p50", stroke: "#17803d" }, { label: "p99", stroke: "#c0142b" }] }, [P.t, P.p50, P.p99], $("plot-latency"));
 
   resize(); draw();

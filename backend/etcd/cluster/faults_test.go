@@ -237,6 +237,16 @@ func TestPauseMember(t *testing.T) {
 	if err := putWithin(ctx, pc, 500*time.Millisecond, "k", "paused"); err == nil {
 		t.Fatal("put through a paused member succeeded")
 	}
+	// The rest commit once they have elected a leader of their own: a put
+	// sent while they still followed the paused leader is forwarded to it
+	// and lost, and etcd answers it only after its request timeout (5 s).
+	// On a loaded machine the election can take that long to come.
+	polltest.Until(t, 10*time.Second, "the other members to elect a leader but the paused one", func() bool {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		st, err := oc.Status(sctx, oc.Endpoints()[0])
+		return err == nil && st.Leader != 0 && st.Leader != lead.ID
+	})
 	if err := putWithin(ctx, oc, 5*time.Second, "k", "other"); err != nil {
 		t.Fatalf("rest of the cluster cannot commit while a member is paused: %v", err)
 	}

@@ -197,6 +197,10 @@ func (d *Deployment) cutReplication() error {
 	return nil
 }
 
+// adminPatience bounds how long a fault without a context of its own asks
+// a server again that does not answer.
+const adminPatience = 10 * time.Second
+
 // Promotion is the outcome of a Failover.
 type Promotion struct {
 	Old, New int // the old and the new master, indexes in Servers()
@@ -237,7 +241,11 @@ func (d *Deployment) Failover(ctx context.Context) (Promotion, error) {
 		return Promotion{}, err
 	}
 	for _, s := range d.sentinels {
-		err := s.client.Do(ctx, "SENTINEL", "SET", MasterName, "failover-timeout", d.cfg.FailoverTimeout.Milliseconds()).Err()
+		// Asked again until it answers: one reply late on a loaded
+		// machine (the admin clients wait a second) failed the failover.
+		err := waitFor(ctx, s, s.Name+" to set its failover-timeout", func(ctx context.Context) error {
+			return s.client.Do(ctx, "SENTINEL", "SET", MasterName, "failover-timeout", d.cfg.FailoverTimeout.Milliseconds()).Err()
+		})
 		if err != nil {
 			return Promotion{}, fmt.Errorf("redisserver: setting %s's failover-timeout: %w", s.Name, err)
 		}
@@ -318,7 +326,15 @@ func (d *Deployment) ExpireEarly(ctx context.Context, i int, pattern string) ([]
 // would be no cut at all.
 func (d *Deployment) replicatesThrough(link string) error {
 	replica := d.servers[1]
-	info, err := replica.client.Info(context.Background(), "replication").Result()
+	// Asked again until it answers, for a while: one reply late on a
+	// loaded machine failed the cut.
+	ctx, cancel := context.WithTimeout(context.Background(), adminPatience)
+	defer cancel()
+	var info string
+	err := waitFor(ctx, replica, replica.Name+"'s replication", func(ctx context.Context) (err error) {
+		info, err = replica.client.Info(ctx, "replication").Result()
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("redisserver: reading %s's replication: %w", replica.Name, err)
 	}

@@ -216,6 +216,34 @@ func TestFailover(t *testing.T) {
 	}
 }
 
+// A Sentinel that answers late (stopped here for 3 s, as a loaded machine
+// can starve one past the admin clients' one-second wait) holds the
+// failover up, not fails it: its settings are asked for again until it
+// answers, and the replica is promoted.
+func TestFailoverWaitsForASlowSentinel(t *testing.T) {
+	ctx, d := start(t, Replicated)
+	if err := d.CutReplication(); err != nil {
+		t.Fatal(err)
+	}
+	s0 := d.sentinels[0].process()
+	if err := s0.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := make(chan error, 1)
+	stall := time.AfterFunc(3*time.Second, func() { resumed <- s0.Cont() })
+	defer stall.Stop()
+	p, err := d.Failover(ctx)
+	if err != nil {
+		t.Fatalf("failover with a Sentinel stalled for 3 s: %v", err)
+	}
+	if err := <-resumed; err != nil {
+		t.Fatal(err)
+	}
+	if p.Old != 0 || p.New != 1 {
+		t.Fatalf("failover %+v, want r0 to r1", p)
+	}
+}
+
 // The replica stays on its proxied link after Sentinel has looked at it
 // again, well past a short failover-timeout: Sentinel re-points a replica
 // whose master address is not the one it monitors once failover-timeout
