@@ -180,10 +180,12 @@ func TestShrinkKeepsTwoFaultsBothNeeded(t *testing.T) {
 	redisserver.ForTest(t)
 	s := nemesis.Schedule{Seed: 1, Members: 5, Clients: []string{"c0", "c1", "c2"}, Entries: []nemesis.Entry{
 		{At: 200 * time.Millisecond, Fault: nemesis.PauseClient, Target: "c1", Duration: 300 * time.Millisecond},
-		{At: time.Second, Fault: nemesis.PauseMember, Target: "r3", Duration: 3 * time.Second, Params: map[string]string{"with": "r4", "until": "grant"}},
+		// As scenario redlock-restart: the pause lasts until the grant, however
+		// late a loaded machine makes it, up to 8 s.
+		{At: time.Second, Fault: nemesis.PauseMember, Target: "r3", Duration: 8 * time.Second, Params: map[string]string{"with": "r4", "until": "grant"}},
 		{At: time.Second, Fault: nemesis.CrashMember, Target: "r2", Duration: 300 * time.Millisecond},
 	}}
-	dir := failingRun(t, s, "--recipe", "redlock", "--require", "mutex", "--nemesis", "pause,crash", "--time", "7s", "--quiet", "1s",
+	dir := failingRun(t, s, "--recipe", "redlock", "--require", "mutex", "--nemesis", "pause,crash", "--time", "12s", "--quiet", "1s",
 		"--clients", "3", "--think-min", "3s", "--think", "3s", "--seed", "1")
 
 	code, stdout, stderr := runMain(t, "shrink", dir, "--replays", "1", "--steps", "faults", "--budget", "3m")
