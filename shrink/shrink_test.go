@@ -319,3 +319,18 @@ func TestSearchShortensToWhatAFaultTook(t *testing.T) {
 		t.Errorf("in force %v, want the 1 s it took", got)
 	}
 }
+
+// A candidate's line tells apart two that differ only in their quiet
+// period (the final replays' fallback names both).
+func TestCandidateString(t *testing.T) {
+	c := Candidate{Schedule: nemesis.Schedule{Entries: []nemesis.Entry{{Fault: nemesis.PauseClient}, {Fault: nemesis.Isolate}}},
+		Time: 12 * time.Second, Quiet: 8 * time.Second, Clients: 5}
+	q := c
+	q.Quiet = 2 * time.Second
+	if got, want := c.String(), "2 faults (pause-client, isolate) over 12 s, quiet 8 s, 5 clients"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if c.String() == q.String() {
+		t.Errorf("a shorter quiet period is not told: %q", q.String())
+	}
+}

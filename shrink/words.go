@@ -31,7 +31,7 @@ func Describe(e nemesis.Entry, w Window) string {
 }
 
 // String says what the candidate runs: "2 faults (pause-client, isolate)
-// over 12 s, 5 clients"; the kinds when there are three at most.
+// over 12 s, quiet 8 s, 5 clients"; the kinds when there are three at most.
 func (c Candidate) String() string {
 	faults := words.Plural(c.Faults(), "fault")
 	if n := c.Faults(); n > 0 && n <= 3 {
@@ -41,7 +41,8 @@ func (c Candidate) String() string {
 		}
 		faults += " (" + strings.Join(kinds, ", ") + ")"
 	}
-	return fmt.Sprintf("%s over %s, %d clients", faults, secs(c.Time), c.Clients)
+	// The quiet period too: two candidates may differ only in it.
+	return fmt.Sprintf("%s over %s, quiet %s, %d clients", faults, secs(c.Time), secs(c.Quiet), c.Clients)
 }
 
 // Summary says in a line what shrinking did: "12 faults over 30 s → 1
