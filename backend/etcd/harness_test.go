@@ -185,6 +185,31 @@ func (e *env) waitPaused(client string) {
 	}
 }
 
+// pausedUntil keeps client's pause going until an op at or after index
+// from satisfies pred (another client granted and writing, say), and returns
+// that op; the client resumes at most two seconds later. A pause of a fixed
+// few TTLs is not enough to outlast a lease: every new etcd leader extends
+// each lease by its TTL, and a loaded machine changes leaders now and then.
+func (e *env) pausedUntil(client string, from int, what string, pred func(histories.Op) bool) histories.Op {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if op, ok := e.rec.lookFor(200*time.Millisecond, from, pred); ok {
+			return op
+		}
+		if !e.wl.Paused(client) {
+			e.t.Fatalf("%s's pause ended before %s", client, what)
+		}
+		if time.Now().After(deadline) {
+			ops, _ := e.rec.snapshot()
+			e.t.Fatalf("no %s within 20s of %s's pause; history:\n%s", what, client, dump(ops))
+		}
+		if err := e.wl.Pause(client, 2*time.Second, false); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
 // testConfig is two clients of the mutex recipe, with no slow sections:
 // each test says what sections it needs.
 func testConfig() workload.Config {

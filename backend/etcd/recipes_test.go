@@ -249,25 +249,29 @@ func (e *env) firstGrant() histories.Op {
 	})
 }
 
-// pauseFirstHolder arms a pause of d before the write of the first client to
-// acquire, waits for it to begin, and returns the client's last grant then.
-func (e *env) pauseFirstHolder(d time.Duration) (histories.Op, int) {
+// pauseFirstHolder pauses the first of two clients to acquire before its
+// write, past its lease: until the other client has been granted the lock
+// and written. It returns the paused client's last grant then and the
+// index its pause began at.
+func (e *env) pauseFirstHolder() (held histories.Op, from int) {
 	t := e.t
 	t.Helper()
 	first := e.firstGrant()
 	name := nameOf(first.Process)
-	if err := e.wl.Pause(name, d, true); err != nil {
+	if err := e.wl.Pause(name, 2*time.Second, true); err != nil {
 		t.Fatal(err)
 	}
 	e.waitPaused(name)
 	ops, _ := e.rec.snapshot()
-	var held histories.Op
 	for _, op := range ops {
 		if op.Process == first.Process && op.F == histories.Acquire && op.Type == histories.OK {
 			held = op
 		}
 	}
-	return held, len(ops)
+	from = len(ops)
+	other := histories.Process(1 - int(first.Process))
+	e.pausedUntil(name, from, "the other client's write", isOp(histories.OK, histories.Write, other))
+	return held, from
 }
 
 // etcd-txn: a holder paused between its guard and its write past its lease
@@ -279,10 +283,7 @@ func TestEtcdTxnRejectsPausedHolder(t *testing.T) {
 	cfg.ThinkMin, cfg.ThinkMax = 20*time.Millisecond, 20*time.Millisecond
 	e := setup(t, TxnMode, cfg)
 	e.start()
-	held, from := e.pauseFirstHolder(3500 * time.Millisecond)
-	other := histories.Process(1 - int(held.Process))
-	acq := e.rec.waitFor(t, 5*time.Second, from, "the other client's acquire", isOp(histories.OK, histories.Acquire, other))
-	e.rec.waitFor(t, 3*time.Second, acq.Index, "the other client's write", isOp(histories.OK, histories.Write, other))
+	held, from := e.pauseFirstHolder()
 	w := e.rec.waitFor(t, 5*time.Second, from, "the paused client's write", func(op histories.Op) bool {
 		return op.Process == held.Process && op.F == histories.Write && op.Type != histories.Invoke
 	})
@@ -420,7 +421,7 @@ func TestStockUnfencedLosesSales(t *testing.T) {
 	cfg.ThinkMin, cfg.ThinkMax = 20*time.Millisecond, 20*time.Millisecond
 	e := setup(t, resource.Unfenced, cfg)
 	e.start()
-	held, from := e.pauseFirstHolder(3500 * time.Millisecond)
+	held, from := e.pauseFirstHolder()
 	w := e.rec.waitFor(t, 6*time.Second, from, "the paused client's write", func(op histories.Op) bool {
 		return op.Process == held.Process && op.F == histories.Write && op.Type != histories.Invoke
 	})

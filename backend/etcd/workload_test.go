@@ -228,33 +228,18 @@ func TestPausedHolderWritesStale(t *testing.T) {
 			cfg.ThinkMin, cfg.ThinkMax = 20*time.Millisecond, 20*time.Millisecond
 			e := setup(t, tc.mode, cfg)
 			e.start()
-			first := e.rec.waitFor(t, 5*time.Second, 0, "an acquire", func(op histories.Op) bool {
-				return op.Type == histories.OK && op.F == histories.Acquire
-			})
-			name := nameOf(first.Process)
-			other := histories.Process(1 - int(first.Process))
-			if err := e.wl.Pause(name, 3500*time.Millisecond, true); err != nil {
-				t.Fatal(err)
-			}
-			e.waitPaused(name)
-			ops, _ := e.rec.snapshot()
-			from := len(ops)
-			// The paused client's last acquire is its current token.
-			var held histories.Op
-			for _, op := range ops {
-				if op.Process == first.Process && op.F == histories.Acquire && op.Type == histories.OK {
-					held = op
-				}
-			}
-			del := e.rec.waitFor(t, 4*time.Second, from, "key-deleted by expiry", nemesisEvent(histories.FKeyDeleted, name, "expiry"))
-			acq := e.rec.waitFor(t, 2*time.Second, del.Index, "the other client's acquire", isOp(histories.OK, histories.Acquire, other))
-			e.rec.waitFor(t, 2*time.Second, acq.Index, "the other client's write", isOp(histories.OK, histories.Write, other))
+			held, from := e.pauseFirstHolder()
+			name := nameOf(held.Process)
+			other := histories.Process(1 - int(held.Process))
+			del := e.rec.waitFor(t, time.Second, from, "key-deleted by expiry", nemesisEvent(histories.FKeyDeleted, name, "expiry"))
+			acq := e.rec.waitFor(t, time.Second, del.Index, "the other client's acquire", isOp(histories.OK, histories.Acquire, other))
 			w := e.rec.waitFor(t, 5*time.Second, from, "the paused client's write", func(op histories.Op) bool {
-				return op.Process == first.Process && op.F == histories.Write && op.Type != histories.Invoke
+				return op.Process == held.Process && op.F == histories.Write && op.Type != histories.Invoke
 			})
 			if tokenOf(w) != tokenOf(held) || tokenOf(w) >= tokenOf(acq) {
 				t.Errorf("paused client wrote with token %d; it held %d, the other client %d", tokenOf(w), tokenOf(held), tokenOf(acq))
 			}
+			ops, _ := e.rec.snapshot()
 			t.Logf("server deleted the paused holder's key %v into the pause; the other client acquired %v later",
 				ms(del.Time-ops[from-1].Time), ms(acq.Time-del.Time))
 			want := histories.OK
