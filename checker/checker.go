@@ -135,6 +135,9 @@ type spec struct {
 	// scan looks for simple, direct proofs of violations, and tells their
 	// stories.
 	scan func() []Violation
+	// unjudged, if set, says why a history with no violation is not
+	// valid either: what it cannot judge.
+	unjudged string
 }
 
 // call is the input of a porcupine operation: everything the models need.
@@ -327,6 +330,8 @@ func (h *History) check(name string, build func(*History) spec, opt Options) Res
 			lines = append(lines, fmt.Sprintf("(Porcupine found %s failing segments besides; those after a key's first may fail as a consequence of it.)", strconv.Itoa(more)))
 		}
 		res.Explanation = joinLines(lines...)
+	case checked == len(segs) && s.unjudged != "":
+		res.Explanation = s.unjudged
 	case checked == len(segs):
 		res.Verdict = Valid
 	default:

@@ -441,7 +441,7 @@ func (j *contractJudge) lost(grants []*operation) {
 			j.cannot(promiseLost, "a grant carries no token")
 			continue
 		case g.rev == 0:
-			j.cannot(promiseLost, "the grants carry no decision revision (a history recorded before locktest recorded them)")
+			j.cannot(promiseLost, "the grants carry no decision revision (a history recorded before locktest recorded them, or a lock that does not tell one: a lock in another process whose replies give no \"revision\" whose token is its key's create revision)")
 			continue
 		case !g.keyed():
 			j.cannot(promiseLost, j.h.terms().Unkeyed)

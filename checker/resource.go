@@ -16,7 +16,8 @@ import (
 //
 //   - write ok with token T: legal only if T is at least the highest token;
 //     sets both. A write without a token is accepted unfenced: it sets the
-//     value only.
+//     value only. (A history with such writes, of a lock that gave no token,
+//     is then unknown at best: no resource could have fenced them.)
 //   - read ok: legal only if it returns the current value. A read made
 //     under a token raises the highest token to it: a fenced resource
 //     remembers the tokens it has seen, so that an older holder's late
@@ -156,7 +157,10 @@ func resourceSpec(h *History) spec {
 	s.ops = make([]porcupine.Operation, 0, n)
 	s.covered = make([]*operation, 0, n)
 	calls := make([]call, n)
-	var accepted []tokened
+	var (
+		accepted []tokened
+		unfenced int // writes accepted without a token
+	)
 	for _, o := range h.ops {
 		if o.f != histories.Read && o.f != histories.Write {
 			continue
@@ -175,6 +179,9 @@ func resourceSpec(h *History) spec {
 			if o.f == histories.Write && c.hasToken {
 				accepted = append(accepted, tokened{o, c.token})
 			}
+			if o.f == histories.Write && !c.hasToken {
+				unfenced++
+			}
 		case o.f == histories.Write && o.lost:
 			s.ignored = append(s.ignored, o)
 		case o.f == histories.Write && o.applied:
@@ -190,6 +197,9 @@ func resourceSpec(h *History) spec {
 		default:
 			s.ignored = append(s.ignored, o)
 		}
+	}
+	if unfenced > 0 {
+		s.unjudged = fmt.Sprintf("The resource accepted %d writes that carried no fencing token (the lock gave none with its grants): no resource can fence them, so whether it accepted a write from a holder whose lock had ended cannot be told from them; the invariant check says whether the data was damaged.", unfenced)
 	}
 	// Once a write with a higher token is accepted, an unknown write can only
 	// be rejected by the fence, a no-op; taking effect just before that

@@ -37,12 +37,22 @@ type Clock struct {
 	rate        float64
 	offset      time.Duration // sum of bumps since the last Reset, for Offset
 	timers      map[*Timer]struct{}
+	changed     chan struct{} // closed at the next change (Changed)
 }
 
 // New returns a clock that reads as the host's clock, at rate 1.
 func New() *Clock {
 	now := time.Now()
-	return &Clock{anchorHost: now, anchorLocal: now.Round(0), rate: 1, timers: map[*Timer]struct{}{}}
+	return &Clock{anchorHost: now, anchorLocal: now.Round(0), rate: 1, timers: map[*Timer]struct{}{}, changed: make(chan struct{})}
+}
+
+// Changed returns a channel that is closed at the clock's next change (a
+// bump, a rate, a reset): what follows the clock from outside it (the
+// faked clock of a lock in another process) reads it again then.
+func (c *Clock) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
 }
 
 // atLocked is the clock's time at host time h. c.mu is held.
@@ -130,12 +140,15 @@ func (c *Clock) Reset() {
 	c.rearmLocked()
 }
 
-// rearmLocked recomputes every pending timer's host wait after a change.
+// rearmLocked recomputes every pending timer's host wait after a change,
+// and tells those waiting on Changed.
 func (c *Clock) rearmLocked() {
 	now := c.atLocked(time.Now())
 	for t := range c.timers {
 		t.armLocked(now)
 	}
+	close(c.changed)
+	c.changed = make(chan struct{})
 }
 
 // hostWaitLocked is the host time until the clock reaches deadline, or false

@@ -19,6 +19,7 @@ import (
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
+	"github.com/locktest/locktest/scenario"
 	"github.com/locktest/locktest/system"
 	"github.com/locktest/locktest/workload"
 )
@@ -39,7 +40,10 @@ type Options struct {
 	// package backend/etcd: embedded members, member processes or a
 	// running cluster). Nil: its defaults.
 	System backend.Options `json:"system"`
-	// Backend names the backend the run is on; Run fills it in.
+	// Backend names the backend the run is on: the one of System if set,
+	// else this (a recipe that is not a built-in, a team's own or a lock
+	// in another process, runs on any backend), else the recipe's (the
+	// default backend for one that is not a built-in). Run fills it in.
 	Backend string `json:"backend"`
 	// Members is the system's size, where its backend lets it be chosen:
 	// 3 (default) or 5. Run fills in the size its backend starts.
@@ -90,6 +94,7 @@ type Options struct {
 	// Log, if set, receives a line as each phase starts and each fault fires.
 	Log io.Writer `json:"-"`
 
+	play        *scenario.Scenario     // the scenario staged (Stage), completed when planned
 	offers      func(kind string) bool // the fault kinds the system can carry out
 	memberNames []string               // the members faults may strike
 	planned     bool                   // plan has run
@@ -268,7 +273,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	// recorded: by family when the schedule is to be drawn, else by the
 	// kinds the schedule holds (a schedule replayed replaces drawing from
 	// --nemesis); a fitted schedule drops them instead, and says so.
-	o.offers = nemesis.Offered(cl)
+	o.offers = o.recipeOffers(nemesis.Offered(cl))
 	o.memberNames = cl.MemberNames()
 	if o.Schedule != nil && o.FitSchedule {
 		var fitted nemesis.Schedule
@@ -312,8 +317,13 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	}
 
 	rec := histories.NewRecorder(w, time.Now())
+	o.Workload.Dir, o.Workload.Logf = o.Dir, o.logf
 	wl, err := workload.New(ctx, o.Workload, sut.Workload, resAddr, rec)
 	if err != nil {
+		// Nothing was recorded: the run could not start its clients, and
+		// leaves no history to check.
+		w.Close()
+		os.Remove(history)
 		return nil, err
 	}
 	defer wl.Close()

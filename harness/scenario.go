@@ -1,13 +1,142 @@
 package harness
 
 import (
+	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/scenario"
 )
+
+// Play returns o set up to play catalog scenario sc (registry.Catalog()
+// holds them) with o's recipe, of any backend, a team's own or a lock in
+// another process: the scenario's settings over o's (Apply), and the
+// scenario itself (Stage). A caller may change the options before Run, as
+// the CLI's flags override a scenario's.
+func Play(o Options, sc scenario.Scenario) (Options, error) {
+	if err := o.Apply(sc.Settings()); err != nil {
+		return o, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	o.Stage(sc)
+	return o, nil
+}
+
+// Stage makes the run play sc: its lesson and the verdicts it expects of
+// the run's recipe and resource (Options.Scenario, once planned), and,
+// unless o replays a schedule, its scripted schedule, drawn when the run is
+// planned for the run's members, clients and TTL. It leaves the settings
+// alone (see Apply).
+func (o *Options) Stage(sc scenario.Scenario) {
+	o.play = &sc
+	o.Scenario = &Scenario{Name: sc.Name, Lesson: sc.Lesson}
+	o.planned = false
+}
+
+// Apply sets what s sets, as the command line's flags would: the run's
+// size and times, its workload and think times, its guard, its required
+// checks; its recipe, when o has none (s names a built-in); and its
+// backend's system settings (by the backend's flag names), when o has no
+// System of its own. o.Workload is best made from workload.DefaultConfig.
+func (o *Options) Apply(s scenario.Settings) error {
+	w := &o.Workload
+	if s.Recipe != "" && w.Recipe == nil {
+		_, b, ok := registry.Builtin(s.Recipe)
+		if !ok {
+			return fmt.Errorf("recipe %q is no built-in", s.Recipe)
+		}
+		o.Backend = b.Name
+	}
+	if s.Workload != "" {
+		w.Workload = s.Workload
+	}
+	if s.Items != 0 {
+		w.Items = s.Items
+	}
+	if s.Clients != 0 {
+		w.Clients = s.Clients
+	}
+	if s.Think > 0 {
+		w.ThinkMin, w.ThinkMax = s.ThinkMin, s.Think
+	}
+	if s.OpTimeout > 0 {
+		w.OpTimeout = s.OpTimeout
+	}
+	if s.NoSlow {
+		w.SlowShare = 0
+	}
+	if s.Guard != "" {
+		w.Guard = s.Guard
+	}
+	if s.Time > 0 {
+		o.Time = s.Time
+	}
+	if s.Quiet > 0 {
+		o.Quiet = s.Quiet
+	}
+	if s.LivenessBound > 0 {
+		o.LivenessBound = s.LivenessBound
+	}
+	if s.Require != nil {
+		o.Required = slices.Sorted(slices.Values(s.Require))
+	}
+	if len(s.System) > 0 && o.System == nil {
+		recipe := s.Recipe
+		if w.Recipe != nil {
+			recipe = w.Recipe.Name()
+		}
+		b, err := registry.For(recipe, o.Backend)
+		if err != nil {
+			return err
+		}
+		fs := flag.NewFlagSet("scenario", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		flags := registry.AddFlags(fs)
+		for name, v := range s.System {
+			if err := fs.Set(name, v); err != nil {
+				return fmt.Errorf("--%s=%s: %w", name, v, err)
+			}
+		}
+		if o.System, err = flags.OptionsOf(b, recipe, true); err != nil {
+			return err
+		}
+	}
+	if s.Recipe != "" && w.Recipe == nil {
+		r, err := registry.NewRecipe(s.Recipe, o.System)
+		if err != nil {
+			return err
+		}
+		w.Recipe = r
+	}
+	o.planned = false
+	return nil
+}
+
+// stage completes the scenario the run plays, once its recipe, resource
+// and system are known: the verdicts it expects of them, and its schedule
+// unless o replays one (p is the backend's plan of the run, which the
+// schedule's faults may change: a failover needs a replica).
+func (o *Options) stage(members int) (int, error) {
+	sc := o.play
+	o.Scenario = &Scenario{Name: sc.Name, Lesson: sc.Lesson, Expect: sc.Expected(o.RecipeName, string(o.Resource))}
+	if o.Schedule != nil {
+		return members, nil
+	}
+	clients := make([]string, o.Workload.Clients)
+	for i := range clients {
+		clients[i] = fmt.Sprintf("c%d", i) // as the workload names them
+	}
+	s := sc.Schedule(o.Workload.Seed, scenario.Shape{Members: members, Clients: clients, TTL: time.Duration(o.Workload.TTL) * time.Second})
+	o.Schedule = &s
+	members, err := o.System.Plan(o.backendPlan())
+	s.Members = members
+	return members, err
+}
 
 // Scenario is a catalog scenario as a run plays it (package scenario holds
 // the catalog): what it teaches and the verdicts it expects of this run's

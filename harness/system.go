@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/backend/registry"
@@ -52,20 +53,75 @@ func (o *Options) plan() error {
 	if o.Members, err = o.System.Plan(p); err != nil {
 		return err
 	}
+	if o.play != nil {
+		if o.Members, err = o.stage(o.Members); err != nil {
+			return err
+		}
+	}
 	p.Members = o.Members
-	o.Nemesis.Faults = nemesis.Expand(o.Nemesis.Faults, nemesis.Offered(o.System.Prototype(p)))
+	if err := o.refuseByRecipe(); err != nil {
+		return err
+	}
+	o.Nemesis.Faults = nemesis.Expand(o.Nemesis.Faults, o.recipeOffers(nemesis.Offered(o.System.Prototype(p))))
 	o.planned = true
 	return nil
 }
 
-// chooseBackend is the backend of the run: that of o.System if set, else of the
-// recipe; its default options where o has none.
+// refuseByRecipe refuses, by name, a fault family that the recipe under
+// test cannot suffer (lock.Limited): one --nemesis names, or one of the
+// schedule's, unless the schedule is to be fitted (its faults the run
+// cannot carry out are then dropped).
+func (o *Options) refuseByRecipe() error {
+	l, ok := o.Workload.Recipe.(lock.Limited)
+	if !ok {
+		return nil
+	}
+	for _, f := range o.Nemesis.Faults {
+		if why := l.Refuses(f); why != "" {
+			return fmt.Errorf("--nemesis %s: %s", f, why)
+		}
+	}
+	if o.Schedule != nil && !o.FitSchedule {
+		for _, f := range o.Schedule.Families() {
+			if why := l.Refuses(f); why != "" {
+				return fmt.Errorf("the schedule's %s faults: %s", f, why)
+			}
+		}
+	}
+	return nil
+}
+
+// recipeOffers narrows the fault kinds a system offers to those the
+// recipe under test can suffer (lock.Limited).
+func (o *Options) recipeOffers(offers func(kind string) bool) func(kind string) bool {
+	l, ok := o.Workload.Recipe.(lock.Limited)
+	if !ok {
+		return offers
+	}
+	return func(kind string) bool { return offers(kind) && l.Refuses(nemesis.FamilyOf(kind)) == "" }
+}
+
+// chooseBackend is the backend of the run: that of o.System if set, else
+// o.Backend if set (a recipe that is not a built-in runs on any backend:
+// a team's own, a lock in another process), else the recipe's (the
+// default backend's for one that is not a built-in); its default options
+// where o has none.
 func (o *Options) chooseBackend() (backend.Backend, error) {
 	recipe := ""
 	if o.Workload.Recipe != nil {
 		recipe = o.Workload.Recipe.Name()
 	}
 	b := registry.Of(recipe)
+	if o.Backend != "" {
+		named, ok := registry.Named(o.Backend)
+		if !ok {
+			return b, fmt.Errorf("unknown backend %q (want one of %s)", o.Backend, strings.Join(registry.Names(), ", "))
+		}
+		if _, of, builtin := registry.Builtin(recipe); builtin && of.Name != named.Name {
+			return b, fmt.Errorf("recipe %s runs on %s, not %s", recipe, of.Name, named.Name)
+		}
+		b = named
+	}
 	if o.System != nil {
 		named, ok := registry.Named(o.System.Backend())
 		if !ok {
@@ -73,6 +129,9 @@ func (o *Options) chooseBackend() (backend.Backend, error) {
 		}
 		if _, of, builtin := registry.Builtin(recipe); builtin && of.Name != named.Name {
 			return b, fmt.Errorf("recipe %s runs on %s; the options are %s's", recipe, of.Name, named.Name)
+		}
+		if named.Name != b.Name && o.Backend != "" {
+			return b, fmt.Errorf("the run's backend is %s; the options are %s's", b.Name, named.Name)
 		}
 		b = named
 	} else {

@@ -19,6 +19,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/locktest/locktest/clock"
 )
@@ -44,8 +45,26 @@ type Env struct {
 	// lock in another process, say).
 	Backend   string
 	Endpoints []string
+	// Vars are what a lock in another process is told of the servers
+	// beyond Endpoints, as environment variables, by the backend (etcd:
+	// LOCKTEST_ETCD_URLS); nil when nothing.
+	Vars map[string]string
+	// Seed is the run's seed: a lock that draws at random draws from it.
+	Seed int64
 	// Name is the client's name, "c3".
 	Name string
+	// OpTimeout is how long the harness lets each acquire and release
+	// take, on the client's clock: a lock that waits in another process
+	// is told it.
+	OpTimeout time.Duration
+	// Dir is the run directory ("" when there is none): a recipe that
+	// keeps files of its own (a lock in another process: its stderr) puts
+	// them under it.
+	Dir string
+	// Logf, if set, takes a line for the run's log: what the user must
+	// see as it happens (a lock in another process that broke its
+	// protocol).
+	Logf func(format string, args ...any)
 }
 
 // Recipe makes lockers. It must be safe for concurrent use: the harness
@@ -133,6 +152,55 @@ type Session interface {
 type Unfenced interface {
 	Recipe
 	NoFencingToken()
+}
+
+// Untokened is implemented by a Held whose grant may carry no fencing
+// token at all (a lock in another process whose reply gave none): when
+// Untokened reports true, Token means nothing, the history records the
+// grant without a token, and the holder reads and writes without one, so
+// that a fenced resource cannot fence it, as it could not fence the
+// lock's own users.
+type Untokened interface {
+	Untokened() bool
+}
+
+// Process is implemented by a Locker whose lock runs in an operating
+// system process of its own (package execlock's): a pause of the client
+// stops that process too (Stop when the pause begins, Continue when it
+// ends), as a stop-the-world pause stops a lock's keepalive threads, and
+// the time it spends stopped does not count against its operations'
+// deadlines, as it does not on its own clock. Such a Locker is also kept
+// after an Acquire that definitely failed, where another is replaced:
+// starting a process again for every refusal would cost more than the
+// lock.
+type Process interface {
+	Stop() error
+	Continue() error
+}
+
+// Starter is implemented by a Recipe whose Lockers can fail for good (a
+// command that is not there, or that exits as soon as it starts): the
+// harness calls Start for every client before the run, instead of New for
+// the client's first Locker, and an error stops the run before anything
+// is recorded.
+type Starter interface {
+	Start(ctx context.Context, env Env) (Locker, error)
+}
+
+// Limited is implemented by a Recipe that cannot suffer some of the
+// harness's fault families (a lock in another process whose runtime
+// ignores a faked clock): Refuses says why it cannot suffer family (a
+// --nemesis name, "clock"), or "" when it can. The harness refuses such a
+// fault by name before the run, and --nemesis all leaves it out.
+type Limited interface {
+	Refuses(family string) string
+}
+
+// Described is implemented by a Recipe that says more of itself in the
+// history's setup event than its name (the protocol version a lock in
+// another process speaks): Params are added to the event's params.
+type Described interface {
+	Params() map[string]string
 }
 
 // MarkUnfenced returns r as Unfenced.

@@ -123,6 +123,15 @@ func familyOf(kind string) (Family, bool) {
 	return nil, false
 }
 
+// FamilyOf names the family of a fault kind ("clock" for "clock-rate"); ""
+// for a kind no family has.
+func FamilyOf(kind string) string {
+	if f, ok := familyOf(kind); ok {
+		return f.Name()
+	}
+	return ""
+}
+
 // AllKinds lists every fault kind.
 func AllKinds() []string {
 	var ks []string
@@ -209,6 +218,11 @@ type Injected struct {
 	// Params are what Inject learned (resolved targets, roles, leases),
 	// added to the entry's in the history; Stop may add more.
 	Params map[string]string
+	// Kind, if set, is the kind of fault injected when a family plays
+	// its entry as another (a lease fault on a lock that tells no lease,
+	// played as a pause): the history records it, and the entry's kind as
+	// param "scheduled".
+	Kind string
 	// Hold, if set, replaces waiting out the entry's duration; it returns
 	// params to add to the stop event.
 	Hold func(ctx context.Context, d time.Duration) map[string]string

@@ -81,7 +81,7 @@ func (lease) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	}
 	id, ok := env.Clients.Lease(name)
 	if !ok {
-		return inj, fmt.Errorf("client %s has no session lease", name)
+		return inj, asPause(env, e, name, inj)
 	}
 	inj.Params["lease"] = id
 	if e.Fault == LeaseRevoke {
@@ -112,6 +112,35 @@ func (lease) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 		}
 	}
 	return inj, nil
+}
+
+// asPause plays a lease fault on a client whose lock tells no lease (a
+// lock in another process, queued: what its lease is only it knows) as a
+// fault any lock allows: a pause of the client, its process stopped, past
+// its TTL (the starvation's longest wait; for a revocation, two TTLs),
+// which ends its lease as surely.
+func asPause(env *Env, e Entry, name string, inj *Injected) error {
+	d := e.Duration
+	if d <= 0 {
+		d = 2 * env.TTL
+	}
+	if d <= env.TTL {
+		d = env.TTL + time.Second
+	}
+	inj.Kind = PauseClient
+	inj.Params["lease"] = "untold"
+	inj.Params["before_write"] = "false"
+	if e.Duration <= 0 {
+		inj.Params["duration"] = d.String()
+	}
+	inj.Hold = func(ctx context.Context, _ time.Duration) map[string]string {
+		sleepUntil(ctx, time.Now().Add(d))
+		return nil
+	}
+	if err := env.Clients.Pause(name, d, false); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
 }
 
 // Heal: the runner removes every toxic once, for all families.

@@ -48,7 +48,7 @@ type Report struct {
 // failed heal.
 func Run(ctx context.Context, cfg Config, sys system.System, cl Clients, rec Recorder, sched Schedule) (Report, error) {
 	cfg = cfg.WithDefaults()
-	r := &runner{cfg: cfg, env: &Env{Sys: sys, Clients: cl}, rec: rec, start: time.Now(), rep: Report{Faults: []Fired{}}}
+	r := &runner{cfg: cfg, env: &Env{Sys: sys, Clients: cl, TTL: cfg.TTL}, rec: rec, start: time.Now(), rep: Report{Faults: []Fired{}}}
 	if err := sched.Validate(); err != nil {
 		return r.rep, err
 	}
@@ -118,6 +118,12 @@ func (r *runner) fire(ctx context.Context, i int, e Entry) {
 		params = map[string]string{}
 	}
 	maps.Copy(params, a.Params)
+	kind := e.Fault
+	if a.Kind != "" && a.Kind != e.Fault {
+		// Played as another kind: recorded as what was done.
+		kind, params["scheduled"] = a.Kind, e.Fault
+		fired.Fault = kind
+	}
 	if e.Duration > 0 {
 		params["duration"] = e.Duration.String()
 	}
@@ -125,12 +131,12 @@ func (r *runner) fire(ctx context.Context, i int, e Entry) {
 		a.Targets = []string{}
 	}
 	fired.Targets, fired.Params = a.Targets, params
-	r.record(histories.FStart, e.Fault, a.Targets, params, err)
+	r.record(histories.FStart, kind, a.Targets, params, err)
 	if err != nil {
 		fired.Error = err.Error()
-		r.cfg.logf("nemesis: %s: %v", e.Fault, err)
+		r.cfg.logf("nemesis: %s: %v", kind, err)
 	} else {
-		r.cfg.logf("nemesis %6.2fs: %s %s%s", fired.Start.Seconds(), e.Fault, strings.Join(a.Targets, ","), formatParams(params))
+		r.cfg.logf("nemesis %6.2fs: %s %s%s", fired.Start.Seconds(), kind, strings.Join(a.Targets, ","), formatParams(params))
 		if a.Hold != nil {
 			extra := a.Hold(ctx, e.Duration)
 			params = maps.Clone(params)
@@ -145,7 +151,7 @@ func (r *runner) fire(ctx context.Context, i int, e Entry) {
 		serr := a.Stop(sctx)
 		cancel()
 		if serr != nil {
-			r.cfg.logf("nemesis: stopping %s: %v", e.Fault, serr)
+			r.cfg.logf("nemesis: stopping %s: %v", kind, serr)
 			err = errors.Join(err, serr)
 			fired.Error = err.Error()
 		}
@@ -156,7 +162,7 @@ func (r *runner) fire(ctx context.Context, i int, e Entry) {
 		fired.Params = params
 	}
 	fired.Stop = r.since()
-	r.record(histories.FStop, e.Fault, a.Targets, params, err)
+	r.record(histories.FStop, kind, a.Targets, params, err)
 	r.rep.Faults = append(r.rep.Faults, fired)
 }
 

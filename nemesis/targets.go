@@ -16,6 +16,8 @@ import (
 type Env struct {
 	Sys     system.System
 	Clients Clients
+	// TTL is the clients' lease TTL.
+	TTL time.Duration
 }
 
 // The capabilities, by the names the families use.

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,9 +37,9 @@ type Scenario struct {
 	Refs []string
 	// Lesson is what it teaches, in two or three sentences.
 	Lesson string
-	// Flags are run flags the scenario sets unless the command line does
-	// (think times, run time, recipe, workload, guard).
-	Flags map[string]string
+	// Run are the run settings the scenario needs (think times, run time,
+	// recipe, workload, guard), over the common ones (Settings).
+	Run Settings
 	// Expect are the verdicts it should give, by resource mode (unfenced,
 	// fenced) and check.
 	Expect map[string]map[string]string
@@ -103,17 +104,124 @@ func (sc Scenario) Line() string {
 	return sc.Summary + " (" + strings.Join(sc.Refs, ", ") + ")"
 }
 
+// Settings are a scenario's run settings, typed, so that the harness can
+// apply them to a run of any lock (harness.Play) as the CLI applies them
+// as flags (Flags) unless its command line gives them. A zero field
+// leaves the run's own.
+type Settings struct {
+	// Recipe is the built-in recipe the scenario is about ("": any
+	// lock's scenario).
+	Recipe string
+	// Workload and Items are the critical section's (histories.Workload*).
+	Workload string
+	Items    int
+	Clients  int
+	// Time is how long the faults last; Quiet how long the clients go on
+	// after the final heal, and LivenessBound how soon they must get the
+	// lock then.
+	Time, Quiet, LivenessBound time.Duration
+	// ThinkMin and Think are the critical section's think times, set
+	// together (Think > 0).
+	ThinkMin, Think time.Duration
+	// OpTimeout bounds each operation.
+	OpTimeout time.Duration
+	// NoSlow leaves out slow sections (a slow share of 0): the scenario
+	// asks for the sections it needs.
+	NoSlow bool
+	Guard  string
+	// Require are the checks that decide the verdict.
+	Require []string
+	// System are settings of the backend's own system, by its flag
+	// names (etcd-11456: member processes of Debian's etcd binary).
+	System map[string]string
+}
+
 // common are the settings of every scenario: a shorter quiet period than
 // a random run's, since a scenario's faults are over early and its
 // clients are few, and no slow sections but those it asks for.
-var common = map[string]string{"quiet": "6s", "liveness-bound": "5s", "slow-share": "0"}
+var common = Settings{Quiet: 6 * time.Second, LivenessBound: 5 * time.Second, NoSlow: true}
 
-// Settings are the run flags the scenario sets unless the command line
-// does.
-func (sc Scenario) Settings() map[string]string {
-	out := maps.Clone(common)
-	maps.Copy(out, sc.Flags)
+// over returns s with the fields o sets.
+func (s Settings) over(o Settings) Settings {
+	str := func(a *string, b string) {
+		if b != "" {
+			*a = b
+		}
+	}
+	num := func(a *int, b int) {
+		if b != 0 {
+			*a = b
+		}
+	}
+	dur := func(a *time.Duration, b time.Duration) {
+		if b != 0 {
+			*a = b
+		}
+	}
+	str(&s.Recipe, o.Recipe)
+	str(&s.Workload, o.Workload)
+	str(&s.Guard, o.Guard)
+	num(&s.Items, o.Items)
+	num(&s.Clients, o.Clients)
+	dur(&s.Time, o.Time)
+	dur(&s.Quiet, o.Quiet)
+	dur(&s.LivenessBound, o.LivenessBound)
+	dur(&s.OpTimeout, o.OpTimeout)
+	if o.Think > 0 {
+		s.ThinkMin, s.Think = o.ThinkMin, o.Think
+	}
+	s.NoSlow = s.NoSlow || o.NoSlow
+	if o.Require != nil {
+		s.Require = slices.Clone(o.Require)
+	}
+	if o.System != nil {
+		s.System = maps.Clone(s.System)
+		if s.System == nil {
+			s.System = map[string]string{}
+		}
+		maps.Copy(s.System, o.System)
+	}
+	return s
+}
+
+// Settings are the scenario's settings over the common ones.
+func (sc Scenario) Settings() Settings { return common.over(sc.Run) }
+
+// Flags are the scenario's settings as the run flags that give them.
+func (sc Scenario) Flags() map[string]string {
+	s := sc.Settings()
+	out := map[string]string{}
+	set := func(name, v string) {
+		if v != "" && v != "0" && v != "0s" {
+			out[name] = v
+		}
+	}
+	set("recipe", s.Recipe)
+	set("workload", s.Workload)
+	set("items", strconv.Itoa(s.Items))
+	set("clients", strconv.Itoa(s.Clients))
+	set("time", durationFlag(s.Time))
+	set("quiet", durationFlag(s.Quiet))
+	set("liveness-bound", durationFlag(s.LivenessBound))
+	set("op-timeout", durationFlag(s.OpTimeout))
+	if s.Think > 0 {
+		out["think"], out["think-min"] = s.Think.String(), s.ThinkMin.String()
+	}
+	if s.NoSlow {
+		out["slow-share"] = "0"
+	}
+	set("guard", s.Guard)
+	set("require", strings.Join(s.Require, ","))
+	maps.Copy(out, s.System)
 	return out
+}
+
+// durationFlag writes d as a flag takes it ("" for none).
+func durationFlag(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
 }
 
 // Expected are the verdicts the scenario expects of recipe with resource
@@ -230,7 +338,7 @@ var Generic = []Scenario{
 		Lesson: "A pause can strike between any check a holder makes and its write: its lease expires while it is stopped, " +
 			"another client takes the lock and writes, and the first wakes up and writes too. No check in the client " +
 			"helps; a fencing token checked by the resource rejects the late write.",
-		Flags:  map[string]string{"time": "8s"},
+		Run:    Settings{Time: 8 * time.Second},
 		Expect: Damage,
 		Faults: PauseHolderBeforeWrite,
 	},
@@ -241,7 +349,7 @@ var Generic = []Scenario{
 		Lesson: "A holder cut off from the cluster cannot renew its lease, and cannot learn that it has lost it: the server " +
 			"expires the lease and grants the lock to another client while the first goes on with its critical section " +
 			"and writes. Fencing rejects that write.",
-		Flags:  map[string]string{"time": "6s", "think": "2500ms", "think-min": "2500ms", "clients": "3"},
+		Run:    Settings{Time: 6 * time.Second, Think: 2500 * time.Millisecond, ThinkMin: 2500 * time.Millisecond, Clients: 3},
 		Expect: Damage,
 		Faults: func(s Shape) []nemesis.Entry {
 			return []nemesis.Entry{Holder(nemesis.Entry{At: 2 * time.Second, Fault: nemesis.Isolate, Duration: 2*s.TTL + 2*time.Second})}
@@ -254,7 +362,7 @@ var Generic = []Scenario{
 		Lesson: "The lease is the lock: when it is revoked, the key goes with it and the next client is granted the lock at " +
 			"once, while the holder is still in its critical section. The holder learns of it only at its next keepalive; " +
 			"its write lands after the new holder's. Fencing rejects it.",
-		Flags:  map[string]string{"time": "5s", "think": "2s", "think-min": "2s", "clients": "3"},
+		Run:    Settings{Time: 5 * time.Second, Think: 2 * time.Second, ThinkMin: 2 * time.Second, Clients: 3},
 		Expect: Damage,
 		Faults: func(Shape) []nemesis.Entry {
 			return []nemesis.Entry{Holder(nemesis.Entry{At: 2 * time.Second, Fault: nemesis.LeaseRevoke})}
@@ -269,7 +377,7 @@ var Generic = []Scenario{
 			"accepted. Only the resource, which sees the token with the write, can tell it is stale.",
 		// Its keepalives are held too: the lease runs out while the write is
 		// in flight, and the client waits for the write.
-		Flags:  map[string]string{"time": "6s", "think": "500ms", "think-min": "300ms"},
+		Run:    Settings{Time: 6 * time.Second, Think: 500 * time.Millisecond, ThinkMin: 300 * time.Millisecond},
 		Expect: Damage,
 		Faults: func(s Shape) []nemesis.Entry {
 			return []nemesis.Entry{Holder(nemesis.Entry{At: time.Second, Fault: nemesis.Slow, Duration: 5 * time.Second,
@@ -288,7 +396,7 @@ var Generic = []Scenario{
 		// clock): its renewals come too late for the lease, and its write
 		// lands after the next holder's, before the final heal steps its
 		// clock back.
-		Flags:  map[string]string{"time": "8s", "guard": "clock", "think": "1400ms", "think-min": "1400ms", "clients": "3"},
+		Run:    Settings{Time: 8 * time.Second, Guard: "clock", Think: 1400 * time.Millisecond, ThinkMin: 1400 * time.Millisecond, Clients: 3},
 		Expect: Damage,
 		Faults: func(s Shape) []nemesis.Entry {
 			return []nemesis.Entry{Holder(nemesis.Entry{At: 500 * time.Millisecond, Fault: nemesis.ClockRate, Duration: 5 * s.TTL / 2,
@@ -301,7 +409,8 @@ var Generic = []Scenario{
 		Topic:   LockBugs,
 		Lesson: "A waiter whose session lease expires while it is queued must not be granted the lock: its key is gone, and " +
 			"the next waiter may be granted it too. The contract check names it.",
-		Flags: map[string]string{"time": "8s", "think": "300ms", "think-min": "200ms", "require": "contract"},
+		Run: Settings{Time: 8 * time.Second, Think: 300 * time.Millisecond, ThinkMin: 200 * time.Millisecond,
+			Require: []string{histories.CheckContract}},
 		Expect: map[string]map[string]string{
 			Unfenced: {histories.CheckContract: Valid},
 			Fenced:   {histories.CheckContract: Valid},

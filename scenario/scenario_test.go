@@ -1,9 +1,11 @@
 package scenario
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The catalog lists scenarios by topic, every lock's first, then each
@@ -44,10 +46,21 @@ func TestNewCatalog(t *testing.T) {
 	}
 }
 
-// A scenario's settings are its flags over the common ones.
+// A scenario's settings are its own over the common ones, and its flags
+// say them as the CLI takes them.
 func TestSettings(t *testing.T) {
-	ph := Generic[0]
-	if ph.Settings()["slow-share"] != "0" || ph.Settings()["time"] != ph.Flags["time"] {
-		t.Errorf("%s settings %v: want its flags over the common ones", ph.Name, ph.Settings())
+	sc := Scenario{Run: Settings{Time: 8 * time.Second, Quiet: 2 * time.Second, Think: 1400 * time.Millisecond, ThinkMin: 0,
+		Require: []string{"contract"}, System: map[string]string{"cluster": "process"}}}
+	s := sc.Settings()
+	if s.Time != 8*time.Second || s.Quiet != 2*time.Second || s.LivenessBound != common.LivenessBound || !s.NoSlow {
+		t.Errorf("settings %+v: want its own over the common ones", s)
+	}
+	want := map[string]string{"time": "8s", "quiet": "2s", "liveness-bound": "5s", "slow-share": "0", "think": "1.4s",
+		"think-min": "0s", "require": "contract", "cluster": "process"}
+	if got := sc.Flags(); !maps.Equal(got, want) {
+		t.Errorf("flags %v, want %v", got, want)
+	}
+	if common.System != nil {
+		t.Error("a scenario's system settings changed the common ones")
 	}
 }

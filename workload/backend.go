@@ -72,6 +72,13 @@ type Conn interface {
 	Close() error
 }
 
+// Vars is implemented by a Conn that tells a lock in another process more
+// of the servers than Endpoints, as environment variables (lock.Env.Vars:
+// etcd's LOCKTEST_ETCD_URLS).
+type Vars interface {
+	Vars() map[string]string
+}
+
 // Grant is a backend's view of one grant a client holds.
 type Grant interface {
 	// Claim is what the grant holds on the server.

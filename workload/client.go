@@ -40,6 +40,11 @@ type client struct {
 	// thinking is the critical section's think in progress, if any.
 	thinking thinking
 	stats    Stats
+
+	// stopMu guards stopped: the lock process a pause of the client has
+	// stopped (lock.Process), to be continued when the pause ends.
+	stopMu  sync.Mutex
+	stopped lock.Process
 }
 
 // locker is the client's current lock.Locker, with its session if it keeps
@@ -62,16 +67,20 @@ func (l *locker) done() <-chan struct{} {
 
 // holding is a lock the client believes it holds.
 type holding struct {
-	key     string // lock name
-	token   int64
-	grant   Grant // the backend's view of it
-	claim   Claim // what it holds on the server, as the backend tells
-	process histories.Process
-	lost    bool // lease-lost recorded
-	held    lock.Held
-	locker  *locker
-	since   time.Time     // client clock: when the acquire returned
-	gone    chan struct{} // closed when the client stops believing
+	key   string // lock name
+	token int64
+	// untokened says the grant carries no fencing token
+	// (lock.Untokened): token is then locktest's count of such grants,
+	// which tells the grants apart but is recorded nowhere as a token.
+	untokened bool
+	grant     Grant // the backend's view of it
+	claim     Claim // what it holds on the server, as the backend tells
+	process   histories.Process
+	lost      bool // lease-lost recorded
+	held      lock.Held
+	locker    *locker
+	since     time.Time     // client clock: when the acquire returned
+	gone      chan struct{} // closed when the client stops believing
 }
 
 func newClient(w *Workload, i int, resourceAddr string) (*client, error) {
@@ -87,6 +96,7 @@ func newClient(w *Workload, i int, resourceAddr string) (*client, error) {
 		rec:     w.rec,
 		process: histories.Process(i),
 	}
+	c.ctl.changed = c.followPause
 	cn, err := w.backend.Connect(Client{Name: name, Clock: c.clock, Paused: c.ctl.waitPaused})
 	if err != nil {
 		return nil, fmt.Errorf("client %s: %w", name, err)
@@ -112,7 +122,62 @@ func newClient(w *Workload, i int, resourceAddr string) (*client, error) {
 // env is what the recipe gets for this client.
 func (c *client) env() lock.Env {
 	return lock.Env{Conn: c.conn.Env(), Clock: c.clock, TTL: c.cfg.TTL, Prefix: c.cfg.Prefix, Name: c.name,
-		Backend: c.w.backend.Name(), Endpoints: c.conn.Endpoints()}
+		Backend: c.w.backend.Name(), Endpoints: c.conn.Endpoints(), OpTimeout: c.cfg.OpTimeout, Dir: c.cfg.Dir, Logf: c.cfg.Logf,
+		Seed: c.cfg.Seed, Vars: vars(c.conn)}
+}
+
+// vars are what cn tells a lock in another process beyond its endpoints.
+func vars(cn Conn) map[string]string {
+	if v, ok := cn.(Vars); ok {
+		return v.Vars()
+	}
+	return nil
+}
+
+// start makes the client's first locker with a recipe that can fail for
+// good (lock.Starter), before the run: its error stops the run.
+func (c *client) start(ctx context.Context, s lock.Starter) error {
+	lk, err := s.Start(ctx, c.env())
+	if err != nil {
+		return fmt.Errorf("client %s: %w", c.name, err)
+	}
+	c.useLocker(lk)
+	return nil
+}
+
+// useLocker makes lk the client's current locker.
+func (c *client) useLocker(lk lock.Locker) *locker {
+	l := &locker{Locker: lk}
+	l.session, _ = lk.(lock.Session)
+	c.mu.Lock()
+	p := c.process // only this goroutine changes it
+	c.mu.Unlock()
+	l.lease = c.conn.Locker(lk, p)
+	c.mu.Lock()
+	c.locker = l
+	c.mu.Unlock()
+	return l
+}
+
+// followPause stops the current locker's process when a pause of the
+// client begins and continues it when the pause ends (lock.Process), as
+// a stop-the-world pause stops a lock's own threads.
+func (c *client) followPause() {
+	c.stopMu.Lock()
+	defer c.stopMu.Unlock()
+	paused := c.ctl.paused()
+	c.mu.Lock()
+	l := c.locker
+	c.mu.Unlock()
+	switch {
+	case paused && c.stopped == nil && l != nil:
+		if p, ok := l.Locker.(lock.Process); ok && p.Stop() == nil {
+			c.stopped = p
+		}
+	case !paused && c.stopped != nil:
+		c.stopped.Continue()
+		c.stopped = nil
+	}
 }
 
 // finish ends the client's locker at the end of Run and returns its stats.
@@ -227,6 +292,38 @@ func (c *client) opContext(ctx context.Context) (context.Context, context.Cancel
 	return c.clock.WithTimeout(ctx, c.cfg.OpTimeout)
 }
 
+// lockContext bounds a lock operation (acquire, release) as opContext
+// does; for a lock in a process of its own (lock.Process), the time the
+// client spends paused does not count, as it does not for the stopped
+// process, whose own deadline stops with it.
+func (c *client) lockContext(ctx context.Context, l lock.Locker) (context.Context, context.CancelFunc) {
+	if _, ok := l.(lock.Process); !ok {
+		return c.opContext(ctx)
+	}
+	octx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		budget, paused := c.cfg.OpTimeout, c.ctl.pausedTotal()
+		for {
+			t := c.clock.NewTimer(budget)
+			select {
+			case <-octx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if c.ctl.waitPaused(octx) != nil {
+				return
+			}
+			now := c.ctl.pausedTotal()
+			if budget, paused = now-paused, now; budget <= 0 {
+				cancel(context.DeadlineExceeded)
+				return
+			}
+		}
+	}()
+	return octx, func() { cancel(context.Canceled) }
+}
+
 // opError says that an operation timed out on the client's clock, which a
 // clock-timed context cannot say itself.
 func opError(ctx context.Context, err error) error {
@@ -289,16 +386,7 @@ func (c *client) ensureLocker(ctx context.Context, stop <-chan struct{}) (*locke
 		lk, err := c.recipe.New(nctx, c.env())
 		cancel()
 		if err == nil {
-			l := &locker{Locker: lk}
-			l.session, _ = lk.(lock.Session)
-			c.mu.Lock()
-			p := c.process // only this goroutine changes it
-			c.mu.Unlock()
-			l.lease = c.conn.Locker(lk, p)
-			c.mu.Lock()
-			c.locker = l
-			c.mu.Unlock()
-			return l, nil
+			return c.useLocker(lk), nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -372,6 +460,9 @@ func (c *client) leaseLostLocked(h *holding) {
 		"key":     h.key,
 		"token":   strconv.FormatInt(h.token, 10),
 		"process": h.process.String(),
+	}
+	if h.untokened {
+		delete(params, "token")
 	}
 	if h.claim.Lease != "" {
 		params["lease"] = h.claim.Lease
@@ -462,7 +553,7 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 		return err
 	}
 	began := time.Now() // stats are measured on host time
-	lctx, cancel := c.opContext(ctx)
+	lctx, cancel := c.lockContext(ctx, l.Locker)
 	c.conn.Acquiring()
 	c.setWaiting(began)
 	held, err := l.Acquire(lctx, key)
@@ -472,11 +563,15 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	switch {
 	case errors.Is(err, lock.ErrNotAcquired):
 		// The client definitely does not hold the lock (for a session
-		// recipe, its lease is gone): start over with a new locker.
+		// recipe, its lease is gone): start over with a new locker, but
+		// for a lock in a process of its own, which a refusal leaves as
+		// it was.
 		if err := c.complete(histories.Fail, histories.Acquire, key, nil, err); err != nil {
 			return err
 		}
-		c.dropLocker()
+		if _, ok := l.Locker.(lock.Process); !ok {
+			c.dropLocker()
+		}
 		return nil
 	case err != nil:
 		if err := c.complete(histories.Info, histories.Acquire, key, nil, err); err != nil {
@@ -486,14 +581,20 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 		c.backOff(ctx, stop)
 		return nil
 	}
-	token := held.Token()
-	h := &holding{key: key, token: token, held: held, locker: l, since: c.clock.Now(), gone: make(chan struct{})}
+	h := &holding{key: key, token: held.Token(), held: held, locker: l, since: c.clock.Now(), gone: make(chan struct{})}
+	if u, ok := held.(lock.Untokened); ok && u.Untokened() {
+		h.untokened, h.token = true, c.w.untokened.Add(1)
+	}
 	c.mu.Lock()
 	p := c.process
 	c.mu.Unlock()
 	h.grant = c.conn.Granted(l.Locker, held, p)
 	h.claim = h.grant.Claim()
-	if err := c.complete(histories.OK, histories.Acquire, key, histories.GrantValue(token, h.claim.Decided, h.claim.Key), nil); err != nil {
+	granted := histories.GrantValue(h.token, h.claim.Decided, h.claim.Key)
+	if h.untokened {
+		granted.Token = nil
+	}
+	if err := c.complete(histories.OK, histories.Acquire, key, granted, nil); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -519,7 +620,7 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 		return err
 	}
 	h.grant.Releasing()
-	uctx, cancel := c.opContext(ctx)
+	uctx, cancel := c.lockContext(ctx, l.Locker)
 	err = opError(uctx, held.Release(uctx))
 	cancel()
 	h.grant.Released(err)
@@ -544,10 +645,16 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 // operation's outcome was unknown.
 func (c *client) criticalSection(ctx context.Context, h *holding) (unknown bool, err error) {
 	key, token := h.key, h.token
+	var read *histories.Value // a read under a token carries it
+	if h.untokened {
+		token = 0 // the resource's "no token"
+	} else {
+		read = histories.TokenValue(token)
+	}
 	if err := c.ctl.step(ctx); err != nil {
 		return false, err
 	}
-	if err := c.record(histories.Invoke, histories.Read, key, histories.TokenValue(token), nil); err != nil {
+	if err := c.record(histories.Invoke, histories.Read, key, read, nil); err != nil {
 		return false, err
 	}
 	rctx, cancel := c.opContext(ctx)
@@ -589,6 +696,9 @@ func (c *client) criticalSection(ctx context.Context, h *holding) (unknown bool,
 	}
 
 	wv := histories.WriteValue(token, next)
+	if h.untokened {
+		wv.Token = nil
+	}
 	if err := c.record(histories.Invoke, histories.Write, key, wv, nil); err != nil {
 		return false, err
 	}

@@ -66,6 +66,11 @@ type Config struct {
 	// Items is the stock workload's inventory per key; 0 means
 	// DefaultItems.
 	Items int
+	// Dir is the run directory, where a recipe may keep files of its own
+	// (lock.Env.Dir); "" when there is none.
+	Dir string
+	// Logf, if set, takes a line for the run's log (lock.Env.Logf).
+	Logf func(format string, args ...any) `json:"-"`
 	// Resource is the resource mode. One of the HTTP store's (fenced,
 	// unfenced, or "") means the store at the address New is given; any
 	// other is a mode the backend keeps in the system under test itself

@@ -22,6 +22,13 @@ type control struct {
 	// crash has taken effect.
 	crashed  chan struct{}
 	crashing bool
+	// since is when the current pause began; stopped sums the pauses
+	// that ended (pausedTotal).
+	since   time.Time
+	stopped time.Duration
+	// changed, if set, is called (without mu held) when a pause begins
+	// and when it ends.
+	changed func()
 }
 
 func newControl() *control { return &control{crashed: make(chan struct{})} }
@@ -29,31 +36,54 @@ func newControl() *control { return &control{crashed: make(chan struct{})} }
 // pause stops the world for d from now, or extends the current pause.
 func (c *control) pause(d time.Duration) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	end := time.Now().Add(d)
 	if c.resume != nil {
 		if end.After(c.until) {
 			c.until = end
 		}
+		c.mu.Unlock()
 		return
 	}
 	ch := make(chan struct{})
-	c.resume, c.until = ch, end
+	c.resume, c.until, c.since = ch, end, time.Now()
 	var wake func()
 	wake = func() {
 		c.mu.Lock()
-		defer c.mu.Unlock()
 		if c.resume != ch {
+			c.mu.Unlock()
 			return
 		}
 		if left := time.Until(c.until); left > 0 {
 			time.AfterFunc(left, wake)
+			c.mu.Unlock()
 			return
 		}
 		close(ch)
 		c.resume = nil
+		c.stopped += time.Since(c.since)
+		changed := c.changed
+		c.mu.Unlock()
+		if changed != nil {
+			changed()
+		}
 	}
 	time.AfterFunc(d, wake)
+	changed := c.changed
+	c.mu.Unlock()
+	if changed != nil {
+		changed()
+	}
+}
+
+// pausedTotal is how long the client has been paused in all (host time),
+// the pause in force included.
+func (c *control) pausedTotal() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.resume != nil {
+		return c.stopped + time.Since(c.since)
+	}
+	return c.stopped
 }
 
 // arm makes the client's next guarded write pause for d right after its

@@ -63,8 +63,11 @@ type Workload struct {
 	clients []*client
 	byName  map[string]*client
 	next    atomic.Int64 // next process number
-	obs     Observer
-	backend Backend
+	// untokened counts the grants that carry no fencing token
+	// (lock.Untokened): their count tells them apart.
+	untokened atomic.Int64
+	obs       Observer
+	backend   Backend
 
 	resourceAddr string
 
@@ -118,6 +121,12 @@ func New(ctx context.Context, cfg Config, b Backend, resourceAddr string, rec Re
 		w.clients = append(w.clients, c)
 		w.byName[c.name] = c
 	}
+	if s, ok := cfg.Recipe.(lock.Starter); ok {
+		if err := w.start(ctx, s); err != nil {
+			w.Close()
+			return nil, err
+		}
+	}
 	obs, err := b.Observe(ctx, Keys{Prefix: cfg.Prefix, Locks: slices.Clone(cfg.Locks)}, rec)
 	if err != nil {
 		w.Close()
@@ -125,6 +134,24 @@ func New(ctx context.Context, cfg Config, b Backend, resourceAddr string, rec Re
 	}
 	w.obs = obs
 	return w, nil
+}
+
+// start makes every client's first locker with a recipe that can fail for
+// good (lock.Starter), all at once; the first client's error, if any, is
+// the run's: the others most likely failed alike.
+func (w *Workload) start(ctx context.Context, s lock.Starter) error {
+	errs := make([]error, len(w.clients))
+	var wg sync.WaitGroup
+	for i, c := range w.clients {
+		wg.Go(func() { errs[i] = c.start(ctx, s) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // kept says whether mode is a resource the backend keeps in the system
@@ -229,6 +256,9 @@ func (w *Workload) setupEvent() histories.Op {
 		"backend":  w.backend.Name(),
 	}
 	maps.Copy(params, w.section.Params())
+	if d, ok := w.cfg.Recipe.(lock.Described); ok {
+		maps.Copy(params, d.Params())
+	}
 	if _, ok := w.cfg.Recipe.(lock.Unfenced); ok {
 		// The token is locktest's count, taken after the grant: the
 		// lock promises no order of it (the contract check reads this).

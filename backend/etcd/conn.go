@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +41,7 @@ type run struct {
 	del *deletions
 
 	mu     sync.Mutex
-	direct *clientv3.Client // to the members, for leases of keys (leaseOf)
+	direct *clientv3.Client // to the members, for the keys of grants (claimOf)
 }
 
 // Workload is the workload.Backend of an etcd cluster, for one run.
@@ -81,25 +82,30 @@ func (r *run) Observe(ctx context.Context, keys workload.Keys, rec workload.Reco
 	return closing{o, r.closeDirect}, nil
 }
 
-// leaseOf is the lease of key on the server, read over a direct link (0:
-// none, or not known within a second): for a grant that tells its key only.
-func (r *run) leaseOf(key string) clientv3.LeaseID {
+// claimOf is the lease and the create revision of key on the server, and
+// the revision the server had come to, read over a direct link (0, 0: no
+// such key, or not known within a second; at 0: not known): for a grant
+// that tells its key only, and after its release.
+func (r *run) claimOf(key string) (lease clientv3.LeaseID, created, at int64) {
 	r.mu.Lock()
 	if r.direct == nil {
 		r.direct, _ = r.cl.DirectClient()
 	}
 	direct := r.direct
 	r.mu.Unlock()
-	if direct == nil {
-		return 0
+	if direct == nil || key == "" {
+		return 0, 0, 0
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	resp, err := direct.Get(ctx, key)
-	if err != nil || len(resp.Kvs) == 0 {
-		return 0
+	if err != nil {
+		return 0, 0, 0
 	}
-	return clientv3.LeaseID(resp.Kvs[0].Lease)
+	if len(resp.Kvs) == 0 {
+		return 0, 0, resp.Header.Revision
+	}
+	return clientv3.LeaseID(resp.Kvs[0].Lease), resp.Kvs[0].CreateRevision, resp.Header.Revision
 }
 
 func (r *run) closeDirect() {
@@ -158,6 +164,16 @@ func (c *conn) Endpoints() []string { return c.eps }
 
 func (c *conn) Close() error { return c.cli.Close() }
 
+// Vars: etcd's clients dial URLs (a lock in another process is told them
+// as LOCKTEST_ETCD_URLS, beside the host:port of LOCKTEST_ENDPOINTS).
+func (c *conn) Vars() map[string]string {
+	urls := make([]string, len(c.eps))
+	for i, ep := range c.eps {
+		urls[i] = "http://" + ep
+	}
+	return map[string]string{"LOCKTEST_ETCD_URLS": strings.Join(urls, ",")}
+}
+
 // Locker names the session's lease of a locker that keeps one
 // (etcdlock.LeaseHolder), and notes whose it is for the observer.
 func (c *conn) Locker(l lock.Locker, p histories.Process) string {
@@ -197,7 +213,16 @@ func (c *conn) Granted(l lock.Locker, held lock.Held, p histories.Process) workl
 	case etcdlock.Keyed:
 		g.key, g.lease = k.Key(), k.LeaseID()
 	case lock.Keyed:
-		g.key, g.lease = k.Key(), c.run.leaseOf(k.Key())
+		g.key, g.keyOnly = k.Key(), true
+		g.lease, g.created, _ = c.run.claimOf(g.key)
+		if g.created != 0 && g.created != g.token {
+			// The contract judges a claim as the key created at the
+			// token's revision: a lock whose token is something else is
+			// not judged by its decision. (A key gone already is judged:
+			// only a deletion of the key created at the token's revision
+			// can make its grant one of a lost lock.)
+			g.decided = 0
+		}
 	default:
 		if lh != nil {
 			g.lease = lh.LeaseID()
@@ -220,6 +245,22 @@ type grant struct {
 	key     string           // its etcd key, if the recipe tells (etcdlock.Keyed)
 	lease   clientv3.LeaseID // its lease, if known; else 0
 	own     bool             // the lease is the grant's own, not its locker's session
+	// keyOnly says the lock told its key only (lock.Keyed: a lock in
+	// another process, whose reads the connection does not see), and
+	// created is that key's create revision at the grant (0: gone, or
+	// not known).
+	keyOnly bool
+	created int64
+}
+
+// rev is the revision the grant's key was created at, for the observer:
+// the server's word for a lock that told its key only, else its token
+// (every built-in's token is its key's create revision).
+func (g *grant) rev() int64 {
+	if g.created != 0 {
+		return g.created
+	}
+	return g.token
 }
 
 func (g *grant) Claim() workload.Claim {
@@ -233,7 +274,7 @@ func (g *grant) Claim() workload.Claim {
 // Releasing tells the observer that the owner is about to delete its key.
 func (g *grant) Releasing() {
 	if g.key != "" {
-		g.conn.run.del.intendRelease(g.key, g.token, g.conn.name)
+		g.conn.run.del.intendRelease(g.key, g.rev(), g.conn.name)
 	}
 	g.conn.revs.reset()
 }
@@ -242,10 +283,18 @@ func (g *grant) Releasing() {
 func (g *grant) Released(err error) {
 	if g.key != "" {
 		until := g.conn.revs.newest()
-		if err != nil {
+		switch {
+		case g.keyOnly:
+			// Its release was made out of the connection's sight: what
+			// it deleted, it deleted before the server's revision now. (A
+			// release of unknown outcome that deletes later is told as no
+			// release: an intent kept past its release could make another
+			// client's deletion look like this one's.)
+			_, _, until = g.conn.run.claimOf(g.key)
+		case err != nil:
 			until = 0 // unknown: it may still delete
 		}
-		g.conn.run.del.releaseDone(g.key, g.token, until, g.conn.revs.deletedAt())
+		g.conn.run.del.releaseDone(g.key, g.rev(), until, g.conn.revs.deletedAt())
 	}
 	if g.own {
 		g.conn.lease.forget(g.lease)

@@ -58,8 +58,8 @@ var scenarios = []scenario.Scenario{
 			"that deletes the lock key whoever holds it (no ownership check) then hands the lock to a third client in the " +
 			"middle of the second's sale: several clients sell at once and more items are sold than there were. Fencing " +
 			"the writes keeps the count right.",
-		Flags: map[string]string{"time": "8s", "recipe": etcdlock.UnlockAnyName, "workload": "stock", "items": "40",
-			"think": "200ms", "think-min": "100ms", "require": "resource,invariant"},
+		Run: scenario.Settings{Time: 8 * time.Second, Recipe: etcdlock.UnlockAnyName, Workload: histories.WorkloadStock, Items: 40,
+			Think: 200 * time.Millisecond, ThinkMin: 100 * time.Millisecond, Require: []string{histories.CheckResource, histories.CheckInvariant}},
 		Expect: map[string]map[string]string{
 			scenario.Unfenced: {histories.CheckInvariant: scenario.Invalid},
 			scenario.Fenced:   {histories.CheckResource: scenario.Valid, histories.CheckInvariant: scenario.Valid},
@@ -79,9 +79,9 @@ var scenarios = []scenario.Scenario{
 		// processes with a 100 ms timeout changed leaders every second or
 		// two, and each new leader extends every lease, so the paused
 		// waiter's lease outlived its pause and there was no bug to see.
-		Flags: map[string]string{"cluster": "process", "etcd-bin": "/usr/bin/etcd", "recipe": etcdlock.LockRPCName,
-			"time": "8s", "think-min": "4s", "think": "5s", "clients": "3", "op-timeout": "20s", "require": "contract",
-			"raft-tick": "100", "raft-election": "1000"},
+		Run: scenario.Settings{System: map[string]string{"cluster": "process", "etcd-bin": "/usr/bin/etcd", "raft-tick": "100", "raft-election": "1000"},
+			Recipe: etcdlock.LockRPCName, Time: 8 * time.Second, ThinkMin: 4 * time.Second, Think: 5 * time.Second, Clients: 3, OpTimeout: 20 * time.Second,
+			Require: []string{histories.CheckContract}},
 		Expect: map[string]map[string]string{
 			scenario.Unfenced: {histories.CheckContract: scenario.Invalid},
 			scenario.Fenced:   {histories.CheckContract: scenario.Invalid},
@@ -101,7 +101,7 @@ var scenarios = []scenario.Scenario{
 		Lesson: "Raft keeps the lock safe when the leader goes: the old leader cannot commit without a majority, a new one is " +
 			"elected in a few hundred milliseconds, and leases survive the change (a new leader extends them). Mutual " +
 			"exclusion holds, only waits grow.",
-		Flags: map[string]string{"time": "10s", "require": "resource,contract,liveness"},
+		Run: scenario.Settings{Time: 10 * time.Second, Require: []string{histories.CheckResource, histories.CheckContract, histories.CheckLiveness}},
 		Expect: map[string]map[string]string{
 			scenario.Unfenced: {histories.CheckResource: scenario.Valid, histories.CheckContract: scenario.Valid, histories.CheckLiveness: scenario.Valid},
 			scenario.Fenced:   {histories.CheckResource: scenario.Valid, histories.CheckContract: scenario.Valid, histories.CheckLiveness: scenario.Valid},

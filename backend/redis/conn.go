@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"time"
 
 	"github.com/locktest/locktest/backend/redis/redislock"
 	"github.com/locktest/locktest/backend/redis/redisserver"
@@ -83,16 +84,42 @@ func (c *conn) CloseLocker(l lock.Locker) error { return l.Close() }
 
 func (c *conn) Acquiring() {}
 
-// Granted notes the value a grant set (redislock.Valued), by which the
-// observer tells whose key a deletion deleted. The history names no claim:
-// Redis orders no deletion against a grant.
+// Granted notes the value a grant set (redislock.Valued; for a Held that
+// tells its key only, lock.Keyed, the key's value on the servers), by
+// which the observer tells whose key a deletion deleted. The history names
+// no claim: Redis orders no deletion against a grant.
 func (c *conn) Granted(_ lock.Locker, held lock.Held, p histories.Process) workload.Grant {
-	v, ok := held.(redislock.Valued)
-	if !ok {
+	var key, value string
+	switch v := held.(type) {
+	case redislock.Valued:
+		key, value = v.Key(), v.Value()
+	case lock.Keyed:
+		key = v.Key()
+		value = c.run.valueOf(key)
+	}
+	if value == "" {
 		return grant{}
 	}
-	g := c.run.values.granted(v.Key(), valueGrant{value: v.Value(), client: c.name, process: p, token: held.Token()})
-	return grant{values: c.run.values, key: v.Key(), valued: &g}
+	vg := valueGrant{value: value, client: c.name, process: p, token: held.Token()}
+	if u, ok := held.(lock.Untokened); ok && u.Untokened() {
+		vg.token, vg.untokened = 0, true
+	}
+	g := c.run.values.granted(key, vg)
+	return grant{values: c.run.values, key: key, valued: &g}
+}
+
+// valueOf is key's value on the servers, read over direct links right
+// after a grant that tells its key only; "" if none holds it (gone already:
+// the grant cannot be told from the next by its value).
+func (r *run) valueOf(key string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	for _, s := range r.d.Servers() {
+		if v, err := s.Client().Get(ctx, key).Result(); err == nil && v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // grant is one grant of a client's lock; valued is nil for a recipe that

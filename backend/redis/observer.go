@@ -177,7 +177,7 @@ func (o *observer) deletionOf(d valueDeletion, ev redisserver.Event, lock string
 	// A release matches one deletion of its key, the first master's; the
 	// other masters' deletions of that key then have no cause, and say
 	// nothing the first did not.
-	grant := fmt.Sprintf("%s/%d", ev.Key, d.owner.token)
+	grant := fmt.Sprintf("%s/%d/%d", ev.Key, d.owner.token, d.owner.seq)
 	id := grant + "/" + d.by
 	if o.recorded[id] || d.by == "" && o.recorded[grant] {
 		return histories.Op{}, false
@@ -195,13 +195,17 @@ func (o *observer) deletionOf(d valueDeletion, ev redisserver.Event, lock string
 	if d.owner.client != "" {
 		// The contract check reads a deleted key's token where etcd's
 		// observer writes its create revision.
-		params["create_revision"] = strconv.FormatInt(d.owner.token, 10)
+		if !d.owner.untokened {
+			params["create_revision"] = strconv.FormatInt(d.owner.token, 10)
+		}
 		params["process"] = d.owner.process.String()
 		v.Targets = []string{d.owner.client}
 	}
 	if d.releaser.client != "" && d.by == histories.DeletedByOther {
 		params["released_by"] = d.releaser.client
-		params["released_token"] = strconv.FormatInt(d.releaser.token, 10)
+		if !d.releaser.untokened {
+			params["released_token"] = strconv.FormatInt(d.releaser.token, 10)
+		}
 	}
 	return histories.Op{Type: histories.Info, F: histories.FKeyDeleted, Process: histories.Nemesis, Key: lock, Value: v}, true
 }
@@ -293,6 +297,7 @@ type valueGrant struct {
 	value, client string
 	process       histories.Process
 	token         int64
+	untokened     bool  // the grant carried no token (lock.Untokened)
 	seq           int64 // the order in which grants were noted
 }
 

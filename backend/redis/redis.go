@@ -134,8 +134,8 @@ var scenarios = []scenario.Scenario{
 			"loses the key to the next client, then wakes, sells, and DELs the key the next holder set, handing the lock to " +
 			"a third client mid-sale: items are oversold. Its token is an INCR taken after the grant, not a fencing token: " +
 			"the order of the tokens is not the order of the grants, so a fenced resource cannot trust it.",
-		Flags: map[string]string{"time": "8s", "recipe": redislock.DelName, "workload": "stock", "items": "40",
-			"think": "200ms", "think-min": "100ms", "require": "invariant,contract"},
+		Run: scenario.Settings{Time: 8 * time.Second, Recipe: redislock.DelName, Workload: histories.WorkloadStock, Items: 40,
+			Think: 200 * time.Millisecond, ThinkMin: 100 * time.Millisecond, Require: []string{histories.CheckInvariant, histories.CheckContract}},
 		Expect: map[string]map[string]string{
 			scenario.Unfenced: {histories.CheckInvariant: scenario.Invalid, histories.CheckContract: scenario.Invalid},
 			scenario.Fenced:   {histories.CheckContract: scenario.Invalid},
@@ -150,8 +150,8 @@ var scenarios = []scenario.Scenario{
 			"on the replica Sentinel promotes, and the next client is granted it there while the first still works. Its " +
 			"fencing counter goes back with it: the promoted replica hands out tokens it never saw given. Replication " +
 			"does not make a single-Redis lock safe; WAIT would only narrow the window.",
-		Flags: map[string]string{"time": "14s", "recipe": redislock.SetNXName, "think": "3s", "think-min": "3s", "clients": "3",
-			"require": "mutex"},
+		Run: scenario.Settings{Time: 14 * time.Second, Recipe: redislock.SetNXName, Think: 3 * time.Second, ThinkMin: 3 * time.Second, Clients: 3,
+			Require: []string{histories.CheckMutex}},
 		Expect: map[string]map[string]string{
 			scenario.Unfenced: {histories.CheckMutex: scenario.Invalid},
 			scenario.Fenced:   {histories.CheckMutex: scenario.Invalid},
@@ -169,8 +169,8 @@ var scenarios = []scenario.Scenario{
 			"masters were unreachable) loses it when one of its three restarts empty, and the next client is granted the " +
 			"lock on that one and the two others while the first still works. Two holders; and Redlock has no fencing " +
 			"token to save the resource (Kleppmann, \"How to do distributed locking\", 2016).",
-		Flags: map[string]string{"time": "12s", "recipe": redislock.RedlockName, "think": "3s", "think-min": "3s", "clients": "3",
-			"require": "mutex"},
+		Run: scenario.Settings{Time: 12 * time.Second, Recipe: redislock.RedlockName, Think: 3 * time.Second, ThinkMin: 3 * time.Second, Clients: 3,
+			Require: []string{histories.CheckMutex}},
 		Expect: map[string]map[string]string{
 			scenario.Unfenced: {histories.CheckMutex: scenario.Invalid},
 			scenario.Fenced:   {histories.CheckMutex: scenario.Invalid},
@@ -190,8 +190,8 @@ var scenarios = []scenario.Scenario{
 			"key early, and with two masters unreachable when it was granted, the holder is left with no majority while it " +
 			"still works; the next client is granted the lock. The jump is EMULATED here (the master's keys expired early, " +
 			"no clock changed): the servers share the host clock.",
-		Flags: map[string]string{"time": "12s", "recipe": redislock.RedlockName, "think": "3s", "think-min": "3s", "clients": "3",
-			"require": "mutex"},
+		Run: scenario.Settings{Time: 12 * time.Second, Recipe: redislock.RedlockName, Think: 3 * time.Second, ThinkMin: 3 * time.Second, Clients: 3,
+			Require: []string{histories.CheckMutex}},
 		Expect: map[string]map[string]string{
 			scenario.Unfenced: {histories.CheckMutex: scenario.Invalid},
 			scenario.Fenced:   {histories.CheckMutex: scenario.Invalid},

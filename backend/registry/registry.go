@@ -35,6 +35,15 @@ func All() []backend.Backend { return slices.Clone(backends) }
 // history that names none.
 func Default() backend.Backend { return backends[0] }
 
+// Names lists the registered backends' names, the default first.
+func Names() []string {
+	names := make([]string, len(backends))
+	for i, b := range backends {
+		names[i] = b.Name
+	}
+	return names
+}
+
 // Named returns the backend called name.
 func Named(name string) (backend.Backend, bool) {
 	i := slices.IndexFunc(backends, func(b backend.Backend) bool { return b.Name == name })
@@ -61,6 +70,24 @@ func Of(recipe string) backend.Backend {
 		return b
 	}
 	return Default()
+}
+
+// For returns the backend a run of recipe has when the run names backend
+// (--backend; "" names none): a built-in runs on its own (naming another
+// is an error), any other recipe (a team's own, a lock in another process)
+// on the one named, else on the default.
+func For(recipe, name string) (backend.Backend, error) {
+	if name == "" {
+		return Of(recipe), nil
+	}
+	b, ok := Named(name)
+	if !ok {
+		return backend.Backend{}, fmt.Errorf("--backend: unknown backend %q (want one of %s)", name, strings.Join(Names(), ", "))
+	}
+	if _, own, builtin := Builtin(recipe); builtin && own.Name != b.Name {
+		return backend.Backend{}, fmt.Errorf("--backend %s: recipe %s runs on %s", name, recipe, own.Name)
+	}
+	return b, nil
 }
 
 // RecipeNames lists the built-in recipes: each backend's, in order, the
@@ -187,9 +214,13 @@ var Catalog = sync.OnceValue(func() scenario.Catalog {
 })
 
 // Missing says what this machine lacks to run with settings (a scenario's
-// run flags, by name), by the backend of their recipe; nil when nothing.
+// run flags, by name), by the backend of their recipe (or the one named by
+// "backend"); nil when nothing.
 func Missing(settings map[string]string) error {
-	b := Of(settings["recipe"])
+	b, err := For(settings["recipe"], settings["backend"])
+	if err != nil {
+		return err
+	}
 	if b.Missing == nil {
 		return nil
 	}
@@ -223,7 +254,12 @@ func AddFlags(fs *flag.FlagSet) *Flags {
 // strict, a flag of another backend that was set is an error: it would
 // do nothing.
 func (f *Flags) Options(recipe string, strict bool) (backend.Options, error) {
-	b := Of(recipe)
+	return f.OptionsOf(Of(recipe), recipe, strict)
+}
+
+// OptionsOf reads the flags of backend b, for a run of recipe, into its
+// Options (see Options).
+func (f *Flags) OptionsOf(b backend.Backend, recipe string, strict bool) (backend.Options, error) {
 	if strict {
 		var err error
 		f.fs.Visit(func(fl *flag.Flag) {

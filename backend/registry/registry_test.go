@@ -120,7 +120,7 @@ func TestCatalog(t *testing.T) {
 				t.Errorf("%s, %d members: %v", sc.Name, members, err)
 			}
 		}
-		if r, ok := sc.Flags["recipe"]; ok && Of(r).Name != sc.Backend {
+		if r := sc.Run.Recipe; r != "" && Of(r).Name != sc.Backend {
 			t.Errorf("%s, a scenario of %q, runs %s, a recipe of %s", sc.Name, sc.Backend, r, Of(r).Name)
 		}
 		for r := range sc.ByRecipe {

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/words"
@@ -47,7 +48,7 @@ type compareRow struct {
 }
 
 func compareCmd(args []string, stdout io.Writer) (int, error) {
-	fs := newFlags("compare", "compare [flags]\n\nRuns several lock recipes, of any backends, resource modes and client counts under one\nseeded fault schedule, one after another on fresh systems, and prints one table. A fault a\nbackend cannot carry out is dropped from its runs, and the table says so; a fault on a\nmember strikes any backend's server alike. A backend's flags apply to its own recipes.\n--recipe (or --recipes), --resource and --clients take comma lists here; every other flag is run's.", stdout)
+	fs := newFlags("compare", "compare [flags]\n\nRuns several lock recipes, of any backends, resource modes and client counts under one\nseeded fault schedule, one after another on fresh systems, and prints one table. A fault a\nbackend cannot carry out is dropped from its runs, and the table says so; a fault on a\nmember strikes any backend's server alike. A backend's flags apply to its own recipes.\n--recipe (or --recipes), --resource, --clients and --backend take comma lists here (a recipe that is not a\nbuilt-in, exec:..., runs on each backend of --backend; its command cannot hold a comma); every other flag is run's.", stdout)
 	rf := addRunFlags(fs)
 	rf.lenient = true
 	fs.Var(stringFlag{rf.recipe}, "recipes", "same as --recipe")
@@ -57,13 +58,22 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 	if fs.NArg() > 0 {
 		return exitUnknown, fmt.Errorf("compare: unexpected argument %q (see locktest compare --help)", fs.Arg(0))
 	}
-	recipes, modes, clients := splitList(*rf.recipe), splitList(*rf.mode), splitList(*rf.clients)
-	type config struct{ recipe, mode, clients string }
+	recipes, modes, clients, backends := splitList(*rf.recipe), splitList(*rf.mode), splitList(*rf.clients), splitList(*rf.backend)
+	if len(backends) == 0 {
+		backends = []string{""}
+	}
+	type config struct{ recipe, backend, mode, clients string }
 	var configs []config
 	for _, c := range clients {
 		for _, r := range recipes {
-			for _, m := range modes {
-				configs = append(configs, config{r, m, c})
+			bs := backends
+			if _, _, builtin := registry.Builtin(r); builtin {
+				bs = []string{""} // a built-in runs on its own
+			}
+			for _, b := range bs {
+				for _, m := range modes {
+					configs = append(configs, config{r, b, m, c})
+				}
 			}
 		}
 	}
@@ -73,7 +83,7 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 		faults []string // of the one schedule
 	)
 	for _, c := range configs {
-		*rf.recipe, *rf.mode, *rf.clients = c.recipe, c.mode, c.clients
+		*rf.recipe, *rf.backend, *rf.mode, *rf.clients = c.recipe, c.backend, c.mode, c.clients
 		o, err := rf.options()
 		if err != nil {
 			return exitUnknown, fmt.Errorf("compare: %w", err)

@@ -238,6 +238,12 @@ func TestBadInput(t *testing.T) {
 		{"endpoints without external", []string{"run", "--endpoints", "http://127.0.0.1:2379"}, "--endpoints needs --cluster external"},
 		{"endpoints that do not answer", []string{"run", "--cluster", "external", "--endpoints", "http://127.0.0.1:1", "--out", tmp}, "127.0.0.1:1"},
 		{"toxiproxy without external", []string{"run", "--toxiproxy", "http://127.0.0.1:8474"}, "--toxiproxy"},
+		{"exec command not found", []string{"run", "--backend", "etcd", "--recipe", "exec:" + filepath.Join(tmp, "no-client")}, "not found"},
+		{"exec command not executable", []string{"run", "--backend", "etcd", "--recipe", "exec:" + file}, "not executable"},
+		{"exec unterminated quote", []string{"run", "--recipe", "exec:node 'client.js"}, "unterminated"},
+		{"exec-clock on a built-in", []string{"run", "--recipe", "mutex", "--exec-clock", "none"}, "--exec-clock is for exec:"},
+		{"bad exec-clock", []string{"run", "--recipe", "exec:/bin/cat", "--exec-clock", "sometimes"}, "--exec-clock"},
+		{"unknown backend", []string{"run", "--recipe", "exec:/bin/cat", "--backend", "mongo"}, "mongo"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

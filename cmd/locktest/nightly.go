@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/report"
 	"github.com/locktest/locktest/scenario"
 	"github.com/locktest/locktest/workload"
@@ -37,7 +38,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	junitPath := fs.String("junit", "", "write JUnit XML here")
 	summaryPath := fs.String("summary", "", "write a Markdown summary here")
 	keep := fs.String("keep", "failures", "run directories to keep: failures or all")
-	recipeList := fs.String("recipes", registry.Default().Recipes[0].Name, "comma list of lock recipes")
+	recipeList := fs.String("recipes", registry.Default().Recipes[0].Name, "comma list of lock recipes (an "+execlock.Prefix+" recipe runs on --backend; its command cannot hold a comma)")
 	if err := parseFlags(fs, args); err != nil {
 		return exitUnknown, err
 	}
@@ -51,11 +52,20 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if *keep != "failures" && *keep != "all" {
 		return exitUnknown, fmt.Errorf("--keep: want failures or all, got %q", *keep)
 	}
-	recipes := strings.Split(*recipeList, ",")
+	recipes := splitList(*recipeList)
 	for _, r := range recipes {
-		if _, _, ok := registry.Builtin(r); !ok {
-			return exitUnknown, fmt.Errorf("--recipes: unknown lock recipe %q (want one of %v)", r, registry.RecipeNames())
+		if execlock.IsSpec(r) {
+			if _, err := execlock.Parse(r); err != nil {
+				return exitUnknown, fmt.Errorf("--recipes: %w", err)
+			}
+			continue
 		}
+		if _, _, ok := registry.Builtin(r); !ok {
+			return exitUnknown, fmt.Errorf("--recipes: unknown lock recipe %q (want one of %v, or %sCOMMAND ARGS…)", r, registry.RecipeNames(), execlock.Prefix)
+		}
+	}
+	if _, err := registry.For("", *rf.backend); err != nil {
+		return exitUnknown, err
 	}
 	// Every worker must draw the same plan: the seed is the date unless given.
 	given := map[string]string{}
@@ -98,14 +108,16 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	began := time.Now()
 	var runs []nightlyRun
 	var failed, unknown bool
-	for i, p := range nightlyPlan(recipes, seed, randomRuns) {
+	for i, p := range nightlyPlan(recipes, *rf.backend, seed, randomRuns) {
 		if !sh.mine(i) || ctx.Err() != nil {
 			continue
 		}
 		cost := runCost(*rf.runTime, *rf.quiet, *rf.opTimeout)
 		if p.Scenario != "" {
 			sc, _ := registry.Catalog().Lookup(p.Scenario)
-			if err := registry.Missing(sc.Settings()); err != nil {
+			settings := sc.Flags()
+			settings["recipe"], settings["backend"] = p.Recipe, given["backend"]
+			if err := registry.Missing(settings); err != nil {
 				fmt.Fprintf(stderr, "skipped %s: %v\n", p.name(), err)
 				continue
 			}
@@ -185,17 +197,19 @@ func createOutput(path string) (*os.File, error) {
 // scenarioCost is how long a scenario's run takes, given the flags that
 // override its own.
 func scenarioCost(sc scenario.Scenario, given map[string]string) time.Duration {
-	get := func(name string, def time.Duration) time.Duration {
-		v, ok := given[name]
-		if !ok {
-			v, ok = sc.Flags[name]
+	get := func(name string, own, def time.Duration) time.Duration {
+		if v, ok := given[name]; ok {
+			if d, err := time.ParseDuration(v); err == nil {
+				return d
+			}
 		}
-		if d, err := time.ParseDuration(v); ok && err == nil {
-			return d
+		if own > 0 {
+			return own
 		}
 		return def
 	}
-	return runCost(get("time", defaultTime), get("quiet", harness.DefaultQuiet), get("op-timeout", workload.DefaultConfig().OpTimeout))
+	return runCost(get("time", sc.Run.Time, defaultTime), get("quiet", sc.Run.Quiet, harness.DefaultQuiet),
+		get("op-timeout", sc.Run.OpTimeout, workload.DefaultConfig().OpTimeout))
 }
 
 // nightlyOne carries out one planned run: the scenario's settings, then the
@@ -208,7 +222,7 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	settings := randomSettings
 	if p.Scenario != "" {
 		sc, _ = registry.Catalog().Lookup(p.Scenario)
-		settings = sc.Settings()
+		settings = sc.Flags()
 	}
 	for k, v := range settings {
 		fs.Set(k, v)
@@ -219,6 +233,9 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 		}
 	}
 	fs.Set("recipe", p.Recipe)
+	if _, _, builtin := registry.Builtin(p.Recipe); builtin {
+		fs.Set("backend", "") // --backend is for the others
+	}
 	fs.Set("resource", p.Resource)
 	fs.Set("seed", strconv.FormatInt(p.Seed, 10))
 	o, err := rf.options()
@@ -227,9 +244,7 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	}
 	if p.Scenario != "" {
 		o.Schedule = nil
-		if err := play(&o, sc, p.Recipe); err != nil {
-			return nightlyRun{}, err
-		}
+		o.Stage(sc)
 	}
 	if o, err = harness.Plan(o); err != nil {
 		return nightlyRun{}, err

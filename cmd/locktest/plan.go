@@ -51,15 +51,23 @@ func (p planned) name() string {
 // backend, or its first), then random-fault runs with seeds from first on,
 // for as long as a budget lasts (the caller stops taking them). It is a
 // function of its arguments, so every CI worker computes the same plan and
-// runs its own part.
-func nightlyPlan(recipes []string, seed int64, randomRuns int) []planned {
+// runs its own part. A recipe that is not a built-in runs on backend (its
+// name; "" the default).
+func nightlyPlan(recipes []string, backend string, seed int64, randomRuns int) []planned {
 	var out []planned
+	backendOf := func(r string) string {
+		b, err := registry.For(r, backend)
+		if _, _, builtin := registry.Builtin(r); builtin || err != nil {
+			return registry.Of(r).Name
+		}
+		return b.Name
+	}
 	for _, sc := range registry.Catalog() {
 		rs := recipes
-		if r, ok := sc.Flags["recipe"]; ok {
+		if r := sc.Run.Recipe; r != "" {
 			rs = []string{r} // the scenario is about that recipe
 		} else if sc.Backend != "" {
-			rs = slices.DeleteFunc(slices.Clone(recipes), func(r string) bool { return registry.Of(r).Name != sc.Backend })
+			rs = slices.DeleteFunc(slices.Clone(recipes), func(r string) bool { return backendOf(r) != sc.Backend })
 			if len(rs) == 0 {
 				b, _ := registry.Named(sc.Backend)
 				rs = []string{b.Recipes[0].Name}

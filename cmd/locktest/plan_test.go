@@ -20,10 +20,10 @@ func TestParseShard(t *testing.T) {
 
 // Shards are disjoint and together the whole plan.
 func TestShardsSplitThePlan(t *testing.T) {
-	plan := nightlyPlan([]string{"mutex", "election"}, 100, 7)
+	plan := nightlyPlan([]string{"mutex", "election"}, "", 100, 7)
 	want := 7 * 2
 	for _, sc := range registry.Catalog() {
-		if r, ok := sc.Flags["recipe"]; ok {
+		if r := sc.Run.Recipe; r != "" {
 			want += 2 // its own recipe only
 			if !slices.Contains(plan, planned{Scenario: sc.Name, Seed: 100, Recipe: r, Resource: "unfenced"}) {
 				t.Errorf("%s is not planned with its recipe %s", sc.Name, r)

@@ -180,6 +180,10 @@ func contractWords(r *harness.Results, c *checker.Result) string {
 	case checker.Valid:
 		return "in words: the lock kept its contract; " + overlaps + "."
 	}
+	if len(c.Unjudged) == 0 {
+		// Nothing to judge it on: no grant at all.
+		return "in words: the lock's contract could not be judged: it granted nothing."
+	}
 	return fmt.Sprintf("in words: the lock's contract could not be judged in full (promise %s); %s.", strings.Join(c.Unjudged, ", promise "), overlaps)
 }
 

@@ -12,8 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/report"
 )
 
@@ -30,10 +32,17 @@ func reproduce(o harness.Options) string {
 	if o.Scenario != nil {
 		cmd = "locktest scenario run " + o.Scenario.Name
 	}
-	args := []string{cmd, "--recipe " + recipe, "--resource " + string(o.Resource), "--workload " + w.Workload,
+	args := []string{cmd, "--recipe " + shellQuote(recipe)}
+	if _, _, builtin := registry.Builtin(recipe); !builtin && o.Backend != "" {
+		args = append(args, "--backend "+o.Backend)
+	}
+	if r, ok := w.Recipe.(*execlock.Recipe); ok && r.Clock != execlock.ClockAuto {
+		args = append(args, "--exec-clock "+r.Clock.String())
+	}
+	args = append(args, "--resource "+string(o.Resource), "--workload "+w.Workload,
 		fmt.Sprintf("--clients %d --locks %d --ttl %d --think-min %s --think %s --op-timeout %s --guard %s --time %s --quiet %s --liveness-bound %s --require %s",
 			w.Clients, len(w.Locks), w.TTL, w.ThinkMin, w.ThinkMax, w.OpTimeout, w.Guard, o.Time, o.Quiet,
-			o.LivenessBound, strings.Join(o.Required, ","))}
+			o.LivenessBound, strings.Join(o.Required, ",")))
 	if o.System != nil {
 		args = append(args, o.System.Args(o.Members)...)
 	}
@@ -53,6 +62,14 @@ func reproduce(o harness.Options) string {
 		args = append(args, "--nemesis none")
 	}
 	return strings.Join(args, " ")
+}
+
+// shellQuote quotes s for a shell command line when it needs quotes.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`;&|<>()*?[]#~!{}") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // writeReport writes the report page beside a run's or a history's results,

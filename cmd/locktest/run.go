@@ -13,10 +13,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/workload"
@@ -56,6 +59,8 @@ type runFlags struct {
 	checkTimeout *time.Duration
 	bound        *time.Duration
 	recipe       *string
+	backend      *string
+	execClock    *string
 	work         *string
 	items        *int
 	backends     *registry.Flags
@@ -94,10 +99,14 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		schedule:     fs.String("schedule", "", "replay the fault schedule in this file (a run's schedule.json) instead of drawing one"),
 		checkTimeout: fs.Duration("check-timeout", time.Minute, "time limit for each check; a check that hits it is unknown"),
 		bound:        fs.Duration("liveness-bound", harness.DefaultLivenessBound, "after the final heal, every client that asks for a lock must get it within this"),
-		recipe:       fs.String("recipe", registry.Default().Recipes[0].Name, "lock recipe under test: "+strings.Join(registry.RecipeNames(), ", ")),
-		work:         fs.String("workload", histories.WorkloadCounter, "critical section: counter (read, write value+1) or stock (sell one of --items if any is left)"),
-		items:        fs.Int("items", workload.DefaultItems, "initial stock per key of the stock workload"),
-		backends:     registry.AddFlags(fs),
+		recipe: fs.String("recipe", registry.Default().Recipes[0].Name, "lock recipe under test: "+strings.Join(registry.RecipeNames(), ", ")+
+			", or "+execlock.Prefix+"'COMMAND ARGS…': a lock in a process of its own, started for each client, speaking locktest's lock-client protocol (lock/execlock/README.md)"),
+		backend: fs.String("backend", "", "backend (lock service) of a recipe that is not a built-in ("+execlock.Prefix+"…): "+strings.Join(registry.Names(), ", ")+
+			" (default "+registry.Default().Name+"); a built-in recipe runs on its own"),
+		execClock: fs.String("exec-clock", "auto", "with an "+execlock.Prefix+" recipe, how clock faults reach the client's clock: auto (libfaketime where the runtime honours it: Node), libfaketime (always) or none (clock faults refused)"),
+		work:      fs.String("workload", histories.WorkloadCounter, "critical section: counter (read, write value+1) or stock (sell one of --items if any is left)"),
+		items:     fs.Int("items", workload.DefaultItems, "initial stock per key of the stock workload"),
+		backends:  registry.AddFlags(fs),
 	}
 }
 
@@ -129,21 +138,22 @@ func (f *runFlags) options() (harness.Options, error) {
 	}
 	wc.Locks = lockNames(*f.locks)
 	wc.Workload, wc.Items = *f.work, *f.items
-	if _, _, ok := registry.Builtin(*f.recipe); !ok {
-		return harness.Options{}, fmt.Errorf("--recipe: unknown lock recipe %q (want one of %v)", *f.recipe, registry.RecipeNames())
-	}
-	system, err := f.backends.Options(*f.recipe, !f.lenient)
+	b, err := registry.For(*f.recipe, *f.backend)
 	if err != nil {
 		return harness.Options{}, err
 	}
-	if wc.Recipe, err = registry.NewRecipe(*f.recipe, system); err != nil {
+	system, err := f.backends.OptionsOf(b, *f.recipe, !f.lenient)
+	if err != nil {
+		return harness.Options{}, err
+	}
+	if wc.Recipe, err = f.newRecipe(system); err != nil {
 		return harness.Options{}, fmt.Errorf("--recipe: %w", err)
 	}
 	if err := wc.Validate(); err != nil {
 		return harness.Options{}, err
 	}
 	o := harness.Options{
-		System: system, Workload: wc, Time: *f.runTime, Quiet: *f.quiet, CheckTimeout: *f.checkTimeout, LivenessBound: *f.bound,
+		System: system, Backend: b.Name, Workload: wc, Time: *f.runTime, Quiet: *f.quiet, CheckTimeout: *f.checkTimeout, LivenessBound: *f.bound,
 	}
 	if f.set("members") {
 		o.Members = *f.members
@@ -179,6 +189,28 @@ func (f *runFlags) options() (harness.Options, error) {
 		o.Schedule = &s
 	}
 	return o, nil
+}
+
+// newRecipe makes --recipe's recipe: a built-in, as its backend's options
+// make it, or a lock in a process of its own (exec:).
+func (f *runFlags) newRecipe(system backend.Options) (lock.Recipe, error) {
+	if !execlock.IsSpec(*f.recipe) {
+		if _, _, ok := registry.Builtin(*f.recipe); !ok {
+			return nil, fmt.Errorf("unknown lock recipe %q (want one of %v, or %sCOMMAND ARGS…)", *f.recipe, registry.RecipeNames(), execlock.Prefix)
+		}
+		if f.set("exec-clock") && !f.lenient {
+			return nil, fmt.Errorf("--exec-clock is for %s recipes, not %s", execlock.Prefix, *f.recipe)
+		}
+		return registry.NewRecipe(*f.recipe, system)
+	}
+	r, err := execlock.Parse(*f.recipe)
+	if err != nil {
+		return nil, err
+	}
+	if r.Clock, err = execlock.ParseClock(*f.execClock); err != nil {
+		return nil, fmt.Errorf("--exec-clock: %w", err)
+	}
+	return r, nil
 }
 
 // set reports whether the command line gave flag name.

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
@@ -66,7 +65,7 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	for name, v := range sc.Settings() {
+	for name, v := range sc.Flags() {
 		if !given[name] {
 			if err := fs.Set(name, v); err != nil {
 				return exitUnknown, fmt.Errorf("scenario %s: flag --%s=%s: %w", sc.Name, name, v, err)
@@ -83,42 +82,13 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	if err != nil {
 		return exitUnknown, fmt.Errorf("scenario run: %w", err)
 	}
-	if err := play(&o, sc, *rf.recipe); err != nil {
+	// The scenario's settings are the flags' already (the command line's
+	// over them): it is staged alone.
+	o.Stage(sc)
+	if _, err := harness.Plan(o); err != nil {
 		return exitUnknown, fmt.Errorf("scenario run: %w", err)
 	}
 	return runOne(o, rf, stdout)
-}
-
-// play sets o up to play sc with recipe: its lesson, the verdicts it
-// expects, and its scripted schedule unless o replays one, for the members
-// of the system that schedule makes the run start (a failover needs a
-// replica).
-func play(o *harness.Options, sc scenario.Scenario, recipe string) error {
-	o.Scenario = &harness.Scenario{Name: sc.Name, Lesson: sc.Lesson, Expect: sc.Expected(recipe, string(o.Resource))}
-	if o.Schedule != nil {
-		return nil
-	}
-	before, err := harness.Plan(*o)
-	if err != nil {
-		return err
-	}
-	s := sc.Schedule(o.Workload.Seed, scenario.Shape{Members: before.Members, Clients: clientNames(o.Workload.Clients),
-		TTL: time.Duration(o.Workload.TTL) * time.Second})
-	o.Schedule = &s
-	planned, err := harness.Plan(*o)
-	if err != nil {
-		return err
-	}
-	s.Members = planned.Members
-	return nil
-}
-
-func clientNames(n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("c%d", i)
-	}
-	return out
 }
 
 // expectations says in a line what sc expects of each resource mode and of

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,9 +27,18 @@ type Spec struct {
 	Path string
 	Args []string // without the program name
 	Env  []string // added to locktest's environment
-	Dir  string
+	// Unset are prefixes of the names of locktest's environment variables
+	// the process is not to get ("LOCKTEST_").
+	Unset []string
+	Dir   string
 	// Log receives the process's stdout and stderr (appended); "" discards.
 	Log string
+	// Stdin, Stdout and Stderr, if set, are the process's own (pipes to
+	// a process locktest talks with); they override Log.
+	Stdin, Stdout, Stderr *os.File
+	// Survive leaves out the parent-death signal: the process outlives
+	// locktest (a watchdog that acts on its death).
+	Survive bool
 }
 
 // Process is a started OS process.
@@ -57,8 +67,11 @@ var spawner = sync.OnceValue(func() chan<- func() {
 func Start(s Spec) (*Process, error) {
 	cmd := exec.Command(s.Path, s.Args...)
 	cmd.Dir = s.Dir
-	cmd.Env = append(os.Environ(), s.Env...)
+	cmd.Env = append(environ(s.Unset), s.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if s.Survive {
+		cmd.SysProcAttr.Pdeathsig = 0
+	}
 	p := &Process{cmd: cmd, done: make(chan struct{})}
 	if s.Log != "" {
 		f, err := os.OpenFile(s.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -67,6 +80,15 @@ func Start(s Spec) (*Process, error) {
 		}
 		p.log = f
 		cmd.Stdout, cmd.Stderr = f, f
+	}
+	if s.Stdin != nil {
+		cmd.Stdin = s.Stdin
+	}
+	if s.Stdout != nil {
+		cmd.Stdout = s.Stdout
+	}
+	if s.Stderr != nil {
+		cmd.Stderr = s.Stderr
 	}
 	res := make(chan error, 1)
 	spawner() <- func() { res <- cmd.Start() }
@@ -80,6 +102,19 @@ func Start(s Spec) (*Process, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// environ is locktest's environment without the variables whose names
+// begin with one of unset.
+func environ(unset []string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(unset, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func (p *Process) closeLog() {
@@ -184,6 +219,56 @@ func StartTime(pid int) (uint64, error) {
 		return 0, err
 	}
 	return strconv.ParseUint(string(f[19]), 10, 64)
+}
+
+// GroupState is what Group saw of a process group.
+type GroupState struct {
+	// Ticks sums the CPU time (clock ticks: user and system, their own
+	// and their reaped children's) of its live processes.
+	Ticks uint64
+	// Running says whether one of them is running (not asleep, not
+	// stopped).
+	Running bool
+	// Pids are its live processes, in /proc's order.
+	Pids []int
+}
+
+// Group tells what process group pgid is doing: whether it is busy (a
+// program starting, a shell running its commands) or idle, waiting for
+// input; Equal states seen a while apart say it has been idle since.
+func Group(pgid int) GroupState {
+	var g GroupState
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return g
+	}
+	group := strconv.Itoa(pgid)
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		// "state ppid pgrp ... utime(14) stime(15) cutime(16) cstime(17)".
+		f, err := stat(pid)
+		if err != nil || string(f[2]) != group || f[0][0] == 'Z' || f[0][0] == 'X' {
+			continue
+		}
+		g.Pids = append(g.Pids, pid)
+		for _, i := range []int{11, 12, 13, 14} {
+			v, _ := strconv.ParseUint(string(f[i]), 10, 64)
+			g.Ticks += v
+		}
+		if s := f[0][0]; s != 'S' && s != 'T' && s != 't' && s != 'I' {
+			g.Running = true
+		}
+	}
+	return g
+}
+
+// Idle says whether g shows an idle group that is still g was: no process
+// running, the same processes, no CPU time spent since.
+func (g GroupState) Idle(was GroupState) bool {
+	return !g.Running && !was.Running && g.Ticks == was.Ticks && slices.Equal(g.Pids, was.Pids) && len(g.Pids) > 0
 }
 
 // Alive reports whether a process with that ID exists and has not exited

@@ -360,11 +360,13 @@ func (c *Cluster) memberConfig(m *Member, initialCluster, state string) (*embed.
 	cfg.QuotaBackendBytes = c.cfg.QuotaBackendBytes
 	cfg.UnsafeNoFsync = c.cfg.UnsafeNoFsync
 
-	// Keep it light: no compaction, no gateway, no pprof, no metrics
-	// listener (metrics "basic" only feeds the global prometheus registry).
+	// Keep it light: no compaction, no pprof, no metrics listener
+	// (metrics "basic" only feeds the global prometheus registry). The
+	// JSON gateway stays on, as etcd has it by default: a lock client
+	// without gRPC (a script, Python's standard library) speaks it.
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic // with retention 0: off
 	cfg.AutoCompactionRetention = "0"
-	cfg.EnableGRPCGateway = false
+	cfg.EnableGRPCGateway = true
 	cfg.EnablePprof = false
 	cfg.Metrics = "basic"
 	cfg.ListenMetricsUrls = nil

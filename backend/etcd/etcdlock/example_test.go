@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/locktest/locktest/backend/etcd/etcdlock"
+	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
@@ -109,4 +110,34 @@ func Example() {
 	// resource valid
 	// consistency valid
 	// acquired: true
+}
+
+// Playing a catalog scenario with a team's own lock: harness.Play applies
+// the scenario's settings and stages its schedule; the results say whether
+// the lock met the verdicts the scenario expects of a correct one.
+func ExamplePlay() {
+	dir, err := os.MkdirTemp("", "teamlock")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+
+	sc, err := registry.Catalog().Lookup("paused-holder")
+	if err != nil {
+		panic(err)
+	}
+	cfg := workload.DefaultConfig()
+	cfg.Recipe = teamLock()
+	cfg.Seed = 7
+	o, err := harness.Play(harness.Options{Dir: dir, Workload: cfg, Resource: resource.Fenced}, sc)
+	if err != nil {
+		panic(err)
+	}
+	res, err := harness.Run(context.Background(), o)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res.Scenario.Name, "as expected:", *res.Scenario.Met)
+	// Output:
+	// paused-holder as expected: true
 }

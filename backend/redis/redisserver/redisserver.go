@@ -294,12 +294,24 @@ func (d *Deployment) startAttempt(ctx context.Context) error {
 	if err := d.writeSentinelConfigs(); err != nil {
 		return err
 	}
-	for _, s := range nodes {
+	for _, s := range d.servers {
 		if err := d.startProcess(s); err != nil {
 			return err
 		}
 	}
-	return d.waitReady(ctx)
+	if err := d.waitServers(ctx); err != nil {
+		return err
+	}
+	// The Sentinels start once the servers answer: a Sentinel counts a
+	// master's silence from its own start, and on a loaded machine
+	// Sentinels started beside the master declared it down before it
+	// listened, and failed it over before the run began.
+	for _, s := range d.sentinels {
+		if err := d.startProcess(s); err != nil {
+			return err
+		}
+	}
+	return d.waitSentinels(ctx)
 }
 
 // replicationLink is the proxy between the replica and its master. Its
@@ -392,14 +404,11 @@ func (d *Deployment) startProcess(s *Server) error {
 	return nil
 }
 
-// waitReady waits until every server answers PING, the replica's link to
-// its master is up, and every Sentinel sees the master, the replica and
-// the other Sentinels.
-func (d *Deployment) waitReady(ctx context.Context) error {
-	for _, s := range d.nodes() {
-		if err := waitFor(ctx, s, "PING", func(ctx context.Context) error { return s.client.Ping(ctx).Err() }); err != nil {
-			return err
-		}
+// waitServers waits until every data server answers PING and the
+// replica's link to its master is up.
+func (d *Deployment) waitServers(ctx context.Context) error {
+	if err := waitPing(ctx, d.servers); err != nil {
+		return err
 	}
 	if !d.cfg.Topology.replicated {
 		return nil
@@ -415,7 +424,13 @@ func (d *Deployment) waitReady(ctx context.Context) error {
 		}
 		return nil
 	})
-	if err != nil {
+	return err
+}
+
+// waitSentinels waits until every Sentinel answers and knows the master as
+// up, its replica and the other Sentinels.
+func (d *Deployment) waitSentinels(ctx context.Context) error {
+	if err := waitPing(ctx, d.sentinels); err != nil {
 		return err
 	}
 	for _, s := range d.sentinels {
@@ -430,6 +445,16 @@ func (d *Deployment) waitReady(ctx context.Context) error {
 			return nil
 		})
 		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitPing waits until every one of servers answers PING.
+func waitPing(ctx context.Context, servers []*Server) error {
+	for _, s := range servers {
+		if err := waitFor(ctx, s, "PING", func(ctx context.Context) error { return s.client.Ping(ctx).Err() }); err != nil {
 			return err
 		}
 	}

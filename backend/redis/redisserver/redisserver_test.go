@@ -158,6 +158,51 @@ func TestTopologies(t *testing.T) {
 	}
 }
 
+// TestSentinelsStartOnceTheServersAnswer: no Sentinel starts before the
+// master accepts connections and the replica has synced. A Sentinel counts
+// the master's silence from its own start; started beside the servers on a
+// loaded machine, the Sentinels declared the master down before it
+// listened and failed it over before any test began.
+func TestSentinelsStartOnceTheServersAnswer(t *testing.T) {
+	_, d := start(t, Replicated)
+	logs := filepath.Join(filepath.Dir(d.DataDir()), "logs")
+	ready := logTime(t, filepath.Join(logs, "redis-r0.log"), "Ready to accept connections")
+	synced := logTime(t, filepath.Join(logs, "redis-r1.log"), "MASTER <-> REPLICA sync: Finished with success")
+	for _, s := range d.Sentinels() {
+		began := logTime(t, filepath.Join(logs, "redis-"+s.Name+".log"), "Redis is starting")
+		if began.Before(ready) || began.Before(synced) {
+			t.Errorf("%s started at %s, the master was ready at %s, the replica synced at %s",
+				s.Name, began.Format(redisLogTime), ready.Format(redisLogTime), synced.Format(redisLogTime))
+		}
+	}
+}
+
+// redisLogTime is how redis-server stamps its log lines.
+const redisLogTime = "2 Jan 2006 15:04:05.000"
+
+// logTime is the time of the first line of the log at path that holds what.
+func logTime(t *testing.T, path, what string) time.Time {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		// 17368:M 25 Nov 2026 01:19:34.414 * Ready to accept connections
+		f := strings.Fields(line)
+		if !strings.Contains(line, what) || len(f) < 5 {
+			continue
+		}
+		ts, err := time.Parse(redisLogTime, strings.Join(f[1:5], " "))
+		if err != nil {
+			t.Fatalf("%s: %q: %v", filepath.Base(path), line, err)
+		}
+		return ts
+	}
+	t.Fatalf("%s has no line with %q", filepath.Base(path), what)
+	return time.Time{}
+}
+
 // TestNothingOutlivesParent kills a parent (this test binary run again)
 // that started a Replicated deployment with SIGKILL, and checks that none of
 // its redis-server processes is left.

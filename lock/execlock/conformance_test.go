@@ -1,0 +1,249 @@
+package execlock_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/backend/etcd/cluster"
+	"github.com/locktest/locktest/backend/redis/redisserver"
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock/execlock"
+)
+
+// TestConformance checks a lock client against the protocol (README.md:
+// Checking a client against the protocol): LOCKTEST_CONFORMANCE='COMMAND
+// ARGS…' on LOCKTEST_CONFORMANCE_BACKEND (etcd, the default, or redis), or
+// else the test client in testdata on every backend this machine has. It
+// drives the processes itself, on a real system without faults, then has
+// contending clients judged by a short run.
+func TestConformance(t *testing.T) {
+	if spec := os.Getenv("LOCKTEST_CONFORMANCE"); spec != "" {
+		r, err := execlock.Parse(execlock.Prefix + spec)
+		if err != nil {
+			t.Fatalf("LOCKTEST_CONFORMANCE: %v", err)
+		}
+		backend := os.Getenv("LOCKTEST_CONFORMANCE_BACKEND")
+		if backend == "" {
+			backend = "etcd"
+		}
+		conform(t, backend, r.Command)
+		return
+	}
+	for _, backend := range []string{"etcd", "redis"} {
+		t.Run(backend, func(t *testing.T) { conform(t, backend, testClient(t)) })
+	}
+}
+
+func conform(t *testing.T, backend string, command []string) {
+	env := system(t, backend)
+	prefix := "/locktest/conformance/"
+	env = append(env, "LOCKTEST_PROTOCOL=1", "LOCKTEST_BACKEND="+backend, "LOCKTEST_PREFIX="+prefix,
+		"LOCKTEST_TTL=2", "LOCKTEST_SEED=1")
+	c0 := startClient(t, command, append(env, "LOCKTEST_CLIENT=c0"))
+	c1 := startClient(t, command, append(env, "LOCKTEST_CLIENT=c1"))
+
+	grant := func(c *client, what string) (token int64, hasToken bool) {
+		t.Helper()
+		r := c.call(t, `{"op":"acquire","lock":"lock","timeout_ms":5000}`, 10*time.Second)
+		if r.OK == nil || !*r.OK {
+			t.Fatalf("%s: %s acquire of a free lock: want ok true, got %s", what, c.name, r.raw)
+		}
+		if r.Key != nil && !strings.HasPrefix(*r.Key, prefix) {
+			// Allowed (a library may fix where its keys live), but said.
+			t.Logf("%s: note: the grant's key %q is not under LOCKTEST_PREFIX %q: the observer cannot attribute its deletions", what, *r.Key, prefix)
+		}
+		if r.Token == nil {
+			return 0, false
+		}
+		return *r.Token, true
+	}
+	release := func(c *client, what string) {
+		t.Helper()
+		r := c.call(t, `{"op":"release","lock":"lock"}`, 10*time.Second)
+		if r.OK == nil || !*r.OK {
+			t.Fatalf("%s: %s release of its lock: want ok true, got %s", what, c.name, r.raw)
+		}
+	}
+
+	t0, tokened := grant(c0, "first grant")
+	began := time.Now()
+	r := c1.call(t, `{"op":"acquire","lock":"lock","timeout_ms":700}`, 10*time.Second)
+	switch {
+	case *r.OK:
+		t.Errorf("acquire of a held lock with timeout_ms 700: want ok false, got %s", r.raw)
+	case r.Definite == nil || !*r.Definite:
+		// Allowed (when in doubt, unknown), but it weakens what the checks
+		// can tell: said.
+		t.Logf("note: a timed-out acquire answered definite false: it is recorded with an unknown outcome: %s", r.raw)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("acquire with timeout_ms 700 answered after %v: keep to timeout_ms", took)
+	}
+	release(c0, "first release")
+	t1, tokened1 := grant(c1, "handover")
+	if tokened != tokened1 {
+		t.Errorf("one grant told a token and the next did not: a lock offers a fencing token always or never")
+	}
+	if tokened && t1 <= t0 {
+		t.Errorf("tokens must grow with every grant: %d, then %d", t0, t1)
+	}
+	release(c1, "handover release")
+	if r := c0.call(t, `{"op":"frobnicate","lock":"lock"}`, 10*time.Second); r.OK == nil || *r.OK || r.Definite == nil || !*r.Definite {
+		t.Errorf("an unknown op: want ok false, definite true, got %s", r.raw)
+	}
+	c0.in.Close()
+	select {
+	case <-c0.exited:
+	case <-time.After(5 * time.Second):
+		t.Errorf("%s did not exit within 5 s of its stdin's end", c0.name)
+	}
+
+	res := run(t, backend, command, func(o *runOptions) { o.clients = 3 })
+	// Without faults and without sections longer than the TTL, a correct
+	// lock keeps every promise: no check may find a violation, and the
+	// lock's own checks must be valid. (A lock without tokens leaves the
+	// resource unjudged; Redis offers the contract and consistency checks
+	// no revisions, and they say unknown.)
+	for _, c := range res.Checks {
+		must := c.Name == histories.CheckMutex || c.Name == histories.CheckLiveness || c.Name == histories.CheckInvariant ||
+			c.Name == histories.CheckResource && tokened
+		if c.Verdict == checker.Invalid || must && c.Verdict != checker.Valid {
+			t.Errorf("a run without faults: check %s is %s: %s", c.Name, c.Verdict, c.Explanation)
+		}
+	}
+}
+
+// system starts a real system of backend for the test, and returns the
+// client environment naming it.
+func system(t *testing.T, backend string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	switch backend {
+	case "etcd":
+		c, err := cluster.Start(ctx, cluster.Config{Members: 3, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		m := c.Members()[0]
+		return []string{"LOCKTEST_ENDPOINTS=" + m.ClientAddr(), "LOCKTEST_ETCD_URLS=" + m.ClientURL}
+	case "redis":
+		d, err := redisserver.Start(ctx, redisserver.Config{Binary: redisserver.ForTest(t), Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return []string{"LOCKTEST_ENDPOINTS=" + d.Servers()[0].Addr}
+	}
+	t.Fatalf("LOCKTEST_CONFORMANCE_BACKEND: want etcd or redis, got %q", backend)
+	return nil
+}
+
+// client is a client process driven by the test.
+type client struct {
+	name   string
+	in     io.WriteCloser
+	lines  chan []byte
+	exited chan struct{}
+	id     int
+}
+
+// reply is a reply as the protocol pins its fields; nil is absent.
+type reply struct {
+	ID       *int64  `json:"id"`
+	OK       *bool   `json:"ok"`
+	Token    *int64  `json:"token"`
+	Key      *string `json:"key"`
+	Revision *int64  `json:"revision"`
+	Error    *string `json:"error"`
+	Definite *bool   `json:"definite"`
+	Event    *string `json:"event"`
+	raw      string
+}
+
+func startClient(t *testing.T, command, env []string) *client {
+	t.Helper()
+	name := strings.TrimPrefix(env[len(env)-1], "LOCKTEST_CLIENT=")
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %q: %v", command, err)
+	}
+	c := &client{name: name, in: in, lines: make(chan []byte, 100), exited: make(chan struct{})}
+	go func() {
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			c.lines <- append([]byte(nil), s.Bytes()...)
+		}
+		cmd.Wait()
+		close(c.exited)
+	}()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-c.exited
+		if t.Failed() {
+			t.Logf("%s's stderr:\n%s", name, stderr.String())
+		}
+	})
+	return c
+}
+
+// call sends a request (req without its id) and returns its reply,
+// passing over events; any line that is not the protocol's fails the test.
+func (c *client) call(t *testing.T, req string, wait time.Duration) reply {
+	t.Helper()
+	c.id++
+	line := fmt.Sprintf(`{"id":%d,%s`, c.id, strings.TrimPrefix(req, "{"))
+	if _, err := io.WriteString(c.in, line+"\n"); err != nil {
+		t.Fatalf("%s: writing %s: %v", c.name, line, err)
+	}
+	deadline := time.After(wait)
+	for {
+		select {
+		case b := <-c.lines:
+			var r reply
+			if err := json.Unmarshal(b, &r); err != nil {
+				t.Fatalf("%s: a line that is not the protocol's (%v): %q", c.name, err, b)
+			}
+			r.raw = string(b)
+			if r.Event != nil {
+				if *r.Event == execlock.EventLost && r.ID != nil {
+					t.Fatalf("%s: an event with an id: %s", c.name, b)
+				}
+				continue
+			}
+			if r.ID == nil || *r.ID != int64(c.id) {
+				t.Fatalf("%s: reply to request %d has the wrong id: %s", c.name, c.id, b)
+			}
+			if r.OK == nil {
+				t.Fatalf(`%s: a reply without "ok": %s`, c.name, b)
+			}
+			return r
+		case <-c.exited:
+			t.Fatalf("%s exited before it answered %s", c.name, line)
+		case <-deadline:
+			t.Fatalf("%s: no reply to %s within %v", c.name, line, wait)
+		}
+	}
+}

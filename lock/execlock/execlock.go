@@ -1,0 +1,292 @@
+// Package execlock runs a lock written in any language under locktest: a
+// recipe (lock.Recipe) whose lock lives in a process of its own, a command
+// started once per client, that speaks locktest's lock-client protocol on
+// its stdin and stdout (README.md in this folder pins it: the environment
+// it is given, one JSON request per line in, one JSON reply per line out,
+// and the "lost" event). The faults act on that process for real: a pause
+// stops its process group (SIGSTOP, SIGCONT), a crash kills it (SIGKILL)
+// and a new process takes over as a new history process, isolation and
+// slow links act on the links it is given, a clock fault fakes its clock
+// through libfaketime where its runtime honours it (and is refused by name
+// before the run where it does not), and lease faults reach its lock
+// through the key its grants name.
+//
+// The package names no lock service: what a client needs of its servers
+// (the addresses of its own links, and what its backend adds, such as
+// etcd's URLs) comes from lock.Env. adapters/ holds the adapters of real
+// lock libraries (Python, Node, Go).
+package execlock
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/internal/proc"
+	"github.com/locktest/locktest/lock"
+)
+
+// Prefix begins a recipe spec: "exec:COMMAND ARGS…".
+const Prefix = "exec:"
+
+// Recipe is a lock in a process of its own: Command, started once per
+// client (and again whenever a client starts over). It implements
+// lock.Recipe and lock.Starter (a command that is not there or exits at
+// once stops the run before it starts), lock.Limited (clock faults need a
+// runtime that honours libfaketime) and lock.Described (the protocol's
+// version in the history's setup event).
+type Recipe struct {
+	// Command is the program and its arguments.
+	Command []string
+	// Clock is how the client's clock is faked for clock faults.
+	Clock Clock
+	// StartWindow is the longest Start watches a new process for an exit
+	// at once (default DefaultStartWindow).
+	StartWindow time.Duration
+
+	spec string // as given, after Prefix
+}
+
+// DefaultStartWindow is the longest a process is watched as it starts
+// before the run: one still busy then is taken to be up.
+const DefaultStartWindow = 10 * time.Second
+
+// settleTime is how long a starting process must stay idle (every process
+// of its group asleep, their CPU time still) to count as up, waiting for
+// its first request: an interpreter loading its modules, however slowly a
+// loaded machine lets it, is busy, and one that fails to exits first.
+const settleTime = 500 * time.Millisecond
+
+// New returns the recipe of a command.
+func New(command ...string) *Recipe {
+	return &Recipe{Command: command, spec: joinWords(command)}
+}
+
+// IsSpec says whether s names an exec recipe ("exec:...").
+func IsSpec(s string) bool { return strings.HasPrefix(s, Prefix) }
+
+// Parse reads a recipe spec, "exec:COMMAND ARGS…", whose words are split
+// as a shell splits them (quotes and backslashes; no variables, no
+// globs), and checks that the command can be found.
+func Parse(spec string) (*Recipe, error) {
+	if !IsSpec(spec) {
+		return nil, fmt.Errorf("%q is not an exec recipe (want %sCOMMAND ARGS…)", spec, Prefix)
+	}
+	text := strings.TrimSpace(strings.TrimPrefix(spec, Prefix))
+	words, err := splitWords(text)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", spec, err)
+	}
+	if len(words) == 0 {
+		return nil, fmt.Errorf("%q: no command (want %sCOMMAND ARGS…)", spec, Prefix)
+	}
+	if _, err := exec.LookPath(words[0]); err != nil {
+		return nil, fmt.Errorf("%s: command %s", spec, notFound(words[0], err))
+	}
+	return &Recipe{Command: words, spec: text}, nil
+}
+
+// notFound says why a command cannot be run, in words.
+func notFound(cmd string, err error) string {
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist):
+		return fmt.Sprintf("%q not found", cmd)
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Sprintf("%q is not executable", cmd)
+	}
+	return fmt.Sprintf("%q: %v", cmd, err)
+}
+
+// Name is the recipe as --recipe names it: "exec:" and the command.
+func (r *Recipe) Name() string { return Prefix + r.spec }
+
+// Params: the protocol's version, for the history's setup event.
+func (r *Recipe) Params() map[string]string {
+	return map[string]string{"exec_protocol": fmt.Sprint(Version)}
+}
+
+// Refuses says why the client cannot suffer clock faults, if it cannot:
+// its runtime ignores or breaks under libfaketime, or libfaketime is
+// missing. Every other fault family acts on any process.
+func (r *Recipe) Refuses(family string) string {
+	if family != "clock" {
+		return ""
+	}
+	_, why := r.faketime()
+	return why
+}
+
+// New starts a client process for env's client.
+func (r *Recipe) New(ctx context.Context, env lock.Env) (lock.Locker, error) {
+	return r.start(env)
+}
+
+// Start starts the client's first process before the run, and watches it
+// until it is up, idle and waiting for its first request (settleTime), or
+// for StartWindow at most: a command that exits by then (a missing module,
+// a syntax error, a server it cannot reach) stops the run, its stderr's
+// last lines said.
+func (r *Recipe) Start(ctx context.Context, env lock.Env) (lock.Locker, error) {
+	l, err := r.start(env)
+	if err != nil {
+		return nil, err
+	}
+	window := r.StartWindow
+	if window <= 0 {
+		window = DefaultStartWindow
+	}
+	deadline := time.Now().Add(window)
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	var (
+		was   proc.GroupState
+		quiet time.Time // since when the group has been idle
+	)
+	for {
+		select {
+		case <-l.pr.p.Done():
+			l.pr.kill()
+			return nil, fmt.Errorf("%s exited at once (%s)%s", r.Name(), l.pr.status(), stderrSays(l.pr))
+		case <-ctx.Done():
+			l.Close()
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+		now := time.Now()
+		g := proc.Group(l.pr.p.Pid())
+		if !g.Idle(was) {
+			was, quiet = g, now
+		}
+		if now.Sub(quiet) >= settleTime || now.After(deadline) {
+			return l, nil
+		}
+	}
+}
+
+// stderrSays is ": " and the last lines of a process's stderr, or "".
+func stderrSays(pr *process) string {
+	if t := pr.stderr.line(3); t != "" {
+		return ": " + t
+	}
+	return ": it wrote nothing on stderr"
+}
+
+// environment is what a client process is told (README.md: The
+// environment).
+func (r *Recipe) environment(env lock.Env) []string {
+	vars := []string{
+		"LOCKTEST_PROTOCOL=" + fmt.Sprint(Version),
+		"LOCKTEST_BACKEND=" + env.Backend,
+		"LOCKTEST_ENDPOINTS=" + strings.Join(env.Endpoints, ","),
+		"LOCKTEST_PREFIX=" + env.Prefix,
+		fmt.Sprintf("LOCKTEST_TTL=%d", env.TTL),
+		"LOCKTEST_CLIENT=" + env.Name,
+		fmt.Sprintf("LOCKTEST_SEED=%d", env.Seed),
+	}
+	for k, v := range env.Vars {
+		vars = append(vars, k+"="+v)
+	}
+	return vars
+}
+
+// logPath is where a client's stderr goes: logs/ in the run directory.
+func logPath(env lock.Env) string {
+	if env.Dir == "" {
+		return ""
+	}
+	dir := filepath.Join(env.Dir, "logs")
+	if os.MkdirAll(dir, 0o755) != nil {
+		return ""
+	}
+	return filepath.Join(dir, "exec-"+env.Name+".log")
+}
+
+// splitWords splits s into words as a POSIX shell does, with single and
+// double quotes and backslashes, and nothing else.
+func splitWords(s string) ([]string, error) {
+	var (
+		words []string
+		cur   strings.Builder
+		in    bool // a word is under way
+		quote rune
+	)
+	rs := []rune(s)
+	for i := 0; i < len(rs); i++ {
+		c := rs[i]
+		switch {
+		case quote == '\'':
+			if c == '\'' {
+				quote = 0
+			} else {
+				cur.WriteRune(c)
+			}
+		case quote == '"':
+			switch {
+			case c == '"':
+				quote = 0
+			case c == '\\' && i+1 < len(rs) && strings.ContainsRune(`"\$`+"`", rs[i+1]):
+				i++
+				cur.WriteRune(rs[i])
+			default:
+				cur.WriteRune(c)
+			}
+		case c == '\'' || c == '"':
+			quote, in = c, true
+		case c == '\\':
+			if i+1 < len(rs) {
+				i++
+				cur.WriteRune(rs[i])
+			}
+			in = true
+		case c == ' ' || c == '\t' || c == '\n':
+			if in {
+				words = append(words, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteRune(c)
+			in = true
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("unterminated %c quote", quote)
+	}
+	if in {
+		words = append(words, cur.String())
+	}
+	return words, nil
+}
+
+// joinWords joins words so that splitWords gives them back.
+func joinWords(words []string) string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		if w != "" && !strings.ContainsAny(w, " \t\n'\"\\$`;&|<>()*?[]#~") {
+			out[i] = w
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}
+
+// firstLine is a file's first line, for its "#!" (nil if it cannot be
+// read).
+func firstLine(path string) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b := make([]byte, 256)
+	n, _ := f.Read(b)
+	line, _, _ := bytes.Cut(b[:n], []byte("\n"))
+	return line
+}

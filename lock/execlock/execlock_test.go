@@ -1,0 +1,314 @@
+package execlock_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/backend/registry"
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/proc"
+	"github.com/locktest/locktest/internal/proctest"
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/execlock"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/resource"
+	"github.com/locktest/locktest/workload"
+)
+
+// testClient is the command of the test client (testdata/lockclient.py,
+// standard-library Python) with flags that break it; the test skips
+// without a python3.
+func testClient(t *testing.T, flags ...string) []string {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not on PATH: the test client is a Python script (any Python 3, standard library only)")
+	}
+	script, err := filepath.Abs(filepath.Join("testdata", "lockclient.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{py, script}, flags...)
+}
+
+type runOptions struct {
+	clients int
+	faults  []string
+	time    time.Duration
+	quiet   time.Duration
+	mode    resource.Mode
+	seed    int64
+	slow    float64 // share of slow sections (default none)
+	bound   time.Duration
+}
+
+// logBuffer collects the run's log lines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// run runs command's lock on backend (etcd or redis; the test skips
+// without redis-server) and returns the results; the test fails if the run
+// cannot be made.
+func run(t *testing.T, backend string, command []string, opts ...func(*runOptions)) *harness.Results {
+	t.Helper()
+	res, _, err := tryRun(t, backend, command, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func tryRun(t *testing.T, backend string, command []string, opts ...func(*runOptions)) (*harness.Results, string, error) {
+	t.Helper()
+	if backend == "redis" {
+		needRedis(t)
+	}
+	o := runOptions{clients: 3, time: 3 * time.Second, quiet: time.Second, mode: resource.Fenced, seed: 1}
+	for _, f := range opts {
+		f(&o)
+	}
+	cfg := workload.DefaultConfig()
+	cfg.Recipe = execlock.New(command...)
+	cfg.Clients = o.clients
+	cfg.Seed = o.seed
+	cfg.SlowShare = o.slow
+	var log logBuffer
+	res, err := harness.Run(context.Background(), harness.Options{
+		Dir:      t.TempDir(),
+		Backend:  backend,
+		Workload: cfg,
+		Resource: o.mode,
+		Time:     o.time,
+		Quiet:    o.quiet,
+		Nemesis:  nemesis.Config{Faults: o.faults},
+		Log:      &log,
+
+		LivenessBound: o.bound,
+	})
+	return res, log.String(), err
+}
+
+func verdicts(res *harness.Results) map[string]checker.Verdict {
+	v := map[string]checker.Verdict{}
+	for _, c := range res.Checks {
+		v[c.Name] = c.Verdict
+	}
+	return v
+}
+
+func explain(res *harness.Results) string {
+	var b strings.Builder
+	for _, c := range res.Checks {
+		b.WriteString("\n  " + c.Name + " " + string(c.Verdict) + ": " + c.Explanation)
+	}
+	return b.String()
+}
+
+// A correct lock whose process is stopped (SIGSTOP of its group) past its
+// TTL while it holds the lock: its keepalives stop, its lease expires, the
+// fence keeps the data safe, and the lock keeps its contract.
+func TestPausedProcessLosesItsLease(t *testing.T) {
+	res := run(t, "etcd", testClient(t), func(o *runOptions) {
+		o.faults = []string{"pause"}
+		o.slow = workload.DefaultConfig().SlowShare
+		o.time = 6 * time.Second
+		o.quiet = 3 * time.Second
+	})
+	v := verdicts(res)
+	if v[histories.CheckResource] != checker.Valid || v[histories.CheckContract] != checker.Valid || v[histories.CheckLiveness] != checker.Valid {
+		t.Errorf("a correct lock under pauses: want resource, contract and liveness valid:%s", explain(res))
+	}
+	h, err := histories.ReadFile(res.History)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := 0
+	for _, op := range h {
+		if op.F == histories.FStart && op.Value != nil && op.Value.Fault == nemesis.PauseClient && op.Error == "" {
+			paused++
+		}
+	}
+	if paused == 0 {
+		t.Errorf("no pause-client fault in the history")
+	}
+}
+
+// Broken locks are caught, each by the check its breakage breaks.
+func TestBrokenClientsCaught(t *testing.T) {
+	for _, c := range []struct {
+		flag  string
+		check string
+	}{
+		{"--grant-always", histories.CheckMutex},   // says it holds a lock it never took
+		{"--stale-token", histories.CheckContract}, // tokens that do not grow
+	} {
+		t.Run(c.flag, func(t *testing.T) {
+			res := run(t, "etcd", testClient(t, c.flag))
+			if v := verdicts(res)[c.check]; v != checker.Invalid {
+				t.Errorf("%s: check %s is %s, want invalid:%s", c.flag, c.check, v, explain(res))
+			}
+		})
+	}
+}
+
+// A lock without a fencing token, on Redis, without faults or slow
+// sections: the resource check cannot judge writes that nothing could
+// fence (unknown, not valid), and the lock itself is judged as any lock.
+func TestUntokenedLock(t *testing.T) {
+	res := run(t, "redis", testClient(t))
+	v := verdicts(res)
+	if v[histories.CheckResource] != checker.Unknown || v[histories.CheckMutex] != checker.Valid {
+		t.Errorf("a correct lock without tokens, no faults: want resource unknown, mutex valid:%s", explain(res))
+	}
+}
+
+// A command that exits at once stops the run before it starts, naming the
+// client and the command's stderr.
+func TestCommandExitsAtOnce(t *testing.T) {
+	began := time.Now()
+	_, _, err := tryRun(t, "etcd", testClient(t, "--exit-at-once"), func(o *runOptions) { o.faults = []string{"pause"} })
+	if err == nil || !strings.Contains(err.Error(), "c0") || !strings.Contains(err.Error(), "told to exit at once") {
+		t.Fatalf("want an error naming c0 and the command's stderr, got %v", err)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("want one line, got %q", err)
+	}
+	t.Logf("refused in %v: %v", time.Since(began), err)
+	_, _, err = tryRun(t, "etcd", []string{filepath.Join(t.TempDir(), "no-such-client")})
+	if err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("a command that is not there: want 'not found', got %v", err)
+	}
+}
+
+// A reply that breaks the protocol is told in one line naming the client
+// and the line; its operation has an unknown outcome, the process is
+// replaced (a new history process), and the run goes on.
+func TestBadReplyReplacesTheProcess(t *testing.T) {
+	for _, flag := range []string{"--garbage", "--bad-id", "--out-of-turn", "--crash-reply"} {
+		t.Run(flag, func(t *testing.T) {
+			res, log, err := tryRun(t, "etcd", testClient(t, flag), func(o *runOptions) { o.clients = 2; o.time = 2 * time.Second })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(log, "exec client c") || !strings.Contains(log, "the process is replaced") {
+				t.Errorf("no line naming the client and the breach in the run's log:\n%s", log)
+			}
+			if res.Run.Stats.Acquisitions < 2 {
+				t.Errorf("the run did not go on after the breach: %d acquisitions", res.Run.Stats.Acquisitions)
+			}
+			if v := verdicts(res)[histories.CheckMutex]; v == checker.Invalid {
+				t.Errorf("a breach of the protocol is no violation of the lock:%s", explain(res))
+			}
+		})
+	}
+}
+
+func needRedis(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (apt-get install redis-server): " + err.Error())
+	}
+}
+
+// The client processes die with locktest, also when it is killed with
+// SIGKILL (this test binary stands in for it).
+func TestClientsDieWithLocktest(t *testing.T) {
+	if os.Getenv("EXECLOCK_TEST_PARENT") != "" {
+		startAndWait(t)
+		return
+	}
+	testClient(t) // skips without python3
+	// Each client, and the watchdog that kills its group on locktest's death.
+	proctest.KillParent(t, "TestClientsDieWithLocktest", 4, "EXECLOCK_TEST_PARENT=1")
+}
+
+// startAndWait starts two clients of the test client, prints the pids of
+// its children (the clients and their watchdogs) and waits to be killed.
+func startAndWait(t *testing.T) {
+	r := execlock.New(testClient(t)...)
+	var pids []string
+	for _, name := range []string{"c0", "c1"} {
+		l, err := r.Start(context.Background(), lock.Env{Name: name, Backend: "etcd", Prefix: "/locktest/", TTL: 2,
+			Endpoints: []string{"127.0.0.1:1"}, Vars: map[string]string{"LOCKTEST_ETCD_URLS": "http://127.0.0.1:1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		for _, pid := range proc.Children(os.Getpid()) {
+			if !slices.Contains(pids, strconv.Itoa(pid)) {
+				pids = append(pids, strconv.Itoa(pid))
+			}
+		}
+	}
+	fmt.Println(strings.Join(pids, " "))
+	time.Sleep(time.Minute) // killed by the test long before
+}
+
+// A catalog scenario plays with a lock that is no built-in, through the Go
+// API (harness.Play): its schedule strikes, and its expectations are
+// judged against this lock's verdicts.
+func TestPlayScenario(t *testing.T) {
+	sc, err := registry.Catalog().Lookup("paused-holder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := workload.DefaultConfig()
+	cfg.Recipe = execlock.New(testClient(t)...)
+	cfg.Seed = 3
+	o, err := harness.Play(harness.Options{Dir: t.TempDir(), Backend: "etcd", Workload: cfg, Resource: resource.Fenced}, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Scenario == nil || res.Scenario.Met == nil || !*res.Scenario.Met {
+		t.Errorf("paused-holder with a correct, fenced lock in a process: want its expectations met, got %+v:%s", res.Scenario, explain(res))
+	}
+	if res.Run.Nemesis == nil || len(res.Run.Nemesis.Faults) == 0 {
+		t.Errorf("the scenario's schedule struck nothing")
+	}
+}
+
+// A client that never answers: its acquires time out as any lock's do
+// (unknown outcomes, the process replaced), and liveness says the lock
+// granted nothing.
+func TestSilentClient(t *testing.T) {
+	res := run(t, "etcd", testClient(t, "--silent"), func(o *runOptions) {
+		o.clients = 2
+		o.time = 2 * time.Second
+		o.bound = 2 * time.Second // shorter than the acquires' 5 s timeout
+	})
+	if v := verdicts(res); v[histories.CheckLiveness] != checker.Invalid || v[histories.CheckMutex] == checker.Invalid {
+		t.Errorf("a client that never answers: want liveness invalid and no mutex violation:%s", explain(res))
+	}
+	if res.Run.Stats.Acquisitions != 0 {
+		t.Errorf("%d acquisitions recorded of a client that never answers", res.Run.Stats.Acquisitions)
+	}
+}
