@@ -431,6 +431,7 @@ func (j *contractJudge) tokens(grants []*operation) {
 // state it was decided on.
 func (j *contractJudge) lost(grants []*operation) {
 	h := j.h
+	key, rev := h.terms().key(), h.terms().revision()
 	if why := j.noRevisions(); why != "" {
 		j.cannot(promiseLost, why)
 		return
@@ -451,7 +452,7 @@ func (j *contractJudge) lost(grants []*operation) {
 		held, ok := c.heldAt(g.rev)
 		switch {
 		case !ok:
-			j.cannot(promiseLost, fmt.Sprintf("the history does not say whether the key of token %d was deleted by revision %d: %s", g.tok, g.rev, c.why))
+			j.cannot(promiseLost, fmt.Sprintf("the history does not say whether the %s of token %d was deleted by %s %d: %s", key, g.tok, rev, g.rev, c.why))
 		case !held && len(j.violations[promiseLost]) <= maxStories:
 			d := c.del
 			waited := ""
@@ -460,8 +461,8 @@ func (j *contractJudge) lost(grants []*operation) {
 			}
 			j.broke(promiseLost, Violation{Key: g.key, Processes: []int{int(g.process)}, Tokens: []int64{g.tok},
 				From: min(d.Time, g.ret), To: g.ret, Faults: h.faultsDuring(min(d.Time, g.call), g.ret),
-				Story: fmt.Sprintf("on key %q, %s was granted token %d at %s (asked at %s) on a state at revision %d, but the server had deleted its key (token %d) at revision %d (%s)%s%s: it was granted a lock whose key was already gone.",
-					g.key, h.who(g.process), g.tok, h.at(g.ret), h.at(g.call), g.rev, g.tok, d.Revision, h.at(d.Time), deletionCause(h, *d), waited)})
+				Story: fmt.Sprintf("on key %q, %s was granted token %d at %s (asked at %s) on a state at %s %d, but the server had deleted its %s (token %d) at %s %d (%s)%s%s: it was granted a lock whose %s was already gone.",
+					g.key, h.who(g.process), g.tok, h.at(g.ret), h.at(g.call), rev, g.rev, key, g.tok, rev, d.Revision, h.at(d.Time), deletionCause(h, *d), waited, key)})
 		}
 	}
 }
@@ -489,6 +490,7 @@ func deletionCause(h *History, d Deletion) string {
 // overlaps judges promise 3 on every overlap of two holders' beliefs.
 func (j *contractJudge) overlaps() {
 	h := j.h
+	key, rev := h.terms().key(), h.terms().revision()
 	an := h.Overlaps()
 	if an.Truncated {
 		j.cannot(promiseOverlap, fmt.Sprintf("more than %d overlaps; only the first were judged", MaxOverlaps))
@@ -515,14 +517,14 @@ func (j *contractJudge) overlaps() {
 		if first.tok > later.rev {
 			// The claim first in line was created after the other grant's
 			// decision: then the other is first in revision order.
-			j.cannot(promiseOverlap, fmt.Sprintf("token %d was created after the decision revision %d of token %d", first.tok, later.rev, later.tok))
+			j.cannot(promiseOverlap, fmt.Sprintf("token %d was created after the decision %s %d of token %d", first.tok, rev, later.rev, later.tok))
 			continue
 		}
 		c := j.claim[first.belief]
 		held, ok := c.heldAt(later.rev)
 		switch {
 		case !ok:
-			j.cannot(promiseOverlap, fmt.Sprintf("the history does not say whether the key of token %d was deleted by revision %d: %s", first.tok, later.rev, c.why))
+			j.cannot(promiseOverlap, fmt.Sprintf("the history does not say whether the %s of token %d was deleted by %s %d: %s", key, first.tok, rev, later.rev, c.why))
 		case !held:
 			j.races++
 		default:
@@ -533,17 +535,17 @@ func (j *contractJudge) overlaps() {
 			var still string
 			switch {
 			case c.del != nil:
-				still = fmt.Sprintf("was deleted only at revision %d (%s)%s", c.del.Revision, h.at(c.del.Time), deletionCause(h, *c.del))
+				still = fmt.Sprintf("was deleted only at %s %d (%s)%s", rev, c.del.Revision, h.at(c.del.Time), deletionCause(h, *c.del))
 			case c.before != nil:
-				still = fmt.Sprintf("was on the server until revision %d at least (no deletion that could be its key's is recorded before)", c.lo-1)
+				still = fmt.Sprintf("was on the server until %s %d at least (no deletion that could be its %s's is recorded before)", rev, c.lo-1, key)
 			default:
-				still = fmt.Sprintf("was not deleted by revision %d, the last the observer saw", c.lo-1)
+				still = fmt.Sprintf("was not deleted by %s %d, the last the observer saw", rev, c.lo-1)
 			}
 			j.broke(promiseOverlap, Violation{Key: ov.Key, Processes: []int{int(first.process), int(later.process)}, Tokens: []int64{first.tok, later.tok},
 				From: ov.From, To: ov.To, Faults: h.faultsDuring(ov.From, ov.To),
-				Story: fmt.Sprintf("on key %q, %s (token %d, granted %s) and %s (token %d, granted %s on a state at revision %d) both held the lock from %s to %s, but %s's key (token %d) %s: the second grant was made while the first holder's claim was on the server.",
-					ov.Key, h.who(first.process), first.tok, h.at(first.ret), h.who(later.process), later.tok, h.at(later.ret), later.rev,
-					h.at(ov.From), h.at(ov.To), h.who(first.process), first.tok, still)})
+				Story: fmt.Sprintf("on key %q, %s (token %d, granted %s) and %s (token %d, granted %s on a state at %s %d) both held the lock from %s to %s, but %s's %s (token %d) %s: the second grant was made while the first holder's claim was on the server.",
+					ov.Key, h.who(first.process), first.tok, h.at(first.ret), h.who(later.process), later.tok, h.at(later.ret), rev, later.rev,
+					h.at(ov.From), h.at(ov.To), h.who(first.process), key, first.tok, still)})
 		}
 	}
 }
@@ -586,10 +588,10 @@ func (j *contractJudge) releases() {
 		}
 		var victim string
 		if ok {
-			victim = fmt.Sprintf("%s's key (token %d, granted %s)", h.who(histories.Process(b.Process)), d.Token, h.at(b.From))
+			victim = fmt.Sprintf("%s's %s (token %d, granted %s)", h.who(histories.Process(b.Process)), h.terms().key(), d.Token, h.at(b.From))
 			v.Processes = append(v.Processes, b.Process)
 		} else {
-			victim = fmt.Sprintf("%s's key (token %d)", cmp.Or(owner, "another client"), d.Token)
+			victim = fmt.Sprintf("%s's %s (token %d)", cmp.Or(owner, "another client"), h.terms().key(), d.Token)
 		}
 		v.Story = fmt.Sprintf("on key %q, %s deleted %s at %s, %s.",
 			d.Key, what, victim, h.atRevision(d.Revision, d.Time), fmt.Sprintf(j.h.terms().Alive, cmp.Or(owner, "its owner")))
@@ -621,7 +623,7 @@ func (j *contractJudge) live() {
 		case !ok:
 			continue
 		case d.leaseAlive != "false":
-			j.cannot(promiseLive, fmt.Sprintf("the observer could not confirm that the lease of token %d was gone when its key was deleted at %s", d.Token, h.at(d.Time)))
+			j.cannot(promiseLive, fmt.Sprintf("the observer could not confirm that the lease of token %d was gone when its %s was deleted at %s", d.Token, h.terms().key(), h.at(d.Time)))
 			continue
 		case len(j.violations[promiseLive]) > maxStories:
 			continue
@@ -631,8 +633,8 @@ func (j *contractJudge) live() {
 			since = "since the history began"
 		}
 		j.broke(promiseLive, Violation{Key: d.Key, Processes: []int{b.Process}, Tokens: []int64{b.Token}, From: b.From, To: d.Time,
-			Story: fmt.Sprintf("on key %q, %s of %s, which held token %d since %s, expired on the server: its key was deleted at %s, and no fault was active %s.",
-				d.Key, j.h.terms().Claim, h.who(histories.Process(b.Process)), b.Token, h.at(b.From), h.atRevision(d.Revision, d.Time), since)})
+			Story: fmt.Sprintf("on key %q, %s of %s, which held token %d since %s, expired on the server: its %s was deleted at %s, and no fault was active %s.",
+				d.Key, j.h.terms().Claim, h.who(histories.Process(b.Process)), b.Token, h.at(b.From), h.terms().key(), h.atRevision(d.Revision, d.Time), since)})
 	}
 }
 

@@ -258,3 +258,16 @@ func TestMutexNoFencingToken(t *testing.T) {
 	}
 	expect(t, mutex(h("false", true)), Invalid, "both believed they held the lock")
 }
+
+// A backend's words for what a grant holds and for its order of changes
+// (a znode, a zxid) are the contract's stories' words.
+func TestContractWords(t *testing.T) {
+	ops := overlapping(14).event("setup", 0, nil, map[string]string{"backend": "znode-store", "ttl": "2"}).ops()
+	words := LeaseTerms
+	words.Key, words.Revision = "znode", "zxid"
+	r := withTerms(ops, "znode-store", words).Contract()
+	expect(t, r, Invalid, `granted 2.10 s on a state at zxid 13) both held the lock from 2.10 s to 3.00 s, but process 1 (c1)'s znode (token 10) was deleted only at zxid 14 (1.90 s)`)
+	if strings.Contains(r.Explanation, "revision") || strings.Contains(r.Explanation, "'s key") {
+		t.Errorf("the story speaks of keys and revisions: %s", r.Explanation)
+	}
+}

@@ -141,7 +141,7 @@ func (h *History) scene(key string, beliefs []Belief, writers []histories.Proces
 		case histories.DeletedByOther:
 			why = ": another client's release deleted it"
 		}
-		evs = append(evs, event{d.Time, fmt.Sprintf("the server deleted %s's lock key (token %d) at %s%s", h.who(histories.Process(p)), d.Token, h.at(d.Time), why)})
+		evs = append(evs, event{d.Time, fmt.Sprintf("the server deleted %s's lock %s (token %d) at %s%s", h.who(histories.Process(p)), h.terms().key(), d.Token, h.at(d.Time), why)})
 	}
 	for _, l := range sd.lost {
 		if p, ok := tokens[l.token]; ok && l.key == key {

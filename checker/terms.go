@@ -29,6 +29,10 @@ type Terms struct {
 	// Unkeyed is why promise 2 cannot be judged for a lock that does not
 	// tell the key its grant holds.
 	Unkeyed string
+	// Key is what a grant holds on the server, in a word ("znode"), and
+	// Revision what orders the server's changes ("zxid"); "" is "key" and
+	// "revision".
+	Key, Revision string
 
 	// Words of a run's summary, for the callers' "in words" lines.
 	//
@@ -62,6 +66,22 @@ var LeaseTerms = Terms{
 	LegendLost:    "client noticed its lease was lost",
 }
 
+// key is the word for a grant's hold on the server.
+func (t Terms) key() string {
+	if t.Key == "" {
+		return "key"
+	}
+	return t.Key
+}
+
+// revision is the word for the server's order of changes.
+func (t Terms) revision() string {
+	if t.Revision == "" {
+		return "revision"
+	}
+	return t.Revision
+}
+
 // terms are the words of the history's backend.
 func (h *History) terms() Terms {
 	if h.termsOf == nil {
@@ -80,7 +100,7 @@ func (h *History) Recipe() string { return h.story().recipe }
 // atRevision says when, with the revision where the server has revisions.
 func (h *History) atRevision(rev, t int64) string {
 	if rev > 0 {
-		return fmt.Sprintf("revision %d (%s)", rev, h.at(t))
+		return fmt.Sprintf("%s %d (%s)", h.terms().revision(), rev, h.at(t))
 	}
 	return h.at(t)
 }

@@ -62,6 +62,10 @@ type Options struct {
 	// Nemesis configures the faults; no Faults means none. Members, Clients,
 	// TTL and Time are filled in by Run.
 	Nemesis nemesis.Config `json:"nemesis"`
+	// DefaultFaults says that Nemesis.Faults are a plain run's defaults,
+	// not the user's choice: a family the backend does not offer is left
+	// out (the lease faults on a backend without leases), not refused.
+	DefaultFaults bool `json:"default_faults,omitempty"`
 	// Schedule replays a stored schedule instead of drawing one.
 	Schedule *nemesis.Schedule `json:"-"`
 	// FitSchedule says that Schedule was drawn for another system (one

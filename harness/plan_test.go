@@ -9,6 +9,7 @@ import (
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/system"
 	"github.com/locktest/locktest/workload"
 )
 
@@ -48,6 +49,41 @@ func TestPlan(t *testing.T) {
 			if _, ok := o.Workload.Recipe.(lock.Unfenced); !ok || o.Backend != b.Name {
 				t.Errorf("%s planned on %s, unfenced %v", r.Name, o.Backend, ok)
 			}
+		}
+	}
+
+	// A plain run's default faults are what its backend offers of them:
+	// the lease faults only where there are leases.
+	for _, b := range registry.All() {
+		cfg := workload.DefaultConfig()
+		cfg.Recipe = b.Recipes[0].New()
+		o, err := Plan(Options{Workload: cfg, Time: time.Second, DefaultFaults: true,
+			Nemesis: nemesis.Config{Faults: []string{"pause", "lease", "isolate"}}})
+		if err != nil {
+			t.Logf("%s not planned: %v (its servers are not installed?)", b.Name, err)
+			continue
+		}
+		leases := system.Has(o.System.Prototype(o.backendPlan()), system.CapLeases)
+		if slices.Contains(o.Nemesis.Faults, "lease") != leases || !slices.Contains(o.Nemesis.Faults, "pause") {
+			t.Errorf("%s (leases %v): default faults planned as %v", b.Name, leases, o.Nemesis.Faults)
+		}
+
+		// A family it cannot carry out, asked for by name, is refused
+		// by name before anything starts.
+		for _, f := range nemesis.Categories() {
+			o, err := Plan(Options{Workload: cfg, Time: time.Second, Nemesis: nemesis.Config{Faults: []string{f}}})
+			switch {
+			case err == nil && len(nemesis.Offering([]string{f}, nemesis.Offered(o.System.Prototype(o.backendPlan())))) == 0:
+				t.Errorf("%s planned with --nemesis %s, which its system does not offer", b.Name, f)
+			case err != nil && (!strings.Contains(err.Error(), "--nemesis: fault "+f+" needs ") || !strings.Contains(err.Error(), "which "+b.Name+" does not offer")):
+				t.Errorf("%s with --nemesis %s: %v", b.Name, f, err)
+			}
+		}
+		if leases {
+			continue
+		}
+		if _, err := Plan(Options{Workload: cfg, Time: time.Second, Nemesis: nemesis.Config{Faults: []string{"lease"}}}); err == nil {
+			t.Errorf("%s, without leases, planned with --nemesis lease", b.Name)
 		}
 	}
 

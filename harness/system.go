@@ -11,6 +11,7 @@ import (
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
+	"github.com/locktest/locktest/system"
 )
 
 // Plan returns o as Run carries it out, planned before anything starts:
@@ -62,7 +63,28 @@ func (o *Options) plan() error {
 	if err := o.refuseByRecipe(); err != nil {
 		return err
 	}
-	o.Nemesis.Faults = nemesis.Expand(o.Nemesis.Faults, o.recipeOffers(nemesis.Offered(o.System.Prototype(p))))
+	proto := o.System.Prototype(p)
+	offers := o.recipeOffers(nemesis.Offered(proto))
+	if o.DefaultFaults {
+		o.Nemesis.Faults = nemesis.Offering(o.Nemesis.Faults, offers)
+	}
+	if o.Schedule == nil {
+		// A family asked for by name that the system cannot carry out at
+		// all is refused now, before any server starts (a stored or
+		// fitted schedule drops what its system cannot take).
+		for _, name := range o.Nemesis.Faults {
+			lacks := nemesis.Lacks(name, proto)
+			if len(lacks) == 0 {
+				continue
+			}
+			where := fmt.Sprintf(" (it offers %s)", strings.Join(nemesis.Expand([]string{nemesis.All}, offers), ", "))
+			if h, ok := proto.(system.Hinter); ok {
+				where = "; " + h.Hint()
+			}
+			return fmt.Errorf("--nemesis: fault %s needs %s, which %s does not offer%s", name, capNames(lacks), b.Name, where)
+		}
+	}
+	o.Nemesis.Faults = nemesis.Expand(o.Nemesis.Faults, offers)
 	o.planned = true
 	return nil
 }
@@ -194,4 +216,13 @@ func grantQuorum(recipe string, members int) int {
 		return 0
 	}
 	return members/2 + 1
+}
+
+// capNames are caps in words: "leases", "partition and leader".
+func capNames(caps []system.Capability) string {
+	names := make([]string, len(caps))
+	for i, c := range caps {
+		names[i] = string(c)
+	}
+	return strings.Join(names, " and ")
 }

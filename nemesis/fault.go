@@ -94,6 +94,27 @@ func Needs(name string) []system.Capability {
 	return out
 }
 
+// Lacks names what sys lacks to carry out any fault of family name: the
+// fewest capabilities missing for one of its kinds; nil when sys can carry
+// out some kind of it (or there is no such family).
+func Lacks(name string, sys system.System) []system.Capability {
+	f, ok := family(name)
+	if !ok {
+		return nil
+	}
+	var fewest []system.Capability
+	for _, k := range f.Kinds(5, true) {
+		miss := system.Missing(sys, f.Needs(k))
+		if len(miss) == 0 {
+			return nil
+		}
+		if fewest == nil || len(miss) < len(fewest) {
+			fewest = miss
+		}
+	}
+	return fewest
+}
+
 // Categories are the names --nemesis accepts, in canonical order.
 func Categories() []string {
 	out := make([]string, len(families))

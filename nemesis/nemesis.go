@@ -102,6 +102,19 @@ func Expand(faults []string, offers func(kind string) bool) []string {
 	return out
 }
 
+// Offering keeps the families of faults of which a system offers some
+// kind (by offers, as Offered says); "all" is kept.
+func Offering(faults []string, offers func(kind string) bool) []string {
+	out := []string{}
+	for _, name := range faults {
+		f, ok := family(name)
+		if !ok || slices.ContainsFunc(f.Kinds(5, true), offers) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // ParseDurations reads --fault-durations, "pause=3s-5s,partition=2s", into
 // ranges by family; a single duration is a range of one.
 func ParseDurations(s string) (map[string]Range, error) {

@@ -55,8 +55,21 @@ func TestExpand(t *testing.T) {
 	if got := Expand([]string{"partition"}, offers); !slices.Equal(got, []string{"partition"}) {
 		t.Errorf("a named family expanded: %v", got)
 	}
+	// A plain run's defaults keep what the system offers of them.
+	if got, want := Offering([]string{"pause", "lease", "isolate"}, offers), []string{"pause", "isolate"}; !slices.Equal(got, want) {
+		t.Errorf("the defaults on a system without leases: %v, want %v", got, want)
+	}
 	if got := Needs("failover"); !slices.Contains(got, system.CapFailover) || Needs("bogus") != nil {
 		t.Errorf("Needs(failover) = %v", got)
+	}
+	// What a system lacks for a family: the fewest capabilities of one of
+	// its kinds (a partition of one member needs no leader); nothing when
+	// it carries out some kind.
+	if got := Lacks("partition", prototype{}); !slices.Equal(got, []system.Capability{system.CapPartition}) {
+		t.Errorf("Lacks(partition) = %v", got)
+	}
+	if got := Lacks("pause", prototype{}); got != nil {
+		t.Errorf("Lacks(pause) = %v", got)
 	}
 }
 

@@ -112,7 +112,9 @@ type Hasher interface {
 }
 
 // Hinter is a system that can say, when a use needs capabilities it
-// lacks, where they are to be had; Refuse adds that to its error.
+// lacks, where they are to be had; Refuse adds that to its error. Hint is
+// asked of a backend's Prototype too (a typed nil, before anything
+// starts): it must not need the system.
 type Hinter interface {
 	Hint() string
 }

@@ -132,6 +132,20 @@ type Observer interface {
 	Close()
 }
 
+// CloseAlso is o, whose Close also calls also once o is closed: a backend's
+// observer that shares a connection of its own with the run closes it so.
+func CloseAlso(o Observer, also func()) Observer { return closeAlso{o, also} }
+
+type closeAlso struct {
+	Observer
+	also func()
+}
+
+func (c closeAlso) Close() {
+	c.Observer.Close()
+	c.also()
+}
+
 // Keeper is a Backend that can keep the protected resource in the system
 // under test itself, in resource modes of its own (etcd's etcd-txn): a
 // write is then guarded by the lock on the server.

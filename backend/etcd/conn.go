@@ -79,7 +79,7 @@ func (r *run) Observe(ctx context.Context, keys workload.Keys, rec workload.Reco
 	if err != nil {
 		return nil, err
 	}
-	return closing{o, r.closeDirect}, nil
+	return workload.CloseAlso(o, r.closeDirect), nil
 }
 
 // claimOf is the lease and the create revision of key on the server, and
@@ -115,17 +115,6 @@ func (r *run) closeDirect() {
 		r.direct.Close()
 		r.direct = nil
 	}
-}
-
-// closing is an observer that closes the run's direct link with it.
-type closing struct {
-	workload.Observer
-	also func()
-}
-
-func (c closing) Close() {
-	c.Observer.Close()
-	c.also()
 }
 
 // Store is the etcd-txn resource over c's links, or over a direct link for

@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/backend/etcd"
 	"github.com/locktest/locktest/backend/redis"
+	"github.com/locktest/locktest/backend/zookeeper"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/resource"
@@ -26,6 +27,7 @@ import (
 var backends = []backend.Backend{
 	etcd.Backend,
 	redis.Backend,
+	zookeeper.Backend,
 }
 
 // All returns the registered backends, the default first.

@@ -1,9 +1,11 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -59,40 +61,39 @@ func TestRecipeRefusesOtherConnections(t *testing.T) {
 }
 
 // A backend's flags are its own: one another backend's recipe was given
-// is refused, unless leniently read (compare).
+// is refused, unless leniently read (compare). Each flag of every other
+// backend, given a value of its own kind (its default, or "x").
 func TestFlags(t *testing.T) {
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	f := AddFlags(fs)
 	seen := map[string]string{}
+	f := AddFlags(flag.NewFlagSet("t", flag.ContinueOnError))
 	for _, b := range All() {
-		if len(f.names[b.Name]) == 0 {
-			continue
-		}
 		for _, n := range f.names[b.Name] {
 			seen[n] = b.Name
 		}
 	}
-	var own, other string
-	for n, b := range seen {
-		if b == Default().Name {
-			own = n
-		} else {
-			other = n
+	recipe := Default().Recipes[0].Name
+	others := 0
+	for _, other := range slices.Sorted(maps.Keys(seen)) {
+		if seen[other] == Default().Name {
+			continue
+		}
+		others++
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		f := AddFlags(fs)
+		value := cmp.Or(fs.Lookup(other).DefValue, "x")
+		if err := fs.Parse([]string{"--" + other + "=" + value}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Options(recipe, true); err == nil || !strings.Contains(err.Error(), "--"+other+" is for "+seen[other]) {
+			t.Errorf("--%s with %s: %v", other, recipe, err)
+		}
+		if o, err := f.Options(recipe, false); err != nil || o.Backend() != Default().Name {
+			t.Errorf("lenient --%s: %v, %v", other, o, err)
 		}
 	}
-	if own == "" || other == "" {
+	if others == 0 || len(seen) == others {
 		t.Skipf("need flags of two backends, got %v", seen)
-	}
-	if err := fs.Parse([]string{"--" + other + "=x"}); err != nil {
-		t.Fatal(err)
-	}
-	recipe := Default().Recipes[0].Name
-	if _, err := f.Options(recipe, true); err == nil || !strings.Contains(err.Error(), "--"+other+" is for "+seen[other]) {
-		t.Errorf("--%s with %s: %v", other, recipe, err)
-	}
-	if o, err := f.Options(recipe, false); err != nil || o.Backend() != Default().Name {
-		t.Errorf("lenient: %v, %v", o, err)
 	}
 }
 

@@ -177,6 +177,7 @@ func (f *runFlags) options() (harness.Options, error) {
 	if o.Nemesis.Faults, err = nemesis.ParseFaults(*f.faults); err != nil {
 		return o, fmt.Errorf("--nemesis: %w", err)
 	}
+	o.DefaultFaults = !f.set("nemesis")
 	o.Nemesis.Interval = *f.interval
 	if o.Nemesis.Durations, err = nemesis.ParseDurations(*f.durations); err != nil {
 		return o, fmt.Errorf("--fault-durations: %w", err)

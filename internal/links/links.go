@@ -23,6 +23,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/rs/zerolog"
+	zlog "github.com/rs/zerolog/log"
 
 	"github.com/locktest/locktest/internal/ports"
 )
@@ -48,9 +49,15 @@ type proxyInfo struct{ listen, upstream string }
 // ErrClosed is returned by methods of closed Links.
 var ErrClosed = errors.New("links: closed")
 
+// silenceGlobal quiets zerolog's global logger, which toxiproxy's
+// bandwidth toxic (the slow fault) logs to, at trace level, instead of the
+// server's: by default it writes to the user's terminal.
+var silenceGlobal sync.Once
+
 // Start runs toxiproxy's API server in this process on a loopback port,
 // logging to logTo (nil discards).
 func Start(logTo io.Writer) (*Links, error) {
+	silenceGlobal.Do(func() { zlog.Logger = zerolog.Nop() })
 	zl := zerolog.Nop()
 	if logTo != nil {
 		zl = zerolog.New(logTo).Level(zerolog.DebugLevel).With().Timestamp().Logger()

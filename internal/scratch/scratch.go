@@ -31,14 +31,20 @@ var self = sync.OnceValues(func() (string, error) {
 	return fmt.Sprintf("%d-%d", pid, start), nil
 })
 
-// Dir creates a fresh directory in parent (os.TempDir when empty) named
-// locktest-KIND-PID-START-N: owned by this process, known by its pid and
-// its start time (a pid alone may be reused once the owner is gone). The
-// caller removes it when done; if this process dies first, Sweep does.
+// Dir creates a fresh directory in parent (os.TempDir when empty; created
+// if missing) named locktest-KIND-PID-START-N: owned by this process, known
+// by its pid and its start time (a pid alone may be reused once the owner
+// is gone). The caller removes it when done; if this process dies first,
+// Sweep does.
 func Dir(parent, kind string) (string, error) {
 	owner, err := self()
 	if err != nil {
 		return "", err
+	}
+	if parent != "" {
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return "", err
+		}
 	}
 	return os.MkdirTemp(parent, "locktest-"+kind+"-"+owner+"-")
 }

@@ -147,3 +147,19 @@ func TestSize(t *testing.T) {
 		}
 	}
 }
+
+// Dir creates its parent when missing: a run directory that does not exist
+// yet holds its servers' data.
+func TestDirCreatesParent(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "run", "data")
+	dir, err := Dir(parent, "zk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(dir) != parent || !owned.MatchString(filepath.Base(dir)) {
+		t.Fatalf("Dir = %s, want a locktest-zk-... directory in %s", dir, parent)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Fatalf("%s: %v", dir, err)
+	}
+}

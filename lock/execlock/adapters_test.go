@@ -38,6 +38,7 @@ func TestAdapters(t *testing.T) {
 	}{
 		{"redis-py", "redis", func(t *testing.T) []string { return python(t, "redis", "python3-redis", "redis_py.py") }},
 		{"python-etcd3", "etcd", func(t *testing.T) []string { return python(t, "etcd3", "python3-etcd3", "etcd3_py.py") }},
+		{"kazoo", "zookeeper", func(t *testing.T) []string { return python(t, "kazoo", "python3-kazoo", "kazoo_py.py") }},
 		{"redlock", "redis", func(t *testing.T) []string { return node(t, "@sesamecare-oss/redlock", "redlock.js") }},
 		{"etcd3-node", "etcd", func(t *testing.T) []string { return node(t, "etcd3", "etcd3_node.js") }},
 		{"etcdmutex", "etcd", func(t *testing.T) []string {

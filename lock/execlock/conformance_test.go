@@ -15,6 +15,7 @@ import (
 
 	"github.com/locktest/locktest/backend/etcd/cluster"
 	"github.com/locktest/locktest/backend/redis/redisserver"
+	"github.com/locktest/locktest/backend/zookeeper/zkserver"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/lock/execlock"
@@ -22,10 +23,10 @@ import (
 
 // TestConformance checks a lock client against the protocol (README.md:
 // Checking a client against the protocol): LOCKTEST_CONFORMANCE='COMMAND
-// ARGS…' on LOCKTEST_CONFORMANCE_BACKEND (etcd, the default, or redis), or
-// else the test client in testdata on every backend this machine has. It
-// drives the processes itself, on a real system without faults, then has
-// contending clients judged by a short run.
+// ARGS…' on LOCKTEST_CONFORMANCE_BACKEND (etcd, the default, redis or
+// zookeeper), or else the test client in testdata on every backend this
+// machine has. It drives the processes itself, on a real system without
+// faults, then has contending clients judged by a short run.
 func TestConformance(t *testing.T) {
 	if spec := os.Getenv("LOCKTEST_CONFORMANCE"); spec != "" {
 		r, err := execlock.Parse(execlock.Prefix + spec)
@@ -144,8 +145,15 @@ func system(t *testing.T, backend string) []string {
 		}
 		t.Cleanup(func() { d.Close() })
 		return []string{"LOCKTEST_ENDPOINTS=" + d.Servers()[0].Addr}
+	case "zookeeper":
+		e, err := zkserver.Start(ctx, zkserver.Config{Servers: 1, Dir: t.TempDir(), Install: zkserver.ForTest(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return []string{"LOCKTEST_ENDPOINTS=" + e.ClientAddrs()[0]}
 	}
-	t.Fatalf("LOCKTEST_CONFORMANCE_BACKEND: want etcd or redis, got %q", backend)
+	t.Fatalf("LOCKTEST_CONFORMANCE_BACKEND: want etcd, redis or zookeeper, got %q", backend)
 	return nil
 }
 

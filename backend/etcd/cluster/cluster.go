@@ -184,15 +184,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.token = "locktest-" + hex.EncodeToString(tok[:])
 
-	base := c.cfg.Dir
-	if base != "" {
-		if err := os.MkdirAll(base, 0o755); err != nil {
-			return fmt.Errorf("cluster: %w", err)
-		}
-	}
 	// Named after this process, so that if it dies before Close, the
 	// next locktest removes it (scratch.Sweep).
-	dir, err := scratch.Dir(base, "etcd")
+	dir, err := scratch.Dir(c.cfg.Dir, "etcd")
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}

@@ -147,11 +147,6 @@ func Start(ctx context.Context, cfg Config) (*Deployment, error) {
 }
 
 func (d *Deployment) start(ctx context.Context) error {
-	if d.cfg.Dir != "" {
-		if err := os.MkdirAll(d.cfg.Dir, 0o755); err != nil {
-			return fmt.Errorf("redisserver: %w", err)
-		}
-	}
 	// Named after this process, so that if it dies before Close, the
 	// next locktest removes it (scratch.Sweep).
 	dir, err := scratch.Dir(d.cfg.Dir, "redis")

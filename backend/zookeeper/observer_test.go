@@ -1,0 +1,238 @@
+package zookeeper
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/backend/zookeeper/zklock"
+	"github.com/locktest/locktest/backend/zookeeper/zkserver"
+	"github.com/locktest/locktest/clock"
+	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/polltest"
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/workload"
+)
+
+// memRecorder keeps what is recorded.
+type memRecorder struct {
+	mu  sync.Mutex
+	ops []histories.Op
+}
+
+func (r *memRecorder) Record(op histories.Op) (histories.Op, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	op.Index = len(r.ops)
+	r.ops = append(r.ops, op)
+	return op, nil
+}
+
+// deleted returns the key-deleted event of node (a child's name), if any.
+func (r *memRecorder) deleted(node string) (histories.Op, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, op := range r.ops {
+		if op.F == histories.FKeyDeleted && op.Value.Params["node"] == node {
+			return op, true
+		}
+	}
+	return histories.Op{}, false
+}
+
+func startEnsemble(t *testing.T) *zkserver.Ensemble {
+	t.Helper()
+	in := zkserver.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	e, err := zkserver.Start(ctx, zkserver.Config{Servers: 3, Dir: dir, LogDir: filepath.Join(dir, "logs"), Install: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// observe starts an ensemble and its observer of lock "lock", both closed
+// when t ends.
+func observe(t *testing.T) (workload.Backend, workload.Observer, *memRecorder) {
+	t.Helper()
+	b := Workload(startEnsemble(t))
+	rec := &memRecorder{}
+	obs, err := b.Observe(context.Background(), workload.Keys{Prefix: "/locktest/locks/", Locks: []string{"lock"}}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { obs.Close() })
+	return b, obs, rec
+}
+
+// A client of a run: its connection, and a locker of zk-lock noted as its
+// process p's, as the workload does.
+type testClient struct {
+	conn   workload.Conn
+	locker *zklock.Mutex
+	p      histories.Process
+}
+
+func newTestClient(t *testing.T, b workload.Backend, name string, p histories.Process) *testClient {
+	t.Helper()
+	cn, err := b.Connect(workload.Client{Name: name, Clock: clock.New(), Paused: func(ctx context.Context) error { return ctx.Err() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := lock.Env{Conn: cn.Env(), Prefix: "/locktest/locks/", Name: name, TTL: 2, Backend: Name, Endpoints: cn.Endpoints()}
+	l, err := zklock.Recipe(zklock.LockName, zklock.Options{}).New(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn.Locker(l, p)
+	t.Cleanup(func() { l.Close() })
+	return &testClient{conn: cn, locker: l.(*zklock.Mutex), p: p}
+}
+
+func (c *testClient) acquire(t *testing.T, ctx context.Context) (*zklock.Held, workload.Grant) {
+	t.Helper()
+	h, err := c.locker.Acquire(ctx, "lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.(*zklock.Held), c.conn.Granted(c.locker, h, c.p)
+}
+
+func child(h *zklock.Held) string { return filepath.Base(h.Key()) }
+
+// The observer tells each lock znode's deletion from the servers'
+// transaction logs: at which zxid, created at which (the token), whose,
+// and why: the holder's release, an acquire's clean-up, another client's
+// delete, its session's expiry, its client's close.
+func TestObserver(t *testing.T) {
+	b, obs, rec := observe(t)
+	ctx := context.Background()
+	cs := make([]*testClient, 5)
+	for i := range cs {
+		cs[i] = newTestClient(t, b, "c"+strconv.Itoa(i), histories.Process(10+i))
+	}
+	expect := func(h *zklock.Held, by string, owner *testClient, more map[string]string) {
+		t.Helper()
+		var op histories.Op
+		polltest.Until(t, 10*time.Second, "the deletion of "+child(h), func() bool {
+			var ok bool
+			op, ok = rec.deleted(child(h))
+			return ok
+		})
+		p := op.Value.Params
+		want := map[string]string{"by": by, "key": "lock", "create_revision": strconv.FormatInt(h.Token(), 10),
+			"lease": sessionHex(h.SessionID()), "process": owner.p.String()}
+		for k, v := range more {
+			want[k] = v
+		}
+		for k, v := range want {
+			if p[k] != v {
+				t.Errorf("%s's deletion: %s=%q, want %q (%v)", child(h), k, p[k], v, p)
+			}
+		}
+		if rev, _ := strconv.ParseInt(p["revision"], 10, 64); rev <= h.Token() {
+			t.Errorf("%s deleted at zxid %d, not after its creation %d", child(h), rev, h.Token())
+		}
+		if len(op.Value.Targets) != 1 || op.Value.Targets[0] != owner.conn.(*conn).name {
+			t.Errorf("%s's deletion names %v", child(h), op.Value.Targets)
+		}
+	}
+
+	// c0's release.
+	h, g := cs[0].acquire(t, ctx)
+	g.Releasing()
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.Released(nil)
+	expect(h, histories.DeletedByRelease, cs[0], map[string]string{"lease_alive": "true"})
+
+	// c1 holds; c2 gives up waiting: its Acquire deletes its node.
+	h1, _ := cs[1].acquire(t, ctx)
+	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	if _, err := cs[2].locker.Acquire(wctx, "lock"); err == nil {
+		t.Fatal("c2 was granted a held lock")
+	}
+	cancel()
+	polltest.Until(t, 10*time.Second, "c2's clean-up", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for _, op := range rec.ops {
+			if op.F == histories.FKeyDeleted && op.Value.Params["by"] == histories.DeletedByAcquire &&
+				op.Value.Params["lease"] == sessionHex(cs[2].locker.SessionID()) {
+				return true
+			}
+		}
+		return false
+	})
+
+	// c3 deletes c1's node: another client's release, definite.
+	if err := cs[3].locker.Conn.Delete(h1.Key(), -1); err != nil {
+		t.Fatal(err)
+	}
+	expect(h1, histories.DeletedByOther, cs[1], map[string]string{"released_by": "c3", "lease_alive": "true"})
+
+	// c4's session is orphaned (a crashed client): expiry.
+	h4, _ := cs[4].acquire(t, ctx)
+	cs[4].locker.Orphan()
+	expect(h4, histories.DeletedByExpiry, cs[4], map[string]string{"lease_alive": "false"})
+
+	// c0 closes its locker: its session's close.
+	h0, _ := cs[0].acquire(t, ctx)
+	if err := cs[0].conn.CloseLocker(cs[0].locker); err != nil {
+		t.Fatal(err)
+	}
+	expect(h0, histories.DeletedByRevoke, cs[0], map[string]string{"lease_alive": "false"})
+
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := obs.Sync(sctx); err != nil {
+		t.Fatal(err)
+	}
+	obs.RecordObserved()
+	rec.mu.Lock()
+	last := rec.ops[len(rec.ops)-1]
+	var newest int64
+	for _, op := range rec.ops {
+		if op.F == histories.FKeyDeleted {
+			rev, _ := strconv.ParseInt(op.Value.Params["revision"], 10, 64)
+			newest = max(newest, rev)
+		}
+	}
+	rec.mu.Unlock()
+	if observed, _ := strconv.ParseInt(last.Value.Params["revision"], 10, 64); last.F != histories.FObserved || observed < newest {
+		t.Errorf("observed %v, after deletions up to zxid %d", last, newest)
+	}
+	if err := obs.Err(); err != nil {
+		t.Error(err)
+	}
+}
+
+// Sync waits for what was committed before it, however far the logs are
+// behind: a deletion made just before Sync is recorded when it returns.
+func TestObserverSync(t *testing.T) {
+	b, obs, rec := observe(t)
+	ctx := context.Background()
+	c := newTestClient(t, b, "c0", 0)
+	for range 20 {
+		h, _ := c.acquire(t, ctx)
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := obs.Sync(sctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := rec.deleted(child(h)); !ok {
+			t.Fatalf("Sync returned before the deletion of %s was recorded", child(h))
+		}
+	}
+}

@@ -1,0 +1,496 @@
+// Package zkserver runs a ZooKeeper ensemble for a run: real
+// QuorumPeerMain processes (Debian's zookeeper package) on loopback, each
+// with its data in a scratch directory under the run and its log in the
+// run's logs (LogDir/zkN.log), none outliving locktest (internal/proc). Every
+// client's link to every server is a toxiproxy proxy of its own (links.go),
+// and every server's quorum and election ports are behind relays, so that
+// a cut between two servers cuts their real peer traffic (relay.go). The
+// faults' levers are here too (faults.go): SIGSTOP and SIGCONT, SIGKILL and
+// a restart from the data, cuts between servers, the leader.
+//
+// Servers are named zk1, zk2, ... after their ZooKeeper server id (myid),
+// and addressed by index from 0 in that order.
+package zkserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/locktest/locktest/internal/links"
+	"github.com/locktest/locktest/internal/ports"
+	"github.com/locktest/locktest/internal/proc"
+	"github.com/locktest/locktest/internal/scratch"
+)
+
+// Config describes an ensemble.
+type Config struct {
+	// Servers is the ensemble's size: 3 or 5 (1 runs one standalone
+	// server, for tests).
+	Servers int
+	// Dir is where the servers' scratch directory goes (the run
+	// directory); "" is os.TempDir. Close removes it.
+	Dir string
+	// LogDir receives each server's log, zkN.log, and toxiproxy.log; ""
+	// keeps them in the scratch directory.
+	LogDir string
+	// TickTime is ZooKeeper's tick (default DefaultTick): sessions last 2
+	// to MaxSessionTimeout, a follower may lag 5 ticks.
+	TickTime time.Duration
+	// Install is the ZooKeeper the servers run (default Find(nil)).
+	Install Install
+	// StartTimeout bounds Start when ctx has no deadline (default 90 s:
+	// a server's start is CPU-bound, 2-17 s measured on a loaded 2-core
+	// machine).
+	StartTimeout time.Duration
+}
+
+// DefaultTick is the default tickTime: with syncLimit 5, a server starved
+// of CPU for a second is not yet declared dead (a loaded CI machine).
+const DefaultTick = 200 * time.Millisecond
+
+// MaxSessionTimeout is the longest session a client gets as asked;
+// ZooKeeper's default caps sessions at 20 ticks (4 s), below the TTLs a
+// run may ask for.
+const MaxSessionTimeout = 60 * time.Second
+
+// startAttempts is how often Start tries fresh ports when a port was taken
+// before a server bound it.
+const startAttempts = 3
+
+// Server is one ZooKeeper server of an ensemble.
+type Server struct {
+	Index int    // from 0, in MemberNames order
+	ID    int    // ZooKeeper's server id (myid): Index+1
+	Name  string // "zk1"
+	// ClientAddr is the address its clients reach it at, directly;
+	// workload clients go through their own proxies (Endpoints).
+	ClientAddr string
+	// DataDir holds its snapshots and, under version-2, its transaction
+	// logs.
+	DataDir string
+
+	dir, log         string
+	quorum, election string // its real peer addresses
+	relays           []*relay
+
+	mu       sync.Mutex
+	p        *proc.Process // nil while down
+	paused   bool
+	logStart int64 // the log's size when p started
+}
+
+// TxnLogDir is where the server writes its transaction logs.
+func (s *Server) TxnLogDir() string { return filepath.Join(s.DataDir, "version-2") }
+
+func (s *Server) process() *proc.Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p
+}
+
+// Pid is the ID of the server's process, 0 while it is down.
+func (s *Server) Pid() int {
+	if p := s.process(); p != nil && !p.Exited() {
+		return p.Pid()
+	}
+	return 0
+}
+
+// Ensemble is a started set of servers. Its methods are safe for
+// concurrent use.
+type Ensemble struct {
+	cfg     Config
+	dir     string // scratch: the servers' data and configurations
+	servers []*Server
+	links   *links.Links
+	tpLog   *logWriter
+	ports   []int
+	version string
+
+	// faultMu serialises the faults with each other and with Close.
+	faultMu sync.Mutex
+
+	mu     sync.Mutex
+	closed bool
+	cuts   map[[2]int]CutMode // by sid pair, low first
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// ErrClosed is returned by methods of a closed Ensemble.
+var ErrClosed = errors.New("zkserver: closed")
+
+// Start starts toxiproxy and the servers, and returns once they serve
+// clients with one leader. If ctx has no deadline, cfg.StartTimeout
+// applies. On error everything started has been stopped.
+func Start(ctx context.Context, cfg Config) (*Ensemble, error) {
+	if cfg.Servers < 1 {
+		return nil, fmt.Errorf("zkserver: %d servers", cfg.Servers)
+	}
+	if cfg.TickTime == 0 {
+		cfg.TickTime = DefaultTick
+	}
+	if cfg.TickTime < time.Millisecond || cfg.TickTime%time.Millisecond != 0 {
+		return nil, fmt.Errorf("zkserver: tick %v is not a whole number of milliseconds", cfg.TickTime)
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 90 * time.Second
+	}
+	if cfg.Install.Java == "" {
+		in, err := Find(nil)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Install = in
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
+		defer cancel()
+	}
+	e := &Ensemble{cfg: cfg, cuts: map[[2]int]CutMode{}}
+	if err := e.start(ctx); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Ensemble) start(ctx context.Context) error {
+	// Named after this process, so that if it dies before Close, the next
+	// locktest removes it (scratch.Sweep).
+	dir, err := scratch.Dir(e.cfg.Dir, "zk")
+	if err != nil {
+		return fmt.Errorf("zkserver: %w", err)
+	}
+	e.dir = dir
+	logDir := e.cfg.LogDir
+	if logDir == "" {
+		logDir = dir
+	}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return fmt.Errorf("zkserver: %w", err)
+	}
+	for i := range e.cfg.Servers {
+		s := &Server{Index: i, ID: i + 1, Name: "zk" + strconv.Itoa(i+1)}
+		s.dir = filepath.Join(dir, s.Name)
+		s.DataDir = filepath.Join(s.dir, "data")
+		s.log = filepath.Join(logDir, s.Name+".log")
+		e.servers = append(e.servers, s)
+	}
+	f, err := os.Create(filepath.Join(logDir, "toxiproxy.log"))
+	if err != nil {
+		return fmt.Errorf("zkserver: %w", err)
+	}
+	e.tpLog = &logWriter{f: f}
+	if e.links, err = links.Start(e.tpLog); err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		err := e.startAttempt(ctx)
+		if err == nil {
+			return nil
+		}
+		e.stop()
+		if !errors.Is(err, errAddrInUse) || attempt == startAttempts {
+			return err
+		}
+	}
+}
+
+// startAttempt starts every server on fresh ports, with empty data, and
+// waits until the ensemble serves.
+func (e *Ensemble) startAttempt(ctx context.Context) error {
+	ps, err := ports.Reserve(3 * len(e.servers))
+	if err != nil {
+		return fmt.Errorf("zkserver: %w", err)
+	}
+	e.ports = ps
+	for i, s := range e.servers {
+		s.ClientAddr = addr(ps[3*i])
+		s.quorum, s.election = addr(ps[3*i+1]), addr(ps[3*i+2])
+		if len(e.servers) > 1 {
+			for _, k := range []portKind{quorumPort, electionPort} {
+				target := s.quorum
+				if k == electionPort {
+					target = s.election
+				}
+				r, err := newRelay(k, s.ID, target, e.cutMode)
+				if err != nil {
+					return fmt.Errorf("zkserver: a relay for %s: %w", s.Name, err)
+				}
+				s.relays = append(s.relays, r)
+			}
+		}
+	}
+	for _, s := range e.servers {
+		if err := e.writeConfig(s); err != nil {
+			return err
+		}
+	}
+	for _, s := range e.servers {
+		if err := e.startProcess(s); err != nil {
+			return err
+		}
+	}
+	return e.waitReady(ctx)
+}
+
+func addr(port int) string { return ports.Host + ":" + strconv.Itoa(port) }
+
+// writeConfig writes s's zoo.cfg and myid, over an empty data directory.
+// Each server's own line holds the addresses it binds; the other lines the
+// addresses it dials: their relays'. Configurations that differ by server
+// are fine with reconfigEnabled=false (the default): a server then never
+// takes another's view of the ensemble (QuorumPeer.processReconfig returns
+// at once).
+func (e *Ensemble) writeConfig(s *Server) error {
+	if err := os.RemoveAll(s.dir); err != nil {
+		return fmt.Errorf("zkserver: %w", err)
+	}
+	if err := os.MkdirAll(s.DataDir, 0o755); err != nil {
+		return fmt.Errorf("zkserver: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(s.DataDir, "myid"), []byte(strconv.Itoa(s.ID)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("zkserver: %w", err)
+	}
+	_, port, _ := strings.Cut(s.ClientAddr, ":")
+	var b strings.Builder
+	fmt.Fprintf(&b, "tickTime=%d\ninitLimit=10\nsyncLimit=5\n", e.cfg.TickTime.Milliseconds())
+	fmt.Fprintf(&b, "maxSessionTimeout=%d\n", MaxSessionTimeout.Milliseconds())
+	fmt.Fprintf(&b, "dataDir=%s\nclientPortAddress=%s\nclientPort=%s\n", s.DataDir, ports.Host, port)
+	b.WriteString("maxClientCnxns=0\n") // 60 per address by default, and every proxied client is 127.0.0.1
+	b.WriteString("admin.enableServer=false\n")
+	b.WriteString("4lw.commands.whitelist=srvr,stat,mntr,ruok,cons,dump\n")
+	// A SIGKILLed server loses nothing the kernel has; a machine crash is
+	// not among the faults.
+	b.WriteString("forceSync=no\n")
+	b.WriteString("autopurge.purgeInterval=0\n")
+	if len(e.servers) > 1 {
+		for _, o := range e.servers {
+			q, el := o.quorum, o.election
+			if o != s {
+				q, el = o.relays[0].addr(), o.relays[1].addr()
+			}
+			_, elPort, _ := strings.Cut(el, ":")
+			fmt.Fprintf(&b, "server.%d=%s:%s\n", o.ID, q, elPort)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("zkserver: %w", err)
+	}
+	return nil
+}
+
+func (e *Ensemble) startProcess(s *Server) error {
+	var logStart int64
+	if fi, err := os.Stat(s.log); err == nil {
+		logStart = fi.Size()
+	}
+	p, err := proc.Start(proc.Spec{Path: e.cfg.Install.Java, Args: e.cfg.Install.args(filepath.Join(s.dir, "zoo.cfg")), Dir: s.dir, Log: s.log})
+	if err != nil {
+		return fmt.Errorf("zkserver: %s: %w", s.Name, err)
+	}
+	s.mu.Lock()
+	s.p, s.paused, s.logStart = p, false, logStart
+	s.mu.Unlock()
+	return nil
+}
+
+// listening says whether s, as its log says since it started, listens on
+// its election port, or could not bind it (errAddrInUse: another process
+// took it). ZooKeeper serves clients before it binds that port, and a
+// server that cannot bind it exits a second later (status 14), having
+// served meanwhile; or serves on, unreachable by the others' elections,
+// while someone else's process answers its relays.
+func (e *Ensemble) listening(s *Server) (bool, error) {
+	if len(e.servers) == 1 {
+		return true, nil // standalone: no election port
+	}
+	s.mu.Lock()
+	from := s.logStart
+	s.mu.Unlock()
+	f, err := os.Open(s.log)
+	if err != nil {
+		return false, fmt.Errorf("zkserver: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, from, 1<<30))
+	if err != nil {
+		return false, fmt.Errorf("zkserver: %w", err)
+	}
+	log := string(b)
+	switch {
+	case strings.Contains(log, "Address already in use"):
+		return false, fmt.Errorf("zkserver: %s: %w", s.Name, errAddrInUse)
+	case strings.Contains(log, "is accepting connections now"):
+		return true, nil
+	}
+	return false, nil
+}
+
+// errAddrInUse: a server could not bind one of its ports, which another
+// process took after they were picked (start tries again).
+var errAddrInUse = errors.New("a port was taken before the server bound it")
+
+// waitReady waits until every server serves clients, one of them as the
+// leader.
+func (e *Ensemble) waitReady(ctx context.Context) error {
+	t := time.NewTicker(25 * time.Millisecond) // each srvr costs a log line
+	defer t.Stop()
+	for {
+		leaders, serving := 0, 0
+		var version string
+		for _, s := range e.servers {
+			if p := s.process(); p.Exited() {
+				return e.exitedEarly(s, p)
+			}
+			if ok, err := e.listening(s); err != nil || !ok {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			st, err := Srvr(ctx, s.ClientAddr)
+			if err != nil || st.Mode == "" {
+				continue
+			}
+			serving++
+			version = st.Version
+			if st.Mode == ModeLeader || st.Mode == ModeStandalone {
+				leaders++
+			}
+		}
+		if leaders == 1 && serving == len(e.servers) {
+			e.version = version
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("zkserver: waiting for the ensemble to serve (%d of %d serving, %d leaders; logs: %s): %w",
+				serving, len(e.servers), leaders, filepath.Dir(e.servers[0].log), ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func (e *Ensemble) exitedEarly(s *Server, p *proc.Process) error {
+	b, _ := os.ReadFile(s.log)
+	// Exit status 14: UNABLE_TO_BIND_QUORUM_PORT (the election port).
+	if strings.Contains(string(b), "Address already in use") || strings.Contains(fmt.Sprint(p.Err()), "exit status 14") {
+		return fmt.Errorf("zkserver: %s: %w", s.Name, errAddrInUse)
+	}
+	return fmt.Errorf("zkserver: %s exited as it started (%v); its log: %s", s.Name, p.Err(), s.log)
+}
+
+// stop kills every server and closes the relays, for a retry or Close.
+func (e *Ensemble) stop() {
+	var wg sync.WaitGroup
+	for _, s := range e.servers {
+		if p := s.process(); p != nil {
+			wg.Go(func() { p.Kill() })
+		}
+	}
+	wg.Wait()
+	for _, s := range e.servers {
+		s.mu.Lock()
+		s.p = nil
+		s.mu.Unlock()
+		for _, r := range s.relays {
+			r.close()
+		}
+		s.relays = nil
+	}
+	ports.Release(e.ports)
+	e.ports = nil
+}
+
+// Close stops everything Start started (SIGKILL: ZooKeeper recovers from
+// its transaction log after any crash, and nothing is gained by waiting),
+// and removes the scratch directory. Idempotent.
+func (e *Ensemble) Close() error {
+	e.closeOnce.Do(func() {
+		e.mu.Lock()
+		e.closed = true
+		e.mu.Unlock()
+		e.faultMu.Lock()
+		e.stop()
+		e.faultMu.Unlock()
+		var errs []error
+		if e.links != nil {
+			errs = append(errs, e.links.Close())
+		}
+		if e.tpLog != nil {
+			errs = append(errs, e.tpLog.Close())
+		}
+		if e.dir != "" {
+			errs = append(errs, os.RemoveAll(e.dir))
+		}
+		e.closeErr = errors.Join(errs...)
+	})
+	return e.closeErr
+}
+
+func (e *Ensemble) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+// Servers returns the servers in order (zk1, zk2, ...).
+func (e *Ensemble) Servers() []*Server { return append([]*Server(nil), e.servers...) }
+
+// Version is the servers' ZooKeeper version ("3.8.0").
+func (e *Ensemble) Version() string { return e.version }
+
+// Tick is the servers' tickTime.
+func (e *Ensemble) Tick() time.Duration { return e.cfg.TickTime }
+
+// Install is the ZooKeeper the servers run.
+func (e *Ensemble) Install() Install { return e.cfg.Install }
+
+// ClientAddrs are the servers' own client addresses, in order: a
+// connection past every client's proxies, for the observer.
+func (e *Ensemble) ClientAddrs() []string {
+	out := make([]string, len(e.servers))
+	for i, s := range e.servers {
+		out[i] = s.ClientAddr
+	}
+	return out
+}
+
+// logWriter is toxiproxy's log file. It drops what is written after
+// Close: toxiproxy's goroutines may still log as they wind down.
+type logWriter struct {
+	mu sync.Mutex
+	f  io.WriteCloser
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return len(p), nil
+	}
+	return w.f.Write(p)
+}
+
+func (w *logWriter) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f := w.f
+	w.f = nil
+	if f == nil {
+		return nil
+	}
+	return f.Close()
+}
