@@ -93,8 +93,9 @@ type Options struct {
 	// from.
 	Shrunk *Shrunk `json:"shrunk,omitempty"`
 	// Command is the command line that reproduces the run, for the results
-	// (the CLI fills it in).
-	Command string `json:"-"`
+	// (the CLI fills it in), and Args its words after "locktest".
+	Command string   `json:"-"`
+	Args    []string `json:"-"`
 	// Log, if set, receives a line as each phase starts and each fault fires.
 	Log io.Writer `json:"-"`
 
@@ -203,7 +204,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		return nil, fmt.Errorf("checking %s: %w", history, err)
 	}
 	seed := o.Workload.Seed
-	res.Seed, res.Config, res.Interrupted, res.Command = &seed, &o, interrupted, o.Command
+	res.Seed, res.Config, res.Interrupted, res.Command, res.Args = &seed, &o, interrupted, o.Command, o.Args
 	res.Scenario = o.Scenario.judge(res.Checks)
 	res.Shrunk = o.Shrunk
 	if st != nil {

@@ -53,8 +53,12 @@ type Results struct {
 	// status is 2 unless a violation was found.
 	CutShort *checker.Cut `json:"cut_short,omitempty"`
 	// Command is the command line that reproduces the run, as the CLI
-	// recorded it.
-	Command string `json:"command,omitempty"`
+	// recorded it, for people; Args are its words after "locktest", each as
+	// the program receives it, for programs (shrink replays them). Runs
+	// recorded before Args have Command only, its words quoted as a shell
+	// reads them.
+	Command string   `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
 	// Error is what went wrong in a run that failed part way; what it
 	// recorded was checked all the same.
 	Error string `json:"error,omitempty"`

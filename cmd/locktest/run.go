@@ -279,7 +279,7 @@ func runOne(o harness.Options, rf *runFlags, stdout io.Writer) (int, error) {
 
 	ctx, stop := signalContext()
 	defer stop()
-	o.Command = reproduce(o)
+	o.Args, o.Command = reproduce(o)
 	res, err := harness.Run(ctx, o)
 	if err != nil {
 		// Nothing was recorded: leave no empty run directory behind.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/shellwords"
 	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/shrink"
@@ -165,17 +166,28 @@ func loadShrinkRun(dir, check string) (r *shrinkRun, done string, err error) {
 
 // parseCommand reads the command the run recorded into the options that
 // replay it, its schedule read from sched (the run directory may have
-// moved since).
+// moved since): its words as recorded, or, for a run recorded before
+// results.json kept them, its command line split as the shell that
+// reproduce quoted it for.
 func (r *shrinkRun) parseCommand(sched string) error {
-	words := strings.Fields(r.res.Command)
-	if len(words) < 2 || words[0] != "locktest" || words[1] != "run" {
+	words := r.res.Args
+	if len(words) == 0 {
+		line, err := shellwords.Split(r.res.Command)
+		if err != nil {
+			return fmt.Errorf("%s: the recorded command %q: %w", r.dir, r.res.Command, err)
+		}
+		if len(line) > 0 && line[0] == "locktest" {
+			words = line[1:]
+		}
+	}
+	if len(words) < 1 || words[0] != "run" {
 		return fmt.Errorf("%s: results.json records no locktest run command to replay it (%q)", r.dir, r.res.Command)
 	}
 	abs, err := filepath.Abs(sched)
 	if err != nil {
 		return err
 	}
-	r.args = setFlag(words[2:], "schedule", abs)
+	r.args = setFlag(words[1:], "schedule", abs)
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	rf := addRunFlags(fs)
@@ -210,7 +222,7 @@ func (r *shrinkRun) command(c shrink.Candidate, sched string) string {
 	for _, f := range [][2]string{{"time", c.Time.String()}, {"quiet", c.Quiet.String()}, {"clients", strconv.Itoa(c.Clients)}, {"schedule", sched}} {
 		args = setFlag(args, f[0], f[1])
 	}
-	return "locktest run " + strings.Join(args, " ")
+	return "locktest run " + shellwords.Join(args)
 }
 
 type shrinkSettings struct {
@@ -284,7 +296,7 @@ func (s *shrinker) replay(c shrink.Candidate, watched bool) (shrink.Observation,
 	if o.Dir, err = harness.NewRunDir(s.work, o.Workload.Seed); err != nil {
 		return shrink.Observation{}, err
 	}
-	o.Command = reproduce(o)
+	o.Args, o.Command = reproduce(o)
 	ctx, stop := context.WithCancel(s.interrupt)
 	watching := make(chan struct{})
 	if watched {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,8 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/proc"
+	"github.com/locktest/locktest/internal/shellwords"
+	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/shrink"
 )
@@ -294,5 +297,57 @@ func TestShrinkBadInput(t *testing.T) {
 	}
 	if !eventually(t, 5*time.Second, func() bool { return sockets(t) <= socks }) {
 		t.Errorf("sockets left open: %d, were %d", sockets(t), socks)
+	}
+}
+
+// TestShrinkReplaysTheRecordedWords: an exec: recipe whose command holds a
+// quoted space, and a run directory with a space in its path, are replayed
+// as the run was given them, from the words results.json records and, for
+// a run recorded before it kept them, from its quoted command line.
+func TestShrinkReplaysTheRecordedWords(t *testing.T) {
+	adapter := filepath.Join(t.TempDir(), "my adapters", "lock.sh")
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	rf := addRunFlags(fs)
+	if err := fs.Parse([]string{"--recipe", "exec:sh '" + adapter + "' --ttl-ms 2000", "--backend", "redis", "--resource", "unfenced", "--seed", "5"}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := rf.options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Dir = filepath.Join(t.TempDir(), "run dir")
+	o.Schedule = &nemesis.Schedule{Seed: 5, Members: 3, Clients: []string{"c1", "c2"}}
+	if err := os.Mkdir(o.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Schedule.WriteFile(filepath.Join(o.Dir, "schedule.json")); err != nil {
+		t.Fatal(err)
+	}
+	args, command := reproduce(o)
+	wantCmd := []string{"sh", adapter, "--ttl-ms", "2000"}
+	failed := harness.Results{Checks: []checker.Result{{Name: "resource", Verdict: checker.Invalid}}, Required: []string{"resource"},
+		Verdict: checker.Invalid, Exit: exitInvalid}
+	for name, rec := range map[string]struct {
+		args    []string
+		command string
+	}{"words": {args, command}, "command line only (older runs)": {nil, command}} {
+		res := failed
+		res.Args, res.Command = rec.args, rec.command
+		r := &shrinkRun{dir: o.Dir, res: res}
+		if err := r.parseCommand(filepath.Join(o.Dir, "schedule.json")); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		rec, ok := r.base.Workload.Recipe.(*execlock.Recipe)
+		if !ok || !slices.Equal(rec.Command, wantCmd) {
+			t.Errorf("%s: replayed recipe %#v, want exec of %q", name, r.base.Workload.Recipe, wantCmd)
+		}
+		if r.base.Backend != "redis" || r.base.Workload.Seed != 5 {
+			t.Errorf("%s: replayed backend %q seed %d, want redis and 5", name, r.base.Backend, r.base.Workload.Seed)
+		}
+		sched := filepath.Join(o.Dir, "shrunk.schedule.json")
+		line, err := shellwords.Split(r.command(r.orig, sched))
+		if err != nil || !slices.Contains(line, "exec:sh '"+adapter+"' --ttl-ms 2000") || !slices.Contains(line, sched) {
+			t.Errorf("%s: the replay command's words %q (%v) lose the recipe or the schedule's path", name, line, err)
+		}
 	}
 }
