@@ -5,8 +5,10 @@
 // are not perfectly deterministic (the workload's randomness comes from the
 // seed, its timing does not), so whether a candidate reproduces the failure
 // is decided by an Oracle the caller injects: in locktest, real replays, a
-// candidate counting only if every one of them failed. The search itself
-// is pure: it decides what to try from what the oracle observed.
+// candidate counting only if every one of them failed, or, once the
+// original schedule itself failed in only some of its replays, if it
+// failed at least as often. The search itself is pure: it decides what to
+// try from what the oracle observed.
 package shrink
 
 import (
@@ -76,15 +78,36 @@ type Observation struct {
 	Note string
 }
 
-// Need is what a test asks of a candidate's replays.
-type Need int
+// Need is what a test asks of a candidate's replays: that at least Fails
+// of them fail (0: every one). The oracle stops once the answer is known
+// (the first replay that does not fail, for every one), unless All asks
+// for every replay whatever the first show: a rate is measured.
+type Need struct {
+	Fails int
+	All   bool
+}
 
-const (
-	// Every replay must fail: the oracle stops at the first that does not.
-	Every Need = iota
-	// Any is enough: the oracle stops at the first that fails.
-	Any
-)
+// Every asks that every replay fail.
+var Every = Need{}
+
+// measure is what the original schedule's replays are asked: each runs,
+// and one failure shows that it still fails.
+var measure = Need{Fails: 1, All: true}
+
+// Want is how many of k replays must fail.
+func (n Need) Want(k int) int {
+	if n.Fails <= 0 || n.Fails > k {
+		return k
+	}
+	return n.Fails
+}
+
+// Decided says whether replays so far, failed of them failing, settle
+// the need of k: it is met, or can no longer be.
+func (n Need) Decided(failed, replayed, k int) bool {
+	want := n.Want(k)
+	return !n.All && (failed >= want || k-(replayed-failed) < want)
+}
 
 // Outcome is what the oracle's replays of one candidate showed.
 type Outcome struct {
@@ -186,8 +209,12 @@ type Result struct {
 	// error, or the oracle's; nil when it ran to its end.
 	Stopped error
 	// Original holds the replays of the original schedule, when the search
-	// had to replay it (its first smaller candidate did not reproduce).
+	// had to replay it (its first smaller candidates did not reproduce).
 	Original *Outcome
+	// Need is what a candidate's replays had to show to count: every one
+	// failing, or, when the original's replays did not all fail, as many
+	// as of those.
+	Need Need
 	// NoLongerFails says that no replay of the original schedule failed:
 	// there is nothing to shrink.
 	NoLongerFails bool
@@ -205,9 +232,9 @@ func Search(ctx context.Context, orig Candidate, seen Observation, test Oracle, 
 			orig.Kept[i] = i
 		}
 	}
-	s := &searcher{ctx: ctx, test: test, opt: opt, best: orig, runs: []Observation{seen}, tried: map[string]bool{orig.key(): true}}
+	s := &searcher{ctx: ctx, test: test, opt: opt, best: orig, runs: []Observation{seen}, tried: map[string]bool{orig.key(): true}, need: Every}
 	s.search()
-	return Result{Best: s.best, Runs: s.runs, Attempts: s.attempts, Stopped: s.stopped, Original: s.original, NoLongerFails: s.noLongerFails}
+	return Result{Best: s.best, Runs: s.runs, Attempts: s.attempts, Stopped: s.stopped, Original: s.original, NoLongerFails: s.noLongerFails, Need: s.need}
 }
 
 type searcher struct {
@@ -219,6 +246,8 @@ type searcher struct {
 	tried    map[string]bool
 	attempts []Attempt
 	stopped  error
+	// need is what a candidate's replays must show to count.
+	need Need
 	// verified says a replay reproduced the failure: a smaller candidate, or
 	// the original itself.
 	verified      bool
@@ -272,7 +301,7 @@ func (s *searcher) search() {
 }
 
 // try tests c unless it was tried already or the search has stopped, and
-// makes it the best if every replay reproduced the failure.
+// makes it the best if its replays reproduced the failure as s.need asks.
 func (s *searcher) try(c Candidate) bool {
 	if s.stopped != nil {
 		return false
@@ -281,7 +310,7 @@ func (s *searcher) try(c Candidate) bool {
 		return false
 	}
 	s.tried[c.key()] = true
-	out, ok := s.run(c, Every)
+	out, ok := s.run(c, s.need)
 	if ok && out.Reproduced {
 		s.best, s.runs, s.verified = c, out.failing(), true
 		return true
@@ -307,7 +336,7 @@ func (s *searcher) run(c Candidate, need Need) (Outcome, bool) {
 		err = s.ctx.Err()
 	}
 	a.Outcome = out
-	a.Accepted = err == nil && out.Reproduced && need == Every
+	a.Accepted = err == nil && out.Reproduced && !need.All
 	if err != nil {
 		s.stopped = err
 		// An attempt cut short is not reported as judged: it was not.
@@ -320,23 +349,31 @@ func (s *searcher) run(c Candidate, need Need) (Outcome, bool) {
 	return out, true
 }
 
-// verifyOriginal replays the original schedule until one replay fails, so
-// that a schedule that no longer fails at all is told apart from one the
-// search could not shrink.
+// verifyOriginal replays the original schedule as often as a candidate,
+// so that a schedule that no longer fails at all is told apart from one
+// the search could not shrink, and measures how often it fails: when not
+// every replay did, a candidate counts from now on if it fails as often
+// (a failure that comes half the time comes half the time with fewer
+// faults too), and the candidates judged before are judged again.
 func (s *searcher) verifyOriginal() bool {
 	if s.stopped != nil {
 		return false
 	}
 	c := s.best
 	c.Step = "the original schedule"
-	out, ok := s.run(c, Any)
+	out, ok := s.run(c, measure)
 	if !ok {
 		return false
 	}
 	s.original = &out
-	if out.Failed() == 0 {
+	failed := out.Failed()
+	if failed == 0 {
 		s.noLongerFails = true
 		return false
+	}
+	if failed < len(out.Runs) {
+		s.need = Need{Fails: failed}
+		s.tried = map[string]bool{s.best.key(): true}
 	}
 	s.runs, s.verified = out.failing(), true
 	return true

@@ -32,7 +32,10 @@ type fake struct {
 	forbid [2]int
 	// took, by original index, is how long a fault that ends by itself
 	// (a lease that expires) stays in force.
-	took  map[int]time.Duration
+	took map[int]time.Duration
+	// fails, if set, says in how many of its replays (the first ones) a
+	// candidate that fails does (else in every one).
+	fails func(c Candidate) int
 	tried []Candidate
 }
 
@@ -84,17 +87,25 @@ func (f *fake) test(_ context.Context, c Candidate, need Need) (Outcome, error) 
 	}
 	f.tried = append(f.tried, c)
 	o := f.observe(c)
-	if !o.Failed {
-		return Outcome{Runs: []Observation{o}}, nil
+	n := 0
+	if o.Failed {
+		n = replays
+		if f.fails != nil {
+			n = f.fails(c)
+		}
 	}
-	n := replays
-	if need == Any {
-		n = 1
+	var out Outcome
+	for i := range replays {
+		r := o
+		if i >= n {
+			r = Observation{Struck: o.Struck}
+		}
+		out.Runs = append(out.Runs, r)
+		if need.Decided(out.Failed(), len(out.Runs), replays) {
+			break
+		}
 	}
-	out := Outcome{Reproduced: true}
-	for range n {
-		out.Runs = append(out.Runs, o)
-	}
+	out.Reproduced = out.Failed() >= need.Want(replays)
 	return out, nil
 }
 
@@ -332,5 +343,75 @@ func TestCandidateString(t *testing.T) {
 	}
 	if c.String() == q.String() {
 		t.Errorf("a shorter quiet period is not told: %q", q.String())
+	}
+}
+
+// A failure that comes in only some runs of the original schedule is
+// shrunk all the same: the original is replayed and its rate measured, and
+// a candidate counts if it fails as often (the candidates judged before
+// by every replay are judged again); one that fails less often does not.
+func TestSearchFlakyOriginal(t *testing.T) {
+	twoOfThree := func(Candidate) int { return 2 }
+	f := &fake{need: []int{5}, lag: 2 * time.Second, minDur: time.Second, minClients: 2, fails: twoOfThree}
+	r := search(t, f, schedule(10))
+	if r.Original == nil || r.Original.Failed() != 2 || len(r.Original.Runs) != replays {
+		t.Fatalf("the original's rate was not measured over %d replays: %+v", replays, r.Original)
+	}
+	if r.Need.Want(replays) != 2 {
+		t.Errorf("need %+v, want 2 of %d: as often as the original", r.Need, replays)
+	}
+	if !slices.Equal(r.Best.Kept, []int{5}) {
+		t.Fatalf("kept %v, want [5]; attempts %v", r.Best.Kept, steps(r.Attempts))
+	}
+	accepted := 0
+	for _, a := range r.Attempts {
+		if a.Accepted {
+			accepted++
+			if a.Outcome.Failed() < 2 {
+				t.Errorf("attempt %d accepted with %d of %d failed", a.N, a.Outcome.Failed(), len(a.Outcome.Runs))
+			}
+		}
+	}
+	if accepted == 0 {
+		t.Errorf("nothing accepted: %v", steps(r.Attempts))
+	}
+
+	// Fewer faults fail 1 of 3 only: less often than the original, 2 of 3.
+	f = &fake{need: []int{5}, lag: 2 * time.Second, minDur: time.Second, minClients: 2, fails: func(c Candidate) int {
+		if c.Faults() < 10 {
+			return 1
+		}
+		return 2
+	}}
+	r = search(t, f, schedule(10))
+	if r.Best.Faults() != 10 || slices.ContainsFunc(r.Attempts, func(a Attempt) bool { return a.Accepted && a.Candidate.Faults() < 10 }) {
+		t.Errorf("a candidate failing 1 of 3 was kept against an original failing 2 of 3: %v", steps(r.Attempts))
+	}
+}
+
+func TestNeed(t *testing.T) {
+	const k = 3
+	for _, c := range []struct {
+		need             Need
+		failed, replayed int
+		want             int
+		decided          bool
+	}{
+		{Every, 1, 1, 3, false},
+		{Every, 0, 1, 3, true}, // the first miss settles it
+		{Every, 3, 3, 3, true},
+		{Need{Fails: 2}, 1, 2, 2, false},
+		{Need{Fails: 2}, 0, 2, 2, true}, // two misses: 2 of 3 cannot be met
+		{Need{Fails: 2}, 2, 2, 2, true},
+		{Need{Fails: 9}, 2, 2, 3, false}, // more than k asks every one
+		{measure, 1, 1, 1, false},        // a rate runs every replay
+		{measure, 2, 3, 1, false},
+	} {
+		if got := c.need.Want(k); got != c.want {
+			t.Errorf("%+v.Want(%d) = %d, want %d", c.need, k, got, c.want)
+		}
+		if got := c.need.Decided(c.failed, c.replayed, k); got != c.decided {
+			t.Errorf("%+v.Decided(%d, %d, %d) = %v, want %v", c.need, c.failed, c.replayed, k, got, c.decided)
+		}
 	}
 }

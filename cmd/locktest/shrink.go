@@ -33,8 +33,8 @@ const (
 )
 
 func shrinkCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := newFlags("shrink", "shrink RUNDIR [flags]\n\nSearches for a smaller fault schedule that still makes a failing run fail the same way (the\nsame check invalid; for contract, the same promise): fewer faults first, then faults that\nstart sooner and last less and an earlier end, then fewer clients. A candidate counts only\nif every one of its replays fails; the smallest is replayed again at the end. Writes\nRUNDIR/"+shrunkSchedule+" and keeps the best reproduction's run directory under\nRUNDIR/"+shrinkDir+"/ (replacing an earlier shrink's); Ctrl-C keeps the best found so far.\nExit status: 1 the failure reproduced, 0 nothing to shrink (a run that held, a scenario's\nscripted schedule), 2 an error, a schedule that no longer fails, or an interrupted search.", stdout)
-	replays := fs.Int("replays", defaultReplays, "replays of each candidate, every one of which must fail; the result is replayed as many times again")
+	fs := newFlags("shrink", "shrink RUNDIR [flags]\n\nSearches for a smaller fault schedule that still makes a failing run fail the same way (the\nsame check invalid; for contract, the same promise): fewer faults first, then faults that\nstart sooner and last less and an earlier end, then fewer clients. A candidate counts only\nif every one of its replays fails (or, when the original schedule itself failed in only some of\nas many replays, if it fails as often); the smallest is replayed again at the end. Writes\nRUNDIR/"+shrunkSchedule+" and keeps the best reproduction's run directory under\nRUNDIR/"+shrinkDir+"/ (replacing an earlier shrink's); Ctrl-C keeps the best found so far.\nExit status: 1 the failure reproduced, 0 nothing to shrink (a run that held, a scenario's\nscripted schedule), 2 an error, a schedule that no longer fails, or an interrupted search.", stdout)
+	replays := fs.Int("replays", defaultReplays, "replays of each candidate, every one of which must fail (as many as the original's did, when not all of its did); the result is replayed as many times again")
 	budget := fs.Duration("budget", defaultShrinkBudget, "time for the whole search, final replays included")
 	check := fs.String("check", "", "the failure to keep: a check, or contract:N for a promise (default: the first required check that failed)")
 	stepList := fs.String("steps", "faults,time,clients", "what to shrink: a comma list of faults, time (sooner, shorter faults, earlier end), clients")
@@ -275,12 +275,11 @@ func (s *shrinker) test(ctx context.Context, c shrink.Candidate, need shrink.Nee
 			return out, err
 		}
 		out.Runs = append(out.Runs, obs)
-		if need == shrink.Every && !obs.Failed || need == shrink.Any && obs.Failed {
+		if need.Decided(out.Failed(), len(out.Runs), s.k) {
 			break
 		}
 	}
-	n := out.Failed()
-	out.Reproduced = need == shrink.Every && n == s.k || need == shrink.Any && n > 0
+	out.Reproduced = out.Failed() >= need.Want(s.k)
 	return out, nil
 }
 
@@ -433,8 +432,12 @@ func (r *shrinkRun) shrink(ctx context.Context, set shrinkSettings, stdout, stde
 	if note != "" {
 		fmt.Fprintln(stdout, note)
 	}
+	want := res.Need.Want(set.replays)
+	if o := res.Original; o != nil && want < set.replays {
+		fmt.Fprintf(stdout, "the original schedule failed in %d of %d replays: a smaller one counted if it failed as often\n", o.Failed(), len(o.Runs))
+	}
 	if !slices.ContainsFunc(res.Attempts, func(a shrink.Attempt) bool { return a.Accepted }) {
-		fmt.Fprintf(stdout, "could not shrink it: no smaller schedule failed in %d of %d replays\n", set.replays, set.replays)
+		fmt.Fprintf(stdout, "could not shrink it: no smaller schedule failed in %d of %d replays\n", want, set.replays)
 	}
 	fmt.Fprintf(stdout, "%s; reproduced %d of %d\n", summary, final.Failed(), len(final.Runs))
 	if final.Failed() == 0 {
@@ -445,11 +448,12 @@ func (r *shrinkRun) shrink(ctx context.Context, set shrinkSettings, stdout, stde
 
 // final replays the best candidate again for its rate: as its replay
 // command does, to the end, until one fails (the run kept); the others
-// end once they fail. One that does not fail every time may
-// have been lucky in the search: while the budget lasts, the candidates
-// accepted before it are replayed, the latest first, and the first that
-// fails every time is chosen (else the one that failed most often). note
-// says so when the best was not chosen.
+// end once they fail. One that does not fail as often as the search asked
+// (every time, or as often as the original) may have been lucky in the
+// search: while the budget lasts, the candidates accepted before it are
+// replayed, the latest first, and the first that fails as often is chosen
+// (else the one that failed most often). note says so when the best was
+// not chosen.
 func (s *shrinker) final(res shrink.Result, set shrinkSettings, began time.Time, stderr io.Writer) (shrink.Candidate, shrink.Outcome, string) {
 	// The best is the last candidate accepted, or the original.
 	var chain []shrink.Candidate
@@ -462,6 +466,7 @@ func (s *shrinker) final(res shrink.Result, set shrinkSettings, began time.Time,
 		chain = []shrink.Candidate{res.Best}
 	}
 	deadline := began.Add(set.budget)
+	want := res.Need.Want(set.replays)
 	var (
 		chosen int
 		out    shrink.Outcome
@@ -480,22 +485,22 @@ func (s *shrinker) final(res shrink.Result, set shrinkSettings, began time.Time,
 				return c, o, ""
 			}
 			o.Runs = append(o.Runs, obs)
-			if !obs.Failed && n+1 < len(chain) {
-				break // another candidate is waiting
+			if n+1 < len(chain) && o.Failed() < want && res.Need.Decided(o.Failed(), len(o.Runs), set.replays) {
+				break // short of the need: another candidate is waiting
 			}
 		}
 		if r := float64(o.Failed()) / float64(len(o.Runs)); r > rate {
 			chosen, out, rate = n, o, r
 		}
 		fmt.Fprintf(stderr, "shrink     %6s  replayed again: %s: failed in %d of %d\n", time.Since(began).Round(time.Second), c, o.Failed(), len(o.Runs))
-		if o.Failed() == set.replays {
+		if o.Failed() >= want {
 			break
 		}
 	}
 	if chosen == 0 {
 		return chain[0], out, ""
 	}
-	return chain[chosen], out, fmt.Sprintf("the smallest schedule found (%s) did not fail in every replay again: kept an earlier one (%s)", chain[0], chain[chosen])
+	return chain[chosen], out, fmt.Sprintf("the smallest schedule found (%s) did not fail in %d of %d replays again: kept an earlier one (%s)", chain[0], want, set.replays, chain[chosen])
 }
 
 // search runs the search within the budget, a line per candidate on
@@ -516,9 +521,10 @@ func (s *shrinker) search(set shrinkSettings, began time.Time, stderr io.Writer)
 	}
 	return shrink.Search(ctx, s.run.orig, s.run.seen, s.test, shrink.Options{
 		Steps: set.steps, Interval: s.run.base.Nemesis.Interval, Progress: progress,
-		// Room for the final replays of the best, and of one before it.
+		// Room for the final replays of the best: a fallback to one
+		// before it is replayed only if the budget has room left then.
 		Reserve: func(best shrink.Candidate, runs []shrink.Observation) time.Duration {
-			return 2 * s.finalCost(best, runs)
+			return s.finalCost(best, runs)
 		},
 	})
 }
