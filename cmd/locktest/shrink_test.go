@@ -176,20 +176,34 @@ func TestShrinkEndToEnd(t *testing.T) {
 // that another client is granted three of five. Shrinking drops the fault
 // before them and keeps both: the pause alone does not fail, and the crash
 // is never tried without the pause that stages it.
+//
+// Neither outcome may hang on the machine's load, so the run is laid out
+// by the seed, not by timeouts: seed 83 draws each client's first two
+// sections short (500-800 ms, well inside the 3 s TTL) and its third slow
+// (8 s); at most two grants fit before the pause at 1 s, so the holder it
+// cuts off from two masters releases before its key could expire there
+// (the pause alone holds), and the grant it awaits (ahead 6s-) is a slow
+// section's, which outlasts the other client's grant once the crash has
+// emptied a third master and the writes its attempts left queued on the
+// paused two (they land as they resume) have expired: a TTL after. A TTL
+// of 3 s gives each master 150 ms to answer (TTL/20), not 100 ms. A
+// release during the pause waits on the paused masters for the operation
+// timeout (3 s) before the client asks again, and no acquire before the
+// pause waits that long (an acquire that times out draws anew).
 func TestShrinkKeepsTwoFaultsBothNeeded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays real runs")
 	}
 	redisserver.ForTest(t)
-	s := nemesis.Schedule{Seed: 1, Members: 5, Clients: []string{"c0", "c1", "c2"}, Entries: []nemesis.Entry{
+	s := nemesis.Schedule{Seed: 1, Members: 5, Clients: []string{"c0", "c1"}, Entries: []nemesis.Entry{
 		{At: 200 * time.Millisecond, Fault: nemesis.PauseClient, Target: "c1", Duration: 300 * time.Millisecond},
-		// As scenario redlock-restart: the pause lasts until the grant, however
-		// late a loaded machine makes it, up to 8 s.
-		{At: time.Second, Fault: nemesis.PauseMember, Target: "r3", Duration: 8 * time.Second, Params: map[string]string{"with": "r4", "until": "grant"}},
+		{At: time.Second, Fault: nemesis.PauseMember, Target: "r3", Duration: 10 * time.Second,
+			Params: map[string]string{"with": "r4", "until": "grant", "ahead": "6s-"}},
 		{At: time.Second, Fault: nemesis.CrashMember, Target: "r2", Duration: 300 * time.Millisecond},
 	}}
-	dir := failingRun(t, s, "--recipe", "redlock", "--require", "mutex", "--nemesis", "pause,crash", "--time", "12s", "--quiet", "1s",
-		"--clients", "3", "--think-min", "3s", "--think", "3s", "--seed", "1")
+	dir := failingRun(t, s, "--recipe", "redlock", "--require", "mutex", "--nemesis", "pause,crash", "--time", "11s", "--quiet", "1s",
+		"--clients", "2", "--ttl", "3", "--think-min", "500ms", "--think", "800ms", "--slow-share", "0.5", "--slow-think", "8s-8s",
+		"--op-timeout", "3s", "--seed", "83")
 
 	code, stdout, stderr := runMain(t, "shrink", dir, "--replays", "1", "--steps", "faults", "--budget", "3m")
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
