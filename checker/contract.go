@@ -22,8 +22,8 @@ import (
 //  1. Tokens grow: a grant's token is greater than every token returned by
 //     a grant of the same lock before this grant was invoked.
 //  2. No grant of a lost lock: the state the grant was decided on (its
-//     decision revision: the newest revision the client's lock had read
-//     when Acquire returned) still holds the grantee's claim (its key).
+//     decision revision: the revision of the response the lock decided
+//     on, or the newest revision it had read when Acquire returned) still holds the grantee's claim (its key).
 //  3. Overlap only after loss: when two holders' beliefs overlap, the
 //     claim of the one first in line (the lower token) was gone in the
 //     state the other's grant was decided on.

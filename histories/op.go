@@ -84,7 +84,8 @@ type Value struct {
 	Token *int64 `json:"token,omitempty"`
 	Value *int64 `json:"value,omitempty"`
 	// Revision is, for an acquire ok, the grant's decision revision: the
-	// newest revision the client's lock had read from the server when
+	// revision of the response the lock decided on, where it says, else
+	// the newest revision the client's lock had read from the server when
 	// Acquire returned (on a server that orders its changes by revisions).
 	Revision *int64 `json:"revision,omitempty"`
 	// Claim is, for an acquire ok, the key the grant holds, when the lock

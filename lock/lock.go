@@ -116,12 +116,14 @@ type Watched interface {
 	Done() <-chan struct{}
 }
 
-// Decided is implemented by a Held whose grant was decided on a server
-// response the harness cannot see (a raw gRPC call, as lock-rpc's Lock):
-// Revision is that response's revision (the server's order of changes: an
-// etcd revision). The harness records the newest revision the client read
-// during Acquire, or this if newer, as the state the grant was decided on
-// (the contract check's promises 2 and 3).
+// Decided is implemented by a Held that knows the server response its grant
+// was decided on (a raw gRPC call the harness cannot see, as lock-rpc's
+// Lock): Revision is that response's revision (the server's order of
+// changes: an etcd revision). The harness records it as the state the grant
+// was decided on (the contract check's promises 2 and 3), and not the
+// newest revision the client read during Acquire: reads after the decision
+// (lock-rpc looks up its token) saw a later state than the one decided on.
+// Without it, the harness records that newest revision.
 type Decided interface {
 	Revision() int64
 }

@@ -188,14 +188,17 @@ func (c *conn) CloseLocker(l lock.Locker) error {
 
 func (c *conn) Acquiring() { c.revs.reset() }
 
-// Granted takes the grant's decision revision (the newest the lock read, or
-// its own word, lock.Decided), its key and lease (etcdlock.Keyed; for a
+// Granted takes the grant's decision revision (the lock's own word,
+// lock.Decided, else the newest revision it read), its key and lease (etcdlock.Keyed; for a
 // Held that tells its key only, lock.Keyed, the key's lease on the server;
 // else the locker's session), and notes whose lease it is.
 func (c *conn) Granted(l lock.Locker, held lock.Held, p histories.Process) workload.Grant {
 	g := &grant{conn: c, token: held.Token(), decided: c.revs.newest()}
 	if d, ok := held.(lock.Decided); ok {
-		g.decided = max(g.decided, d.Revision())
+		// Not the newest read: a lock may read a later state after it
+		// decided (lock-rpc looks up its token once granted), and a key
+		// gone by then was not gone when it decided.
+		g.decided = d.Revision()
 	}
 	lh, _ := l.(etcdlock.LeaseHolder)
 	switch k := held.(type) {

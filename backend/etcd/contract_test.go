@@ -95,6 +95,59 @@ func TestContractGrantOfLostLockCaught(t *testing.T) {
 	expectBroken(t, results(ops)["contract"], "promise 2")
 }
 
+// decidedEarlier is a lock that decides on a state where its key exists and
+// reads a later state before it returns, as lock-rpc looks up its token
+// after the server granted it: it grants at its key's creation, revokes the
+// lease (the key goes), reads again and says it decided at the creation.
+type decidedEarlier struct{ grantLost }
+
+func (d *decidedEarlier) Acquire(ctx context.Context, name string) (lock.Held, error) {
+	h, err := d.grantLost.Acquire(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	g := h.(*grantLostHeld)
+	return &decidedEarlierHeld{*g}, nil
+}
+
+type decidedEarlierHeld struct{ grantLostHeld }
+
+func (h *decidedEarlierHeld) Revision() int64 { return h.token }
+
+// A lock's own word on the state it decided on (lock.Decided) is that
+// state: a read it makes after deciding, of a state where its key is gone,
+// does not make the grant one of a lost lock (a lock-rpc grant whose reply
+// came late was told as promise 2 in a sweep of --nemesis all, seed 19).
+func TestDecidedRevisionIsTheLocksWord(t *testing.T) {
+	cfg := testConfig()
+	cfg.Clients = 1
+	cfg.Recipe = lock.RecipeFunc("decided-earlier", func(_ context.Context, env lock.Env) (lock.Locker, error) {
+		return &decidedEarlier{grantLost{env}}, nil
+	})
+	e := setup(t, resource.Fenced, cfg)
+	e.start()
+	e.waitReleases(3, 5*time.Second)
+	_, ops := e.finish()
+	grants := 0
+	for _, op := range ops {
+		if op.F == "acquire" && op.Type == histories.OK {
+			grants++
+			tok, _ := op.Token()
+			if rev, _ := op.Revision(); rev != tok {
+				t.Errorf("grant of token %d recorded at revision %d, want the lock's word %d", tok, rev, tok)
+			}
+		}
+	}
+	if grants == 0 {
+		t.Fatal("no grant recorded")
+	}
+	for _, v := range results(ops)["contract"].Violations {
+		if v.Kind == "promise 2" {
+			t.Errorf("promise 2 told of a grant decided while its key existed: %s", v.Story)
+		}
+	}
+}
+
 // The observer's "other-release" is definite: only a deletion that leaves
 // the owner's lease alive, while the owner is not releasing and another
 // client is releasing an older grant of the same key.
