@@ -26,9 +26,13 @@ func TestNewReadsHostTime(t *testing.T) {
 
 func TestBumpShiftsNow(t *testing.T) {
 	c := New()
+	hostBefore := time.Now()
 	before := c.Now()
 	c.Bump(time.Hour)
-	within(t, "Now after Bump(1h) minus before", c.Now().Sub(before), time.Hour, time.Hour+50*time.Millisecond)
+	after := c.Now()
+	// Between the two reads the host's time passed too, however long a
+	// loaded scheduler made it.
+	within(t, "Now after Bump(1h) minus before", after.Sub(before), time.Hour, time.Hour+time.Since(hostBefore))
 	c.Bump(-90 * time.Minute)
 	within(t, "skew after +1h -90m", c.Skew(), -30*time.Minute-5*time.Millisecond, -30*time.Minute+5*time.Millisecond)
 	if c.Offset() != -30*time.Minute {
@@ -41,32 +45,58 @@ func TestBumpShiftsNow(t *testing.T) {
 	}
 }
 
+// bracket is a reading of a clock between two readings of the host's:
+// however long a loaded scheduler holds the test between reads, the
+// clock's time elapsed between two brackets lies between rate × (the host's
+// time from the first's hi to the second's lo) and rate × (the first's lo
+// to the second's hi).
+type bracket struct {
+	lo, hi time.Time // host readings either side of the clock's
+	clock  time.Time
+}
+
+func read(c *Clock) bracket {
+	lo := time.Now()
+	at := c.Now()
+	return bracket{lo: lo, clock: at, hi: time.Now()}
+}
+
+// checkRate fails unless the clock time between a and b is what rate makes
+// of the host time between them (a nanosecond per reading for rounding).
+func checkRate(t *testing.T, what string, rate float64, a, b bracket) {
+	t.Helper()
+	lo := time.Duration(rate * float64(b.lo.Sub(a.hi)))
+	hi := time.Duration(rate * float64(b.hi.Sub(a.lo)))
+	within(t, what, b.clock.Sub(a.clock), lo-2, hi+2)
+}
+
 func TestRateScalesElapsedTime(t *testing.T) {
 	c := New()
 	c.SetRate(0.5)
-	start, host := c.Now(), time.Now()
+	start := read(c)
 	time.Sleep(200 * time.Millisecond)
-	el, hostEl := c.Since(start), time.Since(host)
-	// The clock advanced half as much as the host.
-	within(t, "clock elapsed at rate 0.5", el, hostEl/2-5*time.Millisecond, hostEl/2+5*time.Millisecond)
+	checkRate(t, "clock elapsed at rate 0.5", 0.5, start, read(c))
 
 	c.SetRate(3)
-	start, host = c.Now(), time.Now()
+	start = read(c)
 	time.Sleep(100 * time.Millisecond)
-	el, hostEl = c.Since(start), time.Since(host)
-	within(t, "clock elapsed at rate 3", el, 3*hostEl-15*time.Millisecond, 3*hostEl+15*time.Millisecond)
+	checkRate(t, "clock elapsed at rate 3", 3, start, read(c))
 
-	// Changing the rate does not make the clock jump.
-	before := c.Now()
+	// Changing the rate does not make the clock jump: across the change
+	// the clock advances by no more than rate 3 and no less than rate 1
+	// would make it (a clock re-anchored wrong jumps by its elapsed time
+	// or more).
+	before := read(c)
 	c.SetRate(1)
-	within(t, "jump at a rate change", c.Now().Sub(before), 0, 5*time.Millisecond)
+	after := read(c)
+	within(t, "clock advance across a rate change", after.clock.Sub(before.clock), after.lo.Sub(before.hi), 3*after.hi.Sub(before.lo)+2)
 }
 
 // Sleep waits d of the clock's time: d/rate of the host's. A sleep never
 // ends early, so the lower bounds are tight; a loaded machine wakes a
-// sleeper late, by 80 ms and more, so each upper bound is what a Sleep
+// sleeper late, by 100 ms and more, so each upper bound is what a Sleep
 // that got the rate wrong would take (host time, or the rate applied
-// twice), not a guess at the scheduler's lateness.
+// twice), far enough from the right answer that lateness does not reach it.
 func TestSleepWaitsClockTime(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -74,9 +104,9 @@ func TestSleepWaitsClockTime(t *testing.T) {
 		d        time.Duration
 		min, max time.Duration // host time
 	}{
-		{rate: 4, d: 400 * time.Millisecond, min: 95 * time.Millisecond, max: 400 * time.Millisecond},    // host time would be 400 ms
-		{rate: 0.5, d: 100 * time.Millisecond, min: 195 * time.Millisecond, max: 400 * time.Millisecond}, // the rate twice: 400 ms
-		{rate: 1, d: 100 * time.Millisecond, min: 99 * time.Millisecond, max: 200 * time.Millisecond},    // twice d
+		{rate: 10, d: time.Second, min: 99 * time.Millisecond, max: time.Second - time.Millisecond},                       // host time would be 1 s
+		{rate: 0.25, d: 50 * time.Millisecond, min: 199 * time.Millisecond, max: 800*time.Millisecond - time.Millisecond}, // the rate twice: 800 ms; host time 50 ms
+		{rate: 1, d: 100 * time.Millisecond, min: 99 * time.Millisecond, max: time.Hour},                                  // only an early end is wrong
 	} {
 		c := New()
 		c.SetRate(tc.rate)
@@ -88,14 +118,22 @@ func TestSleepWaitsClockTime(t *testing.T) {
 	}
 }
 
+// A timer of 2 s of the clock's time, with the rate raised to 20 after
+// 50 ms: it fires once the rest of its time has passed at the new rate, no
+// sooner, and well before the host second it would take if not re-armed.
 func TestRateChangeRearmsTimers(t *testing.T) {
 	c := New()
 	start := time.Now()
-	tm := c.NewTimer(400 * time.Millisecond)
-	time.Sleep(100 * time.Millisecond) // 100 ms of clock time pass at rate 1
-	c.SetRate(3)                       // the remaining 300 ms take 100 ms
+	tm := c.NewTimer(2 * time.Second)
+	time.Sleep(50 * time.Millisecond) // 50 ms or more of clock time pass at rate 1
+	changed := time.Now()
+	c.SetRate(20)
+	changedBy := time.Now()
 	<-tm.C
-	within(t, "host time to fire", time.Since(start), 195*time.Millisecond, 270*time.Millisecond)
+	// At the change at most changedBy-start of the timer's time had passed;
+	// the rest passes at rate 20.
+	earliest := changed.Sub(start) + (2*time.Second-changedBy.Sub(start))/20
+	within(t, "host time to fire", time.Since(start), earliest-time.Millisecond, 2*time.Second-time.Millisecond)
 
 	// A stopped clock never fires until it runs again.
 	c.SetRate(0)
@@ -108,7 +146,7 @@ func TestRateChangeRearmsTimers(t *testing.T) {
 	c.SetRate(1)
 	select {
 	case <-tm.C:
-	case <-time.After(time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("timer did not fire after the clock restarted")
 	}
 }
@@ -122,12 +160,12 @@ func TestBumpFiresDueTimers(t *testing.T) {
 	c.Bump(2 * time.Hour)
 	select {
 	case <-due.C:
-	case <-time.After(time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("a timer due after the bump did not fire")
 	}
 	select {
 	case <-called:
-	case <-time.After(time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("an AfterFunc due after the bump did not run")
 	}
 	select {
@@ -139,12 +177,14 @@ func TestBumpFiresDueTimers(t *testing.T) {
 		t.Error("Stop of a pending timer reported false")
 	}
 
-	// A bump back delays a pending timer.
+	// A bump back delays a pending timer: by the bump, not less (a timer
+	// that ignored the bump fires after 50 ms). How much later than 150 ms
+	// it fires is the scheduler's business.
 	start := time.Now()
 	tm := c.NewTimer(50 * time.Millisecond)
 	c.Bump(-100 * time.Millisecond)
 	<-tm.C
-	within(t, "host time after bump back", time.Since(start), 145*time.Millisecond, 230*time.Millisecond)
+	within(t, "host time after bump back", time.Since(start), 150*time.Millisecond-time.Microsecond, time.Hour)
 }
 
 func TestTimerStopAndReset(t *testing.T) {
@@ -163,18 +203,26 @@ func TestTimerStopAndReset(t *testing.T) {
 	}
 	start := time.Now()
 	tm.Reset(30 * time.Millisecond)
-	<-tm.C
-	within(t, "Reset timer", time.Since(start), 29*time.Millisecond, 100*time.Millisecond)
+	select {
+	case <-tm.C:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Reset timer did not fire")
+	}
+	within(t, "Reset timer", time.Since(start), 30*time.Millisecond-time.Microsecond, time.Hour)
 }
 
+// At rate 10, a timeout of 1 s of the clock's time is 100 ms of the host's.
+// A loaded machine wakes the timer late, by 100 ms and more, so the upper
+// bound is what a WithTimeout on host time would take (1 s), not a guess at
+// the scheduler's lateness; the rate applied twice (10 ms) fails the lower.
 func TestWithTimeoutUsesClockTime(t *testing.T) {
 	c := New()
-	c.SetRate(4)
+	c.SetRate(10)
 	start := time.Now()
-	ctx, cancel := c.WithTimeout(context.Background(), 400*time.Millisecond)
+	ctx, cancel := c.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	<-ctx.Done()
-	within(t, "host time to the clock timeout", time.Since(start), 95*time.Millisecond, 170*time.Millisecond)
+	within(t, "host time to the clock timeout", time.Since(start), 99*time.Millisecond, time.Second-time.Millisecond)
 	if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 		t.Errorf("cause = %v, want DeadlineExceeded", context.Cause(ctx))
 	}

@@ -185,7 +185,7 @@ func GrantValue(token, rev int64, claim string) *Value {
 	return v
 }
 
-// TokenValue builds a Value holding a token and optionally a data value.
+// TokenValue builds a Value holding a token.
 func TokenValue(token int64) *Value { return &Value{Token: &token} }
 
 // WriteValue builds the value of a write: a token and the value written.

@@ -9,20 +9,18 @@ import (
 	"github.com/locktest/locktest/system"
 )
 
-// FailoverName is the failover family's --nemesis name, and its one kind.
-const FailoverName = "failover"
-
-// Failover loses the master the way asynchronous replication loses a lock:
-// the master's replication to its replica is cut, a client takes the lock
-// (on the master only), the master is killed, and its watcher (Redis's
+// Failover is the failover family's --nemesis name, and its one kind. It
+// loses the master the way asynchronous replication loses a lock: the
+// master's replication to its replica is cut, a client takes the lock (on
+// the master only), the master is killed, and its watcher (Redis's
 // Sentinel) promotes the replica, which never saw the lock; the next client
 // takes it there. The old master stays down for the fault's duration and
 // comes back empty.
-const Failover = FailoverName
+const Failover = "failover"
 
 type failover struct{}
 
-func (failover) Name() string { return FailoverName }
+func (failover) Name() string { return Failover }
 
 func (failover) Kinds(int, bool) []string { return []string{Failover} }
 

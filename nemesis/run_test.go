@@ -485,15 +485,21 @@ func TestRunLease(t *testing.T) {
 	if err := m1.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s0, err := concurrency.NewSession(cli["c0"], concurrency.WithTTL(2))
+	// The waiter's lease is not what is starved: a TTL of 20 s keeps it
+	// through a loaded machine's stalls (with 2 s, once, it expired while
+	// it waited, and the waiter never got the lock).
+	s0, err := concurrency.NewSession(cli["c0"], concurrency.WithTTL(20))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan time.Time, 1)
+	type grant struct {
+		at  time.Time
+		err error
+	}
+	got := make(chan grant, 1)
 	go func() {
-		if err := concurrency.NewMutex(s0, "/lock").Lock(ctx); err == nil {
-			got <- time.Now()
-		}
+		err := concurrency.NewMutex(s0, "/lock").Lock(ctx)
+		got <- grant{time.Now(), err}
 	}()
 	fc.mu.Lock()
 	fc.holder, fc.leases["c1"] = "c1", hex(sess["c1"].Lease())
@@ -508,14 +514,17 @@ func TestRunLease(t *testing.T) {
 		t.Fatalf("stop %+v", stop.Value)
 	}
 	select {
-	case at := <-got:
-		t.Logf("waiting client got the lock %v after the starvation began", at.Sub(began).Round(time.Millisecond))
-	case <-time.After(5 * time.Second):
+	case g := <-got:
+		if g.err != nil {
+			t.Fatalf("waiting client's Lock: %v", g.err)
+		}
+		t.Logf("waiting client got the lock %v after the starvation began", g.at.Sub(began).Round(time.Millisecond))
+	case <-time.After(15 * time.Second):
 		t.Fatal("waiting client did not get the lock")
 	}
 	select {
 	case <-sess["c1"].Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(15 * time.Second):
 		t.Fatal("starved session not done")
 	}
 	if r := res(); r.err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+
+	"github.com/locktest/locktest/internal/links"
 )
 
 // toxics are the toxics a fault added (and proxies it disabled), to remove
@@ -16,6 +18,7 @@ type toxics []toxicRef
 type toxicRef struct {
 	p    *toxiclient.Proxy
 	name string // "" for a disabled proxy
+	cut  bool   // a timeout toxic: removed by links.RemoveCut
 }
 
 // disable makes p refuse connections (and closes those open).
@@ -35,21 +38,40 @@ func (ts *toxics) add(p *toxiclient.Proxy, fault, typ string, attrs toxiclient.A
 		if _, err := p.AddToxic(name, typ, s, 1, attrs); err != nil {
 			return fmt.Errorf("toxic %s on %s: %w", name, p.Name, err)
 		}
-		*ts = append(*ts, toxicRef{p, name})
+		*ts = append(*ts, toxicRef{p, name, typ == "timeout"})
 	}
 	return nil
 }
 
 func (ts toxics) remove() error {
 	var errs []error
+	notFound := func(err error) bool { return strings.Contains(err.Error(), "not found") }
+	cuts := map[*toxiclient.Proxy][]string{}
+	var order []*toxiclient.Proxy
 	for _, t := range ts {
+		if t.cut {
+			if cuts[t.p] == nil {
+				order = append(order, t.p)
+			}
+			cuts[t.p] = append(cuts[t.p], t.name)
+		}
+	}
+	for _, p := range order {
+		if err := links.RemoveCut(p, cuts[p]...); err != nil && !notFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	for _, t := range ts {
+		if t.cut {
+			continue
+		}
 		if t.name == "" {
 			if err := t.p.Enable(); err != nil {
 				errs = append(errs, fmt.Errorf("enabling %s: %w", t.p.Name, err))
 			}
 			continue
 		}
-		if err := t.p.RemoveToxic(t.name); err != nil && !strings.Contains(err.Error(), "not found") {
+		if err := t.p.RemoveToxic(t.name); err != nil && !notFound(err) {
 			errs = append(errs, fmt.Errorf("removing toxic %s from %s: %w", t.name, t.p.Name, err))
 		}
 	}

@@ -28,7 +28,7 @@ func TestTopology(t *testing.T) {
 	}{
 		{backend.Plan{Recipe: redislock.RedlockName, Majority: true, Families: []string{"crash"}}, redisserver.Independent(5),
 			[]string{"isolate", "clock", "pause", "crash", "slow"}},
-		{backend.Plan{Recipe: redislock.SetNXName, Families: []string{"pause", nemesis.FailoverName}}, redisserver.Replicated,
+		{backend.Plan{Recipe: redislock.SetNXName, Families: []string{"pause", nemesis.Failover}}, redisserver.Replicated,
 			[]string{"isolate", "clock", "pause", "crash", "slow"}},
 		{backend.Plan{Recipe: redislock.SetNXName, Families: []string{nemesis.All}}, redisserver.Single,
 			[]string{"isolate", "clock", "pause", "crash", "slow"}},

@@ -79,13 +79,16 @@ type testClient struct {
 	p      histories.Process
 }
 
-func newTestClient(t *testing.T, b workload.Backend, name string, p histories.Process) *testClient {
+// Its sessions ask for ttl seconds: 2 for the one whose expiry a test
+// waits for, 20 for the others, which a loaded machine's stalls would
+// otherwise end (TestObserver's c0 lost its 2 s session at load ~45).
+func newTestClient(t *testing.T, b workload.Backend, name string, p histories.Process, ttl int) *testClient {
 	t.Helper()
 	cn, err := b.Connect(workload.Client{Name: name, Clock: clock.New(), Paused: func(ctx context.Context) error { return ctx.Err() }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := lock.Env{Conn: cn.Env(), Prefix: "/locktest/locks/", Name: name, TTL: 2, Backend: Name, Endpoints: cn.Endpoints()}
+	env := lock.Env{Conn: cn.Env(), Prefix: "/locktest/locks/", Name: name, TTL: ttl, Backend: Name, Endpoints: cn.Endpoints()}
 	l, err := zklock.Recipe(zklock.LockName, zklock.Options{}).New(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +118,11 @@ func TestObserver(t *testing.T) {
 	ctx := context.Background()
 	cs := make([]*testClient, 5)
 	for i := range cs {
-		cs[i] = newTestClient(t, b, "c"+strconv.Itoa(i), histories.Process(10+i))
+		ttl := 20
+		if i == 4 { // orphaned below: its session expires
+			ttl = 2
+		}
+		cs[i] = newTestClient(t, b, "c"+strconv.Itoa(i), histories.Process(10+i), ttl)
 	}
 	expect := func(h *zklock.Held, by string, owner *testClient, more map[string]string) {
 		t.Helper()
@@ -219,7 +226,7 @@ func TestObserver(t *testing.T) {
 func TestObserverSync(t *testing.T) {
 	b, obs, rec := observe(t)
 	ctx := context.Background()
-	c := newTestClient(t, b, "c0", 0)
+	c := newTestClient(t, b, "c0", 0, 20)
 	for range 20 {
 		h, _ := c.acquire(t, ctx)
 		if err := h.Release(ctx); err != nil {

@@ -228,15 +228,56 @@ func (l *Links) ClearToxics() error {
 			errs = append(errs, err)
 			continue
 		}
+		var cuts []string
 		for _, t := range p.ActiveToxics {
+			if t.Type == "timeout" {
+				cuts = append(cuts, t.Name)
+				continue
+			}
 			if err := p.RemoveToxic(t.Name); err != nil {
 				errs = append(errs, fmt.Errorf("links: %s: removing toxic %s: %w", name, t.Name, err))
 			}
+		}
+		if err := RemoveCut(p, cuts...); err != nil {
+			errs = append(errs, err)
 		}
 		if !p.Enabled {
 			if err := p.Enable(); err != nil {
 				errs = append(errs, fmt.Errorf("links: enabling %s: %w", name, err))
 			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RemoveCut removes the timeout toxics names (cuts: they drop what their
+// connections carry) from p. Removing a timeout toxic closes the
+// connections through it, but toxiproxy (v2.12, link.go RemoveToxic)
+// leaves the stage before it feeding the removed toxic's input, which
+// nothing reads any more: the next bytes from the other end block that
+// stage and the link's reader for good, two goroutines leaked per link.
+// So an enabled p is disabled first, which closes its connections while
+// the toxic still drains them, and enabled again once the toxics are gone
+// (a new connection is refused for those few milliseconds).
+func RemoveCut(p *toxiclient.Proxy, names ...string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	enabled := p.Enabled
+	var errs []error
+	if enabled {
+		if err := p.Disable(); err != nil {
+			return fmt.Errorf("links: disabling %s to remove %v: %w", p.Name, names, err)
+		}
+	}
+	for _, name := range names {
+		if err := p.RemoveToxic(name); err != nil {
+			errs = append(errs, fmt.Errorf("links: %s: removing toxic %s: %w", p.Name, name, err))
+		}
+	}
+	if enabled {
+		if err := p.Enable(); err != nil {
+			errs = append(errs, fmt.Errorf("links: enabling %s: %w", p.Name, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/internal/polltest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -96,11 +97,11 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// Blackhole every link of client a: a times out, b is unaffected.
-	links, err := c.Links("a")
+	proxies, err := c.Links("a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range links {
+	for _, l := range proxies {
 		if _, err := l.AddToxic("blackhole", "timeout", "downstream", 1, toxiclient.Attributes{"timeout": 0}); err != nil {
 			t.Fatal(err)
 		}
@@ -120,8 +121,11 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, l := range links {
-		if err := l.RemoveToxic("blackhole"); err != nil {
+	// Healed as the nemesis heals a cut (links.RemoveCut): toxiproxy's
+	// own RemoveToxic of a timeout toxic leaks the link's goroutines if a
+	// byte comes after it (the leak check below caught two, once).
+	for _, l := range proxies {
+		if err := links.RemoveCut(l, "blackhole"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -323,11 +327,11 @@ func TestHelperScenario(t *testing.T) {
 	if _, err := a.Put(ctx, "k", "v"); err != nil {
 		t.Fatal(err)
 	}
-	links, err := c.Links("a")
+	proxies, err := c.Links("a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range links {
+	for _, l := range proxies {
 		if _, err := l.AddToxic("blackhole", "timeout", "", 1, toxiclient.Attributes{"timeout": 0}); err != nil {
 			t.Fatal(err)
 		}
@@ -335,8 +339,8 @@ func TestHelperScenario(t *testing.T) {
 	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
 	a.Get(short, "k")
 	cancelShort()
-	for _, l := range links {
-		if err := l.RemoveToxic("blackhole"); err != nil {
+	for _, l := range proxies {
+		if err := links.RemoveCut(l, "blackhole"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.AddToxic("slow", "bandwidth", "upstream", 1, toxiclient.Attributes{"rate": 1}); err != nil {
@@ -349,7 +353,7 @@ func TestHelperScenario(t *testing.T) {
 	short, cancelShort = context.WithTimeout(ctx, 300*time.Millisecond)
 	a.Get(short, "k")
 	cancelShort()
-	for _, l := range links {
+	for _, l := range proxies {
 		if err := l.Enable(); err != nil {
 			t.Fatal(err)
 		}

@@ -33,7 +33,7 @@
 //	link, err := c.Link("c1", 0)         // proxy "c1->m0"
 //	link.AddToxic("blackhole", "timeout", "downstream", 1,
 //		toxiclient.Attributes{"timeout": 0}) // c1 can no longer hear m0
-//	link.RemoveToxic("blackhole")        // heals; open connections are cut
+//	c.ClearToxics()                      // heals; open connections are cut
 //	link.Disable()                       // connection refused until Enable
 //
 //	leader, err := c.Leader(ctx)         // index of the member all running members agree on

@@ -74,16 +74,6 @@ func (c *Cluster) faultMember(i int) (*Member, func(), error) {
 	return m, c.faultMu.Unlock, nil
 }
 
-// MemberIndex returns the index of the member called name ("m0", ...).
-func (c *Cluster) MemberIndex(name string) (int, bool) {
-	for _, m := range c.members {
-		if m.Name == name {
-			return m.Index, true
-		}
-	}
-	return -1, false
-}
-
 // --- partitions between members ---
 
 func pair(a, b int) [2]int {

@@ -47,7 +47,7 @@ func TestRecipesDirect(t *testing.T) {
 			var h2 lock.Held
 			select {
 			case h2 = <-got:
-			case <-time.After(5 * time.Second):
+			case <-time.After(15 * time.Second):
 				t.Fatal("the second client did not acquire after the release")
 			}
 			if h2 == nil {
@@ -148,7 +148,10 @@ func startCluster(t *testing.T) (context.Context, *cluster.Cluster) {
 }
 
 // twoLockers makes lockers of the built-in recipe for clients a and b, each
-// over links of its own, with keys under prefix.
+// over links of its own, with keys under prefix. Their sessions' TTL is 20 s:
+// these tests are about turns, tokens and revoked leases, and with the 2 s
+// they had a loaded machine's stall once let a waiter's lease expire
+// (TestRecipesDirect/same-key: "the session's lease is gone").
 func twoLockers(ctx context.Context, t *testing.T, c *cluster.Cluster, recipe, prefix string) []lock.Locker {
 	t.Helper()
 	var r lock.Recipe
@@ -167,7 +170,7 @@ func twoLockers(ctx context.Context, t *testing.T, c *cluster.Cluster, recipe, p
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cli.Close() })
-		l, err := r.New(ctx, lock.Env{Conn: cli, Clock: clock.New(), TTL: 2, Prefix: prefix, Name: cn})
+		l, err := r.New(ctx, lock.Env{Conn: cli, Clock: clock.New(), TTL: 20, Prefix: prefix, Name: cn})
 		if err != nil {
 			t.Fatal(err)
 		}

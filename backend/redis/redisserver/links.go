@@ -20,12 +20,6 @@ func (d *Deployment) Endpoints(client string) ([]string, error) {
 	return d.endpoints(client, d.servers)
 }
 
-// SentinelEndpoints returns the addresses of client's proxies to every
-// Sentinel, in order (none unless Replicated).
-func (d *Deployment) SentinelEndpoints(client string) ([]string, error) {
-	return d.endpoints(client, d.sentinels)
-}
-
 func (d *Deployment) endpoints(client string, to []*Server) ([]string, error) {
 	if err := links.CheckName(client); err != nil {
 		return nil, err
