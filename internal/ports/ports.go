@@ -1,6 +1,8 @@
 // Package ports hands out loopback ports for the servers a run starts
 // (etcd members, toxiproxy proxies, Redis servers), below the kernel's
-// ephemeral range, so that no outgoing connection takes one first.
+// ephemeral range, so that no outgoing connection takes one first, and
+// claimed across processes, so that no other locktest process takes one
+// while it is not bound (a proxy a fault disabled).
 package ports
 
 import (
@@ -23,10 +25,10 @@ import (
 // the start with "address already in use". Ports below the ephemeral range
 // are never used as source ports, so we pick random ports in
 // [portLow, portHigh) (capped below the ephemeral range where it is known),
-// check each with a bind+close, and remember them process-wide so two
-// clusters in one process never pick the same port. A bind race with another
-// process is still possible; Start then tears down and retries with fresh
-// ports.
+// check each with a bind+close, and claim them until Release: within the
+// process in a map, across processes by an abstract unix socket named after
+// the port (claim). A bind race with a process that is not locktest is still
+// possible; Start then tears down and retries with fresh ports.
 const (
 	portLow  = 20000
 	portHigh = 32000
@@ -37,8 +39,18 @@ const Host = "127.0.0.1"
 
 var reserved = struct {
 	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}
+	ports map[int]net.Listener
+}{ports: map[int]net.Listener{}}
+
+// claim takes port p for this process against every other locktest
+// process: a proxy that a partition disables leaves its port unbound for
+// seconds, and another run's Reserve found it free and took it (a sweep
+// beside the test suite: "enabling c2->m1: bind: address already in use",
+// the run unknown). The claim is an abstract unix socket, which the kernel
+// removes when the process exits, however it ends: nothing is left on disk.
+func claim(p int) (net.Listener, error) {
+	return net.Listen("unix", "@locktest-port-"+strconv.Itoa(p))
+}
 
 // portRange returns [lo, hi) to pick from, ending below the ephemeral range
 // when /proc says where it starts.
@@ -59,36 +71,51 @@ var portRange = sync.OnceValues(func() (int, int) {
 // reserved in this process until Release.
 func Reserve(n int) ([]int, error) {
 	lo, hi := portRange()
+	return reserveIn(lo, hi, n)
+}
+
+func reserveIn(lo, hi, n int) ([]int, error) {
 	reserved.Lock()
 	defer reserved.Unlock()
 	ports := make([]int, 0, n)
 	for tries := 0; len(ports) < n; tries++ {
 		if tries > 1000 {
-			for _, p := range ports {
-				delete(reserved.ports, p)
-			}
+			release(ports)
 			return nil, fmt.Errorf("no free ports in [%d,%d)", lo, hi)
 		}
 		p := lo + rand.IntN(hi-lo)
-		if reserved.ports[p] {
+		if _, ok := reserved.ports[p]; ok {
 			continue
+		}
+		c, err := claim(p)
+		if err != nil {
+			continue // another locktest process holds it
 		}
 		l, err := net.Listen("tcp", net.JoinHostPort(Host, strconv.Itoa(p)))
 		if err != nil {
+			c.Close()
 			continue
 		}
 		l.Close()
-		reserved.ports[p] = true
+		reserved.ports[p] = c
 		ports = append(ports, p)
 	}
 	return ports, nil
 }
 
+// Release gives the ports back, to this process and to others.
 func Release(ports []int) {
 	reserved.Lock()
 	defer reserved.Unlock()
+	release(ports)
+}
+
+func release(ports []int) {
 	for _, p := range ports {
-		delete(reserved.ports, p)
+		if c, ok := reserved.ports[p]; ok {
+			c.Close()
+			delete(reserved.ports, p)
+		}
 	}
 }
 
