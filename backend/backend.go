@@ -103,7 +103,8 @@ type Options interface {
 	Prototype(p Plan) system.System
 	// Args are the command-line flags that give these options, and the
 	// number of members where it is the user's choice, for the command
-	// that reproduces a run.
+	// that reproduces a run: one word an element, as the program receives
+	// them ("--members", "3"), quoted when the command line is written.
 	Args(members int) []string
 	// Start starts (or connects to) the system of a run of p, whose
 	// Members Plan returned. Everything it starts is stopped by the

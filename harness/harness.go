@@ -89,9 +89,13 @@ type Options struct {
 	LivenessBound time.Duration `json:"liveness_bound_ns"`
 	// Scenario is the catalog scenario the run plays, if any.
 	Scenario *Scenario `json:"scenario,omitempty"`
+	// Shrunk says, for a replay of a shrunk schedule, what it was shrunk
+	// from.
+	Shrunk *Shrunk `json:"shrunk,omitempty"`
 	// Command is the command line that reproduces the run, for the results
-	// (the CLI fills it in).
-	Command string `json:"-"`
+	// (the CLI fills it in), and Args its words after "locktest".
+	Command string   `json:"-"`
+	Args    []string `json:"-"`
 	// Log, if set, receives a line as each phase starts and each fault fires.
 	Log io.Writer `json:"-"`
 
@@ -200,8 +204,9 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		return nil, fmt.Errorf("checking %s: %w", history, err)
 	}
 	seed := o.Workload.Seed
-	res.Seed, res.Config, res.Interrupted, res.Command = &seed, &o, interrupted, o.Command
+	res.Seed, res.Config, res.Interrupted, res.Command, res.Args = &seed, &o, interrupted, o.Command, o.Args
 	res.Scenario = o.Scenario.judge(res.Checks)
+	res.Shrunk = o.Shrunk
 	if st != nil {
 		res.Run = &st.RunStats
 		res.AddConsistency(st.hashes)

@@ -53,8 +53,12 @@ type Results struct {
 	// status is 2 unless a violation was found.
 	CutShort *checker.Cut `json:"cut_short,omitempty"`
 	// Command is the command line that reproduces the run, as the CLI
-	// recorded it.
-	Command string `json:"command,omitempty"`
+	// recorded it, for people; Args are its words after "locktest", each as
+	// the program receives it, for programs (shrink replays them). Runs
+	// recorded before Args have Command only, its words quoted as a shell
+	// reads them.
+	Command string   `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
 	// Error is what went wrong in a run that failed part way; what it
 	// recorded was checked all the same.
 	Error string `json:"error,omitempty"`
@@ -63,9 +67,12 @@ type Results struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Scenario is the catalog scenario the run played, with whether its
 	// verdicts were the ones it expects.
-	Scenario *Scenario        `json:"scenario,omitempty"`
-	Run      *RunStats        `json:"run,omitempty"`
-	Checks   []checker.Result `json:"checks"`
+	Scenario *Scenario `json:"scenario,omitempty"`
+	// Shrunk says, for a replay of a shrunk schedule, what it was shrunk
+	// from and what was removed.
+	Shrunk *Shrunk          `json:"shrunk,omitempty"`
+	Run    *RunStats        `json:"run,omitempty"`
+	Checks []checker.Result `json:"checks"`
 	// Hashes are the members' hashes of their final key-value state, for
 	// the consistency check; absent if the run did not collect them.
 	Hashes []checker.MemberHash `json:"member_hashes,omitempty"`

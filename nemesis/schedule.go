@@ -330,6 +330,15 @@ func checkParams(e Entry, durations, numbers []string) error {
 	return nil
 }
 
+// StagesNext says whether entry i of s stages the entry after it: a pause
+// that lasts until a grant (Gen.bareQuorum), followed at the same time by
+// the strike that needs it. Without the first, the second strikes another
+// holder: the two stand or fall together.
+func (s Schedule) StagesNext(i int) bool {
+	es := s.Entries
+	return i+1 < len(es) && es[i].Params["until"] == "grant" && es[i+1].At == es[i].At
+}
+
 // Families names the fault families of the schedule's entries.
 func (s Schedule) Families() []string {
 	var out []string

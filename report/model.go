@@ -58,6 +58,7 @@ type meta struct {
 	// CutShort says where a run cut short (killed, interrupted) stops.
 	CutShort string            `json:"cut_short,omitempty"`
 	Scenario *harness.Scenario `json:"scenario,omitempty"`
+	Shrunk   *harness.Shrunk   `json:"shrunk,omitempty"`
 }
 
 type check struct {

@@ -53,7 +53,7 @@ func Write(out string, res *harness.Results) error {
 	m.Meta = meta{
 		Title: filepath.Base(filepath.Dir(out)), Verdict: string(res.Verdict), Exit: res.Exit, Required: res.Required,
 		Seed: res.Seed, Versions: res.Versions, Reproduce: res.Command, Warnings: res.Warnings, Error: res.Error,
-		Setup: h.Setup(), Scenario: res.Scenario,
+		Setup: h.Setup(), Scenario: res.Scenario, Shrunk: res.Shrunk,
 		Legend: map[string]string{"expiry": res.Terms.LegendExpired, "lost": res.Terms.LegendLost},
 	}
 	if m.Meta.Setup == nil {

@@ -131,12 +131,14 @@ func TestReportInBrowser(t *testing.T) {
 	res.Scenario = &harness.Scenario{Name: "paused-holder", Lesson: "A pause can strike between any check and the write.",
 		Expect: map[string]string{"resource": "invalid"}, Met: &met,
 		Bugs: []scenario.Bug{{Ref: "x#1", URL: "https://example.org/x/1", Seen: "x 1.0", Status: "open", Recipes: []string{"r"}}}}
+	res.Shrunk = &harness.Shrunk{From: "runs/x", Failure: "resource", Summary: "3 faults over 20 s → 1 fault (pause-client c2 at 2.0 s for 3.4 s) over 8 s",
+		Removed: []string{"isolate c1 at 6.0 s for 4.0 s", "slow c0 at 12.0 s for 2.5 s"}, Changed: []string{"--time 8s (was 20s)"}}
 	out := filepath.Join(dir, "report.html")
 	if err := Write(out, res); err != nil {
 		t.Fatal(err)
 	}
 	ctx, errs := browser(t)
-	var lesson, expected, header, reads, bug, bugURL string
+	var lesson, expected, shrunk, header, reads, bug, bugURL string
 	var lanes, faults []string
 	var violations int
 	var before, after [2]string
@@ -147,6 +149,7 @@ func TestReportInBrowser(t *testing.T) {
 		chromedp.Text("#expected", &expected, chromedp.ByQuery),
 		chromedp.Text(".bug", &bug, chromedp.ByQuery),
 		chromedp.AttributeValue(".bug a", "href", &bugURL, nil),
+		chromedp.Text("#shrunk", &shrunk, chromedp.ByQuery),
 		chromedp.Text("#head .meta", &header, chromedp.ByQuery),
 		chromedp.Text("#reads", &reads, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll("#lanes .lane-client")].map(e => e.textContent)`, &lanes),
@@ -169,6 +172,11 @@ func TestReportInBrowser(t *testing.T) {
 	}
 	if bug != "upstream bug: x#1 (not fixed upstream: open), seen in x 1.0, with --recipe r" || bugURL != "https://example.org/x/1" {
 		t.Errorf("the upstream bug shown as %q, linked to %q", bug, bugURL)
+	}
+	for _, want := range []string{res.Shrunk.Summary, "from runs/x", "removed: isolate c1 at 6.0 s for 4.0 s; slow c0 at 12.0 s for 2.5 s", "changed: --time 8s (was 20s)"} {
+		if !strings.Contains(shrunk, want) {
+			t.Errorf("what shrinking removed shown as %q, lacking %q", shrunk, want)
+		}
 	}
 	if expected != "expected: resource invalid (as expected)" {
 		t.Errorf("expectation shown as %q", expected)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -129,17 +130,17 @@ func (o *Options) Args(members int) []string {
 	var args []string
 	switch o.Mode {
 	case Embedded, "":
-		args = append(args, fmt.Sprintf("--members %d", members))
+		args = append(args, "--members", strconv.Itoa(members))
 	case Process:
-		args = append(args, fmt.Sprintf("--members %d", members), "--cluster process")
+		args = append(args, "--members", strconv.Itoa(members), "--cluster", "process")
 		if o.EtcdBin != "" {
-			args = append(args, "--etcd-bin "+o.EtcdBin)
+			args = append(args, "--etcd-bin", o.EtcdBin)
 		}
 	case External:
-		args = append(args, "--cluster external --endpoints "+strings.Join(o.Endpoints, ","))
+		args = append(args, "--cluster", "external", "--endpoints", strings.Join(o.Endpoints, ","))
 		for _, f := range [][2]string{{"toxiproxy", o.Toxiproxy}, {"cacert", o.CACert}, {"cert", o.Cert}, {"key", o.Key}} {
 			if f[1] != "" {
-				args = append(args, "--"+f[0]+" "+f[1])
+				args = append(args, "--"+f[0], f[1])
 			}
 		}
 	}

@@ -92,7 +92,7 @@ func (o *Options) Args(int) []string {
 	if o.RedisBin == "" {
 		return nil
 	}
-	return []string{"--redis-bin " + o.RedisBin}
+	return []string{"--redis-bin", o.RedisBin}
 }
 
 // Start starts the deployment of p's topology.

@@ -15,6 +15,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -99,12 +100,12 @@ func (o *Options) Prototype(backend.Plan) system.System { return (*ensemble)(nil
 
 // Args are --members and the flags set.
 func (o *Options) Args(members int) []string {
-	args := []string{fmt.Sprintf("--members %d", members)}
+	args := []string{"--members", strconv.Itoa(members)}
 	if len(o.Classpath) > 0 {
-		args = append(args, "--zk-classpath "+strings.Join(o.Classpath, ":"))
+		args = append(args, "--zk-classpath", strings.Join(o.Classpath, ":"))
 	}
 	if o.Tick != 0 && o.Tick != zkserver.DefaultTick {
-		args = append(args, "--zk-tick "+o.Tick.String())
+		args = append(args, "--zk-tick", o.Tick.String())
 	}
 	return args
 }

@@ -86,7 +86,7 @@ func keepRunFacts(path string, res *harness.Results) {
 	if json.Unmarshal(b, &old) != nil {
 		return
 	}
-	res.Seed, res.Run, res.Interrupted = old.Seed, old.Run, old.Interrupted
+	res.Seed, res.Run, res.Interrupted, res.Shrunk = old.Seed, old.Run, old.Interrupted, old.Shrunk
 	if len(old.Config) > 0 {
 		res.Config = old.Config
 	}

@@ -121,7 +121,7 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 		if o.Dir, err = harness.NewRunDir(*rf.out, o.Workload.Seed); err != nil {
 			return exitUnknown, err
 		}
-		o.Command = reproduce(o)
+		o.Args, o.Command = reproduce(o)
 		res, err := harness.Run(ctx, o)
 		if err != nil {
 			return exitUnknown, fmt.Errorf("%s with %s: %w", configs[i].recipe, configs[i].mode, err)

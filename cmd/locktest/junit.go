@@ -18,6 +18,7 @@ type nightlyRun struct {
 	Verdicts map[string]string
 	Exit     int
 	Failed   string // the first story of a required check that failed; "" when it held
+	Shrink   string // the command that shrinks a failed run's schedule, if it has one
 	Error    string // a run that could not be carried out, or an unknown verdict
 	// Bugs are the upstream bugs its scenario reproduces (each with the
 	// recipes that show it).
@@ -82,10 +83,16 @@ func writeJUnit(w io.Writer, runs []nightlyRun) error {
 			c.Properties.Property = append(c.Properties.Property, junitProperty{Name: "upstream-bug", Value: b.String() + ": " + b.URL})
 			c.SystemOut += fmt.Sprintf("upstream bug: %s: %s\n", b, b.URL)
 		}
+		if r.Shrink != "" {
+			c.SystemOut += "shrink: " + r.Shrink + "\n"
+		}
 		switch {
 		case r.Failed != "":
 			set.Failures++
 			c.Failure = &junitMessage{Message: firstLine(r.Failed), Text: r.Failed}
+			if r.Shrink != "" {
+				c.Failure.Text += "\n\nShrink it to the fewest faults that still fail: " + r.Shrink
+			}
 		case r.Error != "":
 			set.Errors++
 			c.Error = &junitMessage{Message: firstLine(r.Error), Text: r.Error}
@@ -132,6 +139,9 @@ func writeSummary(w io.Writer, runs []nightlyRun) error {
 			continue
 		}
 		fmt.Fprintf(&b, "\n## %s\n\n%s\n\nReproduce: `%s`  \nRun directory: `%s`\n", r.Name, r.Failed+r.Error, r.Command, r.Dir)
+		if r.Shrink != "" {
+			fmt.Fprintf(&b, "Shrink: `%s`\n", r.Shrink)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

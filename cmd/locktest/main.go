@@ -36,6 +36,7 @@ Usage:
   locktest scenario list          the catalog of classic split-brains
   locktest scenario run NAME      play one: its scripted faults, its lesson, its verdicts
   locktest nightly [flags]        the CI job: every scenario, then random faults, within a budget
+  locktest shrink RUNDIR [flags]  shrink a failing run's schedule to the fewest faults that still fail it
   locktest sweep [flags]          run one configuration over many seeds and summarise
   locktest compare [flags]        run several recipes, resources, client counts side by side
   locktest report DIR             write DIR/index.html over the run directories under DIR
@@ -76,6 +77,8 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		code, err = runCmd(args[1:], stdout)
 	case "check":
 		code, err = checkCmd(args[1:], stdout)
+	case "shrink":
+		code, err = shrinkCmd(args[1:], stdout, stderr)
 	case "sweep":
 		code, err = sweepCmd(args[1:], stdout)
 	case "scenario":
@@ -94,7 +97,7 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitValid
 	default:
-		err = fmt.Errorf("unknown command %q (want run, check, scenario, nightly, sweep, compare, report, serve or version)", args[0])
+		err = fmt.Errorf("unknown command %q (want run, check, scenario, nightly, shrink, sweep, compare, report, serve or version)", args[0])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return exitValid

@@ -252,7 +252,7 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	if o.Dir, err = harness.NewRunDir(*rf.out, p.Seed); err != nil {
 		return nightlyRun{}, err
 	}
-	o.Command = reproduce(o)
+	o.Args, o.Command = reproduce(o)
 	began := time.Now()
 	ctx, stop := signalContext()
 	defer stop()
@@ -273,7 +273,7 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	}
 	switch res.Exit {
 	case exitInvalid:
-		r.Failed = firstFailure(res)
+		r.Failed, r.Shrink = firstFailure(res), shrinkHint(o, res)
 	case exitUnknown:
 		r.Error = firstUnknown(res)
 	}

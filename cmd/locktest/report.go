@@ -9,67 +9,63 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/shellwords"
 	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/report"
 )
 
 // reproduce is the command that runs o (planned: harness.Plan) again: its
 // flags and its backend's, its seed, and the schedule its run directory
-// holds (a scenario's too).
-func reproduce(o harness.Options) string {
+// holds (a scenario's too). args are its words after "locktest", as the
+// program receives them; command is the line a shell reads them from.
+func reproduce(o harness.Options) (args []string, command string) {
 	w := o.Workload
 	recipe := o.RecipeName
 	if recipe == "" && w.Recipe != nil {
 		recipe = w.Recipe.Name()
 	}
-	cmd := "locktest run"
+	args = []string{"run"}
 	if o.Scenario != nil {
-		cmd = "locktest scenario run " + o.Scenario.Name
+		args = []string{"scenario", "run", o.Scenario.Name}
 	}
-	args := []string{cmd, "--recipe " + shellQuote(recipe)}
+	args = append(args, "--recipe", recipe)
 	if _, _, builtin := registry.Builtin(recipe); !builtin && o.Backend != "" {
-		args = append(args, "--backend "+o.Backend)
+		args = append(args, "--backend", o.Backend)
 	}
 	if r, ok := w.Recipe.(*execlock.Recipe); ok && r.Clock != execlock.ClockAuto {
-		args = append(args, "--exec-clock "+r.Clock.String())
+		args = append(args, "--exec-clock", r.Clock.String())
 	}
-	args = append(args, "--resource "+string(o.Resource), "--workload "+w.Workload,
-		fmt.Sprintf("--clients %d --locks %d --ttl %d --think-min %s --think %s --op-timeout %s --guard %s --time %s --quiet %s --liveness-bound %s --require %s",
-			w.Clients, len(w.Locks), w.TTL, w.ThinkMin, w.ThinkMax, w.OpTimeout, w.Guard, o.Time, o.Quiet,
-			o.LivenessBound, strings.Join(o.Required, ",")))
+	args = append(args, "--resource", string(o.Resource), "--workload", w.Workload,
+		"--clients", strconv.Itoa(w.Clients), "--locks", strconv.Itoa(len(w.Locks)), "--ttl", strconv.Itoa(w.TTL),
+		"--think-min", w.ThinkMin.String(), "--think", w.ThinkMax.String(), "--op-timeout", w.OpTimeout.String(),
+		"--guard", w.Guard, "--time", o.Time.String(), "--quiet", o.Quiet.String(),
+		"--liveness-bound", o.LivenessBound.String(), "--require", strings.Join(o.Required, ","))
 	if o.System != nil {
 		args = append(args, o.System.Args(o.Members)...)
 	}
 	lo, hi := w.SlowRange()
-	args = append(args, fmt.Sprintf("--slow-share %g --slow-think %s-%s", w.SlowShare, lo, hi))
+	args = append(args, "--slow-share", strconv.FormatFloat(w.SlowShare, 'g', -1, 64), "--slow-think", lo.String()+"-"+hi.String())
 	if w.Workload == histories.WorkloadStock {
-		args = append(args, fmt.Sprintf("--items %d", w.Items))
+		args = append(args, "--items", strconv.Itoa(w.Items))
 	}
-	args = append(args, fmt.Sprintf("--seed %d", w.Seed))
+	args = append(args, "--seed", strconv.FormatInt(w.Seed, 10))
 	switch {
 	case o.Schedule != nil || len(o.Nemesis.Faults) > 0:
 		if len(o.Nemesis.Faults) > 0 {
-			args = append(args, "--nemesis "+strings.Join(o.Nemesis.Faults, ","))
+			args = append(args, "--nemesis", strings.Join(o.Nemesis.Faults, ","))
 		}
-		args = append(args, "--schedule "+filepath.Join(o.Dir, "schedule.json"))
+		args = append(args, "--schedule", filepath.Join(o.Dir, "schedule.json"))
 	default:
-		args = append(args, "--nemesis none")
+		args = append(args, "--nemesis", "none")
 	}
-	return strings.Join(args, " ")
-}
-
-// shellQuote quotes s for a shell command line when it needs quotes.
-func shellQuote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`;&|<>()*?[]#~!{}") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return args, "locktest " + shellwords.Join(args)
 }
 
 // writeReport writes the report page beside a run's or a history's results,

@@ -279,7 +279,7 @@ func runOne(o harness.Options, rf *runFlags, stdout io.Writer) (int, error) {
 
 	ctx, stop := signalContext()
 	defer stop()
-	o.Command = reproduce(o)
+	o.Args, o.Command = reproduce(o)
 	res, err := harness.Run(ctx, o)
 	if err != nil {
 		// Nothing was recorded: leave no empty run directory behind.
@@ -288,5 +288,18 @@ func runOne(o harness.Options, rf *runFlags, stdout io.Writer) (int, error) {
 	}
 	printSummary(stdout, res)
 	writeReport(stdout, filepath.Join(o.Dir, "report.html"), res)
+	if cmd := shrinkHint(o, res); cmd != "" {
+		fmt.Fprintf(stdout, "shrink: %s\n", cmd)
+	}
 	return res.Exit, nil
+}
+
+// shrinkHint is the command that shrinks a failed run's random schedule,
+// or "" when there is none to shrink (a run that held, no faults, a
+// scenario's scripted schedule).
+func shrinkHint(o harness.Options, res *harness.Results) string {
+	if res.Exit != exitInvalid || o.Scenario != nil || res.Run == nil || res.Run.Schedule == "" {
+		return ""
+	}
+	return "locktest shrink " + relPath(o.Dir)
 }

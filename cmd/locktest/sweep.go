@@ -73,7 +73,7 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		if o.Dir, err = harness.NewRunDir(*rf.out, o.Workload.Seed); err != nil {
 			return exitUnknown, err
 		}
-		o.Command = reproduce(o)
+		o.Args, o.Command = reproduce(o)
 		res, err := harness.Run(ctx, o)
 		if err != nil {
 			return exitUnknown, fmt.Errorf("seed %d: %w", o.Workload.Seed, err)

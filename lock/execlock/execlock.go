@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/internal/proc"
+	"github.com/locktest/locktest/internal/shellwords"
 	"github.com/locktest/locktest/lock"
 )
 
@@ -65,7 +66,7 @@ const settleTime = 500 * time.Millisecond
 
 // New returns the recipe of a command.
 func New(command ...string) *Recipe {
-	return &Recipe{Command: command, spec: joinWords(command)}
+	return &Recipe{Command: command, spec: shellwords.Join(command)}
 }
 
 // IsSpec says whether s names an exec recipe ("exec:...").
@@ -79,7 +80,7 @@ func Parse(spec string) (*Recipe, error) {
 		return nil, fmt.Errorf("%q is not an exec recipe (want %sCOMMAND ARGS…)", spec, Prefix)
 	}
 	text := strings.TrimSpace(strings.TrimPrefix(spec, Prefix))
-	words, err := splitWords(text)
+	words, err := shellwords.Split(text)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", spec, err)
 	}
@@ -205,76 +206,6 @@ func logPath(env lock.Env) string {
 		return ""
 	}
 	return filepath.Join(dir, "exec-"+env.Name+".log")
-}
-
-// splitWords splits s into words as a POSIX shell does, with single and
-// double quotes and backslashes, and nothing else.
-func splitWords(s string) ([]string, error) {
-	var (
-		words []string
-		cur   strings.Builder
-		in    bool // a word is under way
-		quote rune
-	)
-	rs := []rune(s)
-	for i := 0; i < len(rs); i++ {
-		c := rs[i]
-		switch {
-		case quote == '\'':
-			if c == '\'' {
-				quote = 0
-			} else {
-				cur.WriteRune(c)
-			}
-		case quote == '"':
-			switch {
-			case c == '"':
-				quote = 0
-			case c == '\\' && i+1 < len(rs) && strings.ContainsRune(`"\$`+"`", rs[i+1]):
-				i++
-				cur.WriteRune(rs[i])
-			default:
-				cur.WriteRune(c)
-			}
-		case c == '\'' || c == '"':
-			quote, in = c, true
-		case c == '\\':
-			if i+1 < len(rs) {
-				i++
-				cur.WriteRune(rs[i])
-			}
-			in = true
-		case c == ' ' || c == '\t' || c == '\n':
-			if in {
-				words = append(words, cur.String())
-				cur.Reset()
-				in = false
-			}
-		default:
-			cur.WriteRune(c)
-			in = true
-		}
-	}
-	if quote != 0 {
-		return nil, fmt.Errorf("unterminated %c quote", quote)
-	}
-	if in {
-		words = append(words, cur.String())
-	}
-	return words, nil
-}
-
-// joinWords joins words so that splitWords gives them back.
-func joinWords(words []string) string {
-	out := make([]string, len(words))
-	for i, w := range words {
-		if w != "" && !strings.ContainsAny(w, " \t\n'\"\\$`;&|<>()*?[]#~") {
-			out[i] = w
-			continue
-		}
-		out[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
-	}
-	return strings.Join(out, " ")
 }
 
 // firstLine is a file's first line, for its "#!" (nil if it cannot be

@@ -44,6 +44,13 @@
         (b.recipes && b.recipes.length ? ", with --recipe " + b.recipes.join(" or ") : "")));
     }
   }
+  if (M.shrunk) {
+    // A replay of a shrunk schedule: what it came from and what was removed.
+    const s = M.shrunk, lines = [el("b", {}, "shrunk: "), `${s.summary} (the failure kept: ${s.failure}; from ${s.from})`];
+    if ((s.removed || []).length) lines.push(el("div", { id: "removed" }, "removed: " + s.removed.join("; ")));
+    if ((s.changed || []).length) lines.push(el("div", { id: "changed" }, "changed: " + s.changed.join("; ")));
+    $("head").append(el("div", { id: "shrunk" }, ...lines));
+  }
   if (D.reads && D.reads.length) {
     $("head").append(el("div", { class: "meta", id: "reads" }, "read when the clients stopped (no client's process): " +
       D.reads.map((r) => `${r.key || '""'} = ${r.value} at ${sec(r.at)} (process ${r.process})`).join(", ")));

@@ -1,0 +1,367 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/backend/redis/redisserver"
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/internal/proc"
+	"github.com/locktest/locktest/internal/shellwords"
+	"github.com/locktest/locktest/lock/execlock"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/shrink"
+)
+
+// onWrite is a writer that hands each line written to it to f.
+type onWrite func(line string)
+
+func (f onWrite) Write(b []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		f(line)
+	}
+	return len(b), nil
+}
+
+// failingRun runs locktest with a hand-written schedule and the flags
+// given, and returns the run directory of a run that failed.
+func failingRun(t *testing.T, s nemesis.Schedule, args ...string) string {
+	t.Helper()
+	tmp := t.TempDir()
+	sched, out := filepath.Join(tmp, "schedule.json"), filepath.Join(tmp, "runs")
+	if err := s.WriteFile(sched); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runMain(t, append([]string{"run", "--schedule", sched, "--out", out}, args...)...)
+	if code != exitInvalid {
+		t.Fatalf("the run to shrink did not fail: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(out, "*"))
+	if len(dirs) != 1 {
+		t.Fatalf("run directories %v", dirs)
+	}
+	if !strings.Contains(stdout, "shrink: locktest shrink "+relPath(dirs[0])) {
+		t.Errorf("a failed run does not name the command that shrinks it:\n%s", stdout)
+	}
+	return dirs[0]
+}
+
+// shrunkResults reads the results of the best reproduction that shrink
+// kept, and checks that it kept only that run.
+func shrunkResults(t *testing.T, dir, stdout string) harness.Results {
+	t.Helper()
+	runs, _ := filepath.Glob(filepath.Join(dir, shrinkDir, "*"))
+	if len(runs) != 1 || !strings.Contains(stdout, "best reproduction: "+relPath(runs[0])) {
+		t.Fatalf("runs kept %v, want the one best reproduction named in:\n%s", runs, stdout)
+	}
+	for _, f := range []string{"history.jsonl", "results.json", "report.html", "schedule.json"} {
+		if _, err := os.Stat(filepath.Join(runs[0], f)); err != nil {
+			t.Errorf("the best reproduction lacks %s: %v", f, err)
+		}
+	}
+	var res harness.Results
+	b, err := os.ReadFile(filepath.Join(runs[0], "results.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &res)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func readSchedule(t *testing.T, path string) nemesis.Schedule {
+	t.Helper()
+	s, err := nemesis.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A real failing run shrunk end to end: three pauses of the holder before
+// its write, longer than its lease, against an unfenced resource; the
+// first already damages the data. Shrinking keeps one pause, writes the
+// schedule and the best reproduction, whose report says what was removed,
+// and the replay command it prints fails again.
+func TestShrinkEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays real runs")
+	}
+	pause := func(at time.Duration) nemesis.Entry {
+		return nemesis.Entry{At: at, Fault: nemesis.PauseClient, Target: nemesis.TargetHolder, Fallback: "c0", Duration: 3 * time.Second,
+			Params: map[string]string{"before_write": "true"}}
+	}
+	s := nemesis.Schedule{Seed: 1, Members: 3, Clients: []string{"c0", "c1", "c2"},
+		Entries: []nemesis.Entry{pause(time.Second), pause(4500 * time.Millisecond), pause(8 * time.Second)}}
+	dir := failingRun(t, s, "--resource", "unfenced", "--nemesis", "pause", "--time", "11s", "--quiet", "1s", "--clients", "3",
+		"--slow-share", "0", "--seed", "1")
+	socks := sockets(t)
+
+	// Ctrl-C once the first candidate is judged keeps it, the best so far,
+	// without replaying it again.
+	run, done, err := loadShrinkRun(dir, "")
+	if err != nil || done != "" {
+		t.Fatalf("loading %s: %v %s", dir, err, done)
+	}
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	var out bytes.Buffer
+	code, err := run.shrink(ctx, shrinkSettings{replays: 1, budget: 3 * time.Minute, steps: shrink.AllSteps},
+		&out, onWrite(func(line string) {
+			if strings.HasPrefix(line, "shrink   1 ") {
+				interrupt()
+			}
+		}))
+	if err != nil || code != exitUnknown || !strings.Contains(out.String(), "interrupted: the best found so far, not replayed again") {
+		t.Errorf("interrupted: exit %d, %v; want 2 and a summary saying so:\n%s", code, err, out.String())
+	}
+	if got := readSchedule(t, filepath.Join(dir, shrunkSchedule)); len(got.Entries) != 1 {
+		t.Errorf("the best so far (the faults before the failure: one pause) was not kept: %+v", got.Entries)
+	}
+
+	code, stdout, stderr := runMain(t, "shrink", dir, "--replays", "1", "--steps", "faults,time", "--budget", "3m")
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	if code != exitInvalid {
+		t.Fatalf("exit %d, want 1 (the failure reproduced)\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "3 faults over 11 s → 1 fault (pause-client c") || !strings.Contains(stdout, "; reproduced 1 of 1") {
+		t.Errorf("no one-line summary of what was shrunk:\n%s", stdout)
+	}
+	if !strings.Contains(stderr, "shrink   1 ") || !strings.Contains(stderr, "reproduced in 1 of 1: kept") {
+		t.Errorf("no progress line per candidate on stderr:\n%s", stderr)
+	}
+	shrunk := readSchedule(t, filepath.Join(dir, shrunkSchedule))
+	if len(shrunk.Entries) != 1 || shrunk.Entries[0].Fault != nemesis.PauseClient {
+		t.Errorf("shrunk schedule %+v, want one pause", shrunk.Entries)
+	}
+	res := shrunkResults(t, dir, stdout)
+	if res.Shrunk == nil || len(res.Shrunk.Removed) != 2 || res.Shrunk.From != dir || res.Shrunk.Failure != "resource" {
+		t.Errorf("the best reproduction does not say what was removed: %+v", res.Shrunk)
+	}
+	if res.Verdict != "invalid" {
+		t.Errorf("the best reproduction is %s", res.Verdict)
+	}
+	if !eventually(t, 5*time.Second, func() bool { return sockets(t) <= socks }) {
+		t.Errorf("sockets left open: %d, were %d", sockets(t), socks)
+	}
+
+	// The printed command replays the shrunk schedule, and fails again.
+	i := strings.Index(stdout, "replay: locktest run ")
+	if i < 0 {
+		t.Fatalf("no replay command:\n%s", stdout)
+	}
+	replay := strings.Fields(strings.SplitN(stdout[i+len("replay: locktest "):], "\n", 2)[0])
+	if !slices.Contains(replay, filepath.Join(dir, shrunkSchedule)) {
+		t.Errorf("the replay command does not use the shrunk schedule: %v", replay)
+	}
+	code, stdout, _ = runMain(t, append(replay, "--out", t.TempDir())...)
+	if code != exitInvalid {
+		t.Errorf("the replay command exits %d, want 1:\n%s", code, stdout)
+	}
+}
+
+// Kleppmann's Redlock counterexample needs two faults, as the nemesis
+// stages it: two of five masters paused until a client is granted the lock
+// on the other three, then one of those three crashed (restarted empty), so
+// that another client is granted three of five. Shrinking drops the fault
+// before them and keeps both: the pause alone does not fail, and the crash
+// is never tried without the pause that stages it.
+//
+// Neither outcome may hang on the machine's load, so the run is laid out
+// by the seed, not by timeouts: seed 83 draws each client's first two
+// sections short (500-800 ms, well inside the 3 s TTL) and its third slow
+// (8 s); at most two grants fit before the pause at 1 s, so the holder it
+// cuts off from two masters releases before its key could expire there
+// (the pause alone holds), and the grant it awaits (ahead 6s-) is a slow
+// section's, which outlasts the other client's grant once the crash has
+// emptied a third master and the writes its attempts left queued on the
+// paused two (they land as they resume) have expired: a TTL after. A TTL
+// of 3 s gives each master 150 ms to answer (TTL/20), not 100 ms. A
+// release during the pause waits on the paused masters for the operation
+// timeout (3 s) before the client asks again, and no acquire before the
+// pause waits that long (an acquire that times out draws anew).
+func TestShrinkKeepsTwoFaultsBothNeeded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays real runs")
+	}
+	redisserver.ForTest(t)
+	s := nemesis.Schedule{Seed: 1, Members: 5, Clients: []string{"c0", "c1"}, Entries: []nemesis.Entry{
+		{At: 200 * time.Millisecond, Fault: nemesis.PauseClient, Target: "c1", Duration: 300 * time.Millisecond},
+		{At: time.Second, Fault: nemesis.PauseMember, Target: "r3", Duration: 10 * time.Second,
+			Params: map[string]string{"with": "r4", "until": "grant", "ahead": "6s-"}},
+		{At: time.Second, Fault: nemesis.CrashMember, Target: "r2", Duration: 300 * time.Millisecond},
+	}}
+	dir := failingRun(t, s, "--recipe", "redlock", "--require", "mutex", "--nemesis", "pause,crash", "--time", "11s", "--quiet", "1s",
+		"--clients", "2", "--ttl", "3", "--think-min", "500ms", "--think", "800ms", "--slow-share", "0.5", "--slow-think", "8s-8s",
+		"--op-timeout", "3s", "--seed", "83")
+
+	code, stdout, stderr := runMain(t, "shrink", dir, "--replays", "1", "--steps", "faults", "--budget", "3m")
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	if code != exitInvalid {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	shrunk := readSchedule(t, filepath.Join(dir, shrunkSchedule))
+	var kinds []string
+	for _, e := range shrunk.Entries {
+		kinds = append(kinds, e.Fault)
+	}
+	if !slices.Equal(kinds, []string{nemesis.PauseMember, nemesis.CrashMember}) || !shrunk.StagesNext(0) {
+		t.Fatalf("kept %v, want the staged pause of two masters and the crash", kinds)
+	}
+	i := strings.Index(stderr, ": 1 fault (pause-member) over")
+	if i < 0 || !strings.Contains(strings.SplitN(stderr[i:], "\n", 2)[0], "not reproduced") {
+		t.Errorf("the pause was not tried alone, or reproduced alone")
+	}
+	if strings.Contains(stderr, "1 fault (crash-member)") {
+		t.Errorf("the crash was tried without the pause that stages it")
+	}
+	if res := shrunkResults(t, dir, stdout); res.Shrunk == nil || len(res.Shrunk.Removed) != 1 {
+		t.Errorf("the best reproduction does not say what was removed: %+v", res.Shrunk)
+	}
+	if !eventually(t, 5*time.Second, func() bool { return len(proc.Children(os.Getpid())) == 0 }) {
+		t.Errorf("processes outlived the search: %v", proc.Children(os.Getpid()))
+	}
+}
+
+// Bad input gets one line and exit 2, a run with nothing to shrink exit 0,
+// and a schedule whose runs no longer fail is told apart (after replaying
+// it) with nothing left behind.
+func TestShrinkBadInput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a real run")
+	}
+	out := t.TempDir()
+	code, stdout, stderr := runMain(t, "run", "--time", "1s", "--quiet", "100ms", "--nemesis", "pause", "--nemesis-interval", "200ms",
+		"--fault-durations", "pause=200ms", "--clients", "2", "--slow-share", "0", "--seed", "3", "--out", out)
+	if code != exitValid {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(out, "*"))
+	passed := dirs[0]
+	if strings.Contains(stdout, "locktest shrink") {
+		t.Errorf("a run that held names a shrink command:\n%s", stdout)
+	}
+
+	// A directory that is no run, a run without a schedule, a scenario's.
+	empty := t.TempDir()
+	noSchedule := filepath.Join(t.TempDir(), "run")
+	scenarioRun := filepath.Join(t.TempDir(), "run")
+	failed := harness.Results{Checks: []checker.Result{{Name: "resource", Verdict: checker.Invalid}}, Required: []string{"resource"},
+		Verdict: checker.Invalid, Exit: exitInvalid, Command: "locktest run --seed 1"}
+	withScenario := failed
+	withScenario.Scenario, withScenario.Command = &harness.Scenario{Name: "paused-holder"}, "locktest scenario run paused-holder --seed 1"
+	for dir, res := range map[string]harness.Results{noSchedule: failed, scenarioRun: withScenario} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := res.WriteFile(filepath.Join(dir, "results.json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		dir  string
+		code int
+		out  string
+	}{
+		{empty, exitUnknown, "no results.json: not a run directory"},
+		{noSchedule, exitUnknown, "has no schedule.json"},
+		{passed, exitValid, "passed (verdict valid): nothing to shrink"},
+		{scenarioRun, exitValid, "scenario paused-holder: its scripted schedule is already small"},
+	} {
+		code, stdout, stderr := runMain(t, "shrink", c.dir)
+		if code != c.code || !strings.Contains(stdout+stderr, c.out) || strings.Count(stdout+stderr, "\n") != 1 {
+			t.Errorf("shrink %s: exit %d, %q%q; want exit %d and one line saying %q", c.dir, code, stdout, stderr, c.code, c.out)
+		}
+	}
+	if code, _, stderr := runMain(t, "shrink"); code != exitUnknown || !strings.Contains(stderr, "want a run directory") {
+		t.Errorf("no directory: exit %d, %q", code, stderr)
+	}
+
+	// The passing run, with its results saying its first check (mutex)
+	// failed: its schedule is replayed, does not fail, and that is said in
+	// a line.
+	b, err := os.ReadFile(filepath.Join(passed, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), `"verdict": "valid"`, `"verdict": "invalid"`, 1))
+	if err := os.WriteFile(filepath.Join(passed, "results.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	socks := sockets(t)
+	code, stdout, stderr = runMain(t, "shrink", passed, "--replays", "1", "--check", "mutex")
+	if code != exitUnknown || !strings.Contains(stderr, "no longer fails: 1 replay of its schedule did not fail mutex") {
+		t.Errorf("exit %d, stderr %q; want 2 and that the schedule no longer fails\nstdout:\n%s", code, stderr, stdout)
+	}
+	if _, err := os.Stat(filepath.Join(passed, shrinkDir)); !os.IsNotExist(err) {
+		t.Errorf("the replays' runs were left behind: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(passed, shrunkSchedule)); !os.IsNotExist(err) {
+		t.Errorf("a shrunk schedule was written for a schedule that no longer fails")
+	}
+	if !eventually(t, 5*time.Second, func() bool { return sockets(t) <= socks }) {
+		t.Errorf("sockets left open: %d, were %d", sockets(t), socks)
+	}
+}
+
+// TestShrinkReplaysTheRecordedWords: an exec: recipe whose command holds a
+// quoted space, and a run directory with a space in its path, are replayed
+// as the run was given them, from the words results.json records and, for
+// a run recorded before it kept them, from its quoted command line.
+func TestShrinkReplaysTheRecordedWords(t *testing.T) {
+	adapter := filepath.Join(t.TempDir(), "my adapters", "lock.sh")
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	rf := addRunFlags(fs)
+	if err := fs.Parse([]string{"--recipe", "exec:sh '" + adapter + "' --ttl-ms 2000", "--backend", "redis", "--resource", "unfenced", "--seed", "5"}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := rf.options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Dir = filepath.Join(t.TempDir(), "run dir")
+	o.Schedule = &nemesis.Schedule{Seed: 5, Members: 3, Clients: []string{"c1", "c2"}}
+	if err := os.Mkdir(o.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Schedule.WriteFile(filepath.Join(o.Dir, "schedule.json")); err != nil {
+		t.Fatal(err)
+	}
+	args, command := reproduce(o)
+	wantCmd := []string{"sh", adapter, "--ttl-ms", "2000"}
+	failed := harness.Results{Checks: []checker.Result{{Name: "resource", Verdict: checker.Invalid}}, Required: []string{"resource"},
+		Verdict: checker.Invalid, Exit: exitInvalid}
+	for name, rec := range map[string]struct {
+		args    []string
+		command string
+	}{"words": {args, command}, "command line only (older runs)": {nil, command}} {
+		res := failed
+		res.Args, res.Command = rec.args, rec.command
+		r := &shrinkRun{dir: o.Dir, res: res}
+		if err := r.parseCommand(filepath.Join(o.Dir, "schedule.json")); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		rec, ok := r.base.Workload.Recipe.(*execlock.Recipe)
+		if !ok || !slices.Equal(rec.Command, wantCmd) {
+			t.Errorf("%s: replayed recipe %#v, want exec of %q", name, r.base.Workload.Recipe, wantCmd)
+		}
+		if r.base.Backend != "redis" || r.base.Workload.Seed != 5 {
+			t.Errorf("%s: replayed backend %q seed %d, want redis and 5", name, r.base.Backend, r.base.Workload.Seed)
+		}
+		sched := filepath.Join(o.Dir, "shrunk.schedule.json")
+		line, err := shellwords.Split(r.command(r.orig, sched))
+		if err != nil || !slices.Contains(line, "exec:sh '"+adapter+"' --ttl-ms 2000") || !slices.Contains(line, sched) {
+			t.Errorf("%s: the replay command's words %q (%v) lose the recipe or the schedule's path", name, line, err)
+		}
+	}
+}
