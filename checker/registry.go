@@ -28,15 +28,18 @@ type Check struct {
 	// (porcupine's): such checks run one after another, so that their
 	// memory is not needed at once.
 	Spreads bool
+	// Doc says what it judges and what invalid means, for the generated
+	// reference (docs/reference/checks.md).
+	Doc string
 }
 
 var checks = []Check{
-	{histories.CheckMutex, func(in Input) Result { return in.History.Mutex(in.Options) }, true},
-	{histories.CheckResource, func(in Input) Result { return in.History.Resource(in.Options) }, true},
-	{histories.CheckInvariant, func(in Input) Result { return in.History.Invariant() }, false},
-	{histories.CheckLiveness, func(in Input) Result { return in.History.Liveness(in.Options.LivenessBound) }, false},
-	{histories.CheckContract, func(in Input) Result { return in.History.Contract() }, false},
-	{histories.CheckConsistency, func(in Input) Result { return Consistency(in.Hashes) }, false},
+	{Name: histories.CheckMutex, Judge: func(in Input) Result { return in.History.Mutex(in.Options) }, Spreads: true, Doc: "the acquire/release operations of each lock against a mutex model (porcupine). Invalid: two clients held the lock at once as far as they could tell, or a grant's token did not grow. Under pauses and lease expiry this is expected of any lease lock: a lock alone is not mutual exclusion."},
+	{Name: histories.CheckResource, Judge: func(in Input) Result { return in.History.Resource(in.Options) }, Spreads: true, Doc: "the reads and writes of each key against a fenced register (porcupine). Invalid: the resource accepted a write with a lower token than one it had already accepted, or a read saw a value it should not have: the user's data was damaged. A write of unknown outcome is judged by the resource's own log."},
+	{Name: histories.CheckInvariant, Judge: func(in Input) Result { return in.History.Invariant() }, Spreads: false, Doc: "the workload's own arithmetic: no update lost (each write is the value its writer read, plus one), no stock item sold twice. Unknown when writes of unknown outcome could hide a violation."},
+	{Name: histories.CheckLiveness, Judge: func(in Input) Result { return in.History.Liveness(in.Options.LivenessBound) }, Spreads: false, Doc: "once every fault has ended, every client that asked for the lock got it within --liveness-bound; stuck clients are named. Unknown when no time was fault-free or the quiet period was too short to tell."},
+	{Name: histories.CheckContract, Judge: func(in Input) Result { return in.History.Contract() }, Spreads: false, Doc: "is the lock itself broken? The five promises a lease lock can keep: tokens grow; no grant of a lost lock; overlap only after loss; release only your own; a live holder keeps its claim. Invalid exactly when one definitely broke; a promise the history cannot order is named and left unknown."},
+	{Name: histories.CheckConsistency, Judge: func(in Input) Result { return Consistency(in.Hashes) }, Spreads: false, Doc: "all members hold the same state (the same hash at the same revision) at the end of the run. Unknown on a history file, which holds no hashes."},
 }
 
 // Checks returns every check, in the order results show them.

@@ -244,6 +244,9 @@ func (r funcRecipe) New(ctx context.Context, env Env) (Locker, error) { return r
 type Builtin struct {
 	Name string
 	New  func() Recipe
+	// Doc says how it locks, for the generated reference
+	// (docs/reference/recipes.md).
+	Doc string
 	// Broken is set for a recipe broken on purpose: the checks must catch
 	// it.
 	Broken bool

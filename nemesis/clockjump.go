@@ -24,6 +24,11 @@ type clockJump struct{}
 
 func (clockJump) Name() string { return ClockJumpEmulated }
 
+// Doc says what its faults do, for the reference (docs/reference/faults.md).
+func (clockJump) Doc() string {
+	return "asked for by name (not in `all`): an EMULATION of a server's clock jumping forward, not a clock change (the servers share the host's clock): when a holder enters a section with work ahead, the first server from the drawn one that holds keys with a TTL expires them all at once; nothing else on it moves in time."
+}
+
 func (clockJump) Kinds(int, bool) []string { return []string{ClockJumpEmulated} }
 
 func (clockJump) Needs(string) []system.Capability {

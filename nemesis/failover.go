@@ -22,6 +22,11 @@ type failover struct{}
 
 func (failover) Name() string { return Failover }
 
+// Doc says what its faults do, for the reference (docs/reference/faults.md).
+func (failover) Doc() string {
+	return "asked for by name (not in `all`): the run's Redis then has a master r0, its replica r1 and 3 Sentinels; the replication to r1 is cut, a client is granted the lock on r0 only, r0 is killed, and Sentinel promotes r1, which never saw the lock; r0 comes back empty after the fault's duration. One per run: a later scripted one is skipped with the reason."
+}
+
 func (failover) Kinds(int, bool) []string { return []string{Failover} }
 
 // Needs: a replica and a watcher that promotes it (a backend whose system

@@ -42,6 +42,8 @@ type Family interface {
 	// Describe says in words what a fault of kind did to its targets, for
 	// the checks' stories ("c4 was paused").
 	Describe(kind string, targets []string) string
+	// Doc says what its faults do, for the generated reference.
+	Doc() string
 }
 
 // weighted is a family whose kinds are not equally likely: Generate draws
@@ -114,6 +116,16 @@ func Lacks(name string, sys system.System) []system.Capability {
 		}
 	}
 	return fewest
+}
+
+// Families are the registered families, in canonical order.
+func Families() []Family { return slices.Clone(families) }
+
+// ByNameOnly says whether --nemesis all leaves f out: a run asks for it by
+// name.
+func ByNameOnly(f Family) bool {
+	_, ok := f.(byNameOnly)
+	return ok
 }
 
 // Categories are the names --nemesis accepts, in canonical order.

@@ -22,6 +22,11 @@ type lease struct{}
 
 func (lease) Name() string { return "lease" }
 
+// Doc says what its faults do, for the reference (docs/reference/faults.md).
+func (lease) Doc() string {
+	return "ends a client's lease: starves its keepalives (its links drop data) until the server expires it, mostly the holder's mid-section (the lease race); or, twice as often, revokes it with an admin client, the holder's or, as often, a queued waiter's (whose key the server then deletes while it waits: etcd#11456)."
+}
+
 func (lease) Kinds(_ int, clients bool) []string {
 	return onlyWithClients(clients, LeaseStarve, LeaseRevoke)
 }

@@ -40,6 +40,11 @@ type lostReply struct{}
 
 func (lostReply) Name() string { return "lost-reply" }
 
+// Doc says what its faults do, for the reference (docs/reference/faults.md).
+func (lostReply) Doc() string {
+	return "one operation of one client reaches the server, which applies it, and its reply never comes back (Jepsen's operation of unknown outcome): `lost-reply-release` (the holder's next release; drawn twice as often), `lost-reply-acquire` and `lost-reply-renew`. Every link of the client gets a toxiproxy `timeout` toxic on its downstream just before it sends; removing it closes the held connections. The history records the operation `info` (unknown) and the story says its reply was lost."
+}
+
 func (lostReply) Kinds(_ int, clients bool) []string {
 	return onlyWithClients(clients, LostReplyRelease, LostReplyAcquire, LostReplyRenew)
 }

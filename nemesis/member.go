@@ -24,6 +24,11 @@ type membership struct{}
 
 func (membership) Name() string { return "member" }
 
+// Doc says what its faults do, for the reference (docs/reference/faults.md).
+func (membership) Doc() string {
+	return "changes the cluster's membership as an operator replacing a member does (Jepsen's member nemesis): `member-remove` removes a member (the leader half the time), stops it and wipes its data for the fault's duration, then adds it back empty under the same name; `member-replace` removes one and at once adds a fresh one in its place, until it has caught up. etcd refuses membership changes until its members have been connected for 5 s, so such a fault may wait for that (`remove_took`)."
+}
+
 // Kinds: a cluster of fewer than three members would lose its quorum.
 func (membership) Kinds(members int, _ bool) []string {
 	if members < 3 {

@@ -1,7 +1,7 @@
 // Package nemesis injects faults into a running locktest. A fault family
-// (fault.go: the Family interface and the registry) is one file: partition,
-// isolate, lease, clock, pause, crash, slow, member, failover,
-// clock-jump-emulated and lost-reply. Each says which kinds it has, what it
+// (fault.go: the Family interface and the registry) is one file; the
+// families are listed in docs/reference/faults.md, which `locktest docs`
+// writes from the registry. Each says which kinds it has, what it
 // needs of the system under test (package system's capabilities: a family names no
 // backend, and strikes every system that offers what it needs), how it
 // draws an entry from the seed, how it injects, stops and heals, and how a
@@ -98,7 +98,7 @@ func Expand(faults []string, offers func(kind string) bool) []string {
 	}
 	out := []string{}
 	for _, f := range families {
-		if _, ok := f.(byNameOnly); ok {
+		if ByNameOnly(f) {
 			continue
 		}
 		if offers == nil || slices.ContainsFunc(f.Kinds(5, true), offers) {

@@ -25,6 +25,11 @@ type pause struct{}
 
 func (pause) Name() string { return "pause" }
 
+// Doc says what its faults do, for the reference (docs/reference/faults.md).
+func (pause) Doc() string {
+	return "stops a client stop-the-world (its keepalives too), often the holder between its guard and its write; or, one time in five, pauses a member: a member process gets SIGSTOP until SIGCONT; an embedded etcd member stops sending and its client links hold."
+}
+
 func (pause) Kinds(_ int, clients bool) []string {
 	if !clients {
 		return nil

@@ -34,6 +34,11 @@ func (g *Gen) memberLinks() string {
 
 func (slow) Name() string { return "slow" }
 
+// Doc says what its faults do, for the reference (docs/reference/faults.md).
+func (slow) Doc() string {
+	return "latency with jitter, bandwidth limits or resets on any link, the resource's included."
+}
+
 func (slow) Kinds(_ int, clients bool) []string { return onlyWithClients(clients, Slow) }
 
 func (slow) Needs(string) []system.Capability { return []system.Capability{system.CapLinks} }

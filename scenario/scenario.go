@@ -73,6 +73,23 @@ const (
 	Keeps
 )
 
+// String is the topic as the reference heads its scenarios.
+func (t Topic) String() string {
+	switch t {
+	case Fencing:
+		return "A holder outlives its claim: what fencing is for"
+	case Release:
+		return "A release that deletes whoever holds the lock"
+	case ServerLoss:
+		return "The lock lives in a server's memory, which is lost"
+	case LockBugs:
+		return "A lock that grants what it no longer holds"
+	case Keeps:
+		return "What a lock service gets right"
+	}
+	return fmt.Sprintf("topic %d", int(t))
+}
+
 // Bug is an upstream bug a scenario reproduces.
 type Bug struct {
 	// Ref names the upstream report: "etcd#22082".

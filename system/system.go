@@ -51,6 +51,11 @@ const (
 	CapExpireEarly Capability = "expire-early" // EarlyExpirer
 )
 
+// Capabilities are every capability, in the order above (Has knows each).
+func Capabilities() []Capability {
+	return []Capability{CapLeader, CapPartition, CapPauseMember, CapCrashMember, CapLinks, CapLeases, CapHash, CapMembership, CapFailover, CapExpireEarly}
+}
+
 // Leaderer is a system with a leader among its members.
 type Leaderer interface {
 	// Leader returns the index of the member every running member names

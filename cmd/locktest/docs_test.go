@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/backend/registry"
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/nemesis"
 )
 
 // The pages a newcomer reads first say what locktest is today: the
@@ -58,17 +61,84 @@ func TestNewcomerPages(t *testing.T) {
 	}
 }
 
-// The README's layout table names every package of the tree (a row of its
-// own, or by name in its parent's row), and every file it names exists.
-func TestLayoutTable(t *testing.T) {
-	root := filepath.Join("..", "..")
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+// The reference pages in docs/reference are what `locktest docs` writes
+// from the registries now: a fault family, recipe, scenario, bug or check
+// added (or a flag changed) without regenerating them fails here, and
+// nothing else is in that directory.
+func TestReferencePages(t *testing.T) {
+	dir := filepath.Join("..", "..", referenceDir)
+	pages := referencePages()
+	for name, want := range pages {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Errorf("%v: run 'go run ./cmd/locktest docs' from the repository's root", err)
+			continue
+		}
+		if string(got) != want {
+			t.Errorf("%s/%s differs from what the code says (%s): run 'go run ./cmd/locktest docs' from the repository's root and commit it", referenceDir, name, firstDiff(string(got), want))
+		}
+	}
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, layout, ok := strings.Cut(string(readme), "\n## Layout\n")
+	for _, e := range entries {
+		if _, ok := pages[e.Name()]; !ok {
+			t.Errorf("%s/%s is no page `locktest docs` writes", referenceDir, e.Name())
+		}
+	}
+}
+
+// firstDiff names the first line where got and want differ.
+func firstDiff(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := range max(len(g), len(w)) {
+		if i >= len(g) || i >= len(w) || g[i] != w[i] {
+			return fmt.Sprintf("first at line %d", i+1)
+		}
+	}
+	return "same lines"
+}
+
+// Every registered fault family, recipe and check says what it does: the
+// reference's rows are their words.
+func TestRegistriesDocumented(t *testing.T) {
+	for _, f := range nemesis.Families() {
+		if strings.TrimSpace(f.Doc()) == "" {
+			t.Errorf("fault family %s has no Doc", f.Name())
+		}
+	}
+	for _, b := range registry.All() {
+		for _, r := range b.Recipes {
+			if strings.TrimSpace(r.Doc) == "" {
+				t.Errorf("recipe %s (%s) has no Doc", r.Name, b.Name)
+			}
+		}
+	}
+	for _, c := range checker.Checks() {
+		if strings.TrimSpace(c.Doc) == "" {
+			t.Errorf("check %s has no Doc", c.Name)
+		}
+	}
+	for _, sc := range registry.Catalog() {
+		if strings.TrimSpace(sc.Summary) == "" || strings.TrimSpace(sc.Lesson) == "" {
+			t.Errorf("scenario %s has no summary or lesson", sc.Name)
+		}
+	}
+}
+
+// The contributors' layout table (docs/contributing.md) names every
+// package of the tree (a row of its own, or by name in its parent's row),
+// and every file it names exists.
+func TestLayoutTable(t *testing.T) {
+	root := filepath.Join("..", "..")
+	page, err := os.ReadFile(filepath.Join(root, "docs", "contributing.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, ok := strings.Cut(string(page), "\n## Layout\n")
 	if !ok {
-		t.Fatal("README has no Layout section")
+		t.Fatal("docs/contributing.md has no Layout section")
 	}
 	rows := map[string]string{} // package directory -> what its row says
 	cell := regexp.MustCompile("^\\| `([^`]+)/` \\| (.*) \\|$")

@@ -41,6 +41,7 @@ Usage:
   locktest compare [flags]        run several recipes, resources, client counts side by side
   locktest report DIR             write DIR/index.html over the run directories under DIR
   locktest serve DIR [flags]      serve DIR's reports read-only on 127.0.0.1:8080
+  locktest docs [flags]           write the reference pages (docs/reference/) from the code's registries
   locktest version                locktest's version and commit, and those of the servers, toxiproxy, porcupine built in
 
 Run 'locktest COMMAND --help' for a command's flags. Flags may come before or after
@@ -91,13 +92,15 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		code, err = reportCmd(args[1:], stdout)
 	case "serve":
 		code, err = serveCmd(args[1:], stdout)
+	case "docs":
+		code, err = docsCmd(args[1:], stdout)
 	case "version", "-version", "--version":
 		code, err = versionCmd(args[1:], stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitValid
 	default:
-		err = fmt.Errorf("unknown command %q (want run, check, scenario, nightly, shrink, sweep, compare, report, serve or version)", args[0])
+		err = fmt.Errorf("unknown command %q (want run, check, scenario, nightly, shrink, sweep, compare, report, serve, docs or version)", args[0])
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return exitValid

@@ -4,38 +4,8 @@
 // lease, a session lease), sessions kept alive on the client's clock, and
 // the built-in etcd recipes, one file each.
 //
-// Built-in recipes (Builtins):
-//
-//   - mutex: concurrency.NewSession + concurrency.NewMutex.
-//   - lock-rpc: etcd's server-side Lock API (v3lockpb Lock/Unlock under the
-//     session's lease), as etcdctl lock and Jepsen's etcd suite use.
-//   - election: concurrency.NewElection Campaign/Resign; the leader holds.
-//     Campaign has a bug (phantom leadership), which locktest finds.
-//   - election-checked: election, plus a read of the own key after
-//     Campaign, refusing leadership when it is gone: the workaround.
-//   - same-key: one fixed key created in a Txn (CreateRevision == 0) under
-//     the session's lease; waiters watch it for its delete and retry, all at
-//     once.
-//   - polling: the same fixed key, but waiters sleep and retry every 50 ms
-//     (Polling sets another interval); the session's keepalive is the
-//     watchdog: SET NX PX carried over to etcd.
-//   - mutex-retry-owned: a service's mutex that retries an Unlock that
-//     failed, on the same session, with the delete fenced on the grant's
-//     create revision, as the fix proposed for etcd#22082 does.
-//
-// And broken on purpose, each a real mistake, which the checks must catch:
-//
-//   - check-then-set: Get the fixed key and Put it if absent: not atomic.
-//   - unlock-any: the same-key lock whose release is a plain Delete of the
-//     key, whoever holds it now.
-//   - no-renew: the fixed key under a lease that nobody keeps alive: a
-//     critical section longer than the TTL outlives the lock.
-//   - mutex-3.4: the revision queue as concurrency.Mutex.Lock was before
-//     the fix for etcd#11456: a waiter whose lease expired while it queued
-//     is still told it holds the lock.
-//   - mutex-retry: the service's mutex whose retried Unlock deletes by key
-//     name: a retry of an Unlock whose reply was lost deletes the session's
-//     next grant (etcd#22082).
+// The built-in recipes (Builtins) are listed, with what each does, in
+// docs/reference/recipes.md, which `locktest docs` writes from them.
 package etcdlock
 
 import (
@@ -147,18 +117,18 @@ const DefaultPollInterval = 50 * time.Millisecond
 // Builtins are the built-in etcd recipes, the correct ones first: a new
 // recipe is its file and its line here.
 var Builtins = []lock.Builtin{
-	{Name: MutexName, New: Mutex},
-	{Name: LockRPCName, New: LockRPC},
-	{Name: ElectionName, New: Election},
-	{Name: ElectionCheckedName, New: ElectionChecked},
-	{Name: SameKeyName, New: SameKey},
-	{Name: PollingName, New: func() lock.Recipe { return Polling(DefaultPollInterval) }},
-	{Name: MutexRetryOwnedName, New: MutexRetryOwned},
-	{Name: CheckThenSetName, New: CheckThenSet, Broken: true},
-	{Name: UnlockAnyName, New: UnlockAny, Broken: true},
-	{Name: NoRenewName, New: NoRenew, Broken: true},
-	{Name: Mutex34Name, New: Mutex34, Broken: true},
-	{Name: MutexRetryName, New: MutexRetry, Broken: true},
+	{Name: MutexName, Doc: "`concurrency.NewSession` + `concurrency.NewMutex` (the default): a queue by create revision, each waiter watching the key before its own; the token is the lock key's create revision.", New: Mutex},
+	{Name: LockRPCName, Doc: "etcd's server-side Lock API (`v3lockpb` Lock/Unlock under the session's lease): what `etcdctl lock` and Jepsen's etcd suite use.", New: LockRPC},
+	{Name: ElectionName, Doc: "`concurrency.NewElection` Campaign/Resign: the leader is the holder. Campaign makes a candidate leader after its key was deleted while it waited (etcd#11051, etcd#19597).", New: Election},
+	{Name: ElectionCheckedName, Doc: "`election`, plus a read of its own key after Campaign: leadership is refused when the key is gone (the workaround).", New: ElectionChecked},
+	{Name: SameKeyName, Doc: "everyone creates one fixed key in a Txn (`CreateRevision == 0`) under its session's lease, and on failure watches it for its delete: every release wakes every waiter.", New: SameKey},
+	{Name: PollingName, Doc: "the same fixed key, retried every `--poll-interval` (50 ms) instead of watched; the session's keepalive is the watchdog: `SET NX PX` carried over to etcd.", New: func() lock.Recipe { return Polling(DefaultPollInterval) }},
+	{Name: MutexRetryOwnedName, Doc: "`mutex-retry` whose retried delete takes effect only while the Mutex still owns that grant (a Txn comparing the key's create revision with the grant's), as the fix proposed for etcd#22082 (pull request 22115) does.", New: MutexRetryOwned},
+	{Name: CheckThenSetName, Doc: "broken on purpose: Get the key, Put it if absent; not atomic.", New: CheckThenSet, Broken: true},
+	{Name: UnlockAnyName, Doc: "broken on purpose: the same-key lock whose release is a plain Delete of the key, whoever holds it now (the oversold-stock bug).", New: UnlockAny, Broken: true},
+	{Name: NoRenewName, Doc: "broken on purpose: the fixed key under a lease that nobody keeps alive: a critical section longer than the TTL outlives the lock.", New: NoRenew, Broken: true},
+	{Name: Mutex34Name, Doc: "broken on purpose: the revision queue as `concurrency.Mutex.Lock` was before the fix for etcd#11456 (the bug Jepsen found in etcd 3.4): a waiter whose lease expired while it queued is still told it holds the lock.", New: Mutex34, Broken: true},
+	{Name: MutexRetryName, Doc: "broken the way services are (etcd#22082): `concurrency.Mutex` on one session for the service's life, whose failed `Unlock` is retried after the service's next `Lock`; etcd names the key after the session's lease, so the retried delete removes the new grant's key.", New: MutexRetry, Broken: true},
 }
 
 // session is the part of a session-based locker the harness sees through

@@ -3,21 +3,8 @@
 // that follows the master), a watchdog that renews a grant on the client's
 // clock, and the built-in Redis recipes, one file each.
 //
-// Built-in recipes (Builtins):
-//
-//   - redis-setnx: SET key value NX PX ttl on the master, in a Lua script
-//     that INCRs the lock's fencing counter in the same step (as Redisson's
-//     fenced lock does); release by compare-and-delete; a watchdog renews
-//     the TTL (compare-and-PEXPIRE) every TTL/3; waiters poll every 50 ms.
-//   - redlock: go-redsync's Redlock over independent masters, its Extend
-//     the watchdog. Redlock has no fencing token; its Token is a counter
-//     taken after the grant (NoFencingToken).
-//
-// And broken on purpose, the incident's lock, which the checks must catch:
-//
-//   - redis-del: SET key value NX EX ttl, no watchdog, release by a plain
-//     DEL of the key, whoever holds it now; its token is an INCR after the
-//     grant.
+// The built-in recipes (Builtins) are listed in docs/reference/recipes.md,
+// which `locktest docs` writes from them.
 //
 // Every recipe runs its own time decisions (poll interval, renewal period,
 // when a silent lock must be lost) on env.Clock, so clock faults act on
@@ -166,9 +153,9 @@ const DefaultPollInterval = 50 * time.Millisecond
 // or Replicated deployment; redlock uses every server of Conn.Servers, an
 // Independent(5) one.
 var Builtins = []lock.Builtin{
-	{Name: SetNXName, New: func() lock.Recipe { return SetNX(DefaultPollInterval) }},
-	{Name: RedlockName, New: func() lock.Recipe { return Redlock(DefaultPollInterval) }, NoFencingToken: true, Majority: true},
-	{Name: DelName, New: func() lock.Recipe { return Del(DefaultPollInterval) }, Broken: true, NoFencingToken: true},
+	{Name: SetNXName, Doc: "`SET key value NX PX ttl` in a Lua script that also INCRs the lock's fencing counter (as Redisson's fenced lock does); compare-and-delete release; a watchdog renews the TTL every TTL/3 on the client's clock; waiters poll every 50 ms.", New: func() lock.Recipe { return SetNX(DefaultPollInterval) }},
+	{Name: RedlockName, Doc: "go-redsync's Redlock over 5 independent masters, its Extend the watchdog. No fencing token: its token is a counter taken after the grant, which a fenced resource cannot rely on.", New: func() lock.Recipe { return Redlock(DefaultPollInterval) }, NoFencingToken: true, Majority: true},
+	{Name: DelName, Doc: "broken on purpose, the flash-sale incident's lock: `SET key value NX EX ttl`, no watchdog, release by a plain `DEL` whoever holds the key; its token is an INCR after the grant.", New: func() lock.Recipe { return Del(DefaultPollInterval) }, Broken: true, NoFencingToken: true},
 }
 
 // fenceSuffix names a lock's counter: key+fenceSuffix. It has no TTL, so

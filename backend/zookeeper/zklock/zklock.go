@@ -42,10 +42,10 @@ const (
 
 // Builtins are ZooKeeper's built-in recipes, the correct ones first.
 var Builtins = []lock.Builtin{
-	{Name: LockName, New: func() lock.Recipe { return Recipe(LockName, Options{}) }},
-	{Name: HerdName, New: func() lock.Recipe { return Recipe(HerdName, Options{Herd: true}) }},
-	{Name: UnprotectedName, New: func() lock.Recipe { return Recipe(UnprotectedName, Options{Unprotected: true}) }, Broken: true},
-	{Name: NoRecheckName, New: func() lock.Recipe { return Recipe(NoRecheckName, Options{NoRecheck: true}) }, Broken: true},
+	{Name: LockName, Doc: "the standard lock of ZooKeeper's recipes page (Curator's InterProcessMutex, kazoo's Lock): an ephemeral sequential child per contender, held while it is the lowest, each waiter watching the child before its own; children created in Curator's protected mode; the token is the child's creation zxid.", New: func() lock.Recipe { return Recipe(LockName, Options{}) }},
+	{Name: HerdName, Doc: "the same queue, but every waiter watches all the lock's children and checks again on any change: each release wakes every waiter (the herd effect).", New: func() lock.Recipe { return Recipe(HerdName, Options{Herd: true}) }},
+	{Name: UnprotectedName, Doc: "broken on purpose: plain sequential children; a create whose reply was lost is created again, leaving a ghost znode of the live session in the queue, which blocks every waiter until the session ends (ZOOKEEPER-1262).", New: func() lock.Recipe { return Recipe(UnprotectedName, Options{Unprotected: true}) }, Broken: true},
+	{Name: NoRecheckName, Doc: "broken on purpose: a waiter takes the lock as soon as the child it watches is deleted, without listing the children again; when that child was a waiter that gave up or whose session expired, the holder ahead still holds the lock.", New: func() lock.Recipe { return Recipe(NoRecheckName, Options{NoRecheck: true}) }, Broken: true},
 }
 
 // Options choose a variant of the standard lock.
