@@ -23,7 +23,7 @@ func (clockFault) Name() string { return "clock" }
 
 // Doc says what its faults do, for the reference (docs/reference/faults.md).
 func (clockFault) Doc() string {
-	return "skews one client's clock (normally the holder's, mostly backwards or slow): `bump` steps it, `rate` makes it drift, and, one time in seven, `strobe` flaps it. Only the clients' clocks: the servers share the host's."
+	return "Skews one client's clock (normally the holder's, mostly backwards or slow): `bump` steps it, `rate` makes it drift, and, one time in seven, `strobe` flaps it. Only the clients' clocks: the servers share the host's."
 }
 
 func (clockFault) Kinds(_ int, clients bool) []string {

@@ -26,7 +26,7 @@ func (clockJump) Name() string { return ClockJumpEmulated }
 
 // Doc says what its faults do, for the reference (docs/reference/faults.md).
 func (clockJump) Doc() string {
-	return "asked for by name (not in `all`): an EMULATION of a server's clock jumping forward, not a clock change (the servers share the host's clock): when a holder enters a section with work ahead, the first server from the drawn one that holds keys with a TTL expires them all at once; nothing else on it moves in time."
+	return "Asked for by name: an EMULATION of a server's clock jumping forward, not a clock change (the servers share the host clock; libfaketime cannot start Debian's redis-server): when a holder enters a section with work ahead (200 ms or more, as a lease revocation waits for; a short section could release its key first), the first server from the drawn one that holds keys with a TTL expires them all at once (`expired`, `emulated`); nothing else on it moves in time. The expiries come after the fault's start in the history, so a check that reads them finds the fault active."
 }
 
 func (clockJump) Kinds(int, bool) []string { return []string{ClockJumpEmulated} }

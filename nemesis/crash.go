@@ -21,7 +21,7 @@ func (crash) Name() string { return "crash" }
 
 // Doc says what its faults do, for the reference (docs/reference/faults.md).
 func (crash) Doc() string {
-	return "kills a member (or the leader) without a hand-off, SIGKILL for a process, and restarts it from its data; or crashes a client, whose session is abandoned, not closed."
+	return "Kills a member (or the leader) without a leader hand-off, SIGKILL for a process, and restarts it from its data dir; or crashes a client, whose session is abandoned, not closed."
 }
 
 func (crash) Kinds(_ int, clients bool) []string {

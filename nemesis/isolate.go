@@ -17,7 +17,7 @@ func (isolate) Name() string { return "isolate" }
 
 // Doc says what its faults do, for the reference (docs/reference/faults.md).
 func (isolate) Doc() string {
-	return "cuts one client (normally the holder) from every member with toxiproxy, while it goes on working."
+	return "Cuts one client (normally the holder) from every member with toxiproxy, while it goes on working."
 }
 
 func (isolate) Kinds(_ int, clients bool) []string { return onlyWithClients(clients, Isolate) }

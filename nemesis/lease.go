@@ -24,7 +24,7 @@ func (lease) Name() string { return "lease" }
 
 // Doc says what its faults do, for the reference (docs/reference/faults.md).
 func (lease) Doc() string {
-	return "ends a client's lease: starves its keepalives (its links drop data) until the server expires it, mostly the holder's mid-section (the lease race); or, twice as often, revokes it with an admin client, the holder's or, as often, a queued waiter's (whose key the server then deletes while it waits: etcd#11456)."
+	return "Ends a client's lease: starve its keepalives (its links drop data) until the server expires it, mostly the holder's mid-section (the lease race); or, twice as often, revoke it with an admin client, the holder's or, as often, a queued waiter's (whose key the server then deletes while it waits: etcd#11456)."
 }
 
 func (lease) Kinds(_ int, clients bool) []string {

@@ -26,7 +26,7 @@ func (membership) Name() string { return "member" }
 
 // Doc says what its faults do, for the reference (docs/reference/faults.md).
 func (membership) Doc() string {
-	return "changes the cluster's membership as an operator replacing a member does (Jepsen's member nemesis): `member-remove` removes a member (the leader half the time), stops it and wipes its data for the fault's duration, then adds it back empty under the same name; `member-replace` removes one and at once adds a fresh one in its place, until it has caught up. etcd refuses membership changes until its members have been connected for 5 s, so such a fault may wait for that (`remove_took`)."
+	return "Changes the cluster's membership, as an operator replacing a member does (Jepsen's member nemesis, etcd's `MemberReplace` failpoint): `member-remove` removes a member (the leader half the time) with etcd's `MemberRemove`, stops it and wipes its data for the fault's duration (2-4 s: the cluster shrinks), then adds it back with `MemberAdd` as a new member with empty data under the same name and addresses (it grows); `member-replace` removes one and at once adds a fresh one in its place, until it has caught up. etcd refuses membership changes until its members have been connected for 5 s, so a member fault soon after a start, a restart or another member fault waits for that (`remove_took`)."
 }
 
 // Kinds: a cluster of fewer than three members would lose its quorum.

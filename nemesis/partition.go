@@ -26,7 +26,7 @@ func (partition) Name() string { return "partition" }
 
 // Doc says what its faults do, for the reference (docs/reference/faults.md).
 func (partition) Doc() string {
-	return "cuts member pairs, both ways (embedded etcd: its own CutPeer/MendPeer on both sides; member processes: the peer connections themselves): `one` member, the `leader`, a random `majority`, and with 5 members `majorities-ring` and `bridge`; each client is placed on a side and loses its links to the other."
+	return "Cuts member pairs, both ways (embedded: etcd's own `CutPeer`/`MendPeer` on both sides; processes: the peer connections themselves): `one` member, the `leader`, a random `majority`, and with 5 members `majorities-ring` and `bridge`; each client is placed on a side and loses its links to the other."
 }
 
 // Kinds: the ring and the bridge need five or more members.

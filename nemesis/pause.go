@@ -27,7 +27,7 @@ func (pause) Name() string { return "pause" }
 
 // Doc says what its faults do, for the reference (docs/reference/faults.md).
 func (pause) Doc() string {
-	return "stops a client stop-the-world (its keepalives too), often the holder between its guard and its write; or, one time in five, pauses a member: a member process gets SIGSTOP until SIGCONT; an embedded etcd member stops sending and its client links hold."
+	return "Stops a client stop-the-world (its keepalives too), often the holder between its guard and its write; or, one time in five, pauses a member: a member process gets SIGSTOP (nothing in it runs until SIGCONT); an embedded member stops sending and its client links hold (its lessor keeps running, and a new leader extends every lease, so it seldom harms a lease lock)."
 }
 
 func (pause) Kinds(_ int, clients bool) []string {

@@ -36,7 +36,7 @@ func (slow) Name() string { return "slow" }
 
 // Doc says what its faults do, for the reference (docs/reference/faults.md).
 func (slow) Doc() string {
-	return "latency with jitter, bandwidth limits or resets on any link, the resource's included."
+	return "Latency with jitter, bandwidth limits or resets on any link, including the resource's."
 }
 
 func (slow) Kinds(_ int, clients bool) []string { return onlyWithClients(clients, Slow) }
