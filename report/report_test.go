@@ -1,103 +1,20 @@
 package report
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/internal/browsertest"
 	"github.com/locktest/locktest/internal/histgen"
-	"github.com/locktest/locktest/internal/scratch"
 	"github.com/locktest/locktest/scenario"
 )
-
-// browser starts headless Chromium for a test, or skips the test when the
-// machine has none.
-func browser(t testing.TB) (context.Context, *scriptErrors) {
-	t.Helper()
-	bin := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			bin = p
-			break
-		}
-	}
-	if bin == "" {
-		t.Skip("skipped: chromium is not installed (apt-get install chromium; .ci/run installs it)")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.WindowSize(1400, 1000))
-	// The profile is removed once Chromium has let go of it: it may still
-	// write there while it exits. Everything Chromium writes goes there:
-	// its temporary files (the singleton socket, left behind when it is
-	// killed), its crash reports and caches under HOME. Named after this
-	// process, a profile a killed test left is removed by the next locktest.
-	profile, err := scratch.Dir("", "chromium")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := filepath.Join(profile, "tmp")
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	opts = append(opts, chromedp.UserDataDir(filepath.Join(profile, "profile")),
-		chromedp.Env("TMPDIR="+tmp, "HOME="+profile, "XDG_CONFIG_HOME="+filepath.Join(profile, "config"), "XDG_CACHE_HOME="+filepath.Join(profile, "cache")))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
-	t.Cleanup(func() {
-		cancelTimeout()
-		cancelCtx()
-		cancelAlloc()
-		deadline := time.Now().Add(10 * time.Second)
-		for os.RemoveAll(profile) != nil && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-	})
-	errs := &scriptErrors{}
-	chromedp.ListenTarget(ctx, func(ev any) {
-		switch ev := ev.(type) {
-		case *runtime.EventExceptionThrown:
-			errs.add(ev.ExceptionDetails.Text)
-		case *runtime.EventConsoleAPICalled:
-			if ev.Type == runtime.APITypeError {
-				errs.add("console error")
-			}
-		}
-	})
-	return ctx, errs
-}
-
-// scriptErrors collects the page's exceptions and console errors, which
-// arrive on the browser's goroutine.
-type scriptErrors struct {
-	mu   sync.Mutex
-	errs []string
-}
-
-func (s *scriptErrors) add(e string) {
-	s.mu.Lock()
-	s.errs = append(s.errs, e)
-	s.mu.Unlock()
-}
-
-func (s *scriptErrors) list() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.errs)
-}
 
 // checked re-checks a curated history (recorded from a real run) into a
 // directory of its own, as `locktest check` does, and returns its results.
@@ -137,7 +54,7 @@ func TestReportInBrowser(t *testing.T) {
 	if err := Write(out, res); err != nil {
 		t.Fatal(err)
 	}
-	ctx, errs := browser(t)
+	ctx, errs := browsertest.Start(t)
 	var lesson, expected, shrunk, header, reads, bug, bugURL string
 	var lanes, faults []string
 	var violations int
@@ -164,7 +81,7 @@ func TestReportInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := errs.list(); len(e) > 0 {
+	if e := errs.List(); len(e) > 0 {
 		t.Errorf("script errors: %v", e)
 	}
 	if !strings.Contains(lesson, "paused-holder") || !strings.Contains(lesson, res.Scenario.Lesson) {
@@ -231,7 +148,7 @@ func TestReportLostReply(t *testing.T) {
 	if err := Write(out, res); err != nil {
 		t.Fatal(err)
 	}
-	ctx, errs := browser(t)
+	ctx, errs := browsertest.Start(t)
 	var said, lost string
 	err := chromedp.Run(ctx,
 		chromedp.Navigate("file://"+out),
@@ -242,7 +159,7 @@ func TestReportLostReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := errs.list(); len(e) > 0 {
+	if e := errs.List(); len(e) > 0 {
 		t.Errorf("script errors: %v", e)
 	}
 	if !strings.HasPrefix(said, "its release reply was lost (the client saw error: ") {
@@ -256,7 +173,7 @@ func TestReportLostReply(t *testing.T) {
 // The legend speaks of the backend's own mechanism: leases on etcd, a
 // TTL kept by a watchdog on Redis.
 func TestReportLegendByBackend(t *testing.T) {
-	ctx, errs := browser(t)
+	ctx, errs := browsertest.Start(t)
 	for history, want := range map[string]struct{ has, hasNot string }{
 		"paused-holder-unfenced.jsonl":   {"noticed its lease was lost", "watchdog"},
 		"redlock-restart-unfenced.jsonl": {"watchdog found its lock lost", "its lease"},
@@ -277,7 +194,7 @@ func TestReportLegendByBackend(t *testing.T) {
 			t.Errorf("%s: legend %q; want %q in it, not %q", history, legend, want.has, want.hasNot)
 		}
 	}
-	if e := errs.list(); len(e) > 0 {
+	if e := errs.List(); len(e) > 0 {
 		t.Errorf("script errors: %v", e)
 	}
 }
@@ -302,7 +219,7 @@ func TestIndexInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, errs := browser(t)
+	ctx, errs := browsertest.Start(t)
 	var runs []string
 	var failed, problem, cutRow, cutBanner string
 	err = chromedp.Run(ctx,
@@ -319,7 +236,7 @@ func TestIndexInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := errs.list(); len(e) > 0 {
+	if e := errs.List(); len(e) > 0 {
 		t.Errorf("script errors: %v", e)
 	}
 	if len(runs) != 4 {
@@ -393,7 +310,7 @@ func BenchmarkRender(b *testing.B) {
 		path = millionReport(b)
 	}
 	abs, _ := filepath.Abs(path)
-	ctx, _ := browser(b)
+	ctx, _ := browsertest.Start(b)
 	if err := chromedp.Run(ctx, chromedp.Navigate("about:blank")); err != nil {
 		b.Fatal(err)
 	}

@@ -1,10 +1,9 @@
 // Package system says what locktest needs of a system under test: its
 // members, and the capabilities the faults and the end-of-run checks use
-// (partitions, member pauses and crashes, a leader, client links behind
-// toxiproxy, admin actions on leases, a consistency read, membership
-// changes, a failover, keys expired early). A system offers a capability
-// by implementing its interface; a fault names the capabilities it needs,
-// and a run refuses, before it starts, a fault whose system lacks one. Each
+// (Capabilities; which backend offers which is in docs/reference/faults.md,
+// which `locktest docs` writes). A system offers a capability by
+// implementing its interface; a fault names the capabilities it needs, and
+// a run refuses, before it starts, a fault whose system lacks one. Each
 // backend (backend/) adapts its servers to System.
 package system
 

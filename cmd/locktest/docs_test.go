@@ -115,9 +115,17 @@ func TestRegistriesDocumented(t *testing.T) {
 			}
 		}
 	}
+	// How to read a verdict (docs/checks.md) explains every check at length.
+	howTo, err := os.ReadFile(filepath.Join("..", "..", "docs", "checks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range checker.Checks() {
 		if strings.TrimSpace(c.Doc) == "" {
 			t.Errorf("check %s has no Doc", c.Name)
+		}
+		if !strings.Contains(string(howTo), "\n- `"+c.Name+"`: ") {
+			t.Errorf("docs/checks.md does not explain check %s (a line '- `%s`: ...')", c.Name, c.Name)
 		}
 	}
 	for _, sc := range registry.Catalog() {

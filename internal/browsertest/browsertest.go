@@ -1,0 +1,99 @@
+// Package browsertest starts headless Chromium (Debian's chromium) for the
+// tests that draw locktest's pages in a real browser. For tests only.
+package browsertest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/locktest/locktest/internal/scratch"
+)
+
+// Start starts headless Chromium for a test, or skips the test when the
+// machine has none. The browser and its profile are gone when the test ends;
+// the page's script errors are collected in the Errors returned.
+func Start(t testing.TB) (context.Context, *Errors) {
+	t.Helper()
+	bin := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			bin = p
+			break
+		}
+	}
+	if bin == "" {
+		t.Skip("skipped: chromium is not installed (apt-get install chromium; .ci/run installs it)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.WindowSize(1400, 1000))
+	// The profile is removed once Chromium has let go of it: it may still
+	// write there while it exits. Everything Chromium writes goes there:
+	// its temporary files (the singleton socket, left behind when it is
+	// killed), its crash reports and caches under HOME. Named after this
+	// process, a profile a killed test left is removed by the next locktest.
+	profile, err := scratch.Dir("", "chromium")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(profile, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	opts = append(opts, chromedp.UserDataDir(filepath.Join(profile, "profile")),
+		chromedp.Env("TMPDIR="+tmp, "HOME="+profile, "XDG_CONFIG_HOME="+filepath.Join(profile, "config"), "XDG_CACHE_HOME="+filepath.Join(profile, "cache")))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+		deadline := time.Now().Add(10 * time.Second)
+		for os.RemoveAll(profile) != nil && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	errs := &Errors{}
+	chromedp.ListenTarget(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			errs.add(ev.ExceptionDetails.Text)
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.APITypeError {
+				errs.add("console error")
+			}
+		}
+	})
+	return ctx, errs
+}
+
+// Errors collects the page's exceptions and console errors, which arrive on
+// the browser's goroutine.
+type Errors struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (s *Errors) add(e string) {
+	s.mu.Lock()
+	s.errs = append(s.errs, e)
+	s.mu.Unlock()
+}
+
+// List returns the errors so far.
+func (s *Errors) List() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.errs)
+}
