@@ -22,8 +22,16 @@ var (
 	course  = flag.Bool("course", false, "TestCourse: play every lesson's command (a few minutes); with -picture, draw each lesson's picture too")
 )
 
-// root is the repository's root, from this package.
-var root = filepath.Join("..", "..")
+// root is the repository's root, from this package's directory (tests that
+// draw pictures run in a directory of their own, so that the page's
+// reproduction command names runs/, as a user's would).
+var root = func() string {
+	abs, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		panic(err)
+	}
+	return abs
+}()
 
 // The front page stays one: short, its picture there, and every link of it
 // and of the manual leads to a file (and a heading) that exists.
@@ -98,7 +106,8 @@ func TestFrontPagePicture(t *testing.T) {
 	if !*picture {
 		t.Skip("skipped: it plays a scenario (about 15 s) and writes docs/report.png; run with -picture")
 	}
-	code, stdout, stderr := runMain(t, "scenario", "run", "paused-holder", "--resource", "unfenced", "--seed", "1", "--out", t.TempDir())
+	t.Chdir(t.TempDir())
+	code, stdout, stderr := runMain(t, "scenario", "run", "paused-holder", "--resource", "unfenced", "--seed", "1", "--out", "runs")
 	if code != exitInvalid {
 		t.Fatalf("exit %d, want %d:\n%s\n%s", code, exitInvalid, stdout, stderr)
 	}
@@ -117,10 +126,16 @@ func drawReport(t *testing.T, stdout, out string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Chromium's singleton socket lives in its TMPDIR, and this package's
+	// (TestMain's) makes the socket's path too long for a Unix socket: the
+	// browser's profile goes in the temporary directory it is under.
+	if tmp := os.Getenv("LOCKTEST_CMD_TESTS_TMPDIR"); tmp != "" {
+		t.Setenv("TMPDIR", filepath.Dir(tmp))
+	}
 	ctx, errs := browsertest.Start(t)
 	var png []byte
 	err = chromedp.Run(ctx,
-		chromedp.EmulateViewport(1400, 900),
+		chromedp.EmulateViewport(1400, 960), // the header, the checks and the timeline
 		chromedp.Navigate("file://"+page),
 		chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
 		chromedp.CaptureScreenshot(&png),
@@ -232,7 +247,8 @@ func TestCourse(t *testing.T) {
 			if err := registry.Missing(settings); err != nil {
 				t.Skipf("skipped: %v", err)
 			}
-			code, stdout, stderr := runMain(t, append(slices.Clone(l.command), "--out", t.TempDir())...)
+			t.Chdir(t.TempDir())
+			code, stdout, stderr := runMain(t, append(slices.Clone(l.command), "--out", "runs")...)
 			if code != l.exit {
 				t.Errorf("exit status %d, the lesson says %d\n%s\n%s", code, l.exit, stdout, stderr)
 			}
