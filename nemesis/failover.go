@@ -24,7 +24,7 @@ func (failover) Name() string { return Failover }
 
 // Doc says what its faults do, for the reference (docs/reference/faults.md).
 func (failover) Doc() string {
-	return "Asked for by name (not in `all`), with `redis-setnx` or `redis-del`, which then run on a master r0, its replica r1 and 3 Sentinels: the replication to r1 is cut, a client is granted the lock (the second grant after the cut, one entering a section longer than 1.25 TTL) on r0 only, r0 is killed, and Sentinel promotes r1, which never saw the lock; r0 comes back empty after the fault's duration (2-4 s). Params: `promoted_by`, `promotion_took` (about 2.2 s here), `holder`, `holder_token`. One per run (redisserver fails over from the starting roles only): a schedule draws one, a later scripted one is skipped with the reason (`skipped`). Refused against etcd and `redlock`."
+	return "Asked for by name (not in `all`), with `redis-setnx` or `redis-del`, which then run on a master r0, its replica r1 and 3 Sentinels: the replication to r1 is cut, a client is granted the lock (the second grant after the cut, one entering a section longer than 1.25 TTL) on r0 only, r0 is killed, and Sentinel promotes r1, which never saw the lock; r0 comes back empty after the fault's duration (2-4 s). Params: `promoted_by`, `promotion_took`, `holder`, `holder_token`. One per run (redisserver fails over from the starting roles only): a schedule draws one, a later scripted one is skipped with the reason (`skipped`). Refused against etcd and `redlock`."
 }
 
 func (failover) Kinds(int, bool) []string { return []string{Failover} }
