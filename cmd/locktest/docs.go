@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/backend/registry"
@@ -65,6 +67,12 @@ func referencePages() map[string]string {
 // cell makes text safe in a table cell.
 func cell(s string) string {
 	return strings.ReplaceAll(strings.Join(strings.Fields(s), " "), "|", `\|`)
+}
+
+// sentence starts s with a capital letter.
+func sentence(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[n:]
 }
 
 func code(words []string) string {
@@ -199,7 +207,7 @@ func scenariosPage() string {
 			topic = sc.Topic
 			fmt.Fprintf(&w, "\n## %s\n", topic)
 		}
-		fmt.Fprintf(&w, "\n### %s\n\n%s.\n\n    locktest scenario run %s\n\n%s\n\n", sc.Name, sc.Summary, sc.Name, strings.Join(strings.Fields(sc.Lesson), " "))
+		fmt.Fprintf(&w, "\n### %s\n\n%s.\n\n    locktest scenario run %s\n\n%s\n\n", sc.Name, sentence(sc.Summary), sc.Name, strings.Join(strings.Fields(sc.Lesson), " "))
 		if rs := sc.Recipes(); len(rs) > 0 {
 			fmt.Fprintf(&w, "- recipes it is played with: %s\n", code(rs))
 		}
