@@ -2,6 +2,10 @@ package system
 
 import (
 	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"slices"
 	"testing"
 )
 
@@ -23,7 +27,7 @@ type hinted struct{ bare }
 func (hinted) Hint() string { return "try another system" }
 
 func TestCapabilities(t *testing.T) {
-	all := []Capability{CapLeader, CapPartition, CapPauseMember, CapCrashMember, CapLinks, CapLeases, CapHash, CapMembership}
+	all := Capabilities()
 	if got := Missing(bare{}, all); len(got) != len(all) {
 		t.Errorf("a bare system offers %v", got)
 	}
@@ -43,5 +47,30 @@ func TestCapabilities(t *testing.T) {
 	}
 	if Has(leader{}, Capability("no-such")) {
 		t.Error("an unknown capability is offered")
+	}
+}
+
+// Capabilities lists every capability this package declares (the
+// reference's table of what each backend offers is drawn from it).
+func TestCapabilitiesListed(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "system.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var declared []Capability
+	ast.Inspect(f, func(n ast.Node) bool {
+		if v, ok := n.(*ast.ValueSpec); ok {
+			if id, ok := v.Type.(*ast.Ident); ok && id.Name == "Capability" {
+				for _, lit := range v.Values {
+					if b, ok := lit.(*ast.BasicLit); ok {
+						declared = append(declared, Capability(b.Value[1:len(b.Value)-1]))
+					}
+				}
+			}
+		}
+		return true
+	})
+	if len(declared) == 0 || !slices.Equal(declared, Capabilities()) {
+		t.Errorf("Capabilities() = %v, the declared capabilities are %v", Capabilities(), declared)
 	}
 }
