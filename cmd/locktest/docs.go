@@ -22,6 +22,8 @@ import (
 	"github.com/locktest/locktest/system"
 )
 
+//go:generate go run . docs --out ../../docs/reference
+
 // referenceDir is where `locktest docs` writes the reference, from the
 // repository's root.
 const referenceDir = "docs/reference"
