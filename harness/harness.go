@@ -136,6 +136,11 @@ func (o *Options) defaults() error {
 	if o.Required == nil {
 		o.Required = []string{histories.CheckResource}
 	}
+	required, err := expandRequire(o.Required)
+	if err != nil {
+		return err
+	}
+	o.Required = required
 	if o.CheckTimeout == 0 {
 		o.CheckTimeout = time.Minute
 	}
@@ -205,7 +210,6 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	seed := o.Workload.Seed
 	res.Seed, res.Config, res.Interrupted, res.Command, res.Args = &seed, &o, interrupted, o.Command, o.Args
-	res.Scenario = o.Scenario.judge(res.Checks)
 	res.Shrunk = o.Shrunk
 	if st != nil {
 		res.Run = &st.RunStats
@@ -216,6 +220,8 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			}
 		}
 	}
+	// Judged after consistency, which only the run's hashes decide.
+	res.Scenario = o.Scenario.judge(res.Checks)
 	if runErr != nil && !interrupted {
 		res.Error = runErr.Error()
 	}

@@ -22,8 +22,14 @@ import (
 // (checker.Names). Every check is always in the results; one that had
 // nothing to judge is unknown, so requiring it makes the exit status 2.
 func ParseRequire(s string) ([]string, error) {
+	return expandRequire(strings.Split(s, ","))
+}
+
+// expandRequire turns "all" into every check's name and refuses a name that
+// is no check's, so that a Go caller's Required means what the CLI's does.
+func expandRequire(names []string) ([]string, error) {
 	var out []string
-	for _, name := range strings.Split(s, ",") {
+	for _, name := range names {
 		name = strings.TrimSpace(name)
 		switch {
 		case name == "all":
@@ -153,6 +159,11 @@ func Check(path string, o CheckOptions) (*Results, error) {
 	if o.LivenessBound <= 0 {
 		o.LivenessBound = DefaultLivenessBound
 	}
+	required, err := expandRequire(o.Required)
+	if err != nil {
+		return nil, err
+	}
+	o.Required = required
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -24,6 +24,23 @@ func TestParseRequire(t *testing.T) {
 	}
 }
 
+// TestCheckRequiresAsTheCLIDoes: a Go caller's Required takes "all" and
+// refuses a name that is no check's, as --require does; before, "all"
+// required nothing and a history whose lock broke its contract passed.
+func TestCheckRequiresAsTheCLIDoes(t *testing.T) {
+	path := filepath.Join("..", "histories", "testdata", "overwritten-key.jsonl")
+	res, err := Check(path, CheckOptions{Required: []string{"all"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Exit != ExitInvalid || len(res.Required) != len(checker.Names()) {
+		t.Errorf("required all: exit %d, required %v; want %d with every check", res.Exit, res.Required, ExitInvalid)
+	}
+	if _, err := Check(path, CheckOptions{Required: []string{"livenes"}}); err == nil || !strings.Contains(err.Error(), `"livenes"`) {
+		t.Errorf("an unknown check: %v, want an error naming it", err)
+	}
+}
+
 // TestCheckVisualizesAndWordsFaults checks the harness's part of a check:
 // it writes each check's visualization as NAME.html, and its stories word
 // the faults as the nemesis describes them.

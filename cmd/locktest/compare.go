@@ -158,7 +158,10 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 		fmt.Fprintf(stdout, "  done %d/%d: %s, %s, %d clients: %s\n", i+1, len(opts), row.Recipe, row.Resource, row.Clients, res.Verdict)
 	}
 	printCompare(stdout, rows)
-	b, _ := json.MarshalIndent(rows, "", "  ")
+	b, err := json.MarshalIndent(rows, "", "  ")
+	if err != nil {
+		return exitUnknown, err
+	}
 	path := filepath.Join(*rf.out, fmt.Sprintf("compare-%s.json", time.Now().Format("20060102-150405")))
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return exitUnknown, err

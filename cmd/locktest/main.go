@@ -49,7 +49,7 @@ a command's arguments; '--' ends them.
 Exit status: 0 valid, 1 a required check found a violation, 2 unknown or an error.
 `
 
-// backendNames are the registered backends' names: "etcd and redis".
+// backendNames are the registered backends' names, as a phrase: "etcd, redis and zookeeper".
 func backendNames() string {
 	var names []string
 	for _, b := range registry.All() {

@@ -224,20 +224,29 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 		sc, _ = registry.Catalog().Lookup(p.Scenario)
 		settings = sc.Flags()
 	}
+	var setErr error
+	set := func(k, v string) {
+		if err := fs.Set(k, v); err != nil && setErr == nil {
+			setErr = fmt.Errorf("nightly run of %s: --%s=%s: %w", p.Recipe, k, v, err)
+		}
+	}
 	for k, v := range settings {
-		fs.Set(k, v)
+		set(k, v)
 	}
 	for k, v := range given {
 		if fs.Lookup(k) != nil {
-			fs.Set(k, v)
+			set(k, v)
 		}
 	}
-	fs.Set("recipe", p.Recipe)
+	set("recipe", p.Recipe)
 	if _, _, builtin := registry.Builtin(p.Recipe); builtin {
-		fs.Set("backend", "") // --backend is for the others
+		set("backend", "") // --backend is for the others
 	}
-	fs.Set("resource", p.Resource)
-	fs.Set("seed", strconv.FormatInt(p.Seed, 10))
+	set("resource", p.Resource)
+	set("seed", strconv.FormatInt(p.Seed, 10))
+	if setErr != nil {
+		return nightlyRun{}, setErr
+	}
 	o, err := rf.options()
 	if err != nil {
 		return nightlyRun{}, err

@@ -110,7 +110,10 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 			r.Seed, verdicts, first, r.MutexBroke, r.LeaseRaces, race, r.LockBugs, r.Faults, r.Acquisitions)
 	}
 	printSweep(stdout, runs)
-	b, _ := json.MarshalIndent(runs, "", "  ")
+	b, err := json.MarshalIndent(runs, "", "  ")
+	if err != nil {
+		return exitUnknown, err
+	}
 	path := filepath.Join(*rf.out, fmt.Sprintf("sweep-%s.json", time.Now().Format("20060102-150405")))
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return exitUnknown, err

@@ -37,8 +37,8 @@
 //	link.Disable()                       // connection refused until Enable
 //
 //	leader, err := c.Leader(ctx)         // index of the member all running members agree on
-//	c.HardStopMember(leader.Index)       // crash it (no leadership transfer)
-//	c.RestartMember(ctx, leader.Index)   // from its data dir; waits until caught up
+//	c.HardStopMember(leader)             // crash it (no leadership transfer)
+//	c.RestartMember(ctx, leader)         // from its data dir; waits until caught up
 //
 // Member faults (faults.go): Partition/SetCuts/Heal cut raft traffic between
 // members with EtcdServer.CutPeer/MendPeer on both sides of each link (a

@@ -52,13 +52,6 @@ func (l *logFile) zap() *zap.Logger {
 	return zap.New(core, zap.AddCaller(), zap.ErrorOutput(ws))
 }
 
-func (l *logFile) zerolog() zerolog.Logger {
-	if l == nil {
-		return zerolog.Nop()
-	}
-	return zerolog.New(l.f).Level(zerolog.DebugLevel).With().Timestamp().Logger()
-}
-
 // stdlog is for net/http's ErrorLog, which otherwise prints to stderr.
 func (l *logFile) stdlog(prefix string) *log.Logger {
 	return log.New(l.writer(), prefix, log.LstdFlags|log.Lmicroseconds)

@@ -258,7 +258,7 @@ func (d *Deployment) Failover(ctx context.Context) (Promotion, error) {
 		if m, err := d.master(ctx); err != nil {
 			return err
 		} else if m != replica.Index {
-			return fmt.Errorf("Sentinel still names %s", d.servers[m].Name)
+			return fmt.Errorf("the Sentinel still names %s", d.servers[m].Name)
 		}
 		role, err := replica.client.Do(ctx, "ROLE").Slice()
 		if err != nil {

@@ -435,7 +435,7 @@ func (d *Deployment) waitSentinels(ctx context.Context) error {
 				return err
 			}
 			if m["flags"] != "master" || m["num-slaves"] != "1" || m["num-other-sentinels"] != strconv.Itoa(len(d.sentinels)-1) {
-				return fmt.Errorf("Sentinel says flags=%s num-slaves=%s num-other-sentinels=%s", m["flags"], m["num-slaves"], m["num-other-sentinels"])
+				return fmt.Errorf("the Sentinel says flags=%s num-slaves=%s num-other-sentinels=%s", m["flags"], m["num-slaves"], m["num-other-sentinels"])
 			}
 			return nil
 		})
