@@ -161,7 +161,7 @@ type lesson struct {
 }
 
 var (
-	verdictLine = regexp.MustCompile("(?m)^Verdicts \\(the course test checks them\\): (.*); exit status (\\d)\\.$")
+	verdictLine = regexp.MustCompile(`(?m)^Verdicts \(the course test checks them\): (.*); exit status (\d)\.$`)
 	verdictPair = regexp.MustCompile("`(\\w+)` (valid|invalid|unknown)")
 	quoteLine   = regexp.MustCompile(`(?m)^> (.*)$`)
 )
