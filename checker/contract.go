@@ -73,6 +73,8 @@ type contractJudge struct {
 	unjudged   map[string]string // promise → why not (first reason)
 	races      int
 	bugs       int
+	undecided  int
+	classes    []OverlapClass
 }
 
 // noRevisions says why promises judged by revisions cannot be judged on a
@@ -360,7 +362,7 @@ func (h *History) Contract() Result {
 	j.overlaps()
 	j.releases()
 	j.live()
-	res.LeaseRaces, res.LockBugs = j.races, j.bugs
+	res.LeaseRaces, res.LockBugs, res.Undecided, res.Overlaps = j.races, j.bugs, j.undecided, j.classes
 
 	var lines []string
 	for _, p := range []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive} {
@@ -443,11 +445,21 @@ func (j *contractJudge) lost(grants []*operation) {
 		case !g.hasTok:
 			j.cannot(promiseLost, "a grant carries no token")
 			continue
-		case g.rev == 0:
-			j.cannot(promiseLost, "the grants carry no decision revision (a history recorded before locktest recorded them, or a lock that does not tell one: a lock in another process whose replies give no \"revision\" whose token is its key's create revision)")
+		case g.rev == 0 && g.revMax == 0:
+			j.cannot(promiseLost, "the grants carry no decision revision (a history recorded before locktest recorded them, or a lock that does not tell one: a lock in another process whose replies give no \"revision\" whose token is its key's create revision), and no revision_max read by locktest after the reply")
 			continue
 		case !g.keyed():
 			j.cannot(promiseLost, j.h.terms().Unkeyed)
+			continue
+		case g.rev == 0 && g.revMax > 0:
+			// Without the lock's word, a grant is judged only kept: its
+			// key still on the server at the read locktest made after the
+			// reply was on it at the decision, made between the key's
+			// creation and that read. A key gone by the read may have
+			// gone before the decision or after it.
+			if held, ok := j.claim[g.belief].heldAt(g.revMax); !ok || !held {
+				j.cannot(promiseLost, fmt.Sprintf("the lock does not tell its decision %s, and the %s of token %d was gone by %s %d, which locktest read after the reply: the history cannot tell whether before the decision", rev, key, g.tok, rev, g.revMax))
+			}
 			continue
 		}
 		c := j.claim[g.belief]
@@ -508,12 +520,14 @@ func (j *contractJudge) overlaps() {
 	}
 	if why := j.noRevisions(); why != "" && len(an.Overlaps) > 0 {
 		j.cannot(promiseOverlap, why)
+		j.undecided = len(an.Overlaps)
 		return
 	}
 	for _, ov := range an.Overlaps {
 		a, b := ov.First.grant, ov.Second.grant
 		if !a.hasTok || !b.hasTok || !a.keyed() || !b.keyed() {
 			j.cannot(promiseOverlap, "an overlap's grants do not carry their tokens and keys")
+			j.undecided++
 			continue
 		}
 		// The holder first in line is the one whose claim is older.
@@ -521,48 +535,164 @@ func (j *contractJudge) overlaps() {
 		if b.tok < a.tok {
 			first, later = b, a
 		}
-		if later.rev == 0 {
-			j.cannot(promiseOverlap, "the grants carry no decision revision")
-			continue
-		}
-		if first.tok > later.rev {
+		if first.tok > later.rev && later.rev > 0 {
 			// The claim first in line was created after the other grant's
 			// decision: then the other is first in revision order.
 			j.cannot(promiseOverlap, fmt.Sprintf("token %d was created after the decision %s %d of token %d", first.tok, rev, later.rev, later.tok))
+			j.undecided++
 			continue
 		}
 		c := j.claim[first.belief]
-		held, ok := c.heldAt(later.rev)
-		switch {
-		case !ok:
-			j.cannot(promiseOverlap, fmt.Sprintf("the history does not say whether the %s of token %d was deleted by %s %d: %s", key, first.tok, rev, later.rev, c.why))
-		case !held && c.del != nil && c.del.By == histories.DeletedByOther && indefinite(*c.del) == "":
+		cl := j.classify(first, later, c)
+		j.classes = append(j.classes, OverlapClass{Key: ov.Key, First: ov.First.AcquireIndex, Second: ov.Second.AcquireIndex, Class: cl.class})
+		switch cl.class {
+		case ClassUndecided:
+			j.undecided++
+			j.cannot(promiseOverlap, cl.why)
+		case ClassOtherRelease:
 			// Another grant's release deleted the first claim: no lease
 			// race but promise 4's violation, which releases tells.
 			j.bugs++
-		case !held:
+		case ClassLeaseRace:
 			j.races++
 		default:
 			j.bugs++
 			if len(j.violations[promiseOverlap]) > maxStories {
 				continue
 			}
-			var still string
-			switch {
-			case c.del != nil:
-				still = fmt.Sprintf("was deleted only at %s %d (%s)%s", rev, c.del.Revision, h.at(c.del.Time), deletionCause(h, *c.del))
-			case c.before != nil:
-				still = fmt.Sprintf("was on the server until %s %d at least (no deletion that could be its %s's is recorded before)", rev, c.lo-1, key)
-			default:
-				still = fmt.Sprintf("was not deleted by %s %d, the last the observer saw", rev, c.lo-1)
-			}
 			j.broke(promiseOverlap, Violation{Key: ov.Key, Processes: []int{int(first.process), int(later.process)}, Tokens: []int64{first.tok, later.tok},
 				From: ov.From, To: ov.To, Faults: h.faultsDuring(ov.From, ov.To),
-				Story: fmt.Sprintf("on key %q, %s (token %d, granted %s) and %s (token %d, granted %s on a state at %s %d) both held the lock from %s to %s, but %s's %s (token %d) %s: the second grant was made while the first holder's claim was on the server.",
-					ov.Key, h.who(first.process), first.tok, h.at(first.ret), h.who(later.process), later.tok, h.at(later.ret), rev, later.rev,
-					h.at(ov.From), h.at(ov.To), h.who(first.process), key, first.tok, still)})
+				Story: fmt.Sprintf("on key %q, %s (token %d, granted %s) and %s (token %d, granted %s %s) both held the lock from %s to %s, but %s's %s (token %d) %s: the second grant was made while the first holder's claim was on the server.",
+					ov.Key, h.who(first.process), first.tok, h.at(first.ret), h.who(later.process), later.tok, h.at(later.ret), cl.decided,
+					h.at(ov.From), h.at(ov.To), h.who(first.process), key, first.tok, cl.still)})
 		}
 	}
+}
+
+// The classes of an overlap of two holders, by what the server's truth
+// says of the first holder's claim at the second grant's decision.
+const (
+	// ClassLeaseRace: the first claim was gone: the lease race.
+	ClassLeaseRace = "lease-race"
+	// ClassLockBug: the first claim was certainly on the server: the
+	// lock's bug.
+	ClassLockBug = "lock-bug"
+	// ClassOtherRelease: another grant's release deleted the first claim
+	// (promise 4's violation).
+	ClassOtherRelease = "other-release"
+	// ClassUndecided: the history cannot tell.
+	ClassUndecided = "undecided"
+)
+
+// OverlapClass is the class of one overlap, by its key and the history
+// indices of its two grants (Belief.AcquireIndex).
+type OverlapClass struct {
+	Key    string `json:"key"`
+	First  int    `json:"first"`
+	Second int    `json:"second"`
+	Class  string `json:"class"`
+}
+
+// overlapClass is an overlap's class, with the words its story needs:
+// decided says what the second grant was decided on, still where the first
+// claim was; why, for an undecided one, why not.
+type overlapClass struct {
+	class, decided, still, why string
+}
+
+// classify judges whether first's claim c was on the server at later's
+// decision. The decision point is the lock's own word where it gives one
+// (later.rev); else it lies between two bounds the lock's word is not
+// needed for: from below, the grant's own key's creation (its token: the
+// decision is made on a state that holds it), and from above, a
+// linearizable read locktest made after the reply (later.revMax), or, in
+// real time, the reply itself: a claim deleted only by its owner's release
+// invoked after the reply was on the server at the decision. A bound is
+// never taken for the decision itself: a claim gone between the bounds
+// leaves the overlap undecided.
+func (j *contractJudge) classify(first, later *operation, c claim) overlapClass {
+	h := j.h
+	key, rev := h.terms().key(), h.terms().revision()
+	gone := func() overlapClass {
+		if c.del != nil && c.del.By == histories.DeletedByOther && indefinite(*c.del) == "" {
+			return overlapClass{class: ClassOtherRelease}
+		}
+		return overlapClass{class: ClassLeaseRace}
+	}
+	bug := func(decided string) overlapClass {
+		var still string
+		switch {
+		case c.del != nil:
+			still = fmt.Sprintf("was deleted only at %s %d (%s)%s", rev, c.del.Revision, h.at(c.del.Time), deletionCause(h, *c.del))
+		case c.before != nil:
+			still = fmt.Sprintf("was on the server until %s %d at least (no deletion that could be its %s's is recorded before)", rev, c.lo-1, key)
+		default:
+			still = fmt.Sprintf("was not deleted by %s %d, the last the observer saw", rev, c.lo-1)
+		}
+		return overlapClass{class: ClassLockBug, decided: decided, still: still}
+	}
+	if later.rev > 0 {
+		held, ok := c.heldAt(later.rev)
+		switch {
+		case !ok:
+			return overlapClass{class: ClassUndecided, why: fmt.Sprintf("the history does not say whether the %s of token %d was deleted by %s %d: %s", key, first.tok, rev, later.rev, c.why)}
+		case !held:
+			return gone()
+		}
+		return bug(fmt.Sprintf("on a state at %s %d", rev, later.rev))
+	}
+	if first.rev == 0 && first.revMax == 0 || later.revMax == 0 {
+		// A grant with neither says nothing of whether its token is its
+		// key's create revision (a lock in another process whose token is
+		// not is recorded without them), nor bounds its decision.
+		return overlapClass{class: ClassUndecided, why: "the grants carry no decision revision, and no revision_max read by locktest after the reply"}
+	}
+	// Gone already when the later grant's own key was created: gone at
+	// its decision.
+	if held, ok := c.heldAt(later.tok); ok && !held {
+		return gone()
+	}
+	if later.revMax > 0 {
+		if held, ok := c.heldAt(later.revMax); ok && held {
+			return bug(fmt.Sprintf("on a state at %s %d or before (locktest read %s %d after the reply)", rev, later.revMax, rev, later.revMax))
+		}
+	}
+	if j.releasedAfter(first, later.ret, c) {
+		return bug("(by real-time order: its holder released it only after this reply)")
+	}
+	why := fmt.Sprintf("the lock does not tell its decision %s, and the %s of token %d was deleted at %s %d, after the later grant's own key was created (%s %d)", rev, key, first.tok, rev, c.hi, rev, later.tok)
+	switch {
+	case c.hi == math.MaxInt64 || c.lo < c.hi:
+		why = fmt.Sprintf("the lock does not tell its decision %s, and the history does not say whether the %s of token %d was on the server after %s %d: %s", rev, key, first.tok, rev, later.tok, c.why)
+	case later.revMax > 0:
+		why += fmt.Sprintf(" and by %s %d, which locktest read after the reply: the decision lies between", rev, later.revMax)
+	default:
+		why += ", and locktest has no read after the reply to bound the decision"
+	}
+	return overlapClass{class: ClassUndecided, why: why}
+}
+
+// releasedAfter says whether first's claim c was on the server until after
+// t in real time: its one recorded deletion was its owner's release, and
+// the owner's client invoked no release of the lock from before first was
+// asked for (none in flight then) until after t.
+func (j *contractJudge) releasedAfter(first *operation, t int64, c claim) bool {
+	if c.del == nil || c.lo != c.hi || c.del.By != histories.DeletedByRelease {
+		return false
+	}
+	owner := j.sd.clients[first.process]
+	for _, o := range j.h.ops {
+		if o.f != histories.Release || o.key != first.key || o.call > t {
+			continue
+		}
+		if o.process != first.process && (owner == "" || j.sd.clients[o.process] != owner) {
+			continue
+		}
+		if o.missing || o.unknown() || o.ret >= first.call {
+			return false
+		}
+	}
+	return true
 }
 
 // releases judges promise 4 on the observer's deletions. An other-release

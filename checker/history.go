@@ -84,6 +84,9 @@ type granted struct {
 	// the grant says it holds (lock.Keyed; "": not said).
 	rev   int64
 	claim string
+	// revMax is an upper bound on the decision revision, read by locktest
+	// after the reply (0: none).
+	revMax int64
 	// belief is the index of the belief the grant started.
 	belief int32
 }
@@ -252,6 +255,9 @@ func (b *Builder) add(op histories.Op, inv int) {
 		b.grants = b.grants[1:]
 		if r, ok := op.Revision(); ok {
 			o.rev = r
+		}
+		if r, ok := op.RevisionBound(); ok {
+			o.revMax = r
 		}
 		if op.Value != nil {
 			o.claim = op.Value.Claim
