@@ -312,3 +312,35 @@ func TestSilentClient(t *testing.T) {
 		t.Errorf("%d acquisitions recorded of a client that never answers", res.Run.Stats.Acquisitions)
 	}
 }
+
+// A lock that tells no decision revision is judged from the bounds
+// locktest takes itself: an impatient client (it waits 500 ms for the keys
+// ahead of it, then takes the lock anyway) is caught by promise 3 on a run
+// without faults, where every overlap began while the earlier holder's key
+// was on the server; a correct client without the revision keeps its
+// contract under pauses.
+func TestImpatientClientCaught(t *testing.T) {
+	res := run(t, "etcd", testClient(t, "--impatient"), func(o *runOptions) {
+		o.slow = workload.DefaultConfig().SlowShare
+		o.time = 5 * time.Second
+	})
+	var contract checker.Result
+	for _, c := range res.Checks {
+		if c.Name == histories.CheckContract {
+			contract = c
+		}
+	}
+	if contract.Verdict != checker.Invalid || !strings.Contains(contract.Explanation, "Promise 3 (overlap only after loss)") || contract.LockBugs == 0 || contract.LeaseRaces != 0 {
+		t.Errorf("an impatient lock: want contract invalid by promise 3, every overlap the lock's bug; %d races, %d bugs, %d undecided:%s",
+			contract.LeaseRaces, contract.LockBugs, contract.Undecided, explain(res))
+	}
+	res = run(t, "etcd", testClient(t, "--no-revision"), func(o *runOptions) {
+		o.faults = []string{"pause"}
+		o.slow = workload.DefaultConfig().SlowShare
+		o.time = 6 * time.Second
+		o.quiet = 3 * time.Second
+	})
+	if v := verdicts(res)[histories.CheckContract]; v == checker.Invalid {
+		t.Errorf("a correct lock without the revision, under pauses: contract invalid:%s", explain(res))
+	}
+}
