@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"hash/fnv"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,14 +75,7 @@ func (r *run) Observe(ctx context.Context, keys workload.Keys, rec workload.Reco
 // known within a second), read past every client's links: for a grant
 // that tells its node only.
 func (r *run) ownerOf(node string) int64 {
-	r.mu.Lock()
-	if r.direct == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		r.direct, _ = (&zklock.Client{Servers: r.e.ClientAddrs()}).Connect(ctx, 10*time.Second)
-		cancel()
-	}
-	direct := r.direct
-	r.mu.Unlock()
+	direct := r.session()
 	if direct == nil {
 		return 0
 	}
@@ -90,6 +84,59 @@ func (r *run) ownerOf(node string) int64 {
 		return 0
 	}
 	return st.EphemeralOwner
+}
+
+// session is the session past every client's links, connected at first
+// use (nil: it could not connect within a second).
+func (r *run) session() *zklock.Session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.direct == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		r.direct, _ = (&zklock.Client{Servers: r.e.ClientAddrs()}).Connect(ctx, 10*time.Second)
+		cancel()
+	}
+	return r.direct
+}
+
+// decidedBy bounds from above the decision zxid of a grant of node whose
+// token is token, read past every client's links after the grant's reply:
+// after a sync (the read then sees every change committed before the
+// reply, the decision's state among them), the Pzxid of node's parent,
+// the zxid of the last creation or deletion of a child of it. A child
+// deleted at a higher zxid was still there at the decision. 0 when not
+// known, or when the token is not the node's creation zxid (the contract
+// takes a token for its key's creation point).
+func (r *run) decidedBy(node string, token int64) int64 {
+	direct := r.session()
+	if direct == nil || node == "" {
+		return 0
+	}
+	dir := path.Dir(node)
+	done := make(chan int64, 1)
+	go func() {
+		if _, err := direct.Conn.Sync(dir); err != nil {
+			done <- 0
+			return
+		}
+		_, st, err := direct.Conn.Exists(node)
+		if err != nil || st == nil || st.Czxid != token {
+			done <- 0
+			return
+		}
+		_, st, err = direct.Conn.Exists(dir)
+		if err != nil || st == nil {
+			done <- 0
+			return
+		}
+		done <- st.Pzxid
+	}()
+	select {
+	case z := <-done:
+		return z
+	case <-time.After(time.Second):
+		return 0
+	}
 }
 
 func (r *run) closeDirect() {
@@ -161,21 +208,25 @@ func (c *conn) Granted(l lock.Locker, held lock.Held, p histories.Process) workl
 	}
 	if g.node != "" {
 		c.run.notes.granted(g.node)
+		if u, ok := held.(lock.Untokened); !ok || !u.Untokened() {
+			g.decidedBy = c.run.decidedBy(g.node, g.token)
+		}
 	}
 	return g
 }
 
 // grant is one grant of a client's lock.
 type grant struct {
-	notes   *notes
-	token   int64
-	decided int64
-	node    string // "" if the recipe does not tell (lock.Keyed)
-	session int64  // 0 if not known
+	notes     *notes
+	token     int64
+	decided   int64
+	decidedBy int64  // see run.decidedBy
+	node      string // "" if the recipe does not tell (lock.Keyed)
+	session   int64  // 0 if not known
 }
 
 func (g *grant) Claim() workload.Claim {
-	cl := workload.Claim{Key: g.node, Decided: g.decided}
+	cl := workload.Claim{Key: g.node, Decided: g.decided, DecidedBy: g.decidedBy}
 	if g.session != 0 {
 		cl.Lease = sessionHex(g.session)
 	}

@@ -3,6 +3,7 @@ package execlock_test
 import (
 	"context"
 	"fmt"
+	"github.com/locktest/locktest/backend/zookeeper/zkserver"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,8 +86,11 @@ func run(t *testing.T, backend string, command []string, opts ...func(*runOption
 
 func tryRun(t *testing.T, backend string, command []string, opts ...func(*runOptions)) (*harness.Results, string, error) {
 	t.Helper()
-	if backend == "redis" {
+	switch backend {
+	case "redis":
 		needRedis(t)
+	case "zookeeper":
+		zkserver.ForTest(t)
 	}
 	o := runOptions{clients: 3, time: 3 * time.Second, quiet: time.Second, mode: resource.Fenced, seed: 1}
 	for _, f := range opts {
@@ -320,21 +324,34 @@ func TestSilentClient(t *testing.T) {
 // was on the server; a correct client without the revision keeps its
 // contract under pauses.
 func TestImpatientClientCaught(t *testing.T) {
-	res := run(t, "etcd", testClient(t, "--impatient"), func(o *runOptions) {
-		o.slow = workload.DefaultConfig().SlowShare
-		o.time = 5 * time.Second
-	})
-	var contract checker.Result
-	for _, c := range res.Checks {
-		if c.Name == histories.CheckContract {
-			contract = c
+	impatient := func(t *testing.T, backend string, command []string) {
+		res := run(t, backend, command, func(o *runOptions) {
+			o.slow = workload.DefaultConfig().SlowShare
+			o.time = 5 * time.Second
+		})
+		var contract checker.Result
+		for _, c := range res.Checks {
+			if c.Name == histories.CheckContract {
+				contract = c
+			}
+		}
+		if contract.Verdict != checker.Invalid || !strings.Contains(contract.Explanation, "Promise 3 (overlap only after loss)") || contract.LockBugs == 0 || contract.LeaseRaces != 0 {
+			t.Errorf("an impatient lock on %s: want contract invalid by promise 3, every overlap the lock's bug; %d races, %d bugs, %d undecided:%s",
+				backend, contract.LeaseRaces, contract.LockBugs, contract.Undecided, explain(res))
 		}
 	}
-	if contract.Verdict != checker.Invalid || !strings.Contains(contract.Explanation, "Promise 3 (overlap only after loss)") || contract.LockBugs == 0 || contract.LeaseRaces != 0 {
-		t.Errorf("an impatient lock: want contract invalid by promise 3, every overlap the lock's bug; %d races, %d bugs, %d undecided:%s",
-			contract.LeaseRaces, contract.LockBugs, contract.Undecided, explain(res))
-	}
-	res = run(t, "etcd", testClient(t, "--no-revision"), func(o *runOptions) {
+	t.Run("etcd", func(t *testing.T) { impatient(t, "etcd", testClient(t, "--impatient")) })
+	t.Run("zookeeper", func(t *testing.T) {
+		if err := exec.Command("/usr/bin/python3", "-c", "import kazoo").Run(); err != nil {
+			t.Skipf("/usr/bin/python3 cannot import kazoo (apt-get install python3-kazoo; .ci/run installs adapters/apt-packages): %v", err)
+		}
+		script, err := filepath.Abs(filepath.Join("testdata", "impatient_kazoo.py"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		impatient(t, "zookeeper", []string{"/usr/bin/python3", script})
+	})
+	res := run(t, "etcd", testClient(t, "--no-revision"), func(o *runOptions) {
 		o.faults = []string{"pause"}
 		o.slow = workload.DefaultConfig().SlowShare
 		o.time = 6 * time.Second
