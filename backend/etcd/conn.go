@@ -207,8 +207,12 @@ func (c *conn) Granted(l lock.Locker, held lock.Held, p histories.Process) workl
 	switch k := held.(type) {
 	case etcdlock.Keyed:
 		g.key, g.lease = k.Key(), k.LeaseID()
-		// Every built-in's token is its key's create revision.
-		_, _, g.decidedBy = c.run.claimOf(g.key)
+		// A bound only where the token is the key's create revision, as
+		// the contract takes it (check-then-set's Put may overwrite a
+		// key: its token is then the Put's revision).
+		if _, created, at := c.run.claimOf(g.key); created == g.token {
+			g.decidedBy = at
+		}
 	case lock.Keyed:
 		g.key, g.keyOnly = k.Key(), true
 		g.lease, g.created, g.decidedBy = c.run.claimOf(g.key)
