@@ -75,6 +75,7 @@ type contractJudge struct {
 	bugs       int
 	undecided  int
 	classes    []OverlapClass
+	classOf    map[[2]*operation]string // by the overlap's two grants
 }
 
 // noRevisions says why promises judged by revisions cannot be judged on a
@@ -335,13 +336,26 @@ func (j *contractJudge) unmatched(d *Deletion) string {
 // counted as the lease race (the earlier claim was lost first: expected of
 // any lease lock) or as bugs in the lock.
 func (h *History) Contract() Result {
+	h.contractOnce.Do(func() { h.contract = h.judgeContract() })
+	return h.contract
+}
+
+// OverlapClass is the class the contract check gave overlap o (ClassLeaseRace,
+// ClassLockBug, ClassOtherRelease, ClassUndecided), or "" if it judged no
+// class (a grant without its token or key).
+func (h *History) OverlapClass(o Overlap) string {
+	h.Contract()
+	return h.classOf[[2]*operation{o.First.grant, o.Second.grant}]
+}
+
+func (h *History) judgeContract() Result {
 	began := time.Now()
 	res := Result{Name: histories.CheckContract, Verdict: Unknown}
 	if h.err != nil {
 		res.Explanation = "The history is malformed: " + h.err.Error() + "."
 		return res
 	}
-	j := &contractJudge{h: h, sd: h.story(), violations: map[string][]Violation{}, unjudged: map[string]string{}}
+	j := &contractJudge{h: h, sd: h.story(), violations: map[string][]Violation{}, unjudged: map[string]string{}, classOf: map[[2]*operation]string{}}
 	var grants []*operation
 	keys := map[string]bool{}
 	for _, o := range h.ops {
@@ -363,6 +377,7 @@ func (h *History) Contract() Result {
 	j.releases()
 	j.live()
 	res.LeaseRaces, res.LockBugs, res.Undecided, res.Overlaps = j.races, j.bugs, j.undecided, j.classes
+	h.classOf = j.classOf
 
 	var lines []string
 	for _, p := range []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive} {
@@ -518,16 +533,25 @@ func (j *contractJudge) overlaps() {
 	if an.Truncated {
 		j.cannot(promiseOverlap, fmt.Sprintf("more than %d overlaps; only the first were judged", MaxOverlaps))
 	}
+	classed := func(ov Overlap, class string) {
+		j.classes = append(j.classes, OverlapClass{Key: ov.Key, First: ov.First.AcquireIndex, Second: ov.Second.AcquireIndex, Class: class})
+		j.classOf[[2]*operation{ov.First.grant, ov.Second.grant}] = class
+		if class == ClassUndecided {
+			j.undecided++
+		}
+	}
 	if why := j.noRevisions(); why != "" && len(an.Overlaps) > 0 {
 		j.cannot(promiseOverlap, why)
-		j.undecided = len(an.Overlaps)
+		for _, ov := range an.Overlaps {
+			classed(ov, ClassUndecided)
+		}
 		return
 	}
 	for _, ov := range an.Overlaps {
 		a, b := ov.First.grant, ov.Second.grant
 		if !a.hasTok || !b.hasTok || !a.keyed() || !b.keyed() {
 			j.cannot(promiseOverlap, "an overlap's grants do not carry their tokens and keys")
-			j.undecided++
+			classed(ov, ClassUndecided)
 			continue
 		}
 		// The holder first in line is the one whose claim is older.
@@ -539,15 +563,14 @@ func (j *contractJudge) overlaps() {
 			// The claim first in line was created after the other grant's
 			// decision: then the other is first in revision order.
 			j.cannot(promiseOverlap, fmt.Sprintf("token %d was created after the decision %s %d of token %d", first.tok, rev, later.rev, later.tok))
-			j.undecided++
+			classed(ov, ClassUndecided)
 			continue
 		}
 		c := j.claim[first.belief]
 		cl := j.classify(first, later, c)
-		j.classes = append(j.classes, OverlapClass{Key: ov.Key, First: ov.First.AcquireIndex, Second: ov.Second.AcquireIndex, Class: cl.class})
+		classed(ov, cl.class)
 		switch cl.class {
 		case ClassUndecided:
-			j.undecided++
 			j.cannot(promiseOverlap, cl.why)
 		case ClassOtherRelease:
 			// Another grant's release deleted the first claim: no lease

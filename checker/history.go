@@ -50,6 +50,12 @@ type History struct {
 
 	overlapsOnce sync.Once
 	overlaps     OverlapAnalysis
+
+	contractOnce sync.Once
+	contract     Result
+	// classOf is the contract check's class of each overlap, by its two
+	// grants.
+	classOf map[[2]*operation]string
 }
 
 // operation is a client invocation together with its completion.
