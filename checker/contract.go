@@ -138,7 +138,7 @@ func (j *contractJudge) claims(grants []*operation) []claim {
 	out := make([]claim, len(j.sd.beliefs)) // by the grant's belief
 	byLock := map[string][]*operation{}
 	for _, g := range grants {
-		if g.hasTok {
+		if g.made > 0 {
 			byLock[g.key] = append(byLock[g.key], g)
 		}
 	}
@@ -171,7 +171,7 @@ type lockDeletions struct {
 func (j *contractJudge) indexDeletions(lock string, grants []*operation) *lockDeletions {
 	ix := &lockDeletions{j: j, instances: map[string][]*Deletion{}}
 	byToken := slices.Clone(grants)
-	byTok := func(a, b *operation) int { return cmp.Compare(a.tok, b.tok) }
+	byTok := func(a, b *operation) int { return cmp.Compare(a.made, b.made) }
 	if !slices.IsSortedFunc(byToken, byTok) { // tokens mostly grow with the grants
 		slices.SortFunc(byToken, byTok)
 	}
@@ -189,13 +189,13 @@ func (j *contractJudge) indexDeletions(lock string, grants []*operation) *lockDe
 		if d.Key != "" && d.Key != lock {
 			continue
 		}
-		k, _ := slices.BinarySearchFunc(byToken, d.Token, func(g *operation, t int64) int { return cmp.Compare(g.tok, t) })
+		k, _ := slices.BinarySearchFunc(byToken, d.Token, func(g *operation, t int64) int { return cmp.Compare(g.made, t) })
 		known := false
 		if d.Token > 0 {
 			ix.created = append(ix.created, d)
-			known = k < len(byToken) && byToken[k].tok == d.Token
+			known = k < len(byToken) && byToken[k].made == d.Token
 		}
-		for ; known && k < len(byToken) && byToken[k].tok == d.Token; k++ {
+		for ; known && k < len(byToken) && byToken[k].made == d.Token; k++ {
 			g := byToken[k]
 			if g.claim == "" {
 				known = false
@@ -231,8 +231,8 @@ func (ix *lockDeletions) claim(g *operation) claim {
 	c := claim{lo: math.MaxInt64, hi: math.MaxInt64}
 	definite := func(d *Deletion) {
 		if d.Revision == 0 { // deleted, but when is not known
-			if g.tok+1 < c.lo {
-				c.lo, c.before = g.tok+1, d
+			if g.made+1 < c.lo {
+				c.lo, c.before = g.made+1, d
 				c.why = ix.j.unmatched(d)
 			}
 			return
@@ -241,15 +241,15 @@ func (ix *lockDeletions) claim(g *operation) claim {
 			c.hi, c.del = d.Revision, d
 		}
 	}
-	for _, d := range ix.createdAt(g.tok) {
+	for _, d := range ix.createdAt(g.made) {
 		definite(d)
 	}
 	if g.claim != "" {
 		// The span of the key the grant holds that stood at its token:
 		// the last created before it.
 		ds := ix.instances[g.claim]
-		k, _ := slices.BinarySearchFunc(ds, g.tok, func(d *Deletion, t int64) int { return cmp.Compare(d.Token, t) })
-		if k > 0 && ds[k-1].Token < g.tok && ds[k-1].Revision > g.tok {
+		k, _ := slices.BinarySearchFunc(ds, g.made, func(d *Deletion, t int64) int { return cmp.Compare(d.Token, t) })
+		if k > 0 && ds[k-1].Token < g.made && ds[k-1].Revision > g.made {
 			definite(ds[k-1])
 		}
 	}
@@ -257,7 +257,7 @@ func (ix *lockDeletions) claim(g *operation) claim {
 		// Several deletions of keys created at one revision (keys created
 		// together) leave the claim's between the first and the last.
 		first := c.hi
-		for _, d := range ix.createdAt(g.tok) {
+		for _, d := range ix.createdAt(g.made) {
 			if d.Revision > 0 {
 				first = min(first, d.Revision)
 			}
@@ -266,23 +266,23 @@ func (ix *lockDeletions) claim(g *operation) claim {
 			c.lo = first
 		}
 		if c.lo < c.hi && c.why == "" {
-			c.why = fmt.Sprintf("deletions of keys created at revision %d are recorded at revisions %d and %d", g.tok, c.lo, c.hi)
+			c.why = fmt.Sprintf("deletions of keys created at revision %d are recorded at revisions %d and %d", g.made, c.lo, c.hi)
 		}
 		return c
 	}
 	// The first open deletion that may be the claim's.
 	may := func(d *Deletion) bool {
-		return d.Token < g.tok && (d.owner < 0 || d.owner == g.process)
+		return d.Token < g.made && (d.owner < 0 || d.owner == g.process)
 	}
 	for _, d := range ix.open {
 		if d.Revision > 0 {
 			break
 		}
-		if may(d) && g.tok+1 < c.lo {
-			c.lo, c.before, c.why = g.tok+1, d, ix.j.unmatched(d)
+		if may(d) && g.made+1 < c.lo {
+			c.lo, c.before, c.why = g.made+1, d, ix.j.unmatched(d)
 		}
 	}
-	k, _ := slices.BinarySearchFunc(ix.open, g.tok, func(d *Deletion, t int64) int {
+	k, _ := slices.BinarySearchFunc(ix.open, g.made, func(d *Deletion, t int64) int {
 		if d.Revision <= t {
 			return -1
 		}
@@ -301,10 +301,10 @@ func (ix *lockDeletions) claim(g *operation) claim {
 		return c
 	}
 	if obs := ix.j.sd.observed; obs > 0 {
-		c.lo = max(obs, g.tok) + 1
+		c.lo = max(obs, g.made) + 1
 		c.why = fmt.Sprintf("the history records no deletion of it, and the observer saw every deletion only up to revision %d", obs)
 	} else {
-		c.lo = g.tok + 1
+		c.lo = g.made + 1
 		c.why = "the history records no deletion of it, and no observed revision up to which it records every deletion"
 	}
 	return c
@@ -457,7 +457,7 @@ func (j *contractJudge) lost(grants []*operation) {
 	}
 	for _, g := range grants {
 		switch {
-		case !g.hasTok:
+		case g.made == 0:
 			j.cannot(promiseLost, "a grant carries no token")
 			continue
 		case g.rev == 0 && g.revMax == 0:
@@ -473,7 +473,7 @@ func (j *contractJudge) lost(grants []*operation) {
 			// creation and that read. A key gone by the read may have
 			// gone before the decision or after it.
 			if held, ok := j.claim[g.belief].heldAt(g.revMax); !ok || !held {
-				j.cannot(promiseLost, fmt.Sprintf("the lock does not tell its decision %s, and the %s of token %d was gone by %s %d, which locktest read after the reply: the history cannot tell whether before the decision", rev, key, g.tok, rev, g.revMax))
+				j.cannot(promiseLost, fmt.Sprintf("the lock does not tell its decision %s, and the %s of token %d was gone by %s %d, which locktest read after the reply: the history cannot tell whether before the decision", rev, key, g.made, rev, g.revMax))
 			}
 			continue
 		}
@@ -481,17 +481,17 @@ func (j *contractJudge) lost(grants []*operation) {
 		held, ok := c.heldAt(g.rev)
 		switch {
 		case !ok:
-			j.cannot(promiseLost, fmt.Sprintf("the history does not say whether the %s of token %d was deleted by %s %d: %s", key, g.tok, rev, g.rev, c.why))
+			j.cannot(promiseLost, fmt.Sprintf("the history does not say whether the %s of token %d was deleted by %s %d: %s", key, g.made, rev, g.rev, c.why))
 		case !held && len(j.violations[promiseLost]) <= maxStories:
 			d := c.del
 			waited := ""
 			if g.call <= d.Time && d.Time <= g.ret {
 				waited = " while it waited"
 			}
-			j.broke(promiseLost, Violation{Key: g.key, Processes: []int{int(g.process)}, Tokens: []int64{g.tok},
+			j.broke(promiseLost, Violation{Key: g.key, Processes: []int{int(g.process)}, Tokens: []int64{g.made},
 				From: min(d.Time, g.ret), To: g.ret, Faults: h.faultsDuring(min(d.Time, g.call), g.ret),
 				Story: fmt.Sprintf("on key %q, %s was granted token %d at %s (asked at %s) on a state at %s %d, but the server had deleted its %s (token %d) at %s %d (%s)%s%s: it was granted a lock whose %s was already gone.",
-					g.key, h.who(g.process), g.tok, h.at(g.ret), h.at(g.call), rev, g.rev, key, g.tok, rev, d.Revision, h.at(d.Time), deletionCause(h, *d), waited, key)})
+					g.key, h.who(g.process), g.made, h.at(g.ret), h.at(g.call), rev, g.rev, key, g.made, rev, d.Revision, h.at(d.Time), deletionCause(h, *d), waited, key)})
 		}
 	}
 }
@@ -549,20 +549,20 @@ func (j *contractJudge) overlaps() {
 	}
 	for _, ov := range an.Overlaps {
 		a, b := ov.First.grant, ov.Second.grant
-		if !a.hasTok || !b.hasTok || !a.keyed() || !b.keyed() {
+		if a.made == 0 || b.made == 0 || !a.keyed() || !b.keyed() {
 			j.cannot(promiseOverlap, "an overlap's grants do not carry their tokens and keys")
 			classed(ov, ClassUndecided)
 			continue
 		}
 		// The holder first in line is the one whose claim is older.
 		first, later := a, b
-		if b.tok < a.tok {
+		if b.made < a.made {
 			first, later = b, a
 		}
-		if first.tok > later.rev && later.rev > 0 {
+		if first.made > later.rev && later.rev > 0 {
 			// The claim first in line was created after the other grant's
 			// decision: then the other is first in revision order.
-			j.cannot(promiseOverlap, fmt.Sprintf("token %d was created after the decision %s %d of token %d", first.tok, rev, later.rev, later.tok))
+			j.cannot(promiseOverlap, fmt.Sprintf("token %d was created after the decision %s %d of token %d", first.made, rev, later.rev, later.made))
 			classed(ov, ClassUndecided)
 			continue
 		}
@@ -583,11 +583,11 @@ func (j *contractJudge) overlaps() {
 			if len(j.violations[promiseOverlap]) > maxStories {
 				continue
 			}
-			j.broke(promiseOverlap, Violation{Key: ov.Key, Processes: []int{int(first.process), int(later.process)}, Tokens: []int64{first.tok, later.tok},
+			j.broke(promiseOverlap, Violation{Key: ov.Key, Processes: []int{int(first.process), int(later.process)}, Tokens: []int64{first.made, later.made},
 				From: ov.From, To: ov.To, Faults: h.faultsDuring(ov.From, ov.To),
 				Story: fmt.Sprintf("on key %q, %s (token %d, granted %s) and %s (token %d, granted %s %s) both held the lock from %s to %s, but %s's %s (token %d) %s: the second grant was made while the first holder's claim was on the server.",
-					ov.Key, h.who(first.process), first.tok, h.at(first.ret), h.who(later.process), later.tok, h.at(later.ret), cl.decided,
-					h.at(ov.From), h.at(ov.To), h.who(first.process), key, first.tok, cl.still)})
+					ov.Key, h.who(first.process), first.made, h.at(first.ret), h.who(later.process), later.made, h.at(later.ret), cl.decided,
+					h.at(ov.From), h.at(ov.To), h.who(first.process), key, first.made, cl.still)})
 		}
 	}
 }
@@ -658,7 +658,7 @@ func (j *contractJudge) classify(first, later *operation, c claim) overlapClass 
 		held, ok := c.heldAt(later.rev)
 		switch {
 		case !ok:
-			return overlapClass{class: ClassUndecided, why: fmt.Sprintf("the history does not say whether the %s of token %d was deleted by %s %d: %s", key, first.tok, rev, later.rev, c.why)}
+			return overlapClass{class: ClassUndecided, why: fmt.Sprintf("the history does not say whether the %s of token %d was deleted by %s %d: %s", key, first.made, rev, later.rev, c.why)}
 		case !held:
 			return gone()
 		}
@@ -672,7 +672,7 @@ func (j *contractJudge) classify(first, later *operation, c claim) overlapClass 
 	}
 	// Gone already when the later grant's own key was created: gone at
 	// its decision.
-	if held, ok := c.heldAt(later.tok); ok && !held {
+	if held, ok := c.heldAt(later.made); ok && !held {
 		return gone()
 	}
 	if later.revMax > 0 {
@@ -683,10 +683,10 @@ func (j *contractJudge) classify(first, later *operation, c claim) overlapClass 
 	if j.releasedAfter(first, later.ret, c) {
 		return bug("(by real-time order: its holder released it only after this reply)")
 	}
-	why := fmt.Sprintf("the lock does not tell its decision %s, and the %s of token %d was deleted at %s %d, after the later grant's own key was created (%s %d)", rev, key, first.tok, rev, c.hi, rev, later.tok)
+	why := fmt.Sprintf("the lock does not tell its decision %s, and the %s of token %d was deleted at %s %d, after the later grant's own key was created (%s %d)", rev, key, first.made, rev, c.hi, rev, later.made)
 	switch {
 	case c.hi == math.MaxInt64 || c.lo < c.hi:
-		why = fmt.Sprintf("the lock does not tell its decision %s, and the history does not say whether the %s of token %d was on the server after %s %d: %s", rev, key, first.tok, rev, later.tok, c.why)
+		why = fmt.Sprintf("the lock does not tell its decision %s, and the history does not say whether the %s of token %d was on the server after %s %d: %s", rev, key, first.made, rev, later.made, c.why)
 	case later.revMax > 0:
 		why += fmt.Sprintf(" and by %s %d, which locktest read after the reply: the decision lies between", rev, later.revMax)
 	default:

@@ -381,3 +381,25 @@ func TestContractBounds(t *testing.T) {
 		rel(2, "lock", 6000, 6010, ok).deleted(6005, "c2", 12, 20, "release")
 	expect(t, Contract(h.ops()), Unknown, "no revision_max read by locktest after the reply")
 }
+
+// A lock without tokens (kazoo's) is judged by its claims' creation
+// points, read from the servers (claim_created), never by tokens: promise
+// 1 stays unjudged, promise 3 is judged.
+func TestContractClaimCreated(t *testing.T) {
+	grant := func(p int, inv, ret, created, revMax int64, claim string) func(h *hist) *hist {
+		return func(h *hist) *hist {
+			v := &histories.Value{Claim: claim, ClaimCreated: &created, RevisionMax: &revMax}
+			return h.op(p, "lock", histories.Acquire, inv, ret, ok, nil, v)
+		}
+	}
+	h := (&hist{}).recorded(100, 1, 2)
+	h = grant(1, 1000, 1100, 10, 10, "/l/lock/n-1")(h)
+	h = grant(2, 1050, 2100, 12, 14, "/l/lock/n-2")(h)
+	h.rel(1, "lock", 5000, 5010, ok).deleted(5005, "c1", 10, 17, "release").
+		rel(2, "lock", 6000, 6010, ok).deleted(6005, "c2", 12, 20, "release")
+	r := Contract(h.ops())
+	expect(t, r, Invalid, "Promise 3 (overlap only after loss)", "Promise 1 (tokens grow) could not be judged: a grant carries no token")
+	if r.LockBugs != 1 {
+		t.Errorf("%d bugs, want 1", r.LockBugs)
+	}
+}

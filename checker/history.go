@@ -93,6 +93,10 @@ type granted struct {
 	// revMax is an upper bound on the decision revision, read by locktest
 	// after the reply (0: none).
 	revMax int64
+	// made is the claim's creation point: the token (every token the
+	// contract judges by is its key's create revision), or, for a grant
+	// without one, the claim_created the servers gave (0: neither).
+	made int64
 	// belief is the index of the belief the grant started.
 	belief int32
 }
@@ -264,6 +268,12 @@ func (b *Builder) add(op histories.Op, inv int) {
 		}
 		if r, ok := op.RevisionBound(); ok {
 			o.revMax = r
+		}
+		switch c := op.Value; {
+		case o.hasTok:
+			o.made = o.tok
+		case c != nil && c.ClaimCreated != nil:
+			o.made = *c.ClaimCreated
 		}
 		if op.Value != nil {
 			o.claim = op.Value.Claim

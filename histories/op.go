@@ -94,6 +94,12 @@ type Value struct {
 	// Acquire returned. The decision was at or before it; it is never the
 	// decision itself.
 	RevisionMax *int64 `json:"revision_max,omitempty"`
+	// ClaimCreated is, for an acquire ok without a token, its claim's
+	// creation point read from the servers after the reply (ZooKeeper: the
+	// czxid of the grant's own sequential znode, a name never reused): the
+	// contract check takes it where it takes a token for the claim's
+	// create revision, never as a token.
+	ClaimCreated *int64 `json:"claim_created,omitempty"`
 	// Claim is, for an acquire ok, the key the grant holds, when the lock
 	// says (lock.Keyed) and its backend records it: its deletion (a
 	// key-deleted event whose create_revision is the token) ends the

@@ -110,6 +110,10 @@ type Claim struct {
 	// given only where the token is its key's create revision, which the
 	// contract check takes it for.
 	DecidedBy int64
+	// Created is, for a grant without a token, its key's creation point
+	// on the server, where the backend can read the grant's own (0: not
+	// known); DecidedBy is then bounded against it.
+	Created int64
 }
 
 // Keys are the lock keys of a run, as an observer watches them.

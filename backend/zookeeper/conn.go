@@ -99,43 +99,41 @@ func (r *run) session() *zklock.Session {
 	return r.direct
 }
 
-// decidedBy bounds from above the decision zxid of a grant of node whose
-// token is token, read past every client's links after the grant's reply:
+// bounds reads, past every client's links after a grant's reply, node's
+// creation zxid (czxid) and an upper bound on the grant's decision zxid:
 // after a sync (the read then sees every change committed before the
 // reply, the decision's state among them), the Pzxid of node's parent,
 // the zxid of the last creation or deletion of a child of it. A child
-// deleted at a higher zxid was still there at the decision. 0 when not
-// known, or when the token is not the node's creation zxid (the contract
-// takes a token for its key's creation point).
-func (r *run) decidedBy(node string, token int64) int64 {
+// deleted at a higher zxid was still there at the decision. 0, 0 when not
+// known within a second, or node is gone.
+func (r *run) bounds(node string) (czxid, pzxid int64) {
 	direct := r.session()
 	if direct == nil || node == "" {
-		return 0
+		return 0, 0
 	}
 	dir := path.Dir(node)
-	done := make(chan int64, 1)
+	done := make(chan [2]int64, 1)
 	go func() {
+		var got [2]int64
+		defer func() { done <- got }()
 		if _, err := direct.Conn.Sync(dir); err != nil {
-			done <- 0
 			return
 		}
 		_, st, err := direct.Conn.Exists(node)
-		if err != nil || st == nil || st.Czxid != token {
-			done <- 0
+		if err != nil || st == nil || st.Czxid == 0 {
 			return
 		}
-		_, st, err = direct.Conn.Exists(dir)
-		if err != nil || st == nil {
-			done <- 0
+		_, dst, err := direct.Conn.Exists(dir)
+		if err != nil || dst == nil {
 			return
 		}
-		done <- st.Pzxid
+		got = [2]int64{st.Czxid, dst.Pzxid}
 	}()
 	select {
-	case z := <-done:
-		return z
+	case got := <-done:
+		return got[0], got[1]
 	case <-time.After(time.Second):
-		return 0
+		return 0, 0
 	}
 }
 
@@ -208,8 +206,14 @@ func (c *conn) Granted(l lock.Locker, held lock.Held, p histories.Process) workl
 	}
 	if g.node != "" {
 		c.run.notes.granted(g.node)
-		if u, ok := held.(lock.Untokened); !ok || !u.Untokened() {
-			g.decidedBy = c.run.decidedBy(g.node, g.token)
+		// The contract takes a token for its node's czxid: a bound only
+		// where it is. A grant without a token gets its node's czxid, its
+		// own (a sequential znode's name is never reused).
+		czxid, pzxid := c.run.bounds(g.node)
+		if u, ok := held.(lock.Untokened); ok && u.Untokened() {
+			g.created, g.decidedBy = czxid, pzxid
+		} else if czxid == g.token {
+			g.decidedBy = pzxid
 		}
 	}
 	return g
@@ -220,13 +224,14 @@ type grant struct {
 	notes     *notes
 	token     int64
 	decided   int64
-	decidedBy int64  // see run.decidedBy
+	decidedBy int64  // see run.bounds
+	created   int64  // of a grant without a token: its node's czxid (0: not known)
 	node      string // "" if the recipe does not tell (lock.Keyed)
 	session   int64  // 0 if not known
 }
 
 func (g *grant) Claim() workload.Claim {
-	cl := workload.Claim{Key: g.node, Decided: g.decided, DecidedBy: g.decidedBy}
+	cl := workload.Claim{Key: g.node, Decided: g.decided, DecidedBy: g.decidedBy, Created: g.created}
 	if g.session != 0 {
 		cl.Lease = sessionHex(g.session)
 	}

@@ -350,6 +350,9 @@ func TestImpatientClientCaught(t *testing.T) {
 			t.Fatal(err)
 		}
 		impatient(t, "zookeeper", []string{"/usr/bin/python3", script})
+		// Without a token, as kazoo's own Lock: judged by its znode's
+		// czxid, read from the servers.
+		impatient(t, "zookeeper", []string{"/usr/bin/python3", script, "--no-token"})
 	})
 	res := run(t, "etcd", testClient(t, "--no-revision"), func(o *runOptions) {
 		o.faults = []string{"pause"}
