@@ -696,11 +696,12 @@ func (j *contractJudge) classify(first, later *operation, c claim) overlapClass 
 }
 
 // releasedAfter says whether first's claim c was on the server until after
-// t in real time: its one recorded deletion was its owner's release, and
-// the owner's client invoked no release of the lock from before first was
-// asked for (none in flight then) until after t.
+// t in real time: its one recorded deletion was its owner's release call
+// (on a backend whose observer ties it to the call: Terms.ReleaseByCall),
+// and the owner's client invoked no release of the lock from before first
+// was asked for (none in flight then) until after t.
 func (j *contractJudge) releasedAfter(first *operation, t int64, c claim) bool {
-	if c.del == nil || c.lo != c.hi || c.del.By != histories.DeletedByRelease {
+	if c.del == nil || c.lo != c.hi || c.del.By != histories.DeletedByRelease || !j.h.terms().ReleaseByCall {
 		return false
 	}
 	owner := j.sd.clients[first.process]
