@@ -473,7 +473,7 @@ func (j *contractJudge) lost(grants []*operation) {
 			// creation and that read. A key gone by the read may have
 			// gone before the decision or after it.
 			if held, ok := j.claim[g.belief].heldAt(g.revMax); !ok || !held {
-				j.cannot(promiseLost, fmt.Sprintf("the lock does not tell its decision %s, and the %s of token %d was gone by %s %d, which locktest read after the reply: the history cannot tell whether before the decision", rev, key, g.made, rev, g.revMax))
+				j.cannot(promiseLost, fmt.Sprintf("the lock does not tell its decision %s, and the %s was gone by %s %d, which locktest read after the reply: the history cannot tell whether before the decision", rev, j.claimOf(g), rev, g.revMax))
 			}
 			continue
 		}
@@ -481,7 +481,7 @@ func (j *contractJudge) lost(grants []*operation) {
 		held, ok := c.heldAt(g.rev)
 		switch {
 		case !ok:
-			j.cannot(promiseLost, fmt.Sprintf("the history does not say whether the %s of token %d was deleted by %s %d: %s", key, g.made, rev, g.rev, c.why))
+			j.cannot(promiseLost, fmt.Sprintf("the history does not say whether the %s was deleted by %s %d: %s", j.claimOf(g), rev, g.rev, c.why))
 		case !held && len(j.violations[promiseLost]) <= maxStories:
 			d := c.del
 			waited := ""
@@ -658,7 +658,7 @@ func (j *contractJudge) classify(first, later *operation, c claim) overlapClass 
 		held, ok := c.heldAt(later.rev)
 		switch {
 		case !ok:
-			return overlapClass{class: ClassUndecided, why: fmt.Sprintf("the history does not say whether the %s of token %d was deleted by %s %d: %s", key, first.made, rev, later.rev, c.why)}
+			return overlapClass{class: ClassUndecided, why: fmt.Sprintf("the history does not say whether the %s was deleted by %s %d: %s", j.claimOf(first), rev, later.rev, c.why)}
 		case !held:
 			return gone()
 		}
@@ -683,16 +683,27 @@ func (j *contractJudge) classify(first, later *operation, c claim) overlapClass 
 	if j.releasedAfter(first, later.ret, c) {
 		return bug("(by real-time order: its holder released it only after this reply)")
 	}
-	why := fmt.Sprintf("the lock does not tell its decision %s, and the %s of token %d was deleted at %s %d, after the later grant's own key was created (%s %d)", rev, key, first.made, rev, c.hi, rev, later.made)
+	why := fmt.Sprintf("the lock does not tell its decision %s, and the %s was deleted at %s %d, after the later grant's own %s was created (%s %d)", rev, j.claimOf(first), rev, c.hi, key, rev, later.made)
 	switch {
 	case c.hi == math.MaxInt64 || c.lo < c.hi:
-		why = fmt.Sprintf("the lock does not tell its decision %s, and the history does not say whether the %s of token %d was on the server after %s %d: %s", rev, key, first.made, rev, later.made, c.why)
+		why = fmt.Sprintf("the lock does not tell its decision %s, and the history does not say whether the %s was on the server after %s %d: %s", rev, j.claimOf(first), rev, later.made, c.why)
 	case later.revMax > 0:
 		why += fmt.Sprintf(" and by %s %d, which locktest read after the reply: the decision lies between", rev, later.revMax)
 	default:
 		why += ", and locktest has no read after the reply to bound the decision"
 	}
 	return overlapClass{class: ClassUndecided, why: why}
+}
+
+// claimOf names g's claim: "key of token T", or, for a grant without a
+// token, "key created at revision R" (its creation point, read from the
+// servers).
+func (j *contractJudge) claimOf(g *operation) string {
+	t := j.h.terms()
+	if g.hasTok {
+		return fmt.Sprintf("%s of token %d", t.key(), g.tok)
+	}
+	return fmt.Sprintf("%s created at %s %d", t.key(), t.revision(), g.made)
 }
 
 // releasedAfter says whether first's claim c was on the server until after

@@ -283,7 +283,11 @@ func (h *History) waitedTooLong(c string, w []try, start, e int64, bound time.Du
 		r.Story = s + "."
 		return r
 	case got:
-		s = fmt.Sprintf("%s asked for lock %q at %s and got it only at %s, %v later, over %s: %s; more than the bound of %v after %s.",
+		asked := "asked for lock %q at %s"
+		if w[0].call < start {
+			asked = "was asking for lock %q when the wait began at %s"
+		}
+		s = fmt.Sprintf("%s "+asked+" and got it only at %s, %v later, over %s: %s; more than the bound of %v after %s.",
 			clientActor(c), key, h.at(start), h.at(e), time.Duration(e-start).Round(time.Millisecond),
 			words.Plural(len(w), "attempt"), h.attemptsInWords(w), bound, since)
 	default:
