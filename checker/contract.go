@@ -73,6 +73,9 @@ type contractJudge struct {
 	unjudged   map[string]string // promise → why not (first reason)
 	races      int
 	bugs       int
+	undecided  int
+	classes    []OverlapClass
+	classOf    map[[2]*operation]string // by the overlap's two grants
 }
 
 // noRevisions says why promises judged by revisions cannot be judged on a
@@ -135,7 +138,7 @@ func (j *contractJudge) claims(grants []*operation) []claim {
 	out := make([]claim, len(j.sd.beliefs)) // by the grant's belief
 	byLock := map[string][]*operation{}
 	for _, g := range grants {
-		if g.hasTok {
+		if g.made > 0 {
 			byLock[g.key] = append(byLock[g.key], g)
 		}
 	}
@@ -168,7 +171,7 @@ type lockDeletions struct {
 func (j *contractJudge) indexDeletions(lock string, grants []*operation) *lockDeletions {
 	ix := &lockDeletions{j: j, instances: map[string][]*Deletion{}}
 	byToken := slices.Clone(grants)
-	byTok := func(a, b *operation) int { return cmp.Compare(a.tok, b.tok) }
+	byTok := func(a, b *operation) int { return cmp.Compare(a.made, b.made) }
 	if !slices.IsSortedFunc(byToken, byTok) { // tokens mostly grow with the grants
 		slices.SortFunc(byToken, byTok)
 	}
@@ -186,13 +189,13 @@ func (j *contractJudge) indexDeletions(lock string, grants []*operation) *lockDe
 		if d.Key != "" && d.Key != lock {
 			continue
 		}
-		k, _ := slices.BinarySearchFunc(byToken, d.Token, func(g *operation, t int64) int { return cmp.Compare(g.tok, t) })
+		k, _ := slices.BinarySearchFunc(byToken, d.Token, func(g *operation, t int64) int { return cmp.Compare(g.made, t) })
 		known := false
 		if d.Token > 0 {
 			ix.created = append(ix.created, d)
-			known = k < len(byToken) && byToken[k].tok == d.Token
+			known = k < len(byToken) && byToken[k].made == d.Token
 		}
-		for ; known && k < len(byToken) && byToken[k].tok == d.Token; k++ {
+		for ; known && k < len(byToken) && byToken[k].made == d.Token; k++ {
 			g := byToken[k]
 			if g.claim == "" {
 				known = false
@@ -228,8 +231,8 @@ func (ix *lockDeletions) claim(g *operation) claim {
 	c := claim{lo: math.MaxInt64, hi: math.MaxInt64}
 	definite := func(d *Deletion) {
 		if d.Revision == 0 { // deleted, but when is not known
-			if g.tok+1 < c.lo {
-				c.lo, c.before = g.tok+1, d
+			if g.made+1 < c.lo {
+				c.lo, c.before = g.made+1, d
 				c.why = ix.j.unmatched(d)
 			}
 			return
@@ -238,15 +241,15 @@ func (ix *lockDeletions) claim(g *operation) claim {
 			c.hi, c.del = d.Revision, d
 		}
 	}
-	for _, d := range ix.createdAt(g.tok) {
+	for _, d := range ix.createdAt(g.made) {
 		definite(d)
 	}
 	if g.claim != "" {
 		// The span of the key the grant holds that stood at its token:
 		// the last created before it.
 		ds := ix.instances[g.claim]
-		k, _ := slices.BinarySearchFunc(ds, g.tok, func(d *Deletion, t int64) int { return cmp.Compare(d.Token, t) })
-		if k > 0 && ds[k-1].Token < g.tok && ds[k-1].Revision > g.tok {
+		k, _ := slices.BinarySearchFunc(ds, g.made, func(d *Deletion, t int64) int { return cmp.Compare(d.Token, t) })
+		if k > 0 && ds[k-1].Token < g.made && ds[k-1].Revision > g.made {
 			definite(ds[k-1])
 		}
 	}
@@ -254,7 +257,7 @@ func (ix *lockDeletions) claim(g *operation) claim {
 		// Several deletions of keys created at one revision (keys created
 		// together) leave the claim's between the first and the last.
 		first := c.hi
-		for _, d := range ix.createdAt(g.tok) {
+		for _, d := range ix.createdAt(g.made) {
 			if d.Revision > 0 {
 				first = min(first, d.Revision)
 			}
@@ -263,23 +266,23 @@ func (ix *lockDeletions) claim(g *operation) claim {
 			c.lo = first
 		}
 		if c.lo < c.hi && c.why == "" {
-			c.why = fmt.Sprintf("deletions of keys created at revision %d are recorded at revisions %d and %d", g.tok, c.lo, c.hi)
+			c.why = fmt.Sprintf("deletions of keys created at revision %d are recorded at revisions %d and %d", g.made, c.lo, c.hi)
 		}
 		return c
 	}
 	// The first open deletion that may be the claim's.
 	may := func(d *Deletion) bool {
-		return d.Token < g.tok && (d.owner < 0 || d.owner == g.process)
+		return d.Token < g.made && (d.owner < 0 || d.owner == g.process)
 	}
 	for _, d := range ix.open {
 		if d.Revision > 0 {
 			break
 		}
-		if may(d) && g.tok+1 < c.lo {
-			c.lo, c.before, c.why = g.tok+1, d, ix.j.unmatched(d)
+		if may(d) && g.made+1 < c.lo {
+			c.lo, c.before, c.why = g.made+1, d, ix.j.unmatched(d)
 		}
 	}
-	k, _ := slices.BinarySearchFunc(ix.open, g.tok, func(d *Deletion, t int64) int {
+	k, _ := slices.BinarySearchFunc(ix.open, g.made, func(d *Deletion, t int64) int {
 		if d.Revision <= t {
 			return -1
 		}
@@ -298,10 +301,10 @@ func (ix *lockDeletions) claim(g *operation) claim {
 		return c
 	}
 	if obs := ix.j.sd.observed; obs > 0 {
-		c.lo = max(obs, g.tok) + 1
+		c.lo = max(obs, g.made) + 1
 		c.why = fmt.Sprintf("the history records no deletion of it, and the observer saw every deletion only up to revision %d", obs)
 	} else {
-		c.lo = g.tok + 1
+		c.lo = g.made + 1
 		c.why = "the history records no deletion of it, and no observed revision up to which it records every deletion"
 	}
 	return c
@@ -333,13 +336,26 @@ func (j *contractJudge) unmatched(d *Deletion) string {
 // counted as the lease race (the earlier claim was lost first: expected of
 // any lease lock) or as bugs in the lock.
 func (h *History) Contract() Result {
+	h.contractOnce.Do(func() { h.contract = h.judgeContract() })
+	return h.contract
+}
+
+// OverlapClass is the class the contract check gave overlap o (ClassLeaseRace,
+// ClassLockBug, ClassOtherRelease, ClassUndecided), or "" if it judged no
+// class (a grant without its token or key).
+func (h *History) OverlapClass(o Overlap) string {
+	h.Contract()
+	return h.classOf[[2]*operation{o.First.grant, o.Second.grant}]
+}
+
+func (h *History) judgeContract() Result {
 	began := time.Now()
 	res := Result{Name: histories.CheckContract, Verdict: Unknown}
 	if h.err != nil {
 		res.Explanation = "The history is malformed: " + h.err.Error() + "."
 		return res
 	}
-	j := &contractJudge{h: h, sd: h.story(), violations: map[string][]Violation{}, unjudged: map[string]string{}}
+	j := &contractJudge{h: h, sd: h.story(), violations: map[string][]Violation{}, unjudged: map[string]string{}, classOf: map[[2]*operation]string{}}
 	var grants []*operation
 	keys := map[string]bool{}
 	for _, o := range h.ops {
@@ -360,7 +376,8 @@ func (h *History) Contract() Result {
 	j.overlaps()
 	j.releases()
 	j.live()
-	res.LeaseRaces, res.LockBugs = j.races, j.bugs
+	res.LeaseRaces, res.LockBugs, res.Undecided, res.Overlaps = j.races, j.bugs, j.undecided, j.classes
+	h.classOf = j.classOf
 
 	var lines []string
 	for _, p := range []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive} {
@@ -440,31 +457,41 @@ func (j *contractJudge) lost(grants []*operation) {
 	}
 	for _, g := range grants {
 		switch {
-		case !g.hasTok:
+		case g.made == 0:
 			j.cannot(promiseLost, "a grant carries no token")
 			continue
-		case g.rev == 0:
-			j.cannot(promiseLost, "the grants carry no decision revision (a history recorded before locktest recorded them, or a lock that does not tell one: a lock in another process whose replies give no \"revision\" whose token is its key's create revision)")
+		case g.rev == 0 && g.revMax == 0:
+			j.cannot(promiseLost, "the grants carry no decision revision (a history recorded before locktest recorded them, or a lock that does not tell one: a lock in another process whose replies give no \"revision\" whose token is its key's create revision), and no revision_max read by locktest after the reply")
 			continue
 		case !g.keyed():
 			j.cannot(promiseLost, j.h.terms().Unkeyed)
+			continue
+		case g.rev == 0 && g.revMax > 0:
+			// Without the lock's word, a grant is judged only kept: its
+			// key still on the server at the read locktest made after the
+			// reply was on it at the decision, made between the key's
+			// creation and that read. A key gone by the read may have
+			// gone before the decision or after it.
+			if held, ok := j.claim[g.belief].heldAt(g.revMax); !ok || !held {
+				j.cannot(promiseLost, fmt.Sprintf("the lock does not tell its decision %s, and the %s was gone by %s %d, which locktest read after the reply: the history cannot tell whether before the decision", rev, j.claimOf(g), rev, g.revMax))
+			}
 			continue
 		}
 		c := j.claim[g.belief]
 		held, ok := c.heldAt(g.rev)
 		switch {
 		case !ok:
-			j.cannot(promiseLost, fmt.Sprintf("the history does not say whether the %s of token %d was deleted by %s %d: %s", key, g.tok, rev, g.rev, c.why))
+			j.cannot(promiseLost, fmt.Sprintf("the history does not say whether the %s was deleted by %s %d: %s", j.claimOf(g), rev, g.rev, c.why))
 		case !held && len(j.violations[promiseLost]) <= maxStories:
 			d := c.del
 			waited := ""
 			if g.call <= d.Time && d.Time <= g.ret {
 				waited = " while it waited"
 			}
-			j.broke(promiseLost, Violation{Key: g.key, Processes: []int{int(g.process)}, Tokens: []int64{g.tok},
+			j.broke(promiseLost, Violation{Key: g.key, Processes: []int{int(g.process)}, Tokens: []int64{g.made},
 				From: min(d.Time, g.ret), To: g.ret, Faults: h.faultsDuring(min(d.Time, g.call), g.ret),
 				Story: fmt.Sprintf("on key %q, %s was granted token %d at %s (asked at %s) on a state at %s %d, but the server had deleted its %s (token %d) at %s %d (%s)%s%s: it was granted a lock whose %s was already gone.",
-					g.key, h.who(g.process), g.tok, h.at(g.ret), h.at(g.call), rev, g.rev, key, g.tok, rev, d.Revision, h.at(d.Time), deletionCause(h, *d), waited, key)})
+					g.key, h.who(g.process), g.made, h.at(g.ret), h.at(g.call), rev, g.rev, key, g.made, rev, d.Revision, h.at(d.Time), deletionCause(h, *d), waited, key)})
 		}
 	}
 }
@@ -506,63 +533,201 @@ func (j *contractJudge) overlaps() {
 	if an.Truncated {
 		j.cannot(promiseOverlap, fmt.Sprintf("more than %d overlaps; only the first were judged", MaxOverlaps))
 	}
+	classed := func(ov Overlap, class string) {
+		j.classes = append(j.classes, OverlapClass{Key: ov.Key, First: ov.First.AcquireIndex, Second: ov.Second.AcquireIndex, Class: class})
+		j.classOf[[2]*operation{ov.First.grant, ov.Second.grant}] = class
+		if class == ClassUndecided {
+			j.undecided++
+		}
+	}
 	if why := j.noRevisions(); why != "" && len(an.Overlaps) > 0 {
 		j.cannot(promiseOverlap, why)
+		for _, ov := range an.Overlaps {
+			classed(ov, ClassUndecided)
+		}
 		return
 	}
 	for _, ov := range an.Overlaps {
 		a, b := ov.First.grant, ov.Second.grant
-		if !a.hasTok || !b.hasTok || !a.keyed() || !b.keyed() {
+		if a.made == 0 || b.made == 0 || !a.keyed() || !b.keyed() {
 			j.cannot(promiseOverlap, "an overlap's grants do not carry their tokens and keys")
+			classed(ov, ClassUndecided)
 			continue
 		}
 		// The holder first in line is the one whose claim is older.
 		first, later := a, b
-		if b.tok < a.tok {
+		if b.made < a.made {
 			first, later = b, a
 		}
-		if later.rev == 0 {
-			j.cannot(promiseOverlap, "the grants carry no decision revision")
-			continue
-		}
-		if first.tok > later.rev {
+		if first.made > later.rev && later.rev > 0 {
 			// The claim first in line was created after the other grant's
 			// decision: then the other is first in revision order.
-			j.cannot(promiseOverlap, fmt.Sprintf("token %d was created after the decision %s %d of token %d", first.tok, rev, later.rev, later.tok))
+			j.cannot(promiseOverlap, fmt.Sprintf("token %d was created after the decision %s %d of token %d", first.made, rev, later.rev, later.made))
+			classed(ov, ClassUndecided)
 			continue
 		}
 		c := j.claim[first.belief]
-		held, ok := c.heldAt(later.rev)
-		switch {
-		case !ok:
-			j.cannot(promiseOverlap, fmt.Sprintf("the history does not say whether the %s of token %d was deleted by %s %d: %s", key, first.tok, rev, later.rev, c.why))
-		case !held && c.del != nil && c.del.By == histories.DeletedByOther && indefinite(*c.del) == "":
+		cl := j.classify(first, later, c)
+		classed(ov, cl.class)
+		switch cl.class {
+		case ClassUndecided:
+			j.cannot(promiseOverlap, cl.why)
+		case ClassOtherRelease:
 			// Another grant's release deleted the first claim: no lease
 			// race but promise 4's violation, which releases tells.
 			j.bugs++
-		case !held:
+		case ClassLeaseRace:
 			j.races++
 		default:
 			j.bugs++
 			if len(j.violations[promiseOverlap]) > maxStories {
 				continue
 			}
-			var still string
-			switch {
-			case c.del != nil:
-				still = fmt.Sprintf("was deleted only at %s %d (%s)%s", rev, c.del.Revision, h.at(c.del.Time), deletionCause(h, *c.del))
-			case c.before != nil:
-				still = fmt.Sprintf("was on the server until %s %d at least (no deletion that could be its %s's is recorded before)", rev, c.lo-1, key)
-			default:
-				still = fmt.Sprintf("was not deleted by %s %d, the last the observer saw", rev, c.lo-1)
-			}
-			j.broke(promiseOverlap, Violation{Key: ov.Key, Processes: []int{int(first.process), int(later.process)}, Tokens: []int64{first.tok, later.tok},
+			j.broke(promiseOverlap, Violation{Key: ov.Key, Processes: []int{int(first.process), int(later.process)}, Tokens: []int64{first.made, later.made},
 				From: ov.From, To: ov.To, Faults: h.faultsDuring(ov.From, ov.To),
-				Story: fmt.Sprintf("on key %q, %s (token %d, granted %s) and %s (token %d, granted %s on a state at %s %d) both held the lock from %s to %s, but %s's %s (token %d) %s: the second grant was made while the first holder's claim was on the server.",
-					ov.Key, h.who(first.process), first.tok, h.at(first.ret), h.who(later.process), later.tok, h.at(later.ret), rev, later.rev,
-					h.at(ov.From), h.at(ov.To), h.who(first.process), key, first.tok, still)})
+				Story: fmt.Sprintf("on key %q, %s (token %d, granted %s) and %s (token %d, granted %s %s) both held the lock from %s to %s, but %s's %s (token %d) %s: the second grant was made while the first holder's claim was on the server.",
+					ov.Key, h.who(first.process), first.made, h.at(first.ret), h.who(later.process), later.made, h.at(later.ret), cl.decided,
+					h.at(ov.From), h.at(ov.To), h.who(first.process), key, first.made, cl.still)})
 		}
 	}
+}
+
+// The classes of an overlap of two holders, by what the server's truth
+// says of the first holder's claim at the second grant's decision.
+const (
+	// ClassLeaseRace: the first claim was gone: the lease race.
+	ClassLeaseRace = "lease-race"
+	// ClassLockBug: the first claim was certainly on the server: the
+	// lock's bug.
+	ClassLockBug = "lock-bug"
+	// ClassOtherRelease: another grant's release deleted the first claim
+	// (promise 4's violation).
+	ClassOtherRelease = "other-release"
+	// ClassUndecided: the history cannot tell.
+	ClassUndecided = "undecided"
+)
+
+// OverlapClass is the class of one overlap, by its key and the history
+// indices of its two grants (Belief.AcquireIndex).
+type OverlapClass struct {
+	Key    string `json:"key"`
+	First  int    `json:"first"`
+	Second int    `json:"second"`
+	Class  string `json:"class"`
+}
+
+// overlapClass is an overlap's class, with the words its story needs:
+// decided says what the second grant was decided on, still where the first
+// claim was; why, for an undecided one, why not.
+type overlapClass struct {
+	class, decided, still, why string
+}
+
+// classify judges whether first's claim c was on the server at later's
+// decision. The decision point is the lock's own word where it gives one
+// (later.rev); else it lies between two bounds the lock's word is not
+// needed for: from below, the grant's own key's creation (its token: the
+// decision is made on a state that holds it), and from above, a
+// linearizable read locktest made after the reply (later.revMax), or, in
+// real time, the reply itself: a claim deleted only by its owner's release
+// invoked after the reply was on the server at the decision. A bound is
+// never taken for the decision itself: a claim gone between the bounds
+// leaves the overlap undecided.
+func (j *contractJudge) classify(first, later *operation, c claim) overlapClass {
+	h := j.h
+	key, rev := h.terms().key(), h.terms().revision()
+	gone := func() overlapClass {
+		if c.del != nil && c.del.By == histories.DeletedByOther && indefinite(*c.del) == "" {
+			return overlapClass{class: ClassOtherRelease}
+		}
+		return overlapClass{class: ClassLeaseRace}
+	}
+	bug := func(decided string) overlapClass {
+		var still string
+		switch {
+		case c.del != nil:
+			still = fmt.Sprintf("was deleted only at %s %d (%s)%s", rev, c.del.Revision, h.at(c.del.Time), deletionCause(h, *c.del))
+		case c.before != nil:
+			still = fmt.Sprintf("was on the server until %s %d at least (no deletion that could be its %s's is recorded before)", rev, c.lo-1, key)
+		default:
+			still = fmt.Sprintf("was not deleted by %s %d, the last the observer saw", rev, c.lo-1)
+		}
+		return overlapClass{class: ClassLockBug, decided: decided, still: still}
+	}
+	if later.rev > 0 {
+		held, ok := c.heldAt(later.rev)
+		switch {
+		case !ok:
+			return overlapClass{class: ClassUndecided, why: fmt.Sprintf("the history does not say whether the %s was deleted by %s %d: %s", j.claimOf(first), rev, later.rev, c.why)}
+		case !held:
+			return gone()
+		}
+		return bug(fmt.Sprintf("on a state at %s %d", rev, later.rev))
+	}
+	if first.rev == 0 && first.revMax == 0 || later.revMax == 0 {
+		// A grant with neither says nothing of whether its token is its
+		// key's create revision (a lock in another process whose token is
+		// not is recorded without them), nor bounds its decision.
+		return overlapClass{class: ClassUndecided, why: "the grants carry no decision revision, and no revision_max read by locktest after the reply"}
+	}
+	// Gone already when the later grant's own key was created: gone at
+	// its decision.
+	if held, ok := c.heldAt(later.made); ok && !held {
+		return gone()
+	}
+	if later.revMax > 0 {
+		if held, ok := c.heldAt(later.revMax); ok && held {
+			return bug(fmt.Sprintf("on a state at %s %d or before (locktest read %s %d after the reply)", rev, later.revMax, rev, later.revMax))
+		}
+	}
+	if j.releasedAfter(first, later.ret, c) {
+		return bug("(by real-time order: its holder released it only after this reply)")
+	}
+	why := fmt.Sprintf("the lock does not tell its decision %s, and the %s was deleted at %s %d, after the later grant's own %s was created (%s %d)", rev, j.claimOf(first), rev, c.hi, key, rev, later.made)
+	switch {
+	case c.hi == math.MaxInt64 || c.lo < c.hi:
+		why = fmt.Sprintf("the lock does not tell its decision %s, and the history does not say whether the %s was on the server after %s %d: %s", rev, j.claimOf(first), rev, later.made, c.why)
+	case later.revMax > 0:
+		why += fmt.Sprintf(" and by %s %d, which locktest read after the reply: the decision lies between", rev, later.revMax)
+	default:
+		why += ", and locktest has no read after the reply to bound the decision"
+	}
+	return overlapClass{class: ClassUndecided, why: why}
+}
+
+// claimOf names g's claim: "key of token T", or, for a grant without a
+// token, "key created at revision R" (its creation point, read from the
+// servers).
+func (j *contractJudge) claimOf(g *operation) string {
+	t := j.h.terms()
+	if g.hasTok {
+		return fmt.Sprintf("%s of token %d", t.key(), g.tok)
+	}
+	return fmt.Sprintf("%s created at %s %d", t.key(), t.revision(), g.made)
+}
+
+// releasedAfter says whether first's claim c was on the server until after
+// t in real time: its one recorded deletion was its owner's release call
+// (on a backend whose observer ties it to the call: Terms.ReleaseByCall),
+// and the owner's client invoked no release of the lock from before first
+// was asked for (none in flight then) until after t.
+func (j *contractJudge) releasedAfter(first *operation, t int64, c claim) bool {
+	if c.del == nil || c.lo != c.hi || c.del.By != histories.DeletedByRelease || !j.h.terms().ReleaseByCall {
+		return false
+	}
+	owner := j.sd.clients[first.process]
+	for _, o := range j.h.ops {
+		if o.f != histories.Release || o.key != first.key || o.call > t {
+			continue
+		}
+		if o.process != first.process && (owner == "" || j.sd.clients[o.process] != owner) {
+			continue
+		}
+		if o.missing || o.unknown() || o.ret >= first.call {
+			return false
+		}
+	}
+	return true
 }
 
 // releases judges promise 4 on the observer's deletions. An other-release

@@ -320,3 +320,92 @@ func TestContractWords(t *testing.T) {
 		t.Errorf("the story speaks of keys and revisions: %s", r.Explanation)
 	}
 }
+
+// grantRead adds a grant that does not tell its decision revision, with
+// revMax, the revision locktest read after its reply.
+func (h *hist) grantRead(p int, inv, ret, token, revMax int64, claim string) *hist {
+	v := histories.GrantValue(token, 0, claim)
+	v.RevisionMax = &revMax
+	return h.op(p, "lock", histories.Acquire, inv, ret, ok, nil, v)
+}
+
+// Promise 3 judged from the bounds locktest takes itself, for a lock that
+// tells no decision revision: c1 holds token 10; c2's key is created at
+// revision 12 and it is granted at 2.1 s; locktest read revision 14 after
+// the reply.
+func TestContractBounds(t *testing.T) {
+	overlap := func(deleteAt, deleteRev int64, by string, releaseAt int64) *hist {
+		return (&hist{}).recorded(100, 1, 2).
+			grantRead(1, 1000, 1100, 10, 10, "/l/lock/a").
+			grantRead(2, 1050, 2100, 12, 14, "/l/lock/b").
+			rel(1, "lock", releaseAt, releaseAt+10, ok).
+			deleted(deleteAt, "c1", 10, deleteRev, by, "lease_alive", "false").
+			rel(2, "lock", 6000, 6010, ok).
+			deleted(6005, "c2", 12, 20, "release")
+	}
+	for name, tc := range map[string]struct {
+		h     *hist
+		want  Verdict
+		class string
+		says  string
+	}{
+		// The read after the reply still saw c1's key: it was on the
+		// server at the decision, which came before the read.
+		"alive at the read": {overlap(5005, 17, "release", 5000), Invalid, ClassLockBug, "locktest read revision 14 after the reply"},
+		// c1's key was gone before c2's own key was created: the race.
+		"gone before": {overlap(1500, 11, "expiry", 5000).fault("pause-client", []string{"c1"}, 1200, 4000), Valid, ClassLeaseRace, ""},
+		// Deleted between the bounds, by a release invoked only after
+		// the reply: real-time order says it was alive at the decision.
+		"released after the reply": {overlap(2205, 13, "release", 2200), Invalid, ClassLockBug, "by real-time order"},
+		// Deleted by expiry between c2's key's creation and the read: the
+		// decision may be either side.
+		"expired between the bounds": {overlap(2205, 13, "expiry", 2200), Unknown, ClassUndecided, "the decision lies between"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := Contract(tc.h.ops())
+			expect(t, r, tc.want, tc.says)
+			if len(r.Overlaps) != 1 || r.Overlaps[0].Class != tc.class {
+				t.Errorf("classes %+v, want one %s", r.Overlaps, tc.class)
+			}
+			if got := r.LeaseRaces + r.LockBugs + r.Undecided; got != 1 {
+				t.Errorf("%d races, %d bugs, %d undecided: want one overlap", r.LeaseRaces, r.LockBugs, r.Undecided)
+			}
+		})
+	}
+	// On a backend whose "release" is only the owner's session deleting
+	// its node (ZooKeeper's observer), real-time order says nothing.
+	zk := LeaseTerms
+	zk.ReleaseByCall = false
+	r := withTerms(overlap(2205, 13, "release", 2200).ops(), "", zk).Contract()
+	expect(t, r, Unknown, "the decision lies between")
+	// A grant without a decision revision or a read after it says nothing
+	// of its token: undecided, never a bug.
+	h := (&hist{}).recorded(100, 1, 2).
+		grant(1, 1000, 1100, 10, 0, "/l/lock/a").
+		grant(2, 1050, 2100, 12, 0, "/l/lock/b").
+		rel(1, "lock", 5000, 5010, ok).deleted(5005, "c1", 10, 17, "release").
+		rel(2, "lock", 6000, 6010, ok).deleted(6005, "c2", 12, 20, "release")
+	expect(t, Contract(h.ops()), Unknown, "no revision_max read by locktest after the reply")
+}
+
+// A lock without tokens (kazoo's) is judged by its claims' creation
+// points, read from the servers (claim_created), never by tokens: promise
+// 1 stays unjudged, promise 3 is judged.
+func TestContractClaimCreated(t *testing.T) {
+	grant := func(p int, inv, ret, created, revMax int64, claim string) func(h *hist) *hist {
+		return func(h *hist) *hist {
+			v := &histories.Value{Claim: claim, ClaimCreated: &created, RevisionMax: &revMax}
+			return h.op(p, "lock", histories.Acquire, inv, ret, ok, nil, v)
+		}
+	}
+	h := (&hist{}).recorded(100, 1, 2)
+	h = grant(1, 1000, 1100, 10, 10, "/l/lock/n-1")(h)
+	h = grant(2, 1050, 2100, 12, 14, "/l/lock/n-2")(h)
+	h.rel(1, "lock", 5000, 5010, ok).deleted(5005, "c1", 10, 17, "release").
+		rel(2, "lock", 6000, 6010, ok).deleted(6005, "c2", 12, 20, "release")
+	r := Contract(h.ops())
+	expect(t, r, Invalid, "Promise 3 (overlap only after loss)", "Promise 1 (tokens grow) could not be judged: a grant carries no token")
+	if r.LockBugs != 1 {
+		t.Errorf("%d bugs, want 1", r.LockBugs)
+	}
+}

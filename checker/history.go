@@ -50,6 +50,12 @@ type History struct {
 
 	overlapsOnce sync.Once
 	overlaps     OverlapAnalysis
+
+	contractOnce sync.Once
+	contract     Result
+	// classOf is the contract check's class of each overlap, by its two
+	// grants.
+	classOf map[[2]*operation]string
 }
 
 // operation is a client invocation together with its completion.
@@ -84,6 +90,13 @@ type granted struct {
 	// the grant says it holds (lock.Keyed; "": not said).
 	rev   int64
 	claim string
+	// revMax is an upper bound on the decision revision, read by locktest
+	// after the reply (0: none).
+	revMax int64
+	// made is the claim's creation point: the token (every token the
+	// contract judges by is its key's create revision), or, for a grant
+	// without one, the claim_created the servers gave (0: neither).
+	made int64
 	// belief is the index of the belief the grant started.
 	belief int32
 }
@@ -252,6 +265,15 @@ func (b *Builder) add(op histories.Op, inv int) {
 		b.grants = b.grants[1:]
 		if r, ok := op.Revision(); ok {
 			o.rev = r
+		}
+		if r, ok := op.RevisionBound(); ok {
+			o.revMax = r
+		}
+		switch c := op.Value; {
+		case o.hasTok:
+			o.made = o.tok
+		case c != nil && c.ClaimCreated != nil:
+			o.made = *c.ClaimCreated
 		}
 		if op.Value != nil {
 			o.claim = op.Value.Claim

@@ -26,14 +26,19 @@ func Liveness(ops []histories.Op, bound time.Duration) Result { return Build(ops
 //
 // Clients are judged, not process numbers: a client goes on under a new
 // process number after an unknown outcome, and the "process" events say
-// which (a process no event names is a client of its own). An acquire is
-// judged from when it was asked for after the heal: its invocation, or the
-// heal if it was waiting then. It is stuck if it had not returned ok by
-// bound after that, and had not given up (fail or info) before. A client
-// that asked, or failed to build its locker ("locker-failed" events), over
-// more than bound after the heal and never got a grant is stuck too, however
-// its attempts ended. Acquires still waiting less than bound before the end
-// of the history are not judged.
+// which (a process no event names is a client of its own). A client's wait
+// runs from when it asked after the heal (its first acquire's invocation,
+// or the heal if it was waiting then) until it was granted, across its
+// definite failures, its failures to build a locker ("locker-failed"
+// events) and its retries: a wait that ran past bound is a violation, named
+// with the client's attempts, whether the client was granted late, gave up,
+// or was still waiting when the history ended. An unknown outcome (info)
+// of an acquire in flight when the last fault ended restarts the wait at
+// the client's next ask: a fault may have hidden a grant (a lost reply).
+// One invoked after it does not: no fault can hide a grant then, so the
+// lock did not answer in time and the client, asking again, still waits.
+// Waits still open less than bound before the end of the history are not
+// judged.
 //
 // A history with no acquire and no locker failure is unknown: there is
 // nothing to judge; one in which the lock granted nothing at all says so,
@@ -92,116 +97,77 @@ func (h *History) Liveness(bound time.Duration) Result {
 			from, since = f.End, "the end of the last fault at "+h.at(f.End)
 		}
 	}
-	keys := map[string]bool{}
-	type attempts struct {
-		key         string
-		first, last int64
-		n, failed   int
-		got         bool
-		procs       []histories.Process
-		lockerErr   string
-	}
-	perClient := map[string]*attempts{}
-	attempt := func(c string, t int64) *attempts {
-		a := perClient[c]
-		if a == nil {
-			a = &attempts{first: t, last: t}
-			perClient[c] = a
-		}
-		a.first, a.last = min(a.first, t), max(a.last, t)
-		return a
-	}
-	var stuck []Violation
+	// A client's wait runs from when it asked (or from, if it was asking
+	// then) until it was granted, across its definite failures, its
+	// locker failures and its retries: tries are a client's attempts after
+	// from, in the order it made them.
+	tries := map[string][]try{}
 	for _, o := range h.ops {
-		if o.f != histories.Acquire || o.ret < from && !o.missing {
-			continue
-		}
-		asked := max(o.call, from)
-		deadline := addSat(asked, int64(bound))
-		if deadline >= h.end && o.missing {
-			// Still waiting at the end, but not yet for bound: not judged
-			// alone, but the client was asking until the end.
-			a := attempt(name(o.process), asked)
-			a.last, a.key = h.end, cmp.Or(a.key, o.key)
-			a.n++
-			continue
-		}
-		res.Ops++
-		keys[o.key] = true
-		if o.unknown() {
-			res.Unknown++
-		}
-		c := name(o.process)
-		a := attempt(c, asked)
-		a.last = max(a.last, o.ret)
-		a.key = cmp.Or(a.key, o.key)
-		a.n++
-		if o.status == histories.OK {
-			a.got = true
-		}
-		if len(a.procs) == 0 || a.procs[len(a.procs)-1] != o.process { // a client's processes come one after another
-			a.procs = append(a.procs, o.process)
-		}
-		switch {
-		case o.status == histories.OK && o.ret <= deadline:
-		case o.status != histories.OK && !o.missing && o.ret <= deadline:
-			// Gave up in time; judged with the client's other attempts.
-		default:
-			v := Violation{Check: histories.CheckLiveness, Kind: "stuck", Key: o.key, Processes: []int{int(o.process)},
-				From: asked, To: deadline, Faults: h.faultsDuring(asked, deadline)}
-			s := fmt.Sprintf("%s asked for lock %q at %s and had not got it %v later, at %s (bound %v after %s)",
-				who(c, o.process), o.key, h.at(asked), bound, h.at(deadline), bound, since)
-			switch {
-			case o.missing:
-				s += fmt.Sprintf("; it was still waiting when the history ended at %s", h.at(h.end-1))
-			case o.status == histories.OK:
-				s += fmt.Sprintf("; it got it only at %s", h.at(o.ret))
-			default:
-				s += fmt.Sprintf("; it gave up (%s) at %s", o.status, h.at(o.ret))
-			}
-			if len(v.Faults) > 0 {
-				s += "; faults active then: " + h.describeFaults(v.Faults)
-			}
-			v.Story = s + "."
-			stuck = append(stuck, v)
-			a.got = true // already named
+		if o.f == histories.Acquire && (o.ret >= from || o.missing) {
+			c := name(o.process)
+			tries[c] = append(tries[c], try{op: o, call: o.call, ret: o.ret})
 		}
 	}
 	for _, f := range sd.lockerFailed {
 		if f.time >= from {
-			a := attempt(f.client, f.time)
-			a.failed++
-			a.lockerErr = cmp.Or(a.lockerErr, f.err)
+			tries[f.client] = append(tries[f.client], try{call: f.time, ret: f.time, lockerErr: f.err})
 		}
 	}
-	clients := slices.Sorted(maps.Keys(perClient))
+	keys := map[string]bool{}
+	var stuck []Violation
+	anyGot := false
+	clients := slices.Sorted(maps.Keys(tries))
 	for _, c := range clients {
-		a := perClient[c]
-		if a.got || a.last-a.first <= int64(bound) {
-			continue
+		ts := tries[c]
+		slices.SortStableFunc(ts, func(a, b try) int { return cmp.Compare(a.call, b.call) })
+		var w []try // the wait in progress
+		// end closes the wait at e: a violation if it ran past the bound.
+		end := func(e int64) {
+			if len(w) == 0 {
+				return
+			}
+			start := max(w[0].call, from)
+			if e-start > int64(bound) {
+				v := h.waitedTooLong(c, w, start, e, bound, since, who)
+				res.Ops += v.judged
+				stuck = append(stuck, v.Violation)
+			} else {
+				for _, t := range w {
+					if t.op != nil && !t.op.missing {
+						res.Ops++
+					}
+				}
+			}
+			w = nil
 		}
-		if a.n > 0 || a.failed > 0 {
-			res.Ops++ // a client judged on its attempts as a whole
-		}
-		v := Violation{Check: histories.CheckLiveness, Kind: "stuck", Key: a.key, From: a.first, To: a.last,
-			Faults: h.faultsDuring(a.first, a.last)}
-		for _, p := range a.procs {
-			v.Processes = append(v.Processes, int(p))
-		}
-		what := fmt.Sprintf("asked for lock %q %s", a.key, words.Times(a.n))
-		if a.failed > 0 {
-			what = fmt.Sprintf("could not build its locker %s (%s)", words.Times(a.failed), a.lockerErr)
-			if a.n > 0 {
-				what = fmt.Sprintf("asked for lock %q %s and could not build its locker %s (%s)", a.key, words.Times(a.n), words.Times(a.failed), a.lockerErr)
+		for _, t := range ts {
+			w = append(w, t)
+			o := t.op
+			if o == nil {
+				continue
+			}
+			keys[o.key] = true
+			if o.unknown() && !o.missing {
+				res.Unknown++
+			}
+			switch {
+			case o.status == histories.OK:
+				anyGot = true
+				end(o.ret)
+			case o.unknown() && !o.missing && o.call < from:
+				// In flight when the last fault ended: a fault may have
+				// hidden a grant (a lost reply), so the wait restarts at
+				// the client's next ask. After that no fault can: an
+				// unknown outcome is the lock not answering in time, and
+				// the client, asking again, is still waiting.
+				end(o.ret)
 			}
 		}
-		actor := "Client " + c
-		if strings.HasPrefix(c, "process ") {
-			actor = "P" + c[1:]
+		last := int64(0)
+		for _, t := range w {
+			last = max(last, t.ret)
 		}
-		v.Story = fmt.Sprintf("%s %s from %s to %s, more than the bound of %v after %s, and never got the lock.",
-			actor, what, h.at(a.first), h.at(a.last), bound, since)
-		stuck = append(stuck, v)
+		end(last)
 	}
 	slices.SortStableFunc(stuck, func(a, b Violation) int { return cmp.Compare(a.From, b.From) })
 	res.Keys = len(keys)
@@ -228,13 +194,9 @@ func (h *History) Liveness(bound time.Duration) Result {
 		res.Explanation = strings.Join(lines, "\n")
 		return res
 	}
-	if len(perClient) == 0 {
+	if len(tries) == 0 {
 		res.Explanation = fmt.Sprintf("No client asked for a lock after %s: there is nothing to judge.", since)
 		return res
-	}
-	anyGot := false
-	for _, a := range perClient {
-		anyGot = anyGot || a.got
 	}
 	if !anyGot {
 		res.Explanation = fmt.Sprintf("No client was granted a lock after %s, and the %v from there to the end of the history are less than the bound of %v, so none can be called stuck either: the lock may have stopped granting. A quiet period longer than the bound judges it.",
@@ -259,4 +221,126 @@ func (h *History) grantedNothing(sd *storyData, clients int) string {
 		s += fmt.Sprintf("; clients could not build their locker %s (first: %s)", words.Times(n), sd.lockerFailed[0].err)
 	}
 	return s + "."
+}
+
+// try is one of a client's attempts to get a lock: an acquire (op), or a
+// failure to build its locker (op nil, lockerErr set, at call).
+type try struct {
+	op        *operation
+	call, ret int64
+	lockerErr string
+}
+
+// stuckWait is a wait that ran past the bound, and how many acquires it
+// judged.
+type stuckWait struct {
+	Violation
+	judged int
+}
+
+// waitedTooLong tells of client c's wait w, from start to e, longer than
+// bound after since.
+func (h *History) waitedTooLong(c string, w []try, start, e int64, bound time.Duration, since string, who func(string, histories.Process) string) stuckWait {
+	deadline := addSat(start, int64(bound))
+	var r stuckWait
+	var key, lockerErr string
+	acquires, failed := 0, 0
+	for _, t := range w {
+		if t.op == nil {
+			failed++
+			lockerErr = cmp.Or(lockerErr, t.lockerErr)
+			continue
+		}
+		acquires++
+		r.judged++
+		key = cmp.Or(key, t.op.key)
+		if p := int(t.op.process); len(r.Processes) == 0 || r.Processes[len(r.Processes)-1] != p {
+			r.Processes = append(r.Processes, p)
+		}
+	}
+	r.Violation = Violation{Check: histories.CheckLiveness, Kind: "stuck", Key: key, Processes: r.Processes,
+		From: start, To: e, Faults: h.faultsDuring(start, e)}
+	got := w[len(w)-1].op != nil && w[len(w)-1].op.status == histories.OK
+	var s string
+	switch {
+	case len(w) == 1 && acquires == 1:
+		o := w[0].op
+		r.To = deadline
+		r.Faults = h.faultsDuring(start, deadline)
+		s = fmt.Sprintf("%s asked for lock %q at %s and had not got it %v later, at %s (bound %v after %s)",
+			who(c, o.process), o.key, h.at(start), bound, h.at(deadline), bound, since)
+		switch {
+		case o.missing:
+			s += fmt.Sprintf("; it was still waiting when the history ended at %s", h.at(h.end-1))
+		case o.status == histories.OK:
+			s += fmt.Sprintf("; it got it only at %s", h.at(o.ret))
+		default:
+			s += fmt.Sprintf("; it gave up (%s) at %s", o.status, h.at(o.ret))
+		}
+		if len(r.Faults) > 0 {
+			s += "; faults active then: " + h.describeFaults(r.Faults)
+		}
+		r.Story = s + "."
+		return r
+	case got:
+		asked := "asked for lock %q at %s"
+		if w[0].call < start {
+			asked = "was asking for lock %q when the wait began at %s"
+		}
+		s = fmt.Sprintf("%s "+asked+" and got it only at %s, %v later, over %s: %s; more than the bound of %v after %s.",
+			clientActor(c), key, h.at(start), h.at(e), time.Duration(e-start).Round(time.Millisecond),
+			words.Plural(len(w), "attempt"), h.attemptsInWords(w), bound, since)
+	default:
+		what := fmt.Sprintf("asked for lock %q %s", key, words.Times(acquires))
+		if failed > 0 {
+			what = fmt.Sprintf("could not build its locker %s (%s)", words.Times(failed), lockerErr)
+			if acquires > 0 {
+				what = fmt.Sprintf("asked for lock %q %s and could not build its locker %s (%s)", key, words.Times(acquires), words.Times(failed), lockerErr)
+			}
+		}
+		s = fmt.Sprintf("%s %s from %s to %s, more than the bound of %v after %s, and never got the lock.",
+			clientActor(c), what, h.at(w[0].call), h.at(e), bound, since)
+	}
+	r.Story = s
+	return r
+}
+
+// clientActor names client c at the start of a sentence.
+func clientActor(c string) string {
+	if strings.HasPrefix(c, "process ") {
+		return "P" + c[1:]
+	}
+	return "Client " + c
+}
+
+// attemptsInWords lists a wait's attempts, at most six of them.
+func (h *History) attemptsInWords(w []try) string {
+	var parts []string
+	for i, t := range w {
+		if i == 6 {
+			parts = append(parts, fmt.Sprintf("%d more", len(w)-i))
+			break
+		}
+		o := t.op
+		if o == nil {
+			parts = append(parts, fmt.Sprintf("its locker could not be built at %s (%s)", h.at(t.call), t.lockerErr))
+			continue
+		}
+		s := fmt.Sprintf("process %d asked at %s", o.process, h.at(o.call))
+		switch {
+		case o.missing:
+			s += ", still waiting at the end"
+		case o.status == histories.OK:
+			s += ", granted at " + h.at(o.ret)
+		case o.status == histories.Fail:
+			s += ", failed at " + h.at(o.ret)
+		default:
+			s += ", outcome unknown at " + h.at(o.ret)
+		}
+		if err := h.errs[o]; err != "" {
+			s += " (" + err + ")"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
 }

@@ -46,9 +46,13 @@ type Result struct {
 	// overlaps of two holders the lease race explains (the earlier claim
 	// was lost first) and how many were bugs in the lock; Unjudged names
 	// the promises it could not judge.
-	LeaseRaces int      `json:"lease_races,omitempty"`
-	LockBugs   int      `json:"lock_bugs,omitempty"`
-	Unjudged   []string `json:"unjudged,omitempty"`
+	LeaseRaces int `json:"lease_races,omitempty"`
+	LockBugs   int `json:"lock_bugs,omitempty"`
+	// Undecided counts, for the contract check, the overlaps the history
+	// cannot tell to be either; Overlaps gives each judged overlap's class.
+	Undecided int            `json:"undecided_overlaps,omitempty"`
+	Overlaps  []OverlapClass `json:"overlap_classes,omitempty"`
+	Unjudged  []string       `json:"unjudged,omitempty"`
 	// Visual is porcupine's visualization of the check (mutex and
 	// resource), for the caller to write; Visualization is where the
 	// caller wrote it, if it did.

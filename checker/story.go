@@ -202,8 +202,26 @@ func (h *History) overlapViolation(o Overlap) Violation {
 	}
 	lead := fmt.Sprintf("On key %q, %s and %s both believed they held the lock from %s to %s: ",
 		o.Key, h.who(histories.Process(a.Process)), h.who(histories.Process(b.Process)), h.at(o.From), h.at(o.To))
-	v.Story = tell(lead, h.scene(o.Key, []Belief{a, b}, nil, a.From, to))
+	v.Story = tell(lead, h.scene(o.Key, []Belief{a, b}, nil, a.From, to)) + h.classWords(o)
 	return v
+}
+
+// classWords says, after an overlap's story, which class the contract
+// check gave it: only an overlap that began after the earlier holder's
+// claim was gone is the race every lock of its kind has.
+func (h *History) classWords(o Overlap) string {
+	t := h.terms()
+	switch h.OverlapClass(o) {
+	case ClassLeaseRace:
+		return fmt.Sprintf(" This overlap was %s: the earlier holder's %s was gone from the server before the later grant was decided.", t.Race, t.key())
+	case ClassLockBug:
+		return fmt.Sprintf(" This overlap was the lock's bug, not %s: the earlier holder's %s was still on the server when the later grant was decided (contract, promise 3).", t.Race, t.key())
+	case ClassOtherRelease:
+		return fmt.Sprintf(" This overlap was the lock's bug: another grant's release deleted the earlier holder's %s (contract, promise 4).", t.key())
+	case ClassUndecided:
+		return fmt.Sprintf(" Whether this overlap was %s or the lock's bug cannot be told: the history does not say whether the earlier holder's %s was gone when the later grant was decided (see contract).", t.Race, t.key())
+	}
+	return ""
 }
 
 // maxStories caps the direct violations a check tells.

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -334,4 +335,37 @@ func TestStoryBackendWording(t *testing.T) {
 	// its caller gives for none.
 	old := withTerms(pausedHolder().ops(), "", ttlTerms).Mutex(Options{})
 	expect(t, old, Invalid, "its key expired on the server (TTL)")
+}
+
+// A client's wait runs across its retries: each attempt alone is within the
+// bound, the wait is not.
+func TestLivenessAcrossRetries(t *testing.T) {
+	const bound = 7 * time.Second
+	base := func() *hist {
+		return (&hist{}).clientOf(1, "c1").clientOf(3, "c1").clientOf(2, "c2").
+			fault("partition-leader", []string{"m0"}, 1000, 8000).event("heal", 10000, nil, nil).
+			acq(2, "lock", 10050, 10100, ok, 1).rel(2, "lock", 10900, 10950, ok)
+	}
+	// Timed out after the heal, asked again, granted 8.9 s after it first
+	// asked.
+	h := base().acq(1, "lock", 10100, 15100, info, 0).acq(3, "lock", 15200, 19000, ok, 2).rel(3, "lock", 19100, 19200, ok)
+	r := Liveness(h.ops(), bound)
+	expect(t, r, Invalid, `Client c1 asked for lock "lock" at 10.10 s and got it only at 19.00 s, 8.9s later, over 2 attempts: process 1 asked at 10.10 s, outcome unknown at 15.10 s; process 3 asked at 15.20 s, granted at 19.00 s`)
+	if len(r.Violations) != 1 || !slices.Equal(r.Violations[0].Processes, []int{1, 3}) {
+		t.Errorf("violations %+v", r.Violations)
+	}
+	// The same wait, in flight across the heal: a fault may have hidden a
+	// grant, so the wait restarts at the retry (3.9 s: within the bound).
+	h = base().acq(1, "lock", 9500, 14500, info, 0).acq(3, "lock", 14600, 18500, ok, 2).rel(3, "lock", 18600, 18700, ok)
+	expect(t, Liveness(h.ops(), bound), Valid)
+	// Granted once, then failing again and again past the bound: stuck,
+	// though granted before.
+	h = base().acq(1, "lock", 10200, 10300, fail, 0).acq(1, "lock", 11000, 11100, ok, 2).rel(1, "lock", 11200, 11300, ok).
+		acq(1, "lock", 12000, 15000, fail, 0).acq(1, "lock", 15100, 18100, fail, 0).acq(1, "lock", 18200, 19500, fail, 0).
+		read(9, "x", 20000, 20001, ok, 0)
+	expect(t, Liveness(h.ops(), bound), Invalid, `Client c1 asked for lock "lock" 3 times from 12.00 s to 19.50 s, more than the bound of 7s after the final heal at 10.00 s, and never got the lock.`)
+	// Locker failures are part of the wait.
+	h = base().event("locker-failed", 10100, []string{"c1"}, map[string]string{"error": "grant: no leader"}).
+		acq(1, "lock", 16000, 17500, ok, 2).rel(1, "lock", 17600, 17700, ok)
+	expect(t, Liveness(h.ops(), bound), Invalid, "its locker could not be built at 10.10 s (grant: no leader); process 1 asked at 16.00 s, granted at 17.50 s")
 }

@@ -29,6 +29,12 @@ type Terms struct {
 	// Unkeyed is why promise 2 cannot be judged for a lock that does not
 	// tell the key its grant holds.
 	Unkeyed string
+	// ReleaseByCall says that a key-deleted "release" was made by the
+	// owner's release call, after its invocation (etcd's observer ties it
+	// to the release's intent), so real-time order bounds it. ZooKeeper's
+	// says only that the owner's session deleted its granted node, which
+	// a lock could do of its own accord.
+	ReleaseByCall bool
 	// Key is what a grant holds on the server, in a word ("znode"), and
 	// Revision what orders the server's changes ("zxid"); "" is "key" and
 	// "revision".
@@ -59,6 +65,7 @@ var LeaseTerms = Terms{
 	Alive:         "while %s's lease was alive",
 	Claim:         "the lease",
 	Unkeyed:       "the lock does not say which key a grant holds (lock.Keyed)",
+	ReleaseByCall: true,
 	Unsafe:        "a lease lock alone is not mutual exclusion",
 	Race:          "the lease race (expected for any lease lock; fencing is the cure)",
 	RaceShort:     "lease",

@@ -80,7 +80,7 @@ type Options struct {
 	// stale write, for sweeps that look for the first violation.
 	StopOnViolation bool `json:"stop_on_violation,omitempty"`
 	// Required are the checks whose failure decides the verdict (default
-	// resource).
+	// RequireData).
 	Required []string `json:"required"`
 	// CheckTimeout limits each check (default 1 min).
 	CheckTimeout time.Duration `json:"check_timeout_ns"`
@@ -134,7 +134,7 @@ func (o *Options) defaults() error {
 		}
 	}
 	if o.Required == nil {
-		o.Required = []string{histories.CheckResource}
+		o.Required = []string{RequireData}
 	}
 	required, err := expandRequire(o.Required)
 	if err != nil {

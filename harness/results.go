@@ -34,14 +34,42 @@ func expandRequire(names []string) ([]string, error) {
 		switch {
 		case name == "all":
 			out = append(out, checker.Names()...)
+		case name == RequireData:
+			out = append(out, name)
 		case slices.Contains(checker.Names(), name):
 			out = append(out, name)
 		default:
-			return nil, fmt.Errorf("--require: unknown check %q (want %s or all)", name, strings.Join(checker.Names(), ", "))
+			return nil, fmt.Errorf("--require: unknown check %q (want %s, %s or all)", name, strings.Join(checker.Names(), ", "), RequireData)
 		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// RequireData, the default of --require, requires the data checks that
+// could judge: resource always (its unknown leaves the run unknown, as
+// before), and invariant unless it is unknown. So damaged data decides the
+// exit status whatever the lock tells: a lock without a fencing token
+// leaves resource unknown, yet a lost update (invariant invalid) makes the
+// run invalid; an invariant that cannot judge (writes of unknown outcome
+// that could hide a loss) leaves the verdict to resource.
+const RequireData = "data"
+
+// dataJudged resolves RequireData in required into the checks it requires
+// of these results.
+func dataJudged(checks []checker.Result, required []string) []string {
+	if !slices.Contains(required, RequireData) {
+		return required
+	}
+	out := slices.DeleteFunc(slices.Clone(required), func(n string) bool { return n == RequireData })
+	out = append(out, histories.CheckResource)
+	for _, c := range checks {
+		if c.Name == histories.CheckInvariant && c.Verdict != checker.Unknown {
+			out = append(out, c.Name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Results is what results.json holds.
@@ -244,7 +272,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 		History:        path,
 		Checks:         checks,
 		CheckTime:      time.Since(began),
-		Required:       o.Required,
+		Required:       dataJudged(checks, o.Required),
 		WritesRejected: h.WritesRejected(),
 		MutexOverlaps:  len(h.Overlaps().Overlaps),
 		Warnings:       warnings,
@@ -254,7 +282,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 	if t := r.Torn(); t != nil {
 		res.Warnings = append(res.Warnings, t.Error())
 	}
-	res.Verdict, res.Exit = verdict(checks, o.Required)
+	res.Verdict, res.Exit = verdict(checks, res.Required)
 	if cut != nil && res.Exit == ExitValid {
 		res.Verdict, res.Exit = checker.Unknown, ExitUnknown
 	}

@@ -41,6 +41,35 @@ func TestCheckRequiresAsTheCLIDoes(t *testing.T) {
 	}
 }
 
+// TestDamagedDataDecides: by default (RequireData) a data check that
+// judged decides the exit status: a lost update makes a tokenless lock's
+// run invalid though resource is unknown; an invariant that cannot judge
+// leaves the verdict to resource.
+func TestDamagedDataDecides(t *testing.T) {
+	for _, tc := range []struct {
+		history  string
+		required []string
+		exit     int
+		names    string
+	}{
+		{"lost-update-no-token.jsonl", []string{RequireData}, ExitInvalid, "invariant,resource"},
+		{"lost-update-no-token.jsonl", []string{histories.CheckResource}, ExitUnknown, "resource"},
+		{"writes-without-reads.jsonl", []string{RequireData}, ExitValid, "resource"},
+		{"writes-without-reads.jsonl", []string{histories.CheckInvariant, histories.CheckResource}, ExitUnknown, "invariant,resource"},
+	} {
+		res, err := Check(filepath.Join("..", "histories", "testdata", tc.history), CheckOptions{Required: tc.required})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Exit != tc.exit || strings.Join(res.Required, ",") != tc.names {
+			t.Errorf("%s, --require %v: exit %d requiring %v, want %d requiring %s", tc.history, tc.required, res.Exit, res.Required, tc.exit, tc.names)
+		}
+	}
+	if got, err := ParseRequire("data,contract"); err != nil || strings.Join(got, ",") != "contract,data" {
+		t.Errorf("data,contract: %v %v", got, err)
+	}
+}
+
 // TestCheckVisualizesAndWordsFaults checks the harness's part of a check:
 // it writes each check's visualization as NAME.html, and its stories word
 // the faults as the nemesis describes them.

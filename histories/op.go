@@ -88,6 +88,18 @@ type Value struct {
 	// the newest revision the client's lock had read from the server when
 	// Acquire returned (on a server that orders its changes by revisions).
 	Revision *int64 `json:"revision,omitempty"`
+	// RevisionMax is, for an acquire ok, an upper bound on the decision
+	// revision that does not depend on the lock's word: the revision of a
+	// linearizable read locktest made past every client's link after
+	// Acquire returned. The decision was at or before it; it is never the
+	// decision itself.
+	RevisionMax *int64 `json:"revision_max,omitempty"`
+	// ClaimCreated is, for an acquire ok without a token, its claim's
+	// creation point read from the servers after the reply (ZooKeeper: the
+	// czxid of the grant's own sequential znode, a name never reused): the
+	// contract check takes it where it takes a token for the claim's
+	// create revision, never as a token.
+	ClaimCreated *int64 `json:"claim_created,omitempty"`
 	// Claim is, for an acquire ok, the key the grant holds, when the lock
 	// says (lock.Keyed) and its backend records it: its deletion (a
 	// key-deleted event whose create_revision is the token) ends the
@@ -173,6 +185,15 @@ func (o Op) Revision() (int64, bool) {
 		return 0, false
 	}
 	return *o.Value.Revision, true
+}
+
+// RevisionBound returns an acquire's upper bound on its decision revision
+// (RevisionMax), if the op carries one.
+func (o Op) RevisionBound() (int64, bool) {
+	if o.Value == nil || o.Value.RevisionMax == nil {
+		return 0, false
+	}
+	return *o.Value.RevisionMax, true
 }
 
 // GrantValue builds the value of an acquire ok: the token, the claim's key

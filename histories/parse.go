@@ -79,8 +79,8 @@ type decoder struct {
 }
 
 type valueBlock struct {
-	v             Value
-	tok, val, rev int64
+	v                              Value
+	tok, val, rev, revMax, created int64
 }
 
 // fields of a line and of its value, as the format names them.
@@ -97,6 +97,8 @@ const (
 	fVal
 	fRevision
 	fClaim
+	fRevisionMax
+	fClaimCreated
 	fFault
 	fTargets
 	fParams
@@ -136,6 +138,10 @@ func valueField(name []byte) int {
 		return fRevision
 	case "claim":
 		return fClaim
+	case "revision_max":
+		return fRevisionMax
+	case "claim_created":
+		return fClaimCreated
 	case "fault":
 		return fFault
 	case "targets":
@@ -146,7 +152,7 @@ func valueField(name []byte) int {
 	return 0
 }
 
-var valueNames = []string{"token", "value", "revision", "claim", "fault", "targets", "params"}
+var valueNames = []string{"token", "value", "revision", "claim", "revision_max", "claim_created", "fault", "targets", "params"}
 
 func (d *decoder) decode(b []byte) (r record, ok bool) {
 	d.b, d.i, d.depth = b, 0, 0
@@ -259,6 +265,12 @@ func (d *decoder) value() (*Value, bool) {
 			var s []byte
 			s, ok = d.str()
 			v.Claim = string(s)
+		case fRevisionMax:
+			blk.revMax, ok = d.integer()
+			v.RevisionMax = &blk.revMax
+		case fClaimCreated:
+			blk.created, ok = d.integer()
+			v.ClaimCreated = &blk.created
 		case fFault:
 			var s []byte
 			s, ok = d.str()

@@ -185,9 +185,15 @@ func check(op Op) string {
 		if op.F != Acquire || op.Type != OK {
 			return ""
 		}
+		if max, ok := op.RevisionBound(); ok && max < 0 {
+			return fmt.Sprintf("negative revision_max %d", max)
+		}
 		rev, ok := op.Revision()
 		if !ok {
 			return ""
+		}
+		if max, ok := op.RevisionBound(); ok && max < rev {
+			return fmt.Sprintf("the grant's revision_max %d is below its decision revision %d: a read made after the reply sees the decision's state or a later one", max, rev)
 		}
 		if rev < 0 {
 			return fmt.Sprintf("negative decision revision %d", rev)

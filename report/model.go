@@ -26,7 +26,7 @@ type model struct {
 	Lanes   map[string]lane `json:"-"` // written by marshal, apart
 
 	Faults   []fault `json:"faults"`
-	Overlaps [][]any `json:"overlaps"` // [from, to, clientA, clientB, key]
+	Overlaps [][]any `json:"overlaps"` // [from, to, clientA, clientB, key, class (checker.OverlapClass's; "" not judged)]
 	Plot     plot    `json:"plot"`
 	Links    []link  `json:"links"`
 	// Reads are the reads of processes that are no client's (the final
@@ -273,7 +273,7 @@ func fromHistory(h *checker.History) (model, func(histories.Process) string) {
 		m.Lanes[c] = l
 	}
 	for _, o := range an.Overlaps {
-		m.Overlaps = append(m.Overlaps, []any{ms(o.From), ms(o.To), name(histories.Process(o.First.Process)), name(histories.Process(o.Second.Process)), o.Key})
+		m.Overlaps = append(m.Overlaps, []any{ms(o.From), ms(o.To), name(histories.Process(o.First.Process)), name(histories.Process(o.Second.Process)), o.Key, h.OverlapClass(o)})
 	}
 	// The server's truth, on the lane of the client it struck.
 	truth := func(targets []string, t int64, code float64) {

@@ -8,6 +8,7 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	_ "embed"
 	"fmt"
 	"html/template"
@@ -54,7 +55,8 @@ func Write(out string, res *harness.Results) error {
 		Title: filepath.Base(filepath.Dir(out)), Verdict: string(res.Verdict), Exit: res.Exit, Required: res.Required,
 		Seed: res.Seed, Versions: res.Versions, Reproduce: res.Command, Warnings: res.Warnings, Error: res.Error,
 		Setup: h.Setup(), Scenario: res.Scenario, Shrunk: res.Shrunk,
-		Legend: map[string]string{"expiry": res.Terms.LegendExpired, "lost": res.Terms.LegendLost},
+		Legend: map[string]string{"expiry": res.Terms.LegendExpired, "lost": res.Terms.LegendLost,
+			"race": cmp.Or(res.Terms.RaceShort, "lease") + " race (the earlier holder's key was gone first)"},
 	}
 	if m.Meta.Setup == nil {
 		m.Meta.Setup = map[string]string{}

@@ -170,6 +170,48 @@ func TestReportLostReply(t *testing.T) {
 	}
 }
 
+// Overlaps are drawn by the contract's class: in a history where a Put
+// overwrote a live holder's key (the lock's bug) and a later holder's
+// lease expired under it (the race), the page marks one of each.
+func TestReportOverlapClasses(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join("..", "histories", "testdata", "overwritten-key.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := filepath.Join(dir, "history.jsonl")
+	if err := os.WriteFile(history, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := harness.Check(history, harness.CheckOptions{Required: []string{"contract"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "report.html")
+	if err := Write(out, res); err != nil {
+		t.Fatal(err)
+	}
+	ctx, errs := browser(t)
+	var classes, legend string
+	if err := chromedp.Run(ctx, chromedp.Navigate("file://"+out),
+		chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
+		chromedp.AttributeValue("#canvas", "data-overlaps", &classes, nil),
+		chromedp.Text("#legend", &legend, chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if e := errs.list(); len(e) > 0 {
+		t.Errorf("script errors: %v", e)
+	}
+	if classes != "lock-bug lease-race" {
+		t.Errorf("overlaps drawn as %q, want the lock's bug, then the lease race", classes)
+	}
+	for _, want := range []string{"the lock's bug", "lease race", "not told apart"} {
+		if !strings.Contains(legend, want) {
+			t.Errorf("legend %q lacks %q", legend, want)
+		}
+	}
+}
+
 // The legend speaks of the backend's own mechanism: leases on etcd, a
 // TTL kept by a watchdog on Redis.
 func TestReportLegendByBackend(t *testing.T) {

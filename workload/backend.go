@@ -104,6 +104,16 @@ type Claim struct {
 	// it granted (the contract check's decision revision); 0 when unknown,
 	// or when the server orders its changes by no revision.
 	Decided int64
+	// DecidedBy is an upper bound on the decision revision that does not
+	// depend on the lock's word: the revision of a linearizable read made
+	// past every client's link after Acquire returned (0: none). It is
+	// given only where the token is its key's create revision, which the
+	// contract check takes it for.
+	DecidedBy int64
+	// Created is, for a grant without a token, its key's creation point
+	// on the server, where the backend can read the grant's own (0: not
+	// known); DecidedBy is then bounded against it.
+	Created int64
 }
 
 // Keys are the lock keys of a run, as an observer watches them.

@@ -652,6 +652,12 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	h.grant = c.conn.Granted(l.Locker, held, p)
 	h.claim = h.grant.Claim()
 	granted := histories.GrantValue(h.token, h.claim.Decided, h.claim.Key)
+	if by := h.claim.DecidedBy; by > 0 && (!h.untokened || h.claim.Created > 0) {
+		granted.RevisionMax = &by
+	}
+	if made := h.claim.Created; made > 0 && h.untokened {
+		granted.ClaimCreated = &made
+	}
 	if h.untokened {
 		granted.Token = nil
 	}

@@ -85,7 +85,10 @@ func (r *run) Observe(ctx context.Context, keys workload.Keys, rec workload.Reco
 // claimOf is the lease and the create revision of key on the server, and
 // the revision the server had come to, read over a direct link (0, 0: no
 // such key, or not known within a second; at 0: not known): for a grant
-// that tells its key only, and after its release.
+// that tells its key only, and after its release. The read is linearizable
+// (etcd's default) and made after the grant's reply, so at bounds the
+// grant's decision revision from above: the decision was made on a state
+// committed before the reply, and the read sees it or a later one.
 func (r *run) claimOf(key string) (lease clientv3.LeaseID, created, at int64) {
 	r.mu.Lock()
 	if r.direct == nil {
@@ -204,16 +207,26 @@ func (c *conn) Granted(l lock.Locker, held lock.Held, p histories.Process) workl
 	switch k := held.(type) {
 	case etcdlock.Keyed:
 		g.key, g.lease = k.Key(), k.LeaseID()
+		// A bound only where the token is the key's create revision, as
+		// the contract takes it (check-then-set's Put may overwrite a
+		// key: its token is then the Put's revision).
+		if _, created, at := c.run.claimOf(g.key); created == g.token {
+			g.decidedBy = at
+		}
 	case lock.Keyed:
 		g.key, g.keyOnly = k.Key(), true
-		g.lease, g.created, _ = c.run.claimOf(g.key)
-		if g.created != 0 && g.created != g.token {
+		g.lease, g.created, g.decidedBy = c.run.claimOf(g.key)
+		if g.created != g.token {
 			// The contract judges a claim as the key created at the
 			// token's revision: a lock whose token is something else is
-			// not judged by its decision. (A key gone already is judged:
-			// only a deletion of the key created at the token's revision
-			// can make its grant one of a lost lock.)
-			g.decided = 0
+			// not judged by its decision, nor bounded. (A key gone
+			// already is judged by the lock's word: only a deletion of
+			// the key created at the token's revision can make its grant
+			// one of a lost lock.)
+			g.decidedBy = 0
+			if g.created != 0 {
+				g.decided = 0
+			}
 		}
 	default:
 		if lh != nil {
@@ -237,9 +250,14 @@ type grant struct {
 	conn    *conn
 	token   int64
 	decided int64
-	key     string           // its etcd key, if the recipe tells (etcdlock.Keyed)
-	lease   clientv3.LeaseID // its lease, if known; else 0
-	own     bool             // the lease is the grant's own, not its locker's session
+	// decidedBy is the revision of a linearizable read past every
+	// client's link after the grant's reply: the decision was at or
+	// before it (0: not read, or the token is not the key's create
+	// revision).
+	decidedBy int64
+	key       string           // its etcd key, if the recipe tells (etcdlock.Keyed)
+	lease     clientv3.LeaseID // its lease, if known; else 0
+	own       bool             // the lease is the grant's own, not its locker's session
 	// keyOnly says the lock told its key only (lock.Keyed: a lock in
 	// another process, whose reads the connection does not see), and
 	// created is that key's create revision at the grant (0: gone, or
@@ -259,7 +277,7 @@ func (g *grant) rev() int64 {
 }
 
 func (g *grant) Claim() workload.Claim {
-	cl := workload.Claim{Key: g.key, Decided: g.decided}
+	cl := workload.Claim{Key: g.key, Decided: g.decided, DecidedBy: g.decidedBy}
 	if g.lease != 0 {
 		cl.Lease = leaseHex(g.lease)
 	}

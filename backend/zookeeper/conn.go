@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"hash/fnv"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,14 +75,7 @@ func (r *run) Observe(ctx context.Context, keys workload.Keys, rec workload.Reco
 // known within a second), read past every client's links: for a grant
 // that tells its node only.
 func (r *run) ownerOf(node string) int64 {
-	r.mu.Lock()
-	if r.direct == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		r.direct, _ = (&zklock.Client{Servers: r.e.ClientAddrs()}).Connect(ctx, 10*time.Second)
-		cancel()
-	}
-	direct := r.direct
-	r.mu.Unlock()
+	direct := r.session()
 	if direct == nil {
 		return 0
 	}
@@ -90,6 +84,57 @@ func (r *run) ownerOf(node string) int64 {
 		return 0
 	}
 	return st.EphemeralOwner
+}
+
+// session is the session past every client's links, connected at first
+// use (nil: it could not connect within a second).
+func (r *run) session() *zklock.Session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.direct == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		r.direct, _ = (&zklock.Client{Servers: r.e.ClientAddrs()}).Connect(ctx, 10*time.Second)
+		cancel()
+	}
+	return r.direct
+}
+
+// bounds reads, past every client's links after a grant's reply, node's
+// creation zxid (czxid) and an upper bound on the grant's decision zxid:
+// after a sync (the read then sees every change committed before the
+// reply, the decision's state among them), the Pzxid of node's parent,
+// the zxid of the last creation or deletion of a child of it. A child
+// deleted at a higher zxid was still there at the decision. 0, 0 when not
+// known within a second, or node is gone.
+func (r *run) bounds(node string) (czxid, pzxid int64) {
+	direct := r.session()
+	if direct == nil || node == "" {
+		return 0, 0
+	}
+	dir := path.Dir(node)
+	done := make(chan [2]int64, 1)
+	go func() {
+		var got [2]int64
+		defer func() { done <- got }()
+		if _, err := direct.Conn.Sync(dir); err != nil {
+			return
+		}
+		_, st, err := direct.Conn.Exists(node)
+		if err != nil || st == nil || st.Czxid == 0 {
+			return
+		}
+		_, dst, err := direct.Conn.Exists(dir)
+		if err != nil || dst == nil {
+			return
+		}
+		got = [2]int64{st.Czxid, dst.Pzxid}
+	}()
+	select {
+	case got := <-done:
+		return got[0], got[1]
+	case <-time.After(time.Second):
+		return 0, 0
+	}
 }
 
 func (r *run) closeDirect() {
@@ -161,21 +206,32 @@ func (c *conn) Granted(l lock.Locker, held lock.Held, p histories.Process) workl
 	}
 	if g.node != "" {
 		c.run.notes.granted(g.node)
+		// The contract takes a token for its node's czxid: a bound only
+		// where it is. A grant without a token gets its node's czxid, its
+		// own (a sequential znode's name is never reused).
+		czxid, pzxid := c.run.bounds(g.node)
+		if u, ok := held.(lock.Untokened); ok && u.Untokened() {
+			g.created, g.decidedBy = czxid, pzxid
+		} else if czxid == g.token {
+			g.decidedBy = pzxid
+		}
 	}
 	return g
 }
 
 // grant is one grant of a client's lock.
 type grant struct {
-	notes   *notes
-	token   int64
-	decided int64
-	node    string // "" if the recipe does not tell (lock.Keyed)
-	session int64  // 0 if not known
+	notes     *notes
+	token     int64
+	decided   int64
+	decidedBy int64  // see run.bounds
+	created   int64  // of a grant without a token: its node's czxid (0: not known)
+	node      string // "" if the recipe does not tell (lock.Keyed)
+	session   int64  // 0 if not known
 }
 
 func (g *grant) Claim() workload.Claim {
-	cl := workload.Claim{Key: g.node, Decided: g.decided}
+	cl := workload.Claim{Key: g.node, Decided: g.decided, DecidedBy: g.decidedBy, Created: g.created}
 	if g.session != 0 {
 		cl.Lease = sessionHex(g.session)
 	}

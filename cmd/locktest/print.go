@@ -118,7 +118,7 @@ func reading(r *harness.Results) []string {
 		case n > 1:
 			what = fmt.Sprintf("the lock's own mutual exclusion broke: %d times two clients believed they held it at once", n)
 		}
-		lines = append(lines, "in words: "+what+"; "+r.Terms.Unsafe+".")
+		lines = append(lines, "in words: "+what+mutexClasses(r, get(histories.CheckContract))+".")
 	}
 	if c := get(histories.CheckContract); c != nil {
 		lines = append(lines, contractWords(r, c))
@@ -150,6 +150,30 @@ func reading(r *harness.Results) []string {
 	return lines
 }
 
+// mutexClasses says, after "the lock's own mutual exclusion broke", what
+// the overlaps were: the lease's words (Terms.Unsafe) only for the
+// overlaps that began after the earlier holder's claim was gone, never for
+// one that began while it stood.
+func mutexClasses(r *harness.Results, c *checker.Result) string {
+	if c == nil || c.LeaseRaces+c.LockBugs+c.Undecided == 0 {
+		return "; whether each overlap was " + r.Terms.Race + " or the lock's bug was not judged"
+	}
+	if c.LockBugs == 0 && c.Undecided == 0 {
+		return "; " + r.Terms.Unsafe
+	}
+	var parts []string
+	if c.LockBugs > 0 {
+		parts = append(parts, fmt.Sprintf("%d the lock's bug (the earlier holder's claim was still on the server when the later grant was decided, or another's release deleted it)", c.LockBugs))
+	}
+	if c.LeaseRaces > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s", c.LeaseRaces, r.Terms.Race))
+	}
+	if c.Undecided > 0 {
+		parts = append(parts, fmt.Sprintf("%d not told apart (see contract)", c.Undecided))
+	}
+	return "; of the overlaps the contract judged, " + strings.Join(parts, ", ")
+}
+
 // contractWords says whether the lock itself is broken, and how many
 // overlaps of holders were the lease race and how many bugs in the lock.
 func contractWords(r *harness.Results, c *checker.Result) string {
@@ -159,6 +183,8 @@ func contractWords(r *harness.Results, c *checker.Result) string {
 	}
 	var overlaps string
 	switch {
+	case c.LeaseRaces+c.LockBugs > 0 && c.Undecided > 0:
+		overlaps = fmt.Sprintf("of the overlapping holders, %d were %s, %d were bugs in the lock and %d could not be told apart", c.LeaseRaces, race, c.LockBugs, c.Undecided)
 	case c.LeaseRaces+c.LockBugs > 0:
 		overlaps = fmt.Sprintf("of the overlapping holders, %d were %s and %d were bugs in the lock", c.LeaseRaces, race, c.LockBugs)
 	case r.MutexOverlaps > 0:

@@ -70,3 +70,29 @@ func TestReadingByBackend(t *testing.T) {
 		t.Errorf("damaged resource without a fencing token:\n%s", got)
 	}
 }
+
+// No sentence blames the lease (or session) for an overlap that began
+// while the earlier holder's key was on the server: the lease's words go
+// to the races only, and every class is counted.
+func TestReadingByOverlapClass(t *testing.T) {
+	for _, backend := range []string{"etcd", "zookeeper"} {
+		terms := registry.Terms(backend)
+		r := &harness.Results{Backend: backend, Terms: terms, MutexOverlaps: 264, Checks: []checker.Result{
+			{Name: histories.CheckMutex, Verdict: checker.Invalid},
+			{Name: histories.CheckContract, Verdict: checker.Invalid, LockBugs: 264, Violations: []checker.Violation{{Kind: "promise 3"}}},
+		}}
+		got := strings.Join(reading(r), "\n")
+		if strings.Contains(got, terms.Unsafe) || !strings.Contains(got, "264 the lock's bug") || !strings.Contains(got, "0 were "+terms.Race+" and 264 were bugs in the lock") {
+			t.Errorf("%s, every overlap the lock's bug:\n%s", backend, got)
+		}
+		r.Checks[1] = checker.Result{Name: histories.CheckContract, Verdict: checker.Unknown, LeaseRaces: 2, LockBugs: 0, Undecided: 3, Unjudged: []string{"3 (overlap only after loss)"}}
+		got = strings.Join(reading(r), "\n")
+		if strings.Contains(got, terms.Unsafe) || !strings.Contains(got, "2 "+terms.Race) || !strings.Contains(got, "3 not told apart") || !strings.Contains(got, "3 could not be told apart") {
+			t.Errorf("%s, races and undecided:\n%s", backend, got)
+		}
+		r.Checks[1] = checker.Result{Name: histories.CheckContract, Verdict: checker.Valid, LeaseRaces: 5}
+		if got := strings.Join(reading(r), "\n"); !strings.Contains(got, terms.Unsafe) {
+			t.Errorf("%s, every overlap a race: the lease's words are missing:\n%s", backend, got)
+		}
+	}
+}

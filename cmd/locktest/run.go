@@ -84,7 +84,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		seed:         fs.Int64("seed", 0, "seed for every random choice (default: drawn from the clock, and printed)"),
 		out:          fs.String("out", "runs", "directory under which each run's directory is created"),
 		mode:         fs.String("resource", string(resource.Fenced), "protected resource: "+registry.ResourceHelp()),
-		require:      fs.String("require", "resource", "checks whose failure makes the exit status 1: a comma list of "+strings.Join(checker.Names(), ", ")+", or all"),
+		require:      fs.String("require", harness.RequireData, "checks whose failure makes the exit status 1: a comma list of "+strings.Join(checker.Names(), ", ")+", all, or "+harness.RequireData+" (resource, and invariant unless it is unknown)"),
 		guard:        fs.String("guard", workload.GuardNone, "what a holder checks just before writing: none, session (its session is alive) or clock (its lease has time left on its own clock)"),
 		ttl:          fs.Int("ttl", def.TTL, "session lease TTL in seconds"),
 		thinkMax:     fs.Duration("think", def.ThinkMax, "longest think time between a holder's read and write (drawn uniformly from --think-min)"),

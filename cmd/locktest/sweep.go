@@ -28,6 +28,7 @@ type sweepRun struct {
 	// overlaps.
 	LeaseRaces int `json:"lease_races"`
 	LockBugs   int `json:"lock_bugs"`
+	Undecided  int `json:"undecided_overlaps"`
 }
 
 func sweepCmd(args []string, stdout io.Writer) (int, error) {
@@ -83,7 +84,7 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		for _, c := range res.Checks {
 			r.Verdicts[c.Name] = c.Verdict
 			if c.Name == histories.CheckContract {
-				r.LeaseRaces, r.LockBugs = c.LeaseRaces, c.LockBugs
+				r.LeaseRaces, r.LockBugs, r.Undecided = c.LeaseRaces, c.LockBugs, c.Undecided
 			}
 		}
 		if res.Run != nil {
@@ -106,8 +107,8 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		for _, name := range checker.Names() {
 			verdicts += fmt.Sprintf("%s %-8s ", name, r.Verdicts[name])
 		}
-		fmt.Fprintf(stdout, "seed %-4d %sfirst stale write %-7s %d overlaps (%d %s races, %d lock bugs), %d faults, %d acquisitions\n",
-			r.Seed, verdicts, first, r.MutexBroke, r.LeaseRaces, race, r.LockBugs, r.Faults, r.Acquisitions)
+		fmt.Fprintf(stdout, "seed %-4d %sfirst stale write %-7s %d overlaps (%d %s races, %d lock bugs, %d undecided), %d faults, %d acquisitions\n",
+			r.Seed, verdicts, first, r.MutexBroke, r.LeaseRaces, race, r.LockBugs, r.Undecided, r.Faults, r.Acquisitions)
 	}
 	printSweep(stdout, runs)
 	b, err := json.MarshalIndent(runs, "", "  ")

@@ -3,6 +3,7 @@ package execlock_test
 import (
 	"context"
 	"fmt"
+	"github.com/locktest/locktest/backend/zookeeper/zkserver"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,8 +86,11 @@ func run(t *testing.T, backend string, command []string, opts ...func(*runOption
 
 func tryRun(t *testing.T, backend string, command []string, opts ...func(*runOptions)) (*harness.Results, string, error) {
 	t.Helper()
-	if backend == "redis" {
+	switch backend {
+	case "redis":
 		needRedis(t)
+	case "zookeeper":
+		zkserver.ForTest(t)
 	}
 	o := runOptions{clients: 3, time: 3 * time.Second, quiet: time.Second, mode: resource.Fenced, seed: 1}
 	for _, f := range opts {
@@ -310,5 +314,53 @@ func TestSilentClient(t *testing.T) {
 	}
 	if res.Run.Stats.Acquisitions != 0 {
 		t.Errorf("%d acquisitions recorded of a client that never answers", res.Run.Stats.Acquisitions)
+	}
+}
+
+// A lock that tells no decision revision is judged from the bounds
+// locktest takes itself: an impatient client (it waits 500 ms for the keys
+// ahead of it, then takes the lock anyway) is caught by promise 3 on a run
+// without faults, where every overlap began while the earlier holder's key
+// was on the server; a correct client without the revision keeps its
+// contract under pauses.
+func TestImpatientClientCaught(t *testing.T) {
+	impatient := func(t *testing.T, backend string, command []string) {
+		res := run(t, backend, command, func(o *runOptions) {
+			o.slow = workload.DefaultConfig().SlowShare
+			o.time = 5 * time.Second
+		})
+		var contract checker.Result
+		for _, c := range res.Checks {
+			if c.Name == histories.CheckContract {
+				contract = c
+			}
+		}
+		if contract.Verdict != checker.Invalid || !strings.Contains(contract.Explanation, "Promise 3 (overlap only after loss)") || contract.LockBugs == 0 || contract.LeaseRaces != 0 {
+			t.Errorf("an impatient lock on %s: want contract invalid by promise 3, every overlap the lock's bug; %d races, %d bugs, %d undecided:%s",
+				backend, contract.LeaseRaces, contract.LockBugs, contract.Undecided, explain(res))
+		}
+	}
+	t.Run("etcd", func(t *testing.T) { impatient(t, "etcd", testClient(t, "--impatient")) })
+	t.Run("zookeeper", func(t *testing.T) {
+		if err := exec.Command("/usr/bin/python3", "-c", "import kazoo").Run(); err != nil {
+			t.Skipf("/usr/bin/python3 cannot import kazoo (apt-get install python3-kazoo; .ci/run installs adapters/apt-packages): %v", err)
+		}
+		script, err := filepath.Abs(filepath.Join("testdata", "impatient_kazoo.py"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		impatient(t, "zookeeper", []string{"/usr/bin/python3", script})
+		// Without a token, as kazoo's own Lock: judged by its znode's
+		// czxid, read from the servers.
+		impatient(t, "zookeeper", []string{"/usr/bin/python3", script, "--no-token"})
+	})
+	res := run(t, "etcd", testClient(t, "--no-revision"), func(o *runOptions) {
+		o.faults = []string{"pause"}
+		o.slow = workload.DefaultConfig().SlowShare
+		o.time = 6 * time.Second
+		o.quiet = 3 * time.Second
+	})
+	if v := verdicts(res)[histories.CheckContract]; v == checker.Invalid {
+		t.Errorf("a correct lock without the revision, under pauses: contract invalid:%s", explain(res))
 	}
 }

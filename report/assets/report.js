@@ -15,7 +15,7 @@
   const sec = (ms) => (ms / 1000).toFixed(ms < 10000 ? 3 : 2) + " s";
   const COLORS = {
     wait: "#b8c4d6", waitFail: "#e59a3a", waitUnknown: "#999", hold: "#3b6fd4", holdText: "#fff",
-    overlap: "#e0112b", write: "#17803d", rejected: "#e0112b", unknown: "#777", read: "#7fb58f",
+    overlap: "#e0112b", race: "#f28e2b", undecided: "#b07aa1", write: "#17803d", rejected: "#e0112b", unknown: "#777", read: "#7fb58f",
     expiry: "#8a2be2", revoke: "#8a2be2", other: "#e0112b", release: "#9aa", lost: "#000", fault: "rgba(255,170,0,0.18)",
     faultEdge: "rgba(200,120,0,0.8)", chosen: "rgba(224,17,43,0.16)",
   };
@@ -86,7 +86,9 @@
   const laneIndex = Object.fromEntries(lanes.map((l, i) => [l.name, i]));
 
   // The backend's words: a lease, or a key's TTL kept by a watchdog.
-  $("legend").append(...[["wait", "waiting in acquire"], ["hold", "holding (token)"], ["overlap", "two holders at once"],
+  $("legend").append(...[["wait", "waiting in acquire"], ["hold", "holding (token)"],
+    ["overlap", "two holders at once: the lock's bug (the earlier holder's key still on the server)"],
+    ["race", "two holders at once: " + M.legend.race], ["undecided", "two holders at once: not told apart"],
     ["write", "write accepted"], ["rejected", "write rejected (stale token)"],
     ["expiry", M.legend.expiry], ["other", "key deleted by another's release"],
     ["lost", M.legend.lost], ["fault", "fault"]]
@@ -171,16 +173,19 @@
         lost.push(...(f.targets || []).filter((t) => t in laneIndex));
       }
     }
-    // overlaps
+    // overlaps, by the contract's class: the lock's bug (or not judged)
+    // red, the lease race orange, not told apart purple
+    const classColor = { "lease-race": COLORS.race, "undecided": COLORS.undecided };
     for (const o of D.overlaps) {
       const x0 = X(o[0]), x1 = X(o[1]);
       if (x1 < 0 || x0 > width) continue;
       for (const c of [o[2], o[3]]) {
         if (!(c in laneIndex)) continue;
-        ctx.fillStyle = COLORS.overlap;
+        ctx.fillStyle = classColor[o[5]] || COLORS.overlap;
         ctx.fillRect(x0, AXIS + laneIndex[c] * LANE + 2, Math.max(2, x1 - x0), LANE - 4);
       }
     }
+    canvas.dataset.overlaps = D.overlaps.map((o) => o[5] || "-").join(" ");
     if (chosen) {
       ctx.fillStyle = COLORS.chosen;
       ctx.fillRect(X(chosen.from), AXIS, Math.max(3, X(chosen.to) - X(chosen.from)), height - AXIS);
