@@ -442,26 +442,43 @@ func (g *grantValues) deletedOn(key string, at serverProcess, expired bool) (val
 // the owner's own, or else another client's, whose grant was older: if
 // that grant's key was seen deleted before, this release deleted a later
 // key; if not, the key was its own, whose event came late (see owner).
-// Without a release to explain it, the cause is left unsaid.
+// The owner's own release is looked for under both grants the key may
+// still have been (the newest, and the one before it not seen deleted):
+// attribution by order alone slips by one grant when an event is late.
+// When the owner's own release and another's late release could each
+// have deleted the key, the cause is left unsaid: the event carries no
+// value to tell which. Without a release to explain it, it is unsaid too.
 func (g *grantValues) deleted(key string) valueDeletion {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	owner := g.owner(key)
+	candidates := []valueGrant{owner, g.newest[key]}
 	rs := g.releases(key)
+	own, ownOf := -1, owner
 	for i, r := range rs {
-		if r.value == owner.value {
-			g.releasing[key] = slices.Delete(rs, i, i+1)
-			return g.deletion(valueDeletion{owner: owner, releaser: r.valueGrant, by: histories.DeletedByRelease})
+		if j := slices.IndexFunc(candidates, func(c valueGrant) bool { return c.value == r.value }); j >= 0 {
+			own, ownOf = i, candidates[j]
+			break
 		}
 	}
-	for i, r := range rs {
-		if owner.client != "" && r.client != owner.client && r.seq < owner.seq {
-			g.releasing[key] = slices.Delete(rs, i, i+1)
-			if !g.gone[r.seq] {
-				return g.deletion(valueDeletion{owner: r.valueGrant, releaser: r.valueGrant, by: histories.DeletedByRelease})
-			}
-			return g.deletion(valueDeletion{owner: owner, releaser: r.valueGrant, by: histories.DeletedByOther})
+	other := slices.IndexFunc(rs, func(r valueRelease) bool {
+		return owner.client != "" && r.client != owner.client && r.seq < owner.seq
+	})
+	switch {
+	case own >= 0 && other >= 0 && g.gone[rs[other].seq]:
+		g.releasing[key] = slices.Delete(rs, own, own+1)
+		return g.deletion(valueDeletion{owner: ownOf})
+	case own >= 0:
+		r := rs[own]
+		g.releasing[key] = slices.Delete(rs, own, own+1)
+		return g.deletion(valueDeletion{owner: ownOf, releaser: r.valueGrant, by: histories.DeletedByRelease})
+	case other >= 0:
+		r := rs[other]
+		g.releasing[key] = slices.Delete(rs, other, other+1)
+		if !g.gone[r.seq] {
+			return g.deletion(valueDeletion{owner: r.valueGrant, releaser: r.valueGrant, by: histories.DeletedByRelease})
 		}
+		return g.deletion(valueDeletion{owner: owner, releaser: r.valueGrant, by: histories.DeletedByOther})
 	}
 	return g.deletion(valueDeletion{owner: owner})
 }
