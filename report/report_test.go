@@ -139,7 +139,7 @@ func TestReportInBrowser(t *testing.T) {
 	}
 	ctx, errs := browser(t)
 	var lesson, expected, shrunk, header, reads, bug, bugURL string
-	var lanes, faults []string
+	var lanes, faults, more []string
 	var violations int
 	var before, after [2]string
 	err := chromedp.Run(ctx,
@@ -155,6 +155,7 @@ func TestReportInBrowser(t *testing.T) {
 		chromedp.Evaluate(`[...document.querySelectorAll("#lanes .lane-client")].map(e => e.textContent)`, &lanes),
 		chromedp.Evaluate(`[...document.querySelectorAll("#flist li")].map(e => e.dataset.fault)`, &faults),
 		chromedp.Evaluate(`document.querySelectorAll("#vlist li[data-check]").length`, &violations),
+		chromedp.Evaluate(`[...document.querySelectorAll("#vlist li.more")].map(e => e.textContent)`, &more),
 		chromedp.AttributeValue("#canvas", "data-from", &before[0], nil),
 		chromedp.AttributeValue("#canvas", "data-to", &before[1], nil),
 		chromedp.Click(`#vlist li[data-check="resource"]`, chromedp.ByQuery),
@@ -204,12 +205,22 @@ func TestReportInBrowser(t *testing.T) {
 	if !strings.Contains(strings.Join(faults, " "), "pause-client") {
 		t.Errorf("faults listed %v, want the pause-client that ran", faults)
 	}
-	want := 0
+	want, wantMore := 0, 0
 	for _, c := range res.Checks {
-		want += len(c.Violations)
+		for _, v := range c.Violations {
+			if len(v.Processes) == 0 {
+				wantMore++
+			} else {
+				want++
+			}
+		}
 	}
 	if violations != want || want == 0 {
 		t.Errorf("%d violations listed, results hold %d", violations, want)
+	}
+	// A count of the violations not told is no violation row of its own.
+	if len(more) != wantMore || wantMore == 0 || !strings.HasPrefix(more[0], "and 30 more overlaps") {
+		t.Errorf("rows that count the violations not told: %q, want %d", more, wantMore)
 	}
 	span := func(w [2]string) float64 {
 		a, _ := strconv.ParseFloat(w[0], 64)
