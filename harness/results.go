@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/nemesis"
 )
 
@@ -31,7 +32,7 @@ func ParseRequire(s string) ([]string, error) {
 		case slices.Contains(checker.Names(), name):
 			out = append(out, name)
 		default:
-			return nil, fmt.Errorf("--require: unknown check %q (want %s or all)", name, strings.Join(checker.Names(), ", "))
+			return nil, fmt.Errorf("--require: unknown check %q%s (want %s or all)", name, words.DidYouMean(name, append(checker.Names(), "all")), strings.Join(checker.Names(), ", "))
 		}
 	}
 	slices.Sort(out)

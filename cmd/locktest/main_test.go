@@ -204,7 +204,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"no command", nil, ""},
 		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
-		{"unknown flag", []string{"run", "--frob"}, "flag provided but not defined: -frob"},
+		{"unknown flag", []string{"run", "--frob"}, "unknown flag --frob (see locktest run --help)"},
 		{"zero clients", []string{"run", "--clients", "0"}, "clients must be at least 1"},
 		{"bad resource", []string{"run", "--resource", "maybe"}, `unknown resource mode "maybe"`},
 		{"bad require", []string{"run", "--require", "mutex,speed"}, `unknown check "speed"`},
@@ -429,6 +429,32 @@ func TestRunWithFaults(t *testing.T) {
 		}
 		if fired := faults(dir); !slices.Equal(fired, kinds) {
 			t.Errorf("%s: the history fired %v, the report %v", dir, fired, kinds)
+		}
+	}
+}
+
+// A mistyped flag, command, recipe, fault, scenario, resource or check: a
+// one-line error with the nearest name, exit 2, no prefix said twice.
+func TestMistyped(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--nemsis", "pause"}, "run: unknown flag --nemsis; did you mean --nemesis? (see locktest run --help)"},
+		{[]string{"run", "--nemesis", "pase"}, `run: --nemesis: unknown fault "pase"; did you mean pause? (want`},
+		{[]string{"run", "--recipe", "mutx"}, `run: --recipe: unknown lock recipe "mutx"; did you mean mutex? (want`},
+		{[]string{"rnu"}, `unknown command "rnu"; did you mean run? (want`},
+		{[]string{"chek", "runs/x"}, `unknown command "chek"; did you mean check? (want`},
+		{[]string{"scenario", "run", "paused-holdr"}, `unknown scenario "paused-holdr"; did you mean paused-holder? (want`},
+		{[]string{"scenario", "lst"}, `scenario: unknown subcommand "lst"; did you mean list? (want`},
+		{[]string{"run", "--resource", "fencd"}, `run: --resource: unknown resource mode "fencd"; did you mean fenced? (want`},
+		{[]string{"check", "--requre", "all", "x"}, "check: unknown flag --requre; did you mean --require? (see locktest check --help)"},
+		{[]string{"run", "--time", "5"}, `run: invalid value "5" for flag --time: parse error`},
+		{[]string{"run", "--nemesis", "meteor"}, `run: --nemesis: unknown fault "meteor" (want`},
+	} {
+		code, stdout, stderr := runMain(t, tc.args...)
+		if code != exitUnknown || stdout != "" || !strings.HasPrefix(stderr, "locktest: "+tc.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("locktest %s: exit %d, stdout %q, stderr %q; want exit 2 and the one line %q…", strings.Join(tc.args, " "), code, stdout, stderr, "locktest: "+tc.want)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/nemesis"
@@ -197,7 +198,7 @@ func (f *runFlags) options() (harness.Options, error) {
 func (f *runFlags) newRecipe(system backend.Options) (lock.Recipe, error) {
 	if !execlock.IsSpec(*f.recipe) {
 		if _, _, ok := registry.Builtin(*f.recipe); !ok {
-			return nil, fmt.Errorf("unknown lock recipe %q (want one of %v, or %sCOMMAND ARGS…)", *f.recipe, registry.RecipeNames(), execlock.Prefix)
+			return nil, fmt.Errorf("unknown lock recipe %q%s (want one of %s, or %sCOMMAND ARGS…)", *f.recipe, words.DidYouMean(*f.recipe, registry.RecipeNames()), strings.Join(registry.RecipeNames(), ", "), execlock.Prefix)
 		}
 		if f.set("exec-clock") && !f.lenient {
 			return nil, fmt.Errorf("--exec-clock is for %s recipes, not %s", execlock.Prefix, *f.recipe)

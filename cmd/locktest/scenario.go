@@ -11,6 +11,7 @@ import (
 
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/scenario"
 )
@@ -49,7 +50,7 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 		fmt.Fprint(stdout, scenarioUsage)
 		return exitUnknown, flag.ErrHelp
 	default:
-		return exitUnknown, fmt.Errorf("scenario: unknown subcommand %q (want list or run NAME)", args[0])
+		return exitUnknown, fmt.Errorf("scenario: unknown subcommand %q%s (want list or run NAME)", args[0], words.DidYouMean(args[0], []string{"list", "run"}))
 	}
 	fs := newFlags("scenario run", "scenario run NAME [flags]\n\nPlays a scenario of the catalog (locktest scenario list): its scripted faults and the\nworkload settings it needs. Every flag of run applies and overrides the scenario's.", stdout)
 	rf := addRunFlags(fs)
