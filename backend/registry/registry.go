@@ -252,6 +252,10 @@ func AddFlags(fs *flag.FlagSet) *Flags {
 	return f
 }
 
+// Names are the flags backend b added, in the order it added them (for
+// --help, which lists them under b's name).
+func (f *Flags) Names(b string) []string { return f.names[b] }
+
 // Options reads the flags of recipe's backend into its Options. With
 // strict, a flag of another backend that was set is an error: it would
 // do nothing.

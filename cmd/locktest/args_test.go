@@ -110,7 +110,7 @@ func TestHelpOnceErrorsAlone(t *testing.T) {
 			t.Errorf("%s --help: exit %d, usage printed %d times", cmd, code, strings.Count(stdout, "Usage:"))
 		}
 		code, stdout, stderr := runMain(t, cmd, "--no-such-flag")
-		if code != exitUnknown || stdout != "" || !strings.Contains(stderr, "flag provided but not defined: -no-such-flag") {
+		if code != exitUnknown || stdout != "" || !strings.Contains(stderr, "unknown flag --no-such-flag (see locktest "+cmd+" --help)") {
 			t.Errorf("%s --no-such-flag: exit %d, stdout %q, stderr %q; want 2, nothing, the error", cmd, code, stdout, stderr)
 		}
 	}

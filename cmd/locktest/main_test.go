@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -455,6 +457,45 @@ func TestMistyped(t *testing.T) {
 		code, stdout, stderr := runMain(t, tc.args...)
 		if code != exitUnknown || stdout != "" || !strings.HasPrefix(stderr, "locktest: "+tc.want) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("locktest %s: exit %d, stdout %q, stderr %q; want exit 2 and the one line %q…", strings.Join(tc.args, " "), code, stdout, stderr, "locktest: "+tc.want)
+		}
+	}
+}
+
+// Every command's --help: the common flags first, every flag written as
+// typed (--nemesis, never -nemesis), each flag under one heading, and
+// examples; run's flags all belong to a topic of runGroups.
+func TestHelpGrouped(t *testing.T) {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	addRunFlags(fs)
+	backends := backendFlags()
+	fs.VisitAll(func(f *flag.Flag) {
+		if !slices.Contains(runFlagNames(), f.Name) && !slices.Contains(slices.Concat(backends.flags...), f.Name) {
+			t.Errorf("run's flag --%s is under no heading of runGroups", f.Name)
+		}
+	})
+	for _, args := range [][]string{{"run"}, {"scenario", "run"}, {"check"}, {"nightly"}, {"sweep"}, {"compare"}, {"shrink"}, {"serve"}, {"report"}} {
+		code, stdout, stderr := runMain(t, append(args, "--help")...)
+		name := strings.Join(args, " ")
+		if code != exitValid || stderr != "" {
+			t.Errorf("%s --help: exit %d, stderr %q", name, code, stderr)
+		}
+		if regexp.MustCompile(`(?m)^\s+-[a-z]`).MatchString(stdout) {
+			t.Errorf("%s --help writes a flag with one dash:\n%s", name, stdout)
+		}
+		flags := regexp.MustCompile(`(?m)^  --([a-z0-9-]+)`).FindAllStringSubmatch(stdout, -1)
+		seen := map[string]bool{}
+		for _, f := range flags {
+			if seen[f[1]] {
+				t.Errorf("%s --help lists --%s twice", name, f[1])
+			}
+			seen[f[1]] = true
+		}
+		h := helps[name]
+		if len(h.common) > 0 && (!strings.Contains(stdout, "\nCommon flags:\n") || flags[0][1] != h.common[0]) {
+			t.Errorf("%s --help does not begin its flags with the common ones:\n%s", name, stdout)
+		}
+		if !strings.Contains(stdout, "\nExamples:\n  locktest "+strings.Fields(name)[0]) {
+			t.Errorf("%s --help has no examples:\n%s", name, stdout)
 		}
 	}
 }
