@@ -292,7 +292,39 @@ func runOne(o harness.Options, rf *runFlags, stdout io.Writer) (int, error) {
 	if cmd := shrinkHint(o, res); cmd != "" {
 		fmt.Fprintf(stdout, "shrink: %s\n", cmd)
 	}
+	if code, why := scenarioExit(res); why != "" {
+		fmt.Fprintln(stdout, why)
+		return code, nil
+	}
 	return res.Exit, nil
+}
+
+// scenarioExit is the exit status of a scenario run, and why, when it is
+// not the run's own: a scenario passes (0) when its checks came out as it
+// expects, harm included (an unfenced resource found invalid); it fails
+// (1) when one came out otherwise, and is 2 when one was unknown or not
+// checked (a definite miss outweighs an unknown one, as a violation an
+// unknown check). This is what a CI job wants of a scenario (nightly judges its
+// scenario runs so too); the run's own verdict is in results.json.
+func scenarioExit(res *harness.Results) (int, string) {
+	sc := res.Scenario
+	if sc == nil || sc.Met == nil {
+		return res.Exit, ""
+	}
+	code := exitValid
+	for _, m := range sc.Missed {
+		switch {
+		case m.Got != "" && m.Got != string(checker.Unknown):
+			code = exitInvalid // a check came out otherwise: as a violation, it outweighs an unknown
+		case code == exitValid:
+			code = exitUnknown
+		}
+	}
+	if code == res.Exit {
+		return code, ""
+	}
+	what := map[int]string{exitValid: "its verdicts are the ones it expects", exitInvalid: "a verdict is not the one it expects", exitUnknown: "a verdict it expects is unknown"}[code]
+	return code, fmt.Sprintf("exit %d: %s (a scenario exits on its expectations; the run's own verdict, %s, would exit %d)", code, what, res.Verdict, res.Exit)
 }
 
 // shrinkHint is the command that shrinks a failed run's random schedule,
