@@ -59,6 +59,9 @@ type meta struct {
 	CutShort string            `json:"cut_short,omitempty"`
 	Scenario *harness.Scenario `json:"scenario,omitempty"`
 	Shrunk   *harness.Shrunk   `json:"shrunk,omitempty"`
+	// Live is where a live page asks for the history recorded since
+	// (LiveJSON); empty in a report.
+	Live string `json:"live,omitempty"`
 }
 
 type check struct {

@@ -242,6 +242,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 func runCmd(args []string, stdout io.Writer) (int, error) {
 	fs := newFlags("run", "run [flags]\n\nStarts the servers of the recipe's backend behind toxiproxy, lets clients contend for locks\nand write to a protected resource under faults, records every operation and checks the history.", stdout)
 	rf := addRunFlags(fs)
+	lf := addLiveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return exitUnknown, err
 	}
@@ -252,16 +253,23 @@ func runCmd(args []string, stdout io.Writer) (int, error) {
 	if err != nil {
 		return exitUnknown, fmt.Errorf("run: %w", err)
 	}
-	return runOne(o, rf, stdout)
+	return runOne(o, rf, lf, stdout)
 }
 
-// runOne carries out one run from options and prints its verdicts.
-func runOne(o harness.Options, rf *runFlags, stdout io.Writer) (int, error) {
+// runOne carries out one run from options and prints its verdicts; with
+// --live (lf), it serves the run's live page as it goes, and its report
+// after it until Ctrl-C.
+func runOne(o harness.Options, rf *runFlags, lf *liveFlags, stdout io.Writer) (int, error) {
 	o, err := harness.Plan(o)
 	if err != nil {
 		return exitUnknown, err
 	}
+	l, err := startLive(lf)
+	if err != nil {
+		return exitUnknown, err
+	}
 	if o.Dir, err = harness.NewRunDir(*rf.out, o.Workload.Seed); err != nil {
+		l.close()
 		return exitUnknown, err
 	}
 	o.Log = stdout
@@ -278,12 +286,19 @@ func runOne(o harness.Options, rf *runFlags, stdout io.Writer) (int, error) {
 		fmt.Fprintf(stdout, "lesson: %s\nexpected: %s\n", sc.Lesson, sc.ExpectText())
 	}
 
+	if l != nil {
+		if err := l.serve(stdout, *rf.out, o.Dir); err != nil {
+			os.RemoveAll(o.Dir)
+			return exitUnknown, fmt.Errorf("--live: %w", err)
+		}
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	o.Args, o.Command = reproduce(o)
 	res, err := harness.Run(ctx, o)
 	if err != nil {
 		// Nothing was recorded: leave no empty run directory behind.
+		l.close()
 		os.RemoveAll(o.Dir)
 		return exitUnknown, err
 	}
@@ -292,11 +307,12 @@ func runOne(o harness.Options, rf *runFlags, stdout io.Writer) (int, error) {
 	if cmd := shrinkHint(o, res); cmd != "" {
 		fmt.Fprintf(stdout, "shrink: %s\n", cmd)
 	}
-	if code, why := scenarioExit(res); why != "" {
+	code, why := scenarioExit(res)
+	if why != "" {
 		fmt.Fprintln(stdout, why)
-		return code, nil
 	}
-	return res.Exit, nil
+	l.keep(stdout)
+	return code, nil
 }
 
 // scenarioExit is the exit status of a scenario run, and why, when it is

@@ -54,6 +54,7 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	}
 	fs := newFlags("scenario run", "scenario run NAME [flags]\n\nPlays a scenario of the catalog (locktest scenario list): its scripted faults and the\nworkload settings it needs. Every flag of run applies and overrides the scenario's.", stdout)
 	rf := addRunFlags(fs)
+	lf := addLiveFlags(fs)
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return exitUnknown, err
 	}
@@ -92,7 +93,7 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	if _, err := harness.Plan(o); err != nil {
 		return exitUnknown, fmt.Errorf("scenario run: %w", err)
 	}
-	return runOne(o, rf, stdout)
+	return runOne(o, rf, lf, stdout)
 }
 
 // expectations says in a line what sc expects of each resource mode and of
