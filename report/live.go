@@ -6,6 +6,11 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
 
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
@@ -91,4 +96,51 @@ func liveModel(r io.Reader, name, title string) ([]byte, error) {
 		m.Meta.Setup = map[string]string{}
 	}
 	return m.marshal()
+}
+
+// Live serves, beside files, the live page of each run directory under
+// root: DIR/live.html and what it asks for, DIR/live.json, drawn from
+// DIR/history.jsonl as it stands; once DIR/report.html exists, live.html
+// leads there.
+func Live(root *os.Root, files http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dir, file := path.Split(path.Clean("/" + r.URL.Path))
+		if file != "live.html" && file != "live.json" {
+			files.ServeHTTP(w, r)
+			return
+		}
+		dir = path.Clean("." + dir)
+		f, err := root.Open(path.Join(dir, "history.jsonl"))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		defer f.Close()
+		title := path.Base(dir)
+		if dir == "." {
+			title = filepath.Base(root.Name())
+		}
+		_, err = root.Stat(path.Join(dir, "report.html"))
+		done := err == nil
+		var buf bytes.Buffer
+		switch {
+		case file == "live.html" && done:
+			http.Redirect(w, r, "report.html", http.StatusFound)
+			return
+		case file == "live.html":
+			err = WriteLive(&buf, f, "history.jsonl", title)
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		default:
+			var b []byte
+			b, err = LiveJSON(f, "history.jsonl", title, done)
+			buf.Write(b)
+			w.Header().Set("Content-Type", "application/json")
+		}
+		if err != nil {
+			http.Error(w, strings.ReplaceAll(err.Error(), "\n", "; "), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(buf.Bytes())
+	})
 }

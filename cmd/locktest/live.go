@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path"
 	"path/filepath"
 	"time"
 
@@ -48,56 +46,9 @@ func listen(addr string, public bool) (net.Listener, error) {
 // liveServer serves the runs under root read-only, each run's live page
 // with them, on ln, until stopped.
 func liveServer(ln net.Listener, root *os.Root) (stop func()) {
-	srv := &http.Server{Handler: readOnly(withLive(root, http.FileServerFS(inside{root.FS()}))), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: readOnly(report.Live(root, http.FileServerFS(inside{root.FS()}))), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	return func() { srv.Close() }
-}
-
-// withLive serves, beside files, the live page of each run directory under
-// root: DIR/live.html and what it asks for, DIR/live.json, drawn from
-// DIR/history.jsonl as it stands; once DIR/report.html exists, live.html
-// leads there.
-func withLive(root *os.Root, files http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		dir, file := path.Split(path.Clean("/" + r.URL.Path))
-		if file != "live.html" && file != "live.json" {
-			files.ServeHTTP(w, r)
-			return
-		}
-		dir = path.Clean("." + dir)
-		f, err := root.Open(path.Join(dir, "history.jsonl"))
-		if err != nil {
-			http.NotFound(w, r)
-			return
-		}
-		defer f.Close()
-		title := path.Base(dir)
-		if dir == "." {
-			title = filepath.Base(root.Name())
-		}
-		_, err = root.Stat(path.Join(dir, "report.html"))
-		done := err == nil
-		var buf bytes.Buffer
-		switch {
-		case file == "live.html" && done:
-			http.Redirect(w, r, "report.html", http.StatusFound)
-			return
-		case file == "live.html":
-			err = report.WriteLive(&buf, f, "history.jsonl", title)
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		default:
-			var b []byte
-			b, err = report.LiveJSON(f, "history.jsonl", title, done)
-			buf.Write(b)
-			w.Header().Set("Content-Type", "application/json")
-		}
-		if err != nil {
-			http.Error(w, oneLine(err), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Cache-Control", "no-store")
-		w.Write(buf.Bytes())
-	})
 }
 
 // live is a run's live page, being served.

@@ -130,7 +130,7 @@ func serveCmd(args []string, stdout io.Writer) (int, error) {
 	if err != nil {
 		return exitUnknown, fmt.Errorf("serve: %w", err)
 	}
-	srv := &http.Server{Handler: readOnly(withLive(root, http.FileServerFS(inside{root.FS()}))), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: readOnly(report.Live(root, http.FileServerFS(inside{root.FS()}))), ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signalContext()
 	defer stop()
 	fmt.Fprintf(stdout, "serving %s at http://%s/ (Ctrl-C to stop)\n", dir, ln.Addr())

@@ -423,7 +423,7 @@
       axes: [{ label: "seconds of the run", values: (u, vals) => vals.map((v) => v + " s") }, {}],
       series: [{ label: "time", value: (u, v) => (v == null ? "" : v.toFixed(1) + " s") }, ...series],
     });
-    plots = [
+    window.plots = plots = [
       new uPlot(opts("grants per second", [{ label: "grants/s", stroke: COLORS.hold, fill: "rgba(59,111,212,0.15)" }]), [P.t, P.grants], $("plot-grants")),
       new uPlot(opts("acquire latency (ms)", [{ label: "p50", stroke: "#17803d" }, { label: "p99", stroke: "#c0142b" }]), [P.t, P.p50, P.p99], $("plot-latency")),
     ];
@@ -431,6 +431,7 @@
 
   function render() {
     M = D.meta;
+    document.body.dataset.end = D.end; // how far the history drawn goes
     header();
     layout();
     lists();
