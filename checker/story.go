@@ -36,7 +36,7 @@ func (h *History) phrase(f Fault) string {
 // describeFault is a fault's phrase with its times.
 func (h *History) describeFault(f Fault) string {
 	switch {
-	case f.Start == f.End:
+	case h.at(f.Start) == h.at(f.End): // not "2.02-2.02 s"
 		return fmt.Sprintf("%s at %s", h.phrase(f), h.at(f.Start))
 	case f.Unended:
 		return fmt.Sprintf("%s from %s to the end", h.phrase(f), h.at(f.Start))

@@ -32,7 +32,8 @@ const glitchJS = `(() => {
   }
   for (const e of document.querySelectorAll("#vlist li, #flist li, #checks td")) {
     const t = e.textContent;
-    if (/(\d+\.\d+ s)\s*(–|to)\s*\1/.test(t)) p.push("from a time to the same time: " + t.slice(0, 160));
+    if (/(\d+\.\d+)( s)?\s*(–|-|to)\s*\1 s/.test(t)) p.push("from a time to the same time: " + t.slice(0, 160));
+    if (/for 0 ms/.test(t)) p.push("for 0 ms: " + t.slice(0, 160));
     if (/0\.000 s–0\.000 s/.test(t)) p.push("a row of no length: " + t.slice(0, 160));
   }
   if ((window.plots || []).length !== 2) p.push("plots drawn: " + (window.plots || []).length);
@@ -54,7 +55,7 @@ func glitches(t *testing.T, ctx context.Context, errs *scriptErrors, url, name s
 		var png []byte
 		err := chromedp.Run(ctx, chromedp.EmulateViewport(w, 1000), chromedp.Navigate(url),
 			chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
-			chromedp.Evaluate(glitchJS, &p), chromedp.FullScreenshot(&png, 80))
+			chromedp.Evaluate(glitchJS, &p), chromedp.FullScreenshot(&png, 100))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +84,7 @@ func keepScreenshot(t *testing.T, name string, width int64, png []byte) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name+"-"+strconv.FormatInt(width, 10)+".jpg"), png, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+"-"+strconv.FormatInt(width, 10)+".png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -19,7 +19,7 @@
   // span says when something from..to (ms) happened: an overlap of a few
   // milliseconds is said as such, not as "5.44 s–5.44 s" (as the stories
   // say it, checker/story.go).
-  const span = (from, to) => (to <= from ? `at ${sec(from)}` : to - from < 100 ? `${(from / 1000).toFixed(3)} s, for ${Math.round(to - from)} ms` : `${sec(from)}–${sec(to)}`);
+  const span = (from, to) => (Math.round(to - from) <= 0 ? `at ${sec(from)}` : to - from < 100 ? `${(from / 1000).toFixed(3)} s, for ${Math.round(to - from)} ms` : `${sec(from)}–${sec(to)}`);
   // One colour, one meaning: each mark the timeline draws has its own
   // colour and a legend entry (MARKS); the legend lists the marks the run
   // has. Shapes: bar (waits, holds, bands), tick (the resource's answers,
