@@ -84,7 +84,24 @@ func liveModel(r io.Reader, name, title string) ([]byte, error) {
 		}
 	}
 	h := b.Finish()
-	m, _ := fromHistory(h)
+	m, who := fromHistory(h)
+	// A client that has not released a lock holds it still, as far as
+	// anyone can tell while the run goes: its hold reaches the end drawn
+	// (the checks end it where the client was last seen).
+	last := map[int]checker.Belief{}
+	for _, bl := range h.Overlaps().Beliefs {
+		if prev, ok := last[bl.Process]; !ok || bl.From >= prev.From {
+			last[bl.Process] = bl
+		}
+	}
+	for p, bl := range last {
+		l := m.Lanes[who(histories.Process(p))]
+		for i := 0; bl.Ended == "last-seen" && i+5 <= len(l.H); i += 5 {
+			if l.H[i+3] == float64(bl.AcquireIndex) {
+				l.H[i+1] = m.End
+			}
+		}
+	}
 	backend := h.Backend()
 	if backend == "" {
 		backend = registry.Default().Name

@@ -315,10 +315,13 @@ func TestIndexInBrowser(t *testing.T) {
 	}
 	ctx, errs := browser(t)
 	var runs []string
-	var failed, problem, cutRow, cutBanner string
+	var failed, problem, cutRow, cutBanner, text string
+	var png []byte
 	err = chromedp.Run(ctx,
 		chromedp.Navigate("file://"+out),
 		chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
+		chromedp.FullScreenshot(&png, 100),
+		chromedp.Text("body", &text, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll("#runs tbody tr")].map(r => r.dataset.run)`, &runs),
 		chromedp.Evaluate(`document.querySelector('tr[data-run="paused-holder-unfenced"]').className`, &failed),
 		chromedp.Evaluate(`document.querySelector('tr[data-run="broken"]').textContent`, &problem),
@@ -332,6 +335,10 @@ func TestIndexInBrowser(t *testing.T) {
 	}
 	if e := errs.list(); len(e) > 0 {
 		t.Errorf("script errors: %v", e)
+	}
+	keepScreenshot(t, "index", 1400, png)
+	if strings.Contains(text, "1970") || strings.Contains(text, "Invalid Date") || strings.Contains(text, "undefined") {
+		t.Errorf("the index says %q", text)
 	}
 	if len(runs) != 4 {
 		t.Errorf("rows %v, want the 4 runs", runs)

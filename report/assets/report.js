@@ -218,7 +218,7 @@
       const x = X(t);
       ctx.beginPath(); ctx.moveTo(x, AXIS - 4); ctx.lineTo(x, height); ctx.stroke();
       ctx.fillStyle = "#555";
-      ctx.fillText(step < 1000 ? (t / 1000).toFixed(3) : (t / 1000).toFixed(step < 10000 ? 1 : 0) + " s", x + 2, 2);
+      ctx.fillText((t / 1000).toFixed(step < 1000 ? 3 : step < 10000 ? 1 : 0) + " s", x + 2, 2);
     }
     // faults: bands over the faults row and the lanes they struck
     const lost = [];
