@@ -3,9 +3,11 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path"
@@ -127,12 +129,18 @@ func Live(root *os.Root, files http.Handler) http.Handler {
 			return
 		}
 		dir = path.Clean("." + dir)
+		var history io.Reader
 		f, err := root.Open(path.Join(dir, "history.jsonl"))
-		if err != nil {
+		switch st, serr := root.Stat(dir); {
+		case err == nil:
+			defer f.Close()
+			history = f
+		case errors.Is(err, fs.ErrNotExist) && serr == nil && st.IsDir():
+			history = strings.NewReader("") // a run starting: no history yet
+		default:
 			http.NotFound(w, r)
 			return
 		}
-		defer f.Close()
 		title := path.Base(dir)
 		if dir == "." {
 			title = filepath.Base(root.Name())
@@ -145,11 +153,11 @@ func Live(root *os.Root, files http.Handler) http.Handler {
 			http.Redirect(w, r, "report.html", http.StatusFound)
 			return
 		case file == "live.html":
-			err = WriteLive(&buf, f, "history.jsonl", title)
+			err = WriteLive(&buf, history, "history.jsonl", title)
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		default:
 			var b []byte
-			b, err = LiveJSON(f, "history.jsonl", title, done)
+			b, err = LiveJSON(history, "history.jsonl", title, done)
 			buf.Write(b)
 			w.Header().Set("Content-Type", "application/json")
 		}

@@ -44,6 +44,12 @@ func TestLivePage(t *testing.T) {
 	defer srv.Close()
 
 	ctx, errs := browser(t)
+	// The run is starting: its history is still empty.
+	var none string
+	if err := chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/run/live.html"), chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
+		chromedp.Text("#vlist", &none, chromedp.ByQuery)); err != nil || none != "none so far" {
+		t.Fatalf("the live page of an empty history: %q, %v", none, err)
+	}
 	type moment struct {
 		end                    float64
 		faults, overlaps, hold int

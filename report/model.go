@@ -197,7 +197,7 @@ const maxBuckets = 2000
 // fromHistory draws the model from the history the checks judged, and
 // returns how the page names each process.
 func fromHistory(h *checker.History) (model, func(histories.Process) string) {
-	m := model{Lanes: map[string]lane{}, Faults: []fault{}, Overlaps: [][]any{}, Links: []link{}, Checks: []check{}}
+	m := model{Lanes: map[string]lane{}, Clients: []string{}, Faults: []fault{}, Overlaps: [][]any{}, Links: []link{}, Checks: []check{}}
 	start, end := h.Span()
 	m.Start, m.End = ms(start), ms(max(end-1, start))
 
