@@ -126,3 +126,23 @@ func TestReportNoGlitches(t *testing.T) {
 		}
 	}
 }
+
+// TestGivenReportsNoGlitches holds the report pages named in
+// $LOCKTEST_REPORTS (paths, space-separated: a nightly's runs, say) to the
+// same standard; without it, it skips.
+func TestGivenReportsNoGlitches(t *testing.T) {
+	pages := strings.Fields(os.Getenv("LOCKTEST_REPORTS"))
+	if len(pages) == 0 {
+		t.Skip("skipped: set LOCKTEST_REPORTS to report.html paths to check")
+	}
+	ctx, errs := browser(t)
+	for i, page := range pages {
+		abs, err := filepath.Abs(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range glitches(t, ctx, errs, "file://"+abs, "given-"+strconv.Itoa(i+1), 1400, 700) {
+			t.Error(g)
+		}
+	}
+}

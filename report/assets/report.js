@@ -229,13 +229,13 @@
         paint(f.fault === "heal" ? "heal" : "fault");
         ctx.fillRect(x0, AXIS + li * LANE, Math.max(2, x1 - x0), LANE);
       }
-      // A lost reply: the cut, on the lane of the client whose reply it was.
+      // A lost reply: the cut, on the lane of the client whose reply it
+      // was (the legend and the fault list say what; a text here would
+      // lie over the lane's marks).
       if ((f.outcome || {}).reply === "lost") {
         for (const li of faultLanes(f).slice(1)) {
-          const y = AXIS + li * LANE;
           paint("lostReply");
-          ctx.fillRect(x1 - 1, y, 2, LANE);
-          ctx.fillText("\u2715 " + ((f.params || {}).op || "") + " reply lost", x1 + 3, y + 1);
+          ctx.fillRect(x1 - 1, AXIS + li * LANE, 2, LANE);
         }
         lost.push(...(f.targets || []).filter((t) => t in laneIndex));
       }
