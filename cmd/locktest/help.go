@@ -94,8 +94,8 @@ func printHelp(w io.Writer, fs *flag.FlagSet, name, synopsis string) {
 	section("Common flags", h.common)
 	// The command's own flags: neither run's nor a backend's.
 	var own []string
-	backends := backendFlags()
-	known := slices.Concat(runFlagNames(), slices.Concat(backends.flags...))
+	backends, perBackend := backendFlags()
+	known := slices.Concat(runFlagNames(), slices.Concat(perBackend...))
 	for _, n := range all {
 		if !slices.Contains(known, n) {
 			own = append(own, n)
@@ -109,8 +109,8 @@ func printHelp(w io.Writer, fs *flag.FlagSet, name, synopsis string) {
 	for _, g := range runGroups {
 		section(g.title, g.names)
 	}
-	for i, b := range backends.names {
-		section(b+" (its recipes only)", backends.flags[i])
+	for i, b := range backends {
+		section(b+" (its recipes only)", perBackend[i])
 	}
 	section("Other flags", all)
 	if len(h.examples) > 0 {
@@ -145,15 +145,12 @@ func runFlagNames() []string {
 	return names
 }
 
-// backendFlags are each backend's flags, by backend name.
-func backendFlags() (out struct {
-	names []string
-	flags [][]string
-}) {
+// backendFlags are the backends' names and the flags of each.
+func backendFlags() (names []string, flags [][]string) {
 	f := registry.AddFlags(flag.NewFlagSet("", flag.ContinueOnError))
 	for _, b := range registry.All() {
-		out.names = append(out.names, b.Name)
-		out.flags = append(out.flags, f.Names(b.Name))
+		names = append(names, b.Name)
+		flags = append(flags, f.Names(b.Name))
 	}
-	return out
+	return names, flags
 }

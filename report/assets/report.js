@@ -425,7 +425,9 @@
     });
     window.plots = plots = [
       new uPlot(opts("grants per second", [{ label: "grants/s", stroke: COLORS.hold, fill: "rgba(59,111,212,0.15)" }]), [P.t, P.grants], $("plot-grants")),
-      new uPlot(opts("acquire latency (ms)", [{ label: "p50", stroke: "#17803d" }, { label: "p99", stroke: "#c0142b" }]), [P.t, P.p50, P.p99], $("plot-latency")),
+      // Grey, solid and dashed: no colour of the timeline's, each of which
+      // has a meaning of its own there.
+      new uPlot(opts("acquire latency (ms)", [{ label: "p50", stroke: "#444" }, { label: "p99", stroke: "#444", dash: [6, 4] }]), [P.t, P.p50, P.p99], $("plot-latency")),
     ];
   }
 
