@@ -45,7 +45,7 @@ func TestParseFlagsAnywhere(t *testing.T) {
 	// Errors and --help are the flag package's, wherever the flag stands.
 	fs := newFlags("test", "test", io.Discard)
 	fs.Int("n", 0, "")
-	if err := parseFlags(fs, []string{"a", "--n", "x"}); err == nil || !strings.Contains(err.Error(), `invalid value "x" for flag -n`) {
+	if err := parseFlags(fs, []string{"a", "--n", "x"}); err == nil || !strings.Contains(err.Error(), `invalid value "x" for flag --n`) {
 		t.Errorf("bad value after an argument: %v", err)
 	}
 	if err := parseFlags(fs, []string{"a", "--help"}); err != flag.ErrHelp {
