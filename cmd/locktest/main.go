@@ -47,7 +47,8 @@ Usage:
 
 Run 'locktest COMMAND --help' for a command's flags. Flags may come before or after
 a command's arguments; '--' ends them.
-Exit status: 0 valid, 1 a required check found a violation, 2 unknown or an error.
+Exit status: 0 valid, 1 a required check found a violation, 2 unknown or an error; a scenario
+run's is its expectations': 0 when every verdict is the one it expects, harm included.
 `
 
 // commands are locktest's commands, for the nearest to a mistyped one.

@@ -246,6 +246,7 @@ func TestBadInput(t *testing.T) {
 		{"exec-clock on a built-in", []string{"run", "--recipe", "mutex", "--exec-clock", "none"}, "--exec-clock is for exec:"},
 		{"bad exec-clock", []string{"run", "--recipe", "exec:/bin/cat", "--exec-clock", "sometimes"}, "--exec-clock"},
 		{"unknown backend", []string{"run", "--recipe", "exec:/bin/cat", "--backend", "mongo"}, "mongo"},
+		{"live beyond loopback", []string{"run", "--live", "--live-addr", "0.0.0.0:0", "--out", filepath.Join(tmp, "runs")}, "--live-addr 0.0.0.0:0 listens beyond loopback (locktest serve --public serves beyond)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -52,7 +52,7 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	default:
 		return exitUnknown, fmt.Errorf("scenario: unknown subcommand %q%s (want list or run NAME)", args[0], words.DidYouMean(args[0], []string{"list", "run"}))
 	}
-	fs := newFlags("scenario run", "scenario run NAME [flags]\n\nPlays a scenario of the catalog (locktest scenario list): its scripted faults and the\nworkload settings it needs. Every flag of run applies and overrides the scenario's.", stdout)
+	fs := newFlags("scenario run", "scenario run NAME [flags]\n\nPlays a scenario of the catalog (locktest scenario list): its scripted faults and the\nworkload settings it needs. Every flag of run applies and overrides the scenario's.\nExit status: 0 when every verdict is the one the scenario expects (the harm it shows included),\n1 when one came out otherwise, 2 when one is unknown or an error.", stdout)
 	rf := addRunFlags(fs)
 	lf := addLiveFlags(fs)
 	if err := parseFlags(fs, args[1:]); err != nil {
