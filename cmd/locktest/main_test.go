@@ -452,6 +452,9 @@ func TestMistyped(t *testing.T) {
 		{[]string{"scenario", "lst"}, `scenario: unknown subcommand "lst"; did you mean list? (want`},
 		{[]string{"run", "--resource", "fencd"}, `run: --resource: unknown resource mode "fencd"; did you mean fenced? (want`},
 		{[]string{"check", "--requre", "all", "x"}, "check: unknown flag --requre; did you mean --require? (see locktest check --help)"},
+		{[]string{"run", "--guard", "sesion"}, `run: unknown guard "sesion"; did you mean session? (want`},
+		{[]string{"run", "--workload", "countr"}, `run: unknown workload "countr"; did you mean counter? (want`},
+		{[]string{"run", "--recipe", "exec:/bin/cat", "--backend", "etdc"}, `run: --backend: unknown backend "etdc"; did you mean etcd? (want`},
 		{[]string{"run", "--time", "5"}, `run: invalid value "5" for flag --time: parse error`},
 		{[]string{"run", "--nemesis", "meteor"}, `run: --nemesis: unknown fault "meteor" (want`},
 	} {
