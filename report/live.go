@@ -120,7 +120,8 @@ func liveModel(r io.Reader, name, title string) ([]byte, error) {
 // Live serves, beside files, the live page of each run directory under
 // root: DIR/live.html and what it asks for, DIR/live.json, drawn from
 // DIR/history.jsonl as it stands; once DIR/report.html exists, live.html
-// leads there.
+// leads there. The root's live.html (unless the root is a run directory)
+// lists the runs in progress under it.
 func Live(root *os.Root, files http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		dir, file := path.Split(path.Clean("/" + r.URL.Path))
@@ -135,6 +136,9 @@ func Live(root *os.Root, files http.Handler) http.Handler {
 		case err == nil:
 			defer f.Close()
 			history = f
+		case dir == "." && file == "live.html":
+			inProgress(w, root)
+			return
 		case errors.Is(err, fs.ErrNotExist) && serr == nil && st.IsDir():
 			history = strings.NewReader("") // a run starting: no history yet
 		default:
@@ -169,3 +173,28 @@ func Live(root *os.Root, files http.Handler) http.Handler {
 		w.Write(buf.Bytes())
 	})
 }
+
+// inProgress lists the run directories under root that have a history and
+// no report yet, each linked to its live page; it looks again every 2 s.
+func inProgress(w http.ResponseWriter, root *os.Root) {
+	var runs []string
+	entries, _ := fs.ReadDir(root.FS(), ".")
+	for _, e := range entries {
+		_, herr := root.Stat(path.Join(e.Name(), "history.jsonl"))
+		_, rerr := root.Stat(path.Join(e.Name(), "report.html"))
+		if e.IsDir() && herr == nil && rerr != nil {
+			runs = append(runs, e.Name())
+		}
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	inProgressPage.Execute(w, runs)
+}
+
+var inProgressPage = template.Must(template.New("runs").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="2"><title>locktest: runs in progress</title>
+<style>body { font: 14px/1.4 system-ui, sans-serif; margin: 1em 1.5em; }</style></head>
+<body><h1>Runs in progress</h1>
+{{if .}}<ul id="runs">{{range .}}<li><a href="{{.}}/live.html">{{.}}</a></li>{{end}}</ul>{{else}}<p id="runs">none (this page looks again every 2 s)</p>{{end}}
+</body></html>
+`))

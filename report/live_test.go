@@ -1,6 +1,7 @@
 package report
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -111,5 +112,35 @@ func TestLivePage(t *testing.T) {
 	}
 	if path != "/run/report.html" || verdict != string(res.Verdict) {
 		t.Errorf("after the run the page is %s, verdict %q; want /run/report.html, %q", path, verdict, res.Verdict)
+	}
+}
+
+// The served root's live.html lists the runs in progress (a history, no
+// report yet), each linked to its live page.
+func TestLiveInProgress(t *testing.T) {
+	dir := t.TempDir()
+	for run, files := range map[string][]string{"going": {"history.jsonl"}, "done": {"history.jsonl", "report.html"}, "notes": {"a.txt"}} {
+		os.Mkdir(filepath.Join(dir, run), 0o755)
+		for _, f := range files {
+			if err := os.WriteFile(filepath.Join(dir, run, f), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	srv := httptest.NewServer(Live(root, http.FileServerFS(root.FS())))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/live.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if page := string(b); !strings.Contains(page, `<ul id="runs"><li><a href="going/live.html">going</a></li></ul>`) {
+		t.Errorf("the runs in progress listed as:\n%s", page)
 	}
 }

@@ -105,7 +105,7 @@ func reportCmd(args []string, stdout io.Writer) (int, error) {
 }
 
 func serveCmd(args []string, stdout io.Writer) (int, error) {
-	fs := newFlags("serve", "serve DIR [flags]\n\nServes DIR (its index.html and run directories) read-only over HTTP until interrupted:\nGET and HEAD only, and nothing outside DIR (a symbolic link that leads out of it is not found).\nRUNDIR/live.html draws a run as it goes, from its history as written (a run started\nelsewhere too), and turns into its report when the run has written it.", stdout)
+	fs := newFlags("serve", "serve DIR [flags]\n\nServes DIR (its index.html and run directories) read-only over HTTP until interrupted:\nGET and HEAD only, and nothing outside DIR (a symbolic link that leads out of it is not found).\nRUNDIR/live.html draws a run as it goes, from its history as written (a run started\nelsewhere too), and turns into its report when the run has written it; /live.html lists\nthe runs in progress.", stdout)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on; a host other than loopback needs --public")
 	public := fs.Bool("public", false, "allow --addr to listen beyond this machine's loopback")
 	if err := parseFlags(fs, args); err != nil {
