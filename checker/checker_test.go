@@ -121,6 +121,16 @@ func TestMutexOverlappingHolders(t *testing.T) {
 		`On key "lock" porcupine linearizes at most`)
 }
 
+// An overlap of a few milliseconds is said as such, not as "from 3.20 s to
+// 3.20 s".
+func TestMutexShortOverlap(t *testing.T) {
+	h := (&hist{}).
+		acq(4, "lock", 1000, 1900, ok, 38).rel(4, "lock", 3203, 3204, ok).
+		acq(2, "lock", 3000, 3200, ok, 41).rel(2, "lock", 3500, 3501, ok)
+	expect(t, Mutex(h.ops(), Options{}), Invalid,
+		`On key "lock", process 4 and process 2 both believed they held the lock for 3 ms from 3.200 s: `)
+}
+
 func TestMutexTokensMustIncrease(t *testing.T) {
 	for _, second := range []int64{3, 5} {
 		h := (&hist{}).

@@ -36,7 +36,7 @@ func (h *History) phrase(f Fault) string {
 // describeFault is a fault's phrase with its times.
 func (h *History) describeFault(f Fault) string {
 	switch {
-	case f.Start == f.End:
+	case h.at(f.Start) == h.at(f.End): // not "2.02-2.02 s"
 		return fmt.Sprintf("%s at %s", h.phrase(f), h.at(f.Start))
 	case f.Unended:
 		return fmt.Sprintf("%s from %s to the end", h.phrase(f), h.at(f.Start))
@@ -200,8 +200,8 @@ func (h *History) overlapViolation(o Overlap) Violation {
 			v.Tokens = append(v.Tokens, x.Token)
 		}
 	}
-	lead := fmt.Sprintf("On key %q, %s and %s both believed they held the lock from %s to %s: ",
-		o.Key, h.who(histories.Process(a.Process)), h.who(histories.Process(b.Process)), h.at(o.From), h.at(o.To))
+	lead := fmt.Sprintf("On key %q, %s and %s both believed they held the lock %s: ",
+		o.Key, h.who(histories.Process(a.Process)), h.who(histories.Process(b.Process)), h.during(o.From, o.To))
 	v.Story = tell(lead, h.scene(o.Key, []Belief{a, b}, nil, a.From, to)) + h.classWords(o)
 	return v
 }
@@ -242,7 +242,9 @@ func (h *History) mutexViolations() []Violation {
 		if an.Truncated {
 			more = "at least " + more
 		}
-		out = append(out, Violation{Check: histories.CheckMutex, Kind: "overlap", Story: fmt.Sprintf("(%s more pairs of processes believed they held a lock at once.)", more)})
+		// Not a violation of its own (no key, no time): the report lists
+		// it as a count.
+		out = append(out, Violation{Check: histories.CheckMutex, Kind: "overlap", Story: fmt.Sprintf("and %s more overlaps (pairs of processes that believed they held a lock at once), in results.json", more)})
 	}
 	var grants []tokened
 	for _, o := range h.ops {
@@ -307,6 +309,16 @@ func (h *History) origin() int64 {
 // at formats a history time in seconds, with two decimals.
 func (h *History) at(ns int64) string {
 	return fmt.Sprintf("%.2f s", float64(ns-h.origin())/1e9)
+}
+
+// during says when something lasting from..to happened: "from 5.44 s to
+// 7.10 s", or, shorter than a tenth of a second, "for 3 ms from 5.437 s"
+// (not "from 5.44 s to 5.44 s").
+func (h *History) during(from, to int64) string {
+	if d := time.Duration(to - from); d < 100*time.Millisecond {
+		return fmt.Sprintf("for %d ms from %s", d.Round(time.Millisecond).Milliseconds(), h.at3(from))
+	}
+	return fmt.Sprintf("from %s to %s", h.at(from), h.at(to))
 }
 
 // at3 formats a history time in seconds, with three decimals.

@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/nemesis"
 )
 
@@ -39,7 +40,7 @@ func expandRequire(names []string) ([]string, error) {
 		case slices.Contains(checker.Names(), name):
 			out = append(out, name)
 		default:
-			return nil, fmt.Errorf("--require: unknown check %q (want %s, %s or all)", name, strings.Join(checker.Names(), ", "), RequireData)
+			return nil, fmt.Errorf("--require: unknown check %q%s (want %s, %s or all)", name, words.DidYouMean(name, append(checker.Names(), "all", RequireData)), strings.Join(checker.Names(), ", "), RequireData)
 		}
 	}
 	slices.Sort(out)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/words"
 )
 
 // Clients is what the nemesis needs from the running workload.
@@ -69,12 +70,12 @@ func ParseFaults(s string) ([]string, error) {
 		f = strings.TrimSpace(f)
 		switch {
 		case f == All || f == "none":
-			return nil, fmt.Errorf("nemesis: %q cannot be combined with other faults", f)
+			return nil, fmt.Errorf("%q cannot be combined with other faults", f)
 		case f == "":
-			return nil, fmt.Errorf("nemesis: empty fault name in %q", s)
+			return nil, fmt.Errorf("empty fault name in %q", s)
 		default:
 			if _, ok := family(f); !ok {
-				return nil, fmt.Errorf("nemesis: unknown fault %q (want a comma list of %s, or all, or none)", f, strings.Join(Categories(), ", "))
+				return nil, fmt.Errorf("unknown fault %q%s (want a comma list of %s, or all, or none)", f, words.DidYouMean(f, append(Categories(), All, "none")), strings.Join(Categories(), ", "))
 			}
 		}
 		seen[f] = true

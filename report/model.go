@@ -59,6 +59,9 @@ type meta struct {
 	CutShort string            `json:"cut_short,omitempty"`
 	Scenario *harness.Scenario `json:"scenario,omitempty"`
 	Shrunk   *harness.Shrunk   `json:"shrunk,omitempty"`
+	// Live is where a live page asks for the history recorded since
+	// (LiveJSON); empty in a report.
+	Live string `json:"live,omitempty"`
 }
 
 type check struct {
@@ -194,7 +197,7 @@ const maxBuckets = 2000
 // fromHistory draws the model from the history the checks judged, and
 // returns how the page names each process.
 func fromHistory(h *checker.History) (model, func(histories.Process) string) {
-	m := model{Lanes: map[string]lane{}, Faults: []fault{}, Overlaps: [][]any{}, Links: []link{}, Checks: []check{}}
+	m := model{Lanes: map[string]lane{}, Clients: []string{}, Faults: []fault{}, Overlaps: [][]any{}, Links: []link{}, Checks: []check{}}
 	start, end := h.Span()
 	m.Start, m.End = ms(start), ms(max(end-1, start))
 

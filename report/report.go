@@ -101,7 +101,13 @@ func Write(out string, res *harness.Results) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(out, buf.Bytes(), 0o644)
+	// Written whole, then renamed: a live page turns into the report once
+	// it exists, and must not find half of it.
+	tmp := out + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, out)
 }
 
 // safeJSON keeps a JSON text from closing the script element it sits in.

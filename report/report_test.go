@@ -56,7 +56,7 @@ func TestReportInBrowser(t *testing.T) {
 	}
 	ctx, errs := browsertest.Start(t)
 	var lesson, expected, shrunk, header, reads, bug, bugURL string
-	var lanes, faults []string
+	var lanes, faults, more []string
 	var violations int
 	var before, after [2]string
 	err := chromedp.Run(ctx,
@@ -72,6 +72,7 @@ func TestReportInBrowser(t *testing.T) {
 		chromedp.Evaluate(`[...document.querySelectorAll("#lanes .lane-client")].map(e => e.textContent)`, &lanes),
 		chromedp.Evaluate(`[...document.querySelectorAll("#flist li")].map(e => e.dataset.fault)`, &faults),
 		chromedp.Evaluate(`document.querySelectorAll("#vlist li[data-check]").length`, &violations),
+		chromedp.Evaluate(`[...document.querySelectorAll("#vlist li.more")].map(e => e.textContent)`, &more),
 		chromedp.AttributeValue("#canvas", "data-from", &before[0], nil),
 		chromedp.AttributeValue("#canvas", "data-to", &before[1], nil),
 		chromedp.Click(`#vlist li[data-check="resource"]`, chromedp.ByQuery),
@@ -121,12 +122,22 @@ func TestReportInBrowser(t *testing.T) {
 	if !strings.Contains(strings.Join(faults, " "), "pause-client") {
 		t.Errorf("faults listed %v, want the pause-client that ran", faults)
 	}
-	want := 0
+	want, wantMore := 0, 0
 	for _, c := range res.Checks {
-		want += len(c.Violations)
+		for _, v := range c.Violations {
+			if len(v.Processes) == 0 {
+				wantMore++
+			} else {
+				want++
+			}
+		}
 	}
 	if violations != want || want == 0 {
 		t.Errorf("%d violations listed, results hold %d", violations, want)
+	}
+	// A count of the violations not told is no violation row of its own.
+	if len(more) != wantMore || wantMore == 0 || !strings.HasPrefix(more[0], "and 30 more overlaps") {
+		t.Errorf("rows that count the violations not told: %q, want %d", more, wantMore)
 	}
 	span := func(w [2]string) float64 {
 		a, _ := strconv.ParseFloat(w[0], 64)
@@ -191,7 +202,7 @@ func TestReportOverlapClasses(t *testing.T) {
 	if err := Write(out, res); err != nil {
 		t.Fatal(err)
 	}
-	ctx, errs := browser(t)
+	ctx, errs := browsertest.Start(t)
 	var classes, legend string
 	if err := chromedp.Run(ctx, chromedp.Navigate("file://"+out),
 		chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
@@ -199,16 +210,20 @@ func TestReportOverlapClasses(t *testing.T) {
 		chromedp.Text("#legend", &legend, chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
-	if e := errs.list(); len(e) > 0 {
+	if e := errs.List(); len(e) > 0 {
 		t.Errorf("script errors: %v", e)
 	}
 	if classes != "lock-bug lease-race" {
 		t.Errorf("overlaps drawn as %q, want the lock's bug, then the lease race", classes)
 	}
-	for _, want := range []string{"the lock's bug", "lease race", "not told apart"} {
+	// The legend explains the classes drawn (and no other).
+	for _, want := range []string{"the lock's bug", "lease race"} {
 		if !strings.Contains(legend, want) {
 			t.Errorf("legend %q lacks %q", legend, want)
 		}
+	}
+	if strings.Contains(legend, "not told apart") {
+		t.Errorf("legend %q explains an undecided overlap the page does not draw", legend)
 	}
 }
 
@@ -263,10 +278,13 @@ func TestIndexInBrowser(t *testing.T) {
 	}
 	ctx, errs := browsertest.Start(t)
 	var runs []string
-	var failed, problem, cutRow, cutBanner string
+	var failed, problem, cutRow, cutBanner, text string
+	var png []byte
 	err = chromedp.Run(ctx,
 		chromedp.Navigate("file://"+out),
 		chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
+		chromedp.FullScreenshot(&png, 100),
+		chromedp.Text("body", &text, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll("#runs tbody tr")].map(r => r.dataset.run)`, &runs),
 		chromedp.Evaluate(`document.querySelector('tr[data-run="paused-holder-unfenced"]').className`, &failed),
 		chromedp.Evaluate(`document.querySelector('tr[data-run="broken"]').textContent`, &problem),
@@ -280,6 +298,10 @@ func TestIndexInBrowser(t *testing.T) {
 	}
 	if e := errs.List(); len(e) > 0 {
 		t.Errorf("script errors: %v", e)
+	}
+	keepScreenshot(t, "index", 1400, png)
+	if strings.Contains(text, "1970") || strings.Contains(text, "Invalid Date") || strings.Contains(text, "undefined") {
+		t.Errorf("the index says %q", text)
 	}
 	if len(runs) != 4 {
 		t.Errorf("rows %v, want the 4 runs", runs)

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/locktest/locktest/internal/words"
 )
 
 // Mode says where the protected value lives and how writes to it are
@@ -49,7 +51,7 @@ func ParseMode(s string, others ...string) (Mode, error) {
 	if len(others) > 0 {
 		want = "fenced, unfenced or " + strings.Join(others, " or ")
 	}
-	return "", fmt.Errorf("unknown resource mode %q (want %s)", s, want)
+	return "", fmt.Errorf("unknown resource mode %q%s (want %s)", s, words.DidYouMean(s, append([]string{string(Fenced), string(Unfenced)}, others...)), want)
 }
 
 // Entry is one accepted write, in the order the resource applied it.

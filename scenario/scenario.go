@@ -18,6 +18,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 )
@@ -354,7 +355,7 @@ func (c Catalog) Lookup(name string) (Scenario, error) {
 			return sc, nil
 		}
 	}
-	return Scenario{}, fmt.Errorf("unknown scenario %q (want one of %s)", name, strings.Join(c.Names(), ", "))
+	return Scenario{}, fmt.Errorf("unknown scenario %q%s (want one of %s)", name, words.DidYouMean(name, c.Names()), strings.Join(c.Names(), ", "))
 }
 
 // Names lists the catalog's names.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/resource"
 )
@@ -116,7 +117,7 @@ func (c Config) Validate() error {
 	switch c.Guard {
 	case "", GuardNone, GuardSession, GuardClock:
 	default:
-		return fmt.Errorf("unknown guard %q (want %s, %s or %s)", c.Guard, GuardNone, GuardSession, GuardClock)
+		return fmt.Errorf("unknown guard %q%s (want %s, %s or %s)", c.Guard, words.DidYouMean(c.Guard, []string{GuardNone, GuardSession, GuardClock}), GuardNone, GuardSession, GuardClock)
 	}
 	if c.GuardMargin < 0 || c.GuardMargin >= time.Duration(c.TTL)*time.Second {
 		return fmt.Errorf("guard margin must be in [0, ttl), got %v with ttl %d s", c.GuardMargin, c.TTL)

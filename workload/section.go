@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/locktest/locktest/internal/words"
 )
 
 // A Section is what a holder does, in its critical section, with the value
@@ -40,7 +42,7 @@ func Workloads() []string {
 func (c Config) section() (Section, error) {
 	f, ok := sections[c.workload()]
 	if !ok {
-		return nil, fmt.Errorf("unknown workload %q (want one of %s)", c.Workload, strings.Join(Workloads(), ", "))
+		return nil, fmt.Errorf("unknown workload %q%s (want one of %s)", c.Workload, words.DidYouMean(c.Workload, Workloads()), strings.Join(Workloads(), ", "))
 	}
 	return f(c), nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/locktest/locktest/backend/redis"
 	"github.com/locktest/locktest/backend/zookeeper"
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/scenario"
@@ -84,7 +85,7 @@ func For(recipe, name string) (backend.Backend, error) {
 	}
 	b, ok := Named(name)
 	if !ok {
-		return backend.Backend{}, fmt.Errorf("--backend: unknown backend %q (want one of %s)", name, strings.Join(Names(), ", "))
+		return backend.Backend{}, fmt.Errorf("--backend: unknown backend %q%s (want one of %s)", name, words.DidYouMean(name, Names()), strings.Join(Names(), ", "))
 	}
 	if _, own, builtin := Builtin(recipe); builtin && own.Name != b.Name {
 		return backend.Backend{}, fmt.Errorf("--backend %s: recipe %s runs on %s", name, recipe, own.Name)
@@ -251,6 +252,10 @@ func AddFlags(fs *flag.FlagSet) *Flags {
 	}
 	return f
 }
+
+// Names are the flags backend b added, in the order it added them (for
+// --help, which lists them under b's name).
+func (f *Flags) Names(b string) []string { return f.names[b] }
 
 // Options reads the flags of recipe's backend into its Options. With
 // strict, a flag of another backend that was set is an error: it would

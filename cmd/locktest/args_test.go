@@ -45,7 +45,7 @@ func TestParseFlagsAnywhere(t *testing.T) {
 	// Errors and --help are the flag package's, wherever the flag stands.
 	fs := newFlags("test", "test", io.Discard)
 	fs.Int("n", 0, "")
-	if err := parseFlags(fs, []string{"a", "--n", "x"}); err == nil || !strings.Contains(err.Error(), `invalid value "x" for flag -n`) {
+	if err := parseFlags(fs, []string{"a", "--n", "x"}); err == nil || !strings.Contains(err.Error(), `invalid value "x" for flag --n`) {
 		t.Errorf("bad value after an argument: %v", err)
 	}
 	if err := parseFlags(fs, []string{"a", "--help"}); err != flag.ErrHelp {
@@ -110,7 +110,7 @@ func TestHelpOnceErrorsAlone(t *testing.T) {
 			t.Errorf("%s --help: exit %d, usage printed %d times", cmd, code, strings.Count(stdout, "Usage:"))
 		}
 		code, stdout, stderr := runMain(t, cmd, "--no-such-flag")
-		if code != exitUnknown || stdout != "" || !strings.Contains(stderr, "flag provided but not defined: -no-such-flag") {
+		if code != exitUnknown || stdout != "" || !strings.Contains(stderr, "unknown flag --no-such-flag (see locktest "+cmd+" --help)") {
 			t.Errorf("%s --no-such-flag: exit %d, stdout %q, stderr %q; want 2, nothing, the error", cmd, code, stdout, stderr)
 		}
 	}

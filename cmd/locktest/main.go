@@ -13,11 +13,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/scratch"
+	"github.com/locktest/locktest/internal/words"
 )
 
 // Exit statuses.
@@ -46,8 +48,12 @@ Usage:
 
 Run 'locktest COMMAND --help' for a command's flags. Flags may come before or after
 a command's arguments; '--' ends them.
-Exit status: 0 valid, 1 a required check found a violation, 2 unknown or an error.
+Exit status: 0 valid, 1 a required check found a violation, 2 unknown or an error; a scenario
+run's is its expectations': 0 when every verdict is the one it expects, harm included.
 `
+
+// commands are locktest's commands, for the nearest to a mistyped one.
+var commands = []string{"run", "check", "scenario", "nightly", "shrink", "sweep", "compare", "report", "serve", "docs", "version", "help"}
 
 // backendNames are the registered backends' names, as a phrase: "etcd, redis and zookeeper".
 func backendNames() string {
@@ -100,7 +106,7 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitValid
 	default:
-		err = fmt.Errorf("unknown command %q (want run, check, scenario, nightly, shrink, sweep, compare, report, serve, docs or version)", args[0])
+		err = fmt.Errorf("unknown command %q%s (want run, check, scenario, nightly, shrink, sweep, compare, report, serve, docs or version)", args[0], words.DidYouMean(args[0], commands))
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return exitValid
@@ -135,12 +141,7 @@ func oneLine(err error) string {
 func newFlags(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Usage = func() {
-		fmt.Fprintf(stdout, "Usage: locktest %s\n\nFlags:\n", synopsis)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
+	fs.Usage = func() { printHelp(stdout, fs, name, synopsis) }
 	return fs
 }
 
@@ -165,7 +166,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 			return err
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w (see locktest %s --help)", fs.Name(), err, fs.Name())
+			return fmt.Errorf("%s: %s (see locktest %s --help)", fs.Name(), flagError(fs, err), fs.Name())
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -181,6 +182,26 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	// Parsed after "--", the arguments set no flag and become fs.Args().
 	return fs.Parse(append([]string{"--"}, positional...))
 }
+
+// flagError says what the flag package found wrong with flags as a user
+// types them (--nemesis, not -nemesis), with the flag nearest a mistyped
+// one: "unknown flag --nemsis; did you mean --nemesis?".
+func flagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		name = strings.TrimLeft(name, "-")
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if n := words.Nearest(name, names); n != "" {
+			return fmt.Sprintf("unknown flag --%s; did you mean --%s?", name, n)
+		}
+		return "unknown flag --" + name
+	}
+	return dashes.ReplaceAllString(msg, "$1 --$2")
+}
+
+// dashes finds the flag package's "-name" in its messages.
+var dashes = regexp.MustCompile(`(flag|for) -([a-z])`)
 
 // endedFlags reports whether Parse, having taken these arguments as flags
 // and their values, stopped at the terminator "--" (rather than at an

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -204,7 +206,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"no command", nil, ""},
 		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
-		{"unknown flag", []string{"run", "--frob"}, "flag provided but not defined: -frob"},
+		{"unknown flag", []string{"run", "--frob"}, "unknown flag --frob (see locktest run --help)"},
 		{"zero clients", []string{"run", "--clients", "0"}, "clients must be at least 1"},
 		{"bad resource", []string{"run", "--resource", "maybe"}, `unknown resource mode "maybe"`},
 		{"bad require", []string{"run", "--require", "mutex,speed"}, `unknown check "speed"`},
@@ -244,6 +246,7 @@ func TestBadInput(t *testing.T) {
 		{"exec-clock on a built-in", []string{"run", "--recipe", "mutex", "--exec-clock", "none"}, "--exec-clock is for exec:"},
 		{"bad exec-clock", []string{"run", "--recipe", "exec:/bin/cat", "--exec-clock", "sometimes"}, "--exec-clock"},
 		{"unknown backend", []string{"run", "--recipe", "exec:/bin/cat", "--backend", "mongo"}, "mongo"},
+		{"live beyond loopback", []string{"run", "--live", "--live-addr", "0.0.0.0:0", "--out", filepath.Join(tmp, "runs")}, "--live-addr 0.0.0.0:0 listens beyond loopback (locktest serve --public serves beyond)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -429,6 +432,74 @@ func TestRunWithFaults(t *testing.T) {
 		}
 		if fired := faults(dir); !slices.Equal(fired, kinds) {
 			t.Errorf("%s: the history fired %v, the report %v", dir, fired, kinds)
+		}
+	}
+}
+
+// A mistyped flag, command, recipe, fault, scenario, resource or check: a
+// one-line error with the nearest name, exit 2, no prefix said twice.
+func TestMistyped(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--nemsis", "pause"}, "run: unknown flag --nemsis; did you mean --nemesis? (see locktest run --help)"},
+		{[]string{"run", "--nemesis", "pase"}, `run: --nemesis: unknown fault "pase"; did you mean pause? (want`},
+		{[]string{"run", "--recipe", "mutx"}, `run: --recipe: unknown lock recipe "mutx"; did you mean mutex? (want`},
+		{[]string{"rnu"}, `unknown command "rnu"; did you mean run? (want`},
+		{[]string{"chek", "runs/x"}, `unknown command "chek"; did you mean check? (want`},
+		{[]string{"scenario", "run", "paused-holdr"}, `unknown scenario "paused-holdr"; did you mean paused-holder? (want`},
+		{[]string{"scenario", "lst"}, `scenario: unknown subcommand "lst"; did you mean list? (want`},
+		{[]string{"run", "--resource", "fencd"}, `run: --resource: unknown resource mode "fencd"; did you mean fenced? (want`},
+		{[]string{"check", "--requre", "all", "x"}, "check: unknown flag --requre; did you mean --require? (see locktest check --help)"},
+		{[]string{"run", "--guard", "sesion"}, `run: unknown guard "sesion"; did you mean session? (want`},
+		{[]string{"run", "--workload", "countr"}, `run: unknown workload "countr"; did you mean counter? (want`},
+		{[]string{"run", "--recipe", "exec:/bin/cat", "--backend", "etdc"}, `run: --backend: unknown backend "etdc"; did you mean etcd? (want`},
+		{[]string{"run", "--time", "5"}, `run: invalid value "5" for flag --time: parse error`},
+		{[]string{"run", "--nemesis", "meteor"}, `run: --nemesis: unknown fault "meteor" (want`},
+	} {
+		code, stdout, stderr := runMain(t, tc.args...)
+		if code != exitUnknown || stdout != "" || !strings.HasPrefix(stderr, "locktest: "+tc.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("locktest %s: exit %d, stdout %q, stderr %q; want exit 2 and the one line %q…", strings.Join(tc.args, " "), code, stdout, stderr, "locktest: "+tc.want)
+		}
+	}
+}
+
+// Every command's --help: the common flags first, every flag written as
+// typed (--nemesis, never -nemesis), each flag under one heading, and
+// examples; run's flags all belong to a topic of runGroups.
+func TestHelpGrouped(t *testing.T) {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	addRunFlags(fs)
+	_, backends := backendFlags()
+	fs.VisitAll(func(f *flag.Flag) {
+		if !slices.Contains(runFlagNames(), f.Name) && !slices.Contains(slices.Concat(backends...), f.Name) {
+			t.Errorf("run's flag --%s is under no heading of runGroups", f.Name)
+		}
+	})
+	for _, args := range [][]string{{"run"}, {"scenario", "run"}, {"check"}, {"nightly"}, {"sweep"}, {"compare"}, {"shrink"}, {"serve"}, {"report"}} {
+		code, stdout, stderr := runMain(t, append(args, "--help")...)
+		name := strings.Join(args, " ")
+		if code != exitValid || stderr != "" {
+			t.Errorf("%s --help: exit %d, stderr %q", name, code, stderr)
+		}
+		if regexp.MustCompile(`(?m)^\s+-[a-z]`).MatchString(stdout) {
+			t.Errorf("%s --help writes a flag with one dash:\n%s", name, stdout)
+		}
+		flags := regexp.MustCompile(`(?m)^  --([a-z0-9-]+)`).FindAllStringSubmatch(stdout, -1)
+		seen := map[string]bool{}
+		for _, f := range flags {
+			if seen[f[1]] {
+				t.Errorf("%s --help lists --%s twice", name, f[1])
+			}
+			seen[f[1]] = true
+		}
+		h := helps[name]
+		if len(h.common) > 0 && (!strings.Contains(stdout, "\nCommon flags:\n") || flags[0][1] != h.common[0]) {
+			t.Errorf("%s --help does not begin its flags with the common ones:\n%s", name, stdout)
+		}
+		if !strings.Contains(stdout, "\nExamples:\n  locktest "+strings.Fields(name)[0]) {
+			t.Errorf("%s --help has no examples:\n%s", name, stdout)
 		}
 	}
 }

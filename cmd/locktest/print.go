@@ -33,7 +33,7 @@ func printChecks(w io.Writer, r *harness.Results) {
 		case c.Name == histories.CheckConsistency:
 			fmt.Fprintf(w, "  %-11s %-8s %d members compared%s\n", c.Name, c.Verdict, c.Ops, req)
 		case c.Name == histories.CheckLiveness:
-			fmt.Fprintf(w, "  %-11s %-8s %d acquires judged once every fault had ended (in a run without faults, from the start)%s\n", c.Name, c.Verdict, c.Ops, req)
+			fmt.Fprintf(w, "  %-11s %-8s %d acquires judged %s%s\n", c.Name, c.Verdict, c.Ops, livenessFrom(r), req)
 		default:
 			segs := ""
 			if c.Segments > 0 && c.Checked < c.Segments {
@@ -65,6 +65,15 @@ func printChecks(w io.Writer, r *harness.Results) {
 			fmt.Fprintf(w, "scenario %s: NOT as expected: %s\n", sc.Name, sc.MissedText())
 		}
 	}
+}
+
+// livenessFrom says from when liveness judged the acquires, as the run
+// had faults or not.
+func livenessFrom(r *harness.Results) string {
+	if h := r.Paired(); h != nil && len(h.Faults()) == 0 && len(h.Events()) == 0 {
+		return "from the start (a run without faults)"
+	}
+	return "once every fault had ended"
 }
 
 // printSummary writes what a run did, its checks, a plain reading of them,

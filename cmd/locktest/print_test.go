@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -93,6 +95,38 @@ func TestReadingByOverlapClass(t *testing.T) {
 		r.Checks[1] = checker.Result{Name: histories.CheckContract, Verdict: checker.Valid, LeaseRaces: 5}
 		if got := strings.Join(reading(r), "\n"); !strings.Contains(got, terms.Unsafe) {
 			t.Errorf("%s, every overlap a race: the lease's words are missing:\n%s", backend, got)
+		}
+	}
+}
+
+// The liveness line says from when it judged the acquires as the run had
+// faults or not: a run with faults once they had ended, one without from
+// the start.
+func TestLivenessLine(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "histories", "curated", "paused-holder-fenced.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var quiet []string // the same history without its faults
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if !strings.Contains(line, `"f":"start"`) && !strings.Contains(line, `"f":"stop"`) && !strings.Contains(line, `"f":"heal"`) {
+			quiet = append(quiet, line)
+		}
+	}
+	dir := t.TempDir()
+	for name, history := range map[string]string{"once every fault had ended": string(b), "from the start (a run without faults)": strings.Join(quiet, "")} {
+		path := filepath.Join(dir, strings.Fields(name)[0]+".jsonl")
+		if err := os.WriteFile(path, []byte(history), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res, err := harness.Check(path, harness.CheckOptions{Required: []string{"resource"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		printChecks(&out, res)
+		if !strings.Contains(out.String(), "acquires judged "+name) {
+			t.Errorf("want the liveness line to say %q:\n%s", name, out.String())
 		}
 	}
 }

@@ -103,7 +103,7 @@ func TestRedlockBareQuorum(t *testing.T) {
 	redisserver.ForTest(t)
 	out := t.TempDir()
 	code, stdout, stderr := runMain(t, "scenario", "run", "redlock-restart", "--seed", "1", "--out", out)
-	if code != exitInvalid || !strings.Contains(stdout, "scenario redlock-restart: as expected (mutex invalid)") {
+	if code != exitValid || !strings.Contains(stdout, "scenario redlock-restart: as expected (mutex invalid)") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	ops, pause, resumed := faultOps(t, out, "pause-member")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -106,7 +105,7 @@ func reportCmd(args []string, stdout io.Writer) (int, error) {
 }
 
 func serveCmd(args []string, stdout io.Writer) (int, error) {
-	fs := newFlags("serve", "serve DIR [flags]\n\nServes DIR (its index.html and run directories) read-only over HTTP until interrupted:\nGET and HEAD only, and nothing outside DIR (a symbolic link that leads out of it is not found).", stdout)
+	fs := newFlags("serve", "serve DIR [flags]\n\nServes DIR (its index.html and run directories) read-only over HTTP until interrupted:\nGET and HEAD only, and nothing outside DIR (a symbolic link that leads out of it is not found).\nRUNDIR/live.html draws a run as it goes, from its history as written (a run started\nelsewhere too), and turns into its report when the run has written it; /live.html lists\nthe runs in progress.", stdout)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on; a host other than loopback needs --public")
 	public := fs.Bool("public", false, "allow --addr to listen beyond this machine's loopback")
 	if err := parseFlags(fs, args); err != nil {
@@ -119,23 +118,19 @@ func serveCmd(args []string, stdout io.Writer) (int, error) {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return exitUnknown, fmt.Errorf("serve: %s is not a directory", dir)
 	}
-	host, _, err := net.SplitHostPort(*addr)
-	if err != nil {
-		return exitUnknown, fmt.Errorf("--addr: %w", err)
-	}
-	if ip := net.ParseIP(host); !*public && (host == "" || ip == nil && host != "localhost" || ip != nil && !ip.IsLoopback()) {
-		return exitUnknown, fmt.Errorf("--addr %s listens beyond loopback; add --public to mean it", *addr)
-	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return exitUnknown, fmt.Errorf("serve: %w", err)
 	}
 	defer root.Close()
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := listen(*addr, *public)
+	if errors.Is(err, errBeyond) {
+		return exitUnknown, fmt.Errorf("--addr %w; add --public to mean it", err)
+	}
 	if err != nil {
 		return exitUnknown, fmt.Errorf("serve: %w", err)
 	}
-	srv := &http.Server{Handler: readOnly(http.FileServerFS(inside{root.FS()})), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: readOnly(report.Live(root, http.FileServerFS(inside{root.FS()}))), ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signalContext()
 	defer stop()
 	fmt.Fprintf(stdout, "serving %s at http://%s/ (Ctrl-C to stop)\n", dir, ln.Addr())

@@ -18,6 +18,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/nemesis"
@@ -197,7 +198,7 @@ func (f *runFlags) options() (harness.Options, error) {
 func (f *runFlags) newRecipe(system backend.Options) (lock.Recipe, error) {
 	if !execlock.IsSpec(*f.recipe) {
 		if _, _, ok := registry.Builtin(*f.recipe); !ok {
-			return nil, fmt.Errorf("unknown lock recipe %q (want one of %v, or %sCOMMAND ARGS…)", *f.recipe, registry.RecipeNames(), execlock.Prefix)
+			return nil, fmt.Errorf("unknown lock recipe %q%s (want one of %s, or %sCOMMAND ARGS…)", *f.recipe, words.DidYouMean(*f.recipe, registry.RecipeNames()), strings.Join(registry.RecipeNames(), ", "), execlock.Prefix)
 		}
 		if f.set("exec-clock") && !f.lenient {
 			return nil, fmt.Errorf("--exec-clock is for %s recipes, not %s", execlock.Prefix, *f.recipe)
@@ -241,6 +242,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 func runCmd(args []string, stdout io.Writer) (int, error) {
 	fs := newFlags("run", "run [flags]\n\nStarts the servers of the recipe's backend behind toxiproxy, lets clients contend for locks\nand write to a protected resource under faults, records every operation and checks the history.", stdout)
 	rf := addRunFlags(fs)
+	lf := addLiveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return exitUnknown, err
 	}
@@ -251,16 +253,23 @@ func runCmd(args []string, stdout io.Writer) (int, error) {
 	if err != nil {
 		return exitUnknown, fmt.Errorf("run: %w", err)
 	}
-	return runOne(o, rf, stdout)
+	return runOne(o, rf, lf, stdout)
 }
 
-// runOne carries out one run from options and prints its verdicts.
-func runOne(o harness.Options, rf *runFlags, stdout io.Writer) (int, error) {
+// runOne carries out one run from options and prints its verdicts; with
+// --live (lf), it serves the run's live page as it goes, and its report
+// after it until Ctrl-C.
+func runOne(o harness.Options, rf *runFlags, lf *liveFlags, stdout io.Writer) (int, error) {
 	o, err := harness.Plan(o)
 	if err != nil {
 		return exitUnknown, err
 	}
+	l, err := startLive(lf)
+	if err != nil {
+		return exitUnknown, err
+	}
 	if o.Dir, err = harness.NewRunDir(*rf.out, o.Workload.Seed); err != nil {
+		l.close()
 		return exitUnknown, err
 	}
 	o.Log = stdout
@@ -277,12 +286,19 @@ func runOne(o harness.Options, rf *runFlags, stdout io.Writer) (int, error) {
 		fmt.Fprintf(stdout, "lesson: %s\nexpected: %s\n", sc.Lesson, sc.ExpectText())
 	}
 
+	if l != nil {
+		if err := l.serve(stdout, *rf.out, o.Dir); err != nil {
+			os.RemoveAll(o.Dir)
+			return exitUnknown, fmt.Errorf("--live: %w", err)
+		}
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	o.Args, o.Command = reproduce(o)
 	res, err := harness.Run(ctx, o)
 	if err != nil {
 		// Nothing was recorded: leave no empty run directory behind.
+		l.close()
 		os.RemoveAll(o.Dir)
 		return exitUnknown, err
 	}
@@ -291,7 +307,40 @@ func runOne(o harness.Options, rf *runFlags, stdout io.Writer) (int, error) {
 	if cmd := shrinkHint(o, res); cmd != "" {
 		fmt.Fprintf(stdout, "shrink: %s\n", cmd)
 	}
-	return res.Exit, nil
+	code, why := scenarioExit(res)
+	if why != "" {
+		fmt.Fprintln(stdout, why)
+	}
+	l.keep(stdout)
+	return code, nil
+}
+
+// scenarioExit is the exit status of a scenario run, and why, when it is
+// not the run's own: a scenario passes (0) when its checks came out as it
+// expects, harm included (an unfenced resource found invalid); it fails
+// (1) when one came out otherwise, and is 2 when one was unknown or not
+// checked (a definite miss outweighs an unknown one, as a violation an
+// unknown check). This is what a CI job wants of a scenario (nightly judges its
+// scenario runs so too); the run's own verdict is in results.json.
+func scenarioExit(res *harness.Results) (int, string) {
+	sc := res.Scenario
+	if sc == nil || sc.Met == nil {
+		return res.Exit, ""
+	}
+	code := exitValid
+	for _, m := range sc.Missed {
+		switch {
+		case m.Got != "" && m.Got != string(checker.Unknown):
+			code = exitInvalid // a check came out otherwise: as a violation, it outweighs an unknown
+		case code == exitValid:
+			code = exitUnknown
+		}
+	}
+	if code == res.Exit {
+		return code, ""
+	}
+	what := map[int]string{exitValid: "its verdicts are the ones it expects", exitInvalid: "a verdict is not the one it expects", exitUnknown: "a verdict it expects is unknown"}[code]
+	return code, fmt.Sprintf("exit %d: %s (a scenario exits on its expectations; the run's own verdict, %s, would exit %d)", code, what, res.Verdict, res.Exit)
 }
 
 // shrinkHint is the command that shrinks a failed run's random schedule,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/scenario"
 )
@@ -49,10 +50,11 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 		fmt.Fprint(stdout, scenarioUsage)
 		return exitUnknown, flag.ErrHelp
 	default:
-		return exitUnknown, fmt.Errorf("scenario: unknown subcommand %q (want list or run NAME)", args[0])
+		return exitUnknown, fmt.Errorf("scenario: unknown subcommand %q%s (want list or run NAME)", args[0], words.DidYouMean(args[0], []string{"list", "run"}))
 	}
-	fs := newFlags("scenario run", "scenario run NAME [flags]\n\nPlays a scenario of the catalog (locktest scenario list): its scripted faults and the\nworkload settings it needs. Every flag of run applies and overrides the scenario's.", stdout)
+	fs := newFlags("scenario run", "scenario run NAME [flags]\n\nPlays a scenario of the catalog (locktest scenario list): its scripted faults and the\nworkload settings it needs. Every flag of run applies and overrides the scenario's.\nExit status: 0 when every verdict is the one the scenario expects (the harm it shows included),\n1 when one came out otherwise, 2 when one is unknown or an error.", stdout)
 	rf := addRunFlags(fs)
+	lf := addLiveFlags(fs)
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return exitUnknown, err
 	}
@@ -91,7 +93,7 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	if _, err := harness.Plan(o); err != nil {
 		return exitUnknown, fmt.Errorf("scenario run: %w", err)
 	}
-	return runOne(o, rf, stdout)
+	return runOne(o, rf, lf, stdout)
 }
 
 // expectations says in a line what sc expects of each resource mode and of

@@ -32,7 +32,7 @@ type sweepRun struct {
 }
 
 func sweepCmd(args []string, stdout io.Writer) (int, error) {
-	fs := newFlags("sweep", "sweep [flags]\n\nRuns the same configuration over many seeds, one after another on fresh clusters, and\nreports in how many a check failed and how soon the resource was first damaged.\nTakes every flag of run, and these:", stdout)
+	fs := newFlags("sweep", "sweep [flags]\n\nRuns the same configuration over many seeds, one after another on fresh clusters, and\nreports in how many a check failed and how soon the resource was first damaged.\nTakes every flag of run.", stdout)
 	rf := addRunFlags(fs)
 	seeds := fs.Int("seeds", 10, "number of seeds")
 	first := fs.Int64("first-seed", 1, "first seed; the others follow it")

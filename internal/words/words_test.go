@@ -19,3 +19,21 @@ func TestWords(t *testing.T) {
 		}
 	}
 }
+
+func TestNearest(t *testing.T) {
+	names := []string{"nemesis", "nemesis-interval", "recipe", "resource", "pause", "partition", "mutex", "mutex-3.4"}
+	for in, want := range map[string]string{
+		"nemsis": "nemesis", "nemeiss": "nemesis", "recipee": "recipe", "pase": "pause", "mutx": "mutex",
+		"partiton": "partition", "resorce": "resource", "meteor": "", "x": "", "mutex": "mutex",
+	} {
+		if got := Nearest(in, names); got != want {
+			t.Errorf("Nearest(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := DidYouMean("mutx", names); got != "; did you mean mutex?" {
+		t.Errorf("DidYouMean(mutx) = %q", got)
+	}
+	if got := DidYouMean("meteor", names); got != "" {
+		t.Errorf("DidYouMean(meteor) = %q, want nothing", got)
+	}
+}
