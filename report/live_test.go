@@ -14,6 +14,7 @@ import (
 
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/browsertest"
+	"github.com/locktest/locktest/internal/histgen"
 )
 
 // The live page of a run as its history is written (a real run's,
@@ -143,5 +144,29 @@ func TestLiveInProgress(t *testing.T) {
 	resp.Body.Close()
 	if page := string(b); !strings.Contains(page, `<ul id="runs"><li><a href="going/live.html">going</a></li></ul>`) {
 		t.Errorf("the runs in progress listed as:\n%s", page)
+	}
+}
+
+// BenchmarkLiveJSON reads a history of a million client records (125,000
+// acquisitions) as each poll of a live page does: the time is what the
+// page waits per poll (it polls at most every fourth of it). Run with
+//
+//	go test ./report -run '^$' -bench BenchmarkLiveJSON -benchtime 3x
+func BenchmarkLiveJSON(b *testing.B) {
+	history := filepath.Join(b.TempDir(), "history.jsonl")
+	if err := histgen.File(history, histgen.Million); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		f, err := os.Open(history)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data, err := LiveJSON(f, "history.jsonl", "run", false)
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(len(data))/1e6, "MB")
 	}
 }

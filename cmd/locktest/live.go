@@ -43,12 +43,10 @@ func listen(addr string, public bool) (net.Listener, error) {
 	return net.Listen("tcp", addr)
 }
 
-// liveServer serves the runs under root read-only, each run's live page
-// with them, on ln, until stopped.
-func liveServer(ln net.Listener, root *os.Root) (stop func()) {
-	srv := &http.Server{Handler: readOnly(report.Live(root, http.FileServerFS(inside{root.FS()}))), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	return func() { srv.Close() }
+// runsServer serves the runs under root read-only (nothing outside root),
+// each run's live page with them: serve's server and --live's.
+func runsServer(root *os.Root) *http.Server {
+	return &http.Server{Handler: readOnly(report.Live(root, http.FileServerFS(inside{root.FS()}))), ReadHeaderTimeout: 10 * time.Second}
 }
 
 // live is a run's live page, being served.
@@ -87,8 +85,9 @@ func (l *live) serve(w io.Writer, out, dir string) error {
 		l.ln.Close()
 		return err
 	}
-	stop := liveServer(l.ln, root)
-	l.stop = func() { stop(); root.Close() }
+	srv := runsServer(root)
+	go srv.Serve(l.ln)
+	l.stop = func() { srv.Close(); root.Close() }
 	l.url = fmt.Sprintf("http://%s/%s/", l.ln.Addr(), filepath.ToSlash(rel))
 	fmt.Fprintf(w, "live: %slive.html\n", l.url)
 	return nil

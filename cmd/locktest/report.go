@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
@@ -130,7 +129,7 @@ func serveCmd(args []string, stdout io.Writer) (int, error) {
 	if err != nil {
 		return exitUnknown, fmt.Errorf("serve: %w", err)
 	}
-	srv := &http.Server{Handler: readOnly(report.Live(root, http.FileServerFS(inside{root.FS()}))), ReadHeaderTimeout: 10 * time.Second}
+	srv := runsServer(root)
 	ctx, stop := signalContext()
 	defer stop()
 	fmt.Fprintf(stdout, "serving %s at http://%s/ (Ctrl-C to stop)\n", dir, ln.Addr())
