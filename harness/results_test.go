@@ -177,3 +177,30 @@ func TestScenarioJudge(t *testing.T) {
 		t.Error("a run without a scenario was judged")
 	}
 }
+
+// A scenario's exit status is by its expectations: 0 when its checks came
+// out as it expects (the harm it shows included), 1 when one came out
+// otherwise, 2 when one was unknown or not checked; a definite miss
+// outweighs an unknown one.
+func TestScenarioExit(t *testing.T) {
+	sc := &Scenario{Name: "s", Expect: map[string]string{"resource": "invalid", "contract": "valid"}}
+	for _, tc := range []struct {
+		name   string
+		checks map[string]checker.Verdict
+		want   int
+	}{
+		{"harm as expected", map[string]checker.Verdict{"resource": checker.Invalid, "contract": checker.Valid}, ExitValid},
+		{"no harm where expected", map[string]checker.Verdict{"resource": checker.Valid, "contract": checker.Valid}, ExitInvalid},
+		{"unknown", map[string]checker.Verdict{"resource": checker.Unknown, "contract": checker.Valid}, ExitUnknown},
+		{"not checked", map[string]checker.Verdict{"resource": checker.Invalid}, ExitUnknown},
+		{"a miss outweighs an unknown", map[string]checker.Verdict{"resource": checker.Valid, "contract": checker.Unknown}, ExitInvalid},
+	} {
+		var checks []checker.Result
+		for name, v := range tc.checks {
+			checks = append(checks, checker.Result{Name: name, Verdict: v})
+		}
+		if got := sc.judge(checks); got.Exit == nil || *got.Exit != tc.want {
+			t.Errorf("%s: exit %v, want %d", tc.name, got.Exit, tc.want)
+		}
+	}
+}

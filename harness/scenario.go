@@ -155,6 +155,13 @@ type Scenario struct {
 	// are those that did not. Both are set once the run is checked.
 	Met    *bool  `json:"met,omitempty"`
 	Missed []Miss `json:"missed,omitempty"`
+	// Exit is the scenario run's exit status, by its expectations: 0 when
+	// every check came out as it expects, harm included (an unfenced
+	// resource found invalid); 1 when one came out otherwise; 2 when one
+	// was unknown or not checked (a definite miss outweighs an unknown
+	// one, as a violation an unknown check). This is what a CI job wants
+	// of a scenario; the run's own verdict and exit stay in Results.
+	Exit *int `json:"exit,omitempty"`
 }
 
 // Miss is an expected check that came out otherwise: Got is its verdict,
@@ -211,5 +218,15 @@ func (s *Scenario) judge(checks []checker.Result) *Scenario {
 	}
 	met := len(out.Missed) == 0
 	out.Met = &met
+	code := ExitValid
+	for _, m := range out.Missed {
+		switch {
+		case m.Got != "" && m.Got != string(checker.Unknown):
+			code = ExitInvalid
+		case code == ExitValid:
+			code = ExitUnknown
+		}
+	}
+	out.Exit = &code
 	return &out
 }

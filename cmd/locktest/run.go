@@ -315,27 +315,15 @@ func runOne(o harness.Options, rf *runFlags, lf *liveFlags, stdout io.Writer) (i
 	return code, nil
 }
 
-// scenarioExit is the exit status of a scenario run, and why, when it is
-// not the run's own: a scenario passes (0) when its checks came out as it
-// expects, harm included (an unfenced resource found invalid); it fails
-// (1) when one came out otherwise, and is 2 when one was unknown or not
-// checked (a definite miss outweighs an unknown one, as a violation an
-// unknown check). This is what a CI job wants of a scenario (nightly judges its
-// scenario runs so too); the run's own verdict is in results.json.
+// scenarioExit is the exit status of a scenario run (harness.Scenario's
+// Exit: by its expectations, what a CI job wants of a scenario; nightly
+// judges its scenario runs so too), and why, when it is not the run's own.
 func scenarioExit(res *harness.Results) (int, string) {
 	sc := res.Scenario
-	if sc == nil || sc.Met == nil {
+	if sc == nil || sc.Exit == nil {
 		return res.Exit, ""
 	}
-	code := exitValid
-	for _, m := range sc.Missed {
-		switch {
-		case m.Got != "" && m.Got != string(checker.Unknown):
-			code = exitInvalid // a check came out otherwise: as a violation, it outweighs an unknown
-		case code == exitValid:
-			code = exitUnknown
-		}
-	}
+	code := *sc.Exit
 	if code == res.Exit {
 		return code, ""
 	}

@@ -82,7 +82,8 @@
     const faultKinds = [...new Set(D.faults.filter((f) => f.fault !== "heal").map((f) => f.fault))];
     const verdict = M.live ? el("span", { class: "running", id: "verdict" }, "running") : el("span", { class: M.verdict, id: "verdict" }, M.verdict);
     $("head").replaceChildren(
-      el("h1", {}, "locktest: ", verdict, M.live ? ` (live: ${sec(D.end - D.start)} recorded; the report replaces this page when the run ends)` : ` (exit ${M.exit})`),
+      el("h1", {}, "locktest: ", verdict, M.live ? ` (live: ${sec(D.end - D.start)} recorded; the report replaces this page when the run ends)` : ` (exit ${M.exit})`,
+        !M.live && M.scenario && M.scenario.exit != null && M.scenario.exit !== M.exit ? el("span", { id: "scenario-exit" }, ` · as a scenario, exit ${M.scenario.exit}: a scenario exits on its expectations`) : ""),
       el("div", { class: "meta" },
         [M.seed != null ? "seed " + M.seed : "", M.setup.recipe ? "recipe " + M.setup.recipe : "",
           M.setup.workload ? M.setup.workload + " workload" : "", M.setup.resource ? "resource " + M.setup.resource : "",
