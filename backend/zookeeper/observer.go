@@ -239,9 +239,22 @@ func (o *observer) deleted(tx txnlog.Txn, path, lock, child string) {
 	case known && tx.Session == n.owner:
 		by = histories.DeletedByAcquire // an Acquire that gave up
 		params["lease_alive"] = "true"
+	case known && o.notes.of(tx.Session).client == "":
+		// A session no client was seen on: a library may make a new
+		// session of its own (Curator does, once it has declared the old
+		// one expired) and delete its old node from it. Which client
+		// deleted it is not known: the cause is left unsaid.
+		params["lease_alive"] = "true"
+	case known && o.notes.of(tx.Session).client == o.notes.of(n.owner).client:
+		// The owner's client, from a later session of its own.
+		by = histories.DeletedByAcquire
+		if o.notes.wasGranted(path) {
+			by = histories.DeletedByRelease
+		}
+		params["lease_alive"] = "true"
 	case known:
-		// Definite: the servers say which session deleted it, and it was
-		// not the owner's, which was alive (its ephemeral was there).
+		// Definite: the servers say which session deleted it, another
+		// client's, and the owner's was alive (its ephemeral was there).
 		by = histories.DeletedByOther
 		params["lease_alive"] = "true"
 		params["released_by"] = o.notes.of(tx.Session).client

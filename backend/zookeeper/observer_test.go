@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/backend/zookeeper/txnlog"
 	"github.com/locktest/locktest/backend/zookeeper/zklock"
 	"github.com/locktest/locktest/backend/zookeeper/zkserver"
 	"github.com/locktest/locktest/clock"
@@ -240,6 +241,36 @@ func TestObserverSync(t *testing.T) {
 		}
 		if _, ok := rec.deleted(child(h)); !ok {
 			t.Fatalf("Sync returned before the deletion of %s was recorded", child(h))
+		}
+	}
+}
+
+// A node deleted by a session other than its owner's is another client's
+// release only when that session is known to be another client's: Curator,
+// once it has declared its session expired, makes a new one and deletes
+// its old node from it (a curator-mutex run under --nemesis all, seed 9,
+// told that as promise 4).
+func TestDeletedBySessionOfWhom(t *testing.T) {
+	rec := &memRecorder{}
+	o := &observer{rec: rec, notes: newNotes(), nodes: map[string]node{}}
+	o.notes.session(1, "c1", 1)
+	o.notes.session(3, "c1", 4) // c1's later session
+	o.notes.session(2, "c2", 2)
+	for i, tc := range []struct {
+		deleter int64
+		by      string
+	}{
+		{9, ""}, // a session no client was seen on
+		{3, histories.DeletedByRelease},
+		{2, histories.DeletedByOther},
+	} {
+		path := "/l/lock/n" + strconv.Itoa(i)
+		o.nodes[path] = node{czxid: int64(10 + i), owner: 1}
+		o.notes.granted(path)
+		o.deleted(txnlog.Txn{Session: tc.deleter, Cxid: 5, Zxid: int64(20 + i), Type: txnlog.TypeDelete, Path: path}, path, "lock", "n"+strconv.Itoa(i))
+		got := rec.ops[len(rec.ops)-1].Value.Params["by"]
+		if got != tc.by {
+			t.Errorf("deleted by session %d: by %q, want %q", tc.deleter, got, tc.by)
 		}
 	}
 }
