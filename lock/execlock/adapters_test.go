@@ -4,8 +4,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
+
+// javaClasspath is the Java adapter's classpath: Debian's jars, whose
+// manifests name what they need in turn.
+var javaClasspath = []string{"/usr/share/java/curator-recipes.jar", "/usr/share/java/zookeeper-recipes-lock.jar"}
 
 // The adapters of real lock libraries (adapters/) pass the conformance
 // cases on a real system, each where its runtime and library are
@@ -32,6 +37,17 @@ func TestAdapters(t *testing.T) {
 		}
 		return []string{bin, filepath.Join(dir, script)}
 	}
+	java := func(t *testing.T, mode string) []string {
+		if _, err := exec.LookPath("javac"); err != nil {
+			t.Skip("javac not on PATH: the adapter is a Java source, compiled by locktest (apt-get install default-jdk-headless)")
+		}
+		for _, j := range javaClasspath {
+			if _, err := os.Stat(j); err != nil {
+				t.Skipf("%s is missing (apt-get install libcurator-recipes-java zookeeper; .ci/run installs adapters/apt-packages): %v", j, err)
+			}
+		}
+		return []string{"java", "-cp", strings.Join(javaClasspath, ":"), filepath.Join(dir, "ZkLocks.java"), mode}
+	}
 	for _, a := range []struct {
 		name, backend string
 		command       func(t *testing.T) []string
@@ -39,6 +55,9 @@ func TestAdapters(t *testing.T) {
 		{"redis-py", "redis", func(t *testing.T) []string { return python(t, "redis", "python3-redis", "redis_py.py") }},
 		{"python-etcd3", "etcd", func(t *testing.T) []string { return python(t, "etcd3", "python3-etcd3", "etcd3_py.py") }},
 		{"kazoo", "zookeeper", func(t *testing.T) []string { return python(t, "kazoo", "python3-kazoo", "kazoo_py.py") }},
+		{"curator-mutex", "zookeeper", func(t *testing.T) []string { return java(t, "curator-mutex") }},
+		{"curator-leader-latch", "zookeeper", func(t *testing.T) []string { return java(t, "leader-latch") }},
+		{"zk-writelock", "zookeeper", func(t *testing.T) []string { return java(t, "writelock") }},
 		{"redlock", "redis", func(t *testing.T) []string { return node(t, "@sesamecare-oss/redlock", "redlock.js") }},
 		{"etcd3-node", "etcd", func(t *testing.T) []string { return node(t, "etcd3", "etcd3_node.js") }},
 		{"etcdmutex", "etcd", func(t *testing.T) []string {

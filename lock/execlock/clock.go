@@ -48,6 +48,7 @@ func (c Clock) String() string {
 const (
 	runtimeNode   = "Node"
 	runtimePython = "Python"
+	runtimeJava   = "Java"
 )
 
 // runtimeOf names the runtime command runs on, by its program's name or
@@ -70,6 +71,8 @@ func runtimeOf(command []string) string {
 			return runtimeNode
 		case strings.HasPrefix(base, "python"):
 			return runtimePython
+		case base == "java":
+			return runtimeJava
 		}
 		line := firstLine(path)
 		if !strings.HasPrefix(string(line), "#!") {
