@@ -126,7 +126,7 @@ func conform(t *testing.T, backend string, command []string) {
 
 // system starts a real system of backend for the test, and returns the
 // client environment naming it.
-func system(t *testing.T, backend string) []string {
+func system(t testing.TB, backend string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	switch backend {

@@ -18,7 +18,8 @@
 // notLeader; for the plain handle, the session's Expired event.
 //
 // locktest compiles this file with javac (lock/execlock: java.go) and runs it on the classpath given:
-//   java -cp /usr/share/java/curator-recipes.jar:/usr/share/java/zookeeper-recipes-lock.jar ZkLocks.java MODE
+//   java -cp /usr/share/java/curator-recipes.jar:/usr/share/java/zookeeper-recipes-lock.jar:/usr/share/java/slf4j-simple.jar ZkLocks.java MODE
+// (the jars' manifests name the rest; slf4j-simple writes the libraries' logs to stderr, the client's log).
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
@@ -96,11 +97,15 @@ public class ZkLocks {
         System.exit(0); // stdin closed: Curator's and ZooKeeper's threads are not daemons
     }
 
-    /** A started Curator client, connected (or its connection still being tried after a TTL). */
-    static CuratorFramework curator() throws InterruptedException {
+    /**
+     * A started Curator client. It connects in the background: the adapter reads its first request at
+     * once (a start that waited for the servers would look idle to locktest, as if it were waiting for a
+     * request, and its first acquire would begin late); an acquire waits for the connection as Curator's
+     * operations do.
+     */
+    static CuratorFramework curator() {
         CuratorFramework c = CuratorFrameworkFactory.newClient(endpoints, ttlMs, 15000, new ExponentialBackoffRetry(1000, 3));
         c.start();
-        c.blockUntilConnected(ttlMs, TimeUnit.MILLISECONDS);
         return c;
     }
 
@@ -252,13 +257,11 @@ public class ZkLocks {
             connect();
         }
 
-        /** A new session (after its last expired, as an application must make one), connected or after a TTL. */
+        /** A new session (after its last expired, as an application must make one), connecting in the background. */
         void connect() throws Exception {
-            CountDownLatch up = new CountDownLatch(1);
             ZooKeeper[] self = new ZooKeeper[1];
             Watcher w = ev -> {
                 switch (ev.getState()) {
-                    case SyncConnected -> up.countDown();
                     case Expired -> {
                         synchronized (this) {
                             if (zk == self[0]) {
@@ -279,7 +282,6 @@ public class ZkLocks {
                 zk = self[0];
             }
             locks.clear();
-            up.await(ttlMs, TimeUnit.MILLISECONDS);
         }
 
         synchronized ZooKeeper zk() {
