@@ -15,6 +15,7 @@ import (
 
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/proc"
@@ -229,6 +230,44 @@ func TestNewWaitsForASlowStart(t *testing.T) {
 		t.Fatalf("a client still starting at the deadline: want it taken to be up, got %v", err)
 	}
 	l.Close()
+}
+
+// A JVM client's clock follows its client's clock in locktest through
+// libfaketime (--exec-clock auto offers clock faults to Java): the JVM
+// reads the faked time, from its start and after a bump. (Its timed waits
+// run on real time: README.md, Faults on a client process.)
+func TestJavaClockFaked(t *testing.T) {
+	if _, err := exec.LookPath("javac"); err != nil {
+		t.Skip("javac not on PATH (apt-get install openjdk-17-jdk-headless)")
+	}
+	src, err := filepath.Abs(filepath.Join("testdata", "Now.java"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := execlock.New("java", src)
+	if why := r.Refuses("clock"); why != "" {
+		t.Skip(why) // libfaketime missing
+	}
+	clk := clock.New()
+	clk.Bump(100 * time.Second)
+	l, err := r.New(context.Background(), lock.Env{Name: "c0", Backend: "etcd", Prefix: "/locktest/", TTL: 2, Clock: clk, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, skew := range []int64{100, 150} {
+		if skew == 150 {
+			clk.Bump(50 * time.Second)
+		}
+		h, err := l.Acquire(context.Background(), "lock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := h.Token(), time.Now().Unix()+skew; got < want-2 || got > want+2 {
+			t.Errorf("skew %d s: the JVM read %d, want %d (±2)", skew, got, want)
+		}
+		h.Release(context.Background())
+	}
 }
 
 // A reply that breaks the protocol is told in one line naming the client
