@@ -46,6 +46,10 @@ func TestConformance(t *testing.T) {
 }
 
 func conform(t *testing.T, backend string, command []string) {
+	command, err := execlock.New(command...).Prepare() // a Java source compiled, as a run does
+	if err != nil {
+		t.Fatal(err)
+	}
 	env := system(t, backend)
 	prefix := "/locktest/conformance/"
 	env = append(env, "LOCKTEST_PROTOCOL=1", "LOCKTEST_BACKEND="+backend, "LOCKTEST_PREFIX="+prefix,

@@ -128,6 +128,17 @@ func (r *Recipe) Refuses(family string) string {
 	return why
 }
 
+// Prepare returns the command as it is run, once prepared: a Java source
+// compiled (java.go), any other command as it is.
+func (r *Recipe) Prepare() ([]string, error) {
+	r.prepare.Do(func() {
+		if r.run, r.prepErr = compileJava(r.Command); r.prepErr != nil {
+			r.prepErr = fmt.Errorf("%s: %w", r.Name(), r.prepErr)
+		}
+	})
+	return r.run, r.prepErr
+}
+
 // New starts a client process for env's client, a replacement in the run,
 // and watches it until it is up (as Start does) or ctx ends: a runtime's
 // slow start (a JVM's) is then not part of its first operation, whose

@@ -68,9 +68,9 @@ func (r *Recipe) start(env lock.Env) (*locker, error) {
 	if len(r.Command) == 0 {
 		return nil, errors.New("exec: no command")
 	}
-	r.prepare.Do(func() { r.run, r.prepErr = compileJava(r.Command) })
-	if r.prepErr != nil {
-		return nil, fmt.Errorf("%s: %w", r.Name(), r.prepErr)
+	run, err := r.Prepare()
+	if err != nil {
+		return nil, err
 	}
 	l := &locker{r: r, env: env, held: map[string]*held{}, gone: make(chan struct{})}
 	vars := r.environment(env)
@@ -85,7 +85,7 @@ func (r *Recipe) start(env lock.Env) (*locker, error) {
 		}
 		l.clock, vars = fc, append(vars, fv...)
 	}
-	pr, err := spawn(r.run, vars, logPath(env))
+	pr, err := spawn(run, vars, logPath(env))
 	if err != nil {
 		if l.clock != nil {
 			l.clock.close()

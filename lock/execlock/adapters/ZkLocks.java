@@ -14,6 +14,10 @@
 // policy is the one its getting-started page shows (ExponentialBackoffRetry(1000, 3)).
 // token: the czxid of the node the grant holds (a read of the node's Stat after the grant: the
 // queue's order is its nodes' creation order, so it grows with every grant). key: that node.
+// revision: the pzxid of a listing of the lock's children, read next, that shows the node first in
+// line (the state the grant is confirmed on; a grant whose node is gone or not first by then is
+// answered with an unknown outcome, and given up). These two reads are the adapter's, not the
+// libraries': none of them tells its node's zxids.
 // lost: Curator's connection state LOST (the session is gone or taken for gone), the latch's
 // notLeader; for the plain handle, the session's Expired event.
 //
@@ -24,7 +28,9 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.util.Comparator;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -61,8 +67,8 @@ public class ZkLocks {
         }
     }
 
-    /** A grant: its node and the node's czxid. */
-    record Grant(String node, long czxid) {}
+    /** A grant: its node, the node's czxid, and the zxid of a state in which the node was first in line. */
+    record Grant(String node, long czxid, long decided) {}
 
     /** One of the three locks. */
     interface Lock {
@@ -109,13 +115,34 @@ public class ZkLocks {
         return c;
     }
 
-    /** The czxid of node, read after its grant. */
-    static long czxid(CuratorFramework c, String node) throws Exception {
-        Stat st = c.checkExists().forPath(node);
+    /**
+     * The grant of node, read after the library granted it: the node's Stat (czxid, the token), then
+     * its lock's children with their parent's Stat. The parent's pzxid is the zxid of the last change
+     * of the children, so the listing is the state at that zxid: node first in line there is the
+     * grant's decision revision. A node gone, or not first, is no grant.
+     */
+    static Grant confirm(String node, Stat st, List<String> children, Stat parent) throws Fail {
         if (st == null) {
             throw new Fail("granted, but its node " + node + " is gone", false);
         }
-        return st.getCzxid();
+        String name = node.substring(node.lastIndexOf('/') + 1);
+        String first = children.stream().min(Comparator.comparing(ZkLocks::sequence)).orElse("");
+        if (!first.equals(name)) {
+            throw new Fail("granted, but its node " + name + " is not first in line (" + first + " is)", false);
+        }
+        return new Grant(node, st.getCzxid(), parent.getPzxid());
+    }
+
+    /** A sequential node's sequence number: the last 10 digits of its name. */
+    static String sequence(String name) {
+        return name.substring(Math.max(0, name.length() - 10));
+    }
+
+    static Grant confirm(CuratorFramework c, String node) throws Exception {
+        Stat st = c.checkExists().forPath(node);
+        Stat parent = new Stat();
+        List<String> children = c.getChildren().storingStatIn(parent).forPath(node.substring(0, node.lastIndexOf('/')));
+        return confirm(node, st, children, parent);
     }
 
     // ---- InterProcessMutex
@@ -155,13 +182,12 @@ public class ZkLocks {
                 throw new Fail("timeout: not acquired in " + timeoutMs + " ms", true); // Curator deleted its node
             }
             held.put(name, true);
-            String node = m.node();
             try {
-                return new Grant(node, czxid(c, node));
+                return confirm(c, m.node());
             } catch (Exception e) {
                 held.remove(name);
                 m.release();
-                throw new Fail("granted, then its node's Stat could not be read (released): " + e, false);
+                throw new Fail(e.getMessage() + " (released)", false);
             }
         }
 
@@ -196,13 +222,12 @@ public class ZkLocks {
                 withdraw(name);
                 throw new Fail("timeout: no leadership in " + timeoutMs + " ms", true);
             }
-            String node = l.getOurPath();
-            long zxid;
+            Grant g;
             try {
-                zxid = czxid(c, node);
+                g = confirm(c, l.getOurPath());
             } catch (Exception e) {
                 withdraw(name);
-                throw new Fail("leader, then its node's Stat could not be read (latch closed): " + e, false);
+                throw new Fail(e.getMessage() + " (latch closed)", false);
             }
             final LeaderLatch mine = l;
             l.addListener(new LeaderLatchListener() {
@@ -217,7 +242,7 @@ public class ZkLocks {
             if (!l.hasLeadership()) { // lost while we read its node
                 throw new Fail("leadership lost as it was granted", false);
             }
-            return new Grant(node, zxid);
+            return g;
         }
 
         /** Closes the latch of name and waits for its node to go: a refusal must hold nothing. */
@@ -336,19 +361,15 @@ public class ZkLocks {
             }
             held.put(name, true);
             String node = l.getId();
-            Stat st;
             try {
-                st = z.exists(node, false);
-            } catch (KeeperException e) {
+                Stat parent = new Stat();
+                Stat st = z.exists(node, false);
+                return confirm(node, st, z.getChildren(prefix + name, false, parent), parent);
+            } catch (Exception e) {
                 held.remove(name);
                 l.unlock();
-                throw new Fail("granted, then its node's Stat could not be read (unlocked): " + e, false);
+                throw new Fail(e.getMessage() + " (unlocked)", false);
             }
-            if (st == null) {
-                held.remove(name);
-                throw new Fail("granted, but its node " + node + " is gone", false);
-            }
-            return new Grant(node, st.getCzxid());
         }
 
         public void release(String name) throws Exception {
@@ -374,7 +395,8 @@ public class ZkLocks {
                 switch (op) {
                     case "acquire" -> {
                         Grant g = lk.acquire(name, Long.parseLong(req.getOrDefault("timeout_ms", "5000")));
-                        emit("{\"id\":" + id + ",\"ok\":true,\"token\":" + g.czxid() + ",\"key\":" + quote(g.node()) + "}");
+                        emit("{\"id\":" + id + ",\"ok\":true,\"token\":" + g.czxid() + ",\"key\":" + quote(g.node())
+                                + ",\"revision\":" + g.decided() + "}");
                     }
                     case "release" -> {
                         lk.release(name);
