@@ -75,6 +75,9 @@ public class ZkLocks {
         Grant acquire(String name, long timeoutMs) throws Exception;
 
         void release(String name) throws Exception;
+
+        /** Ends the session: what it holds or waits for is given up at once. */
+        void close() throws Exception;
     }
 
     /** The lost event, from any thread: whole lines. */
@@ -100,7 +103,8 @@ public class ZkLocks {
             }
         };
         serve(lk);
-        System.exit(0); // stdin closed: Curator's and ZooKeeper's threads are not daemons
+        lk.close(); // stdin closed: locktest is done with this client
+        System.exit(0); // Curator's and ZooKeeper's threads are not daemons
     }
 
     /**
@@ -199,6 +203,10 @@ public class ZkLocks {
             held.remove(name);
             m.release(); // a node already gone is no error to Curator
         }
+
+        public void close() {
+            c.close();
+        }
     }
 
     // ---- LeaderLatch
@@ -268,6 +276,10 @@ public class ZkLocks {
             }
             latches.remove(name);
             l.close();
+        }
+
+        public void close() {
+            c.close();
         }
     }
 
@@ -378,6 +390,13 @@ public class ZkLocks {
                 throw new Fail("not held: " + name, true);
             }
             l.unlock(); // a node already gone is no error to WriteLock
+        }
+
+        public void close() throws InterruptedException {
+            ZooKeeper z = zk();
+            if (z != null) {
+                z.close();
+            }
         }
     }
 
