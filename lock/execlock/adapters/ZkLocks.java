@@ -108,15 +108,38 @@ public class ZkLocks {
     }
 
     /**
-     * A started Curator client. It connects in the background: the adapter reads its first request at
-     * once (a start that waited for the servers would look idle to locktest, as if it were waiting for a
-     * request, and its first acquire would begin late); an acquire waits for the connection as Curator's
-     * operations do.
+     * A started Curator client, as newClient makes it (session timeout the TTL, connection timeout 15 s,
+     * the retry policy of Curator's getting-started page), but for one default: its EnsembleTracker is
+     * off. Curator reads the servers' own addresses from their configuration (/zookeeper/config) and
+     * moves its connection to them, past the links locktest gives (LOCKTEST_ENDPOINTS, through
+     * toxiproxy): a client behind a proxy or NAT must turn it off too, and locktest's faults act only
+     * on those links. It connects in the background: the adapter reads its first request at once.
      */
     static CuratorFramework curator() {
-        CuratorFramework c = CuratorFrameworkFactory.newClient(endpoints, ttlMs, 15000, new ExponentialBackoffRetry(1000, 3));
+        CuratorFramework c = CuratorFrameworkFactory.builder().connectString(endpoints).sessionTimeoutMs(ttlMs)
+                .connectionTimeoutMs(15000).retryPolicy(new ExponentialBackoffRetry(1000, 3)).ensembleTracker(false).build();
         c.start();
+        warmUp(() -> c.checkExists().forPath("/"));
         return c;
+    }
+
+    /**
+     * Runs a first read of the servers on a thread of its own, as the client starts: the JVM loads and
+     * compiles the code of a request then, while locktest waits for the client to settle (a busy
+     * process is not yet up), rather than in the first acquire, whose time counts against the lock. It
+     * does not hold up the reading of requests: one blocked on unreachable servers is idle, and taken
+     * to be up.
+     */
+    static void warmUp(java.util.concurrent.Callable<?> read) {
+        Thread t = new Thread(() -> {
+            try {
+                read.call();
+            } catch (Exception e) {
+                System.err.println("ZkLocks: warm-up read: " + e);
+            }
+        }, "warm-up");
+        t.setDaemon(true);
+        t.start();
     }
 
     /**
@@ -261,7 +284,7 @@ public class ZkLocks {
             }
             String node = l.getOurPath();
             l.close(); // its node is deleted in the background (guaranteed)
-            for (int i = 0; node != null && i < 50 && c.checkExists().forPath(node) != null; i++) {
+            for (int i = 0; node != null && i < 25 && c.checkExists().forPath(node) != null; i++) {
                 Thread.sleep(20);
             }
             if (node != null && c.checkExists().forPath(node) != null) {
@@ -319,6 +342,7 @@ public class ZkLocks {
                 zk = self[0];
             }
             locks.clear();
+            warmUp(() -> self[0].exists("/", false));
         }
 
         synchronized ZooKeeper zk() {
