@@ -59,6 +59,7 @@ public class ZkLocks {
 
     /** An operation that failed; definite says it surely had no effect. */
     static class Fail extends Exception {
+        private static final long serialVersionUID = 1L;
         final boolean definite;
 
         Fail(String msg, boolean definite) {
