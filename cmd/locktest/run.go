@@ -104,7 +104,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 			", or "+execlock.Prefix+"'COMMAND ARGS…': a lock in a process of its own, started for each client, speaking locktest's lock-client protocol (lock/execlock/README.md)"),
 		backend: fs.String("backend", "", "backend (lock service) of a recipe that is not a built-in ("+execlock.Prefix+"…): "+strings.Join(registry.Names(), ", ")+
 			" (default "+registry.Default().Name+"); a built-in recipe runs on its own"),
-		execClock: fs.String("exec-clock", "auto", "with an "+execlock.Prefix+" recipe, how clock faults reach the client's clock: auto (libfaketime where the runtime honours it: Node), libfaketime (always) or none (clock faults refused)"),
+		execClock: fs.String("exec-clock", "auto", "with an "+execlock.Prefix+" recipe, how clock faults reach the client's clock: auto (libfaketime where the runtime honours it: Node, Java), libfaketime (always) or none (clock faults refused)"),
 		work:      fs.String("workload", histories.WorkloadCounter, "critical section: counter (read, write value+1) or stock (sell one of --items if any is left)"),
 		items:     fs.Int("items", workload.DefaultItems, "initial stock per key of the stock workload"),
 		backends:  registry.AddFlags(fs),

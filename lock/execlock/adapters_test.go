@@ -1,11 +1,21 @@
 package execlock_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/execlock"
 )
+
+// javaClasspath is the Java adapter's classpath: Debian's jars, whose
+// manifests name what they need in turn.
+var javaClasspath = []string{"/usr/share/java/curator-recipes.jar", "/usr/share/java/zookeeper-recipes-lock.jar", "/usr/share/java/slf4j-simple.jar"}
 
 // The adapters of real lock libraries (adapters/) pass the conformance
 // cases on a real system, each where its runtime and library are
@@ -39,6 +49,9 @@ func TestAdapters(t *testing.T) {
 		{"redis-py", "redis", func(t *testing.T) []string { return python(t, "redis", "python3-redis", "redis_py.py") }},
 		{"python-etcd3", "etcd", func(t *testing.T) []string { return python(t, "etcd3", "python3-etcd3", "etcd3_py.py") }},
 		{"kazoo", "zookeeper", func(t *testing.T) []string { return python(t, "kazoo", "python3-kazoo", "kazoo_py.py") }},
+		{"curator-mutex", "zookeeper", func(t *testing.T) []string { return javaCommand(t, dir, "curator-mutex") }},
+		{"curator-leader-latch", "zookeeper", func(t *testing.T) []string { return javaCommand(t, dir, "leader-latch") }},
+		{"zk-writelock", "zookeeper", func(t *testing.T) []string { return javaCommand(t, dir, "writelock") }},
 		{"redlock", "redis", func(t *testing.T) []string { return node(t, "@sesamecare-oss/redlock", "redlock.js") }},
 		{"etcd3-node", "etcd", func(t *testing.T) []string { return node(t, "etcd3", "etcd3_node.js") }},
 		{"etcdmutex", "etcd", func(t *testing.T) []string {
@@ -50,5 +63,70 @@ func TestAdapters(t *testing.T) {
 		}},
 	} {
 		t.Run(a.name, func(t *testing.T) { conform(t, a.backend, a.command(t)) })
+	}
+}
+
+// javaCommand is the command of the Java adapter (ZkLocks.java in dir) for
+// one of its locks; it skips, saying what to install, where javac or a
+// jar is missing.
+func javaCommand(t testing.TB, dir, mode string) []string {
+	if _, err := exec.LookPath("javac"); err != nil {
+		t.Skip("javac not on PATH: the adapter is a Java source, compiled by locktest (apt-get install openjdk-17-jdk-headless)")
+	}
+	for _, j := range javaClasspath {
+		if _, err := os.Stat(j); err != nil {
+			t.Skipf("%s is missing (apt-get install libcurator-recipes-java zookeeper libslf4j-java; .ci/run installs adapters/apt-packages): %v", j, err)
+		}
+	}
+	return []string{"java", "-cp", strings.Join(javaClasspath, ":"), filepath.Join(dir, "ZkLocks.java"), mode}
+}
+
+// BenchmarkJavaStart measures what a Java client's start costs, on one
+// ZooKeeper server without faults: up-ms, from its spawn until locktest
+// takes it to be up (idle, waiting for its first request: Recipe.Start
+// and, for a replacement, Recipe.New), and first-acquire-ms, its first
+// acquire of a free lock after that (the JVM still loading the classes
+// the lock uses), against acquire-ms, the next.
+func BenchmarkJavaStart(b *testing.B) {
+	dir, err := filepath.Abs("adapters")
+	if err != nil {
+		b.Fatal(err)
+	}
+	vars := system(b, "zookeeper")
+	env := lock.Env{Backend: "zookeeper", Prefix: "/locktest/bench/", TTL: 2, Name: "c0", OpTimeout: 5 * time.Second}
+	for _, v := range vars {
+		if e, ok := strings.CutPrefix(v, "LOCKTEST_ENDPOINTS="); ok {
+			env.Endpoints = strings.Split(e, ",")
+		}
+	}
+	for _, mode := range []string{"curator-mutex", "leader-latch", "writelock"} {
+		b.Run(mode, func(b *testing.B) {
+			r := execlock.New(javaCommand(b, dir, mode)...)
+			var up, first, next time.Duration
+			for i := 0; i < b.N; i++ {
+				began := time.Now()
+				l, err := r.New(context.Background(), env)
+				if err != nil {
+					b.Fatal(err)
+				}
+				up += time.Since(began)
+				for j, d := range []*time.Duration{&first, &next} {
+					began = time.Now()
+					h, err := l.Acquire(context.Background(), "lock")
+					if err != nil {
+						b.Fatalf("acquire %d: %v", j, err)
+					}
+					*d += time.Since(began)
+					if err := h.Release(context.Background()); err != nil {
+						b.Fatalf("release %d: %v", j, err)
+					}
+				}
+				l.Close()
+			}
+			ms := func(d time.Duration) float64 { return float64(d.Milliseconds()) / float64(b.N) }
+			b.ReportMetric(ms(up), "up-ms")
+			b.ReportMetric(ms(first), "first-acquire-ms")
+			b.ReportMetric(ms(next), "acquire-ms")
+		})
 	}
 }

@@ -16,7 +16,7 @@ type Clock int
 
 const (
 	// ClockAuto fakes it with libfaketime where the client's runtime is
-	// one measured to honour it (Node), and refuses clock faults
+	// one measured to honour it (Node, Java), and refuses clock faults
 	// otherwise.
 	ClockAuto Clock = iota
 	// ClockFaketime fakes it with libfaketime whatever the runtime (the
@@ -48,6 +48,7 @@ func (c Clock) String() string {
 const (
 	runtimeNode   = "Node"
 	runtimePython = "Python"
+	runtimeJava   = "Java"
 )
 
 // runtimeOf names the runtime command runs on, by its program's name or
@@ -70,6 +71,8 @@ func runtimeOf(command []string) string {
 			return runtimeNode
 		case strings.HasPrefix(base, "python"):
 			return runtimePython
+		case base == "java":
+			return runtimeJava
 		}
 		line := firstLine(path)
 		if !strings.HasPrefix(string(line), "#!") {
@@ -115,7 +118,7 @@ func (r *Recipe) faketime() (string, string) {
 		return lib, ""
 	}
 	switch rt := runtimeOf(r.Command); rt {
-	case runtimeNode:
+	case runtimeNode, runtimeJava:
 		return lib, ""
 	case runtimePython:
 		return "", fmt.Sprintf("%s runs on Python, whose timed waits (threading's Event, Lock and Queue with a timeout) hang for ever under libfaketime (measured on Python 3.11), so its clock cannot be faked: clock faults are refused (--exec-clock libfaketime forces them)", r.Name())

@@ -46,6 +46,10 @@ func TestConformance(t *testing.T) {
 }
 
 func conform(t *testing.T, backend string, command []string) {
+	command, err := execlock.New(command...).Prepare() // a Java source compiled, as a run does
+	if err != nil {
+		t.Fatal(err)
+	}
 	env := system(t, backend)
 	prefix := "/locktest/conformance/"
 	env = append(env, "LOCKTEST_PROTOCOL=1", "LOCKTEST_BACKEND="+backend, "LOCKTEST_PREFIX="+prefix,
@@ -126,7 +130,7 @@ func conform(t *testing.T, backend string, command []string) {
 
 // system starts a real system of backend for the test, and returns the
 // client environment naming it.
-func system(t *testing.T, backend string) []string {
+func system(t testing.TB, backend string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	switch backend {

@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/locktest/locktest/internal/proc"
@@ -52,6 +53,10 @@ type Recipe struct {
 	StartWindow time.Duration
 
 	spec string // as given, after Prefix
+
+	prepare sync.Once
+	run     []string // the command as run (a Java source compiled)
+	prepErr error
 }
 
 // DefaultStartWindow is the longest a process is watched as it starts
@@ -123,9 +128,34 @@ func (r *Recipe) Refuses(family string) string {
 	return why
 }
 
-// New starts a client process for env's client.
+// Prepare returns the command as it is run, once prepared: a Java source
+// compiled (java.go), any other command as it is.
+func (r *Recipe) Prepare() ([]string, error) {
+	r.prepare.Do(func() {
+		if r.run, r.prepErr = compileJava(r.Command); r.prepErr != nil {
+			r.prepErr = fmt.Errorf("%s: %w", r.Name(), r.prepErr)
+		}
+	})
+	return r.run, r.prepErr
+}
+
+// New starts a client process for env's client, a replacement in the run,
+// and watches it until it is up (as Start does) or ctx ends: a runtime's
+// slow start (a JVM's) is then not part of its first operation, whose
+// time counts against the lock. A command that exits at once is an error.
 func (r *Recipe) New(ctx context.Context, env lock.Env) (lock.Locker, error) {
-	return r.start(env)
+	l, err := r.start(env)
+	if err != nil {
+		return nil, err
+	}
+	switch err := r.settle(ctx, l); {
+	case errors.Is(err, context.DeadlineExceeded):
+		// Taken to be up: its first operation will tell.
+	case err != nil:
+		l.end()
+		return nil, err
+	}
+	return l, nil
 }
 
 // Start starts the client's first process before the run, and watches it
@@ -142,7 +172,23 @@ func (r *Recipe) Start(ctx context.Context, env lock.Env) (lock.Locker, error) {
 	if window <= 0 {
 		window = DefaultStartWindow
 	}
-	deadline := time.Now().Add(window)
+	wctx, cancel := context.WithTimeout(ctx, window)
+	defer cancel()
+	switch err := r.settle(wctx, l); {
+	case ctx.Err() != nil:
+		l.end()
+		return nil, ctx.Err()
+	case err != nil && !errors.Is(err, context.DeadlineExceeded):
+		l.end()
+		return nil, err
+	}
+	return l, nil // up, or still busy after StartWindow and taken to be up
+}
+
+// settle watches a new process until it is idle (settleTime), or ctx ends
+// (its error then). A process that exits first: its exit is the error,
+// with its stderr's last lines.
+func (r *Recipe) settle(ctx context.Context, l *locker) error {
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	var (
@@ -152,11 +198,10 @@ func (r *Recipe) Start(ctx context.Context, env lock.Env) (lock.Locker, error) {
 	for {
 		select {
 		case <-l.pr.p.Done():
-			l.pr.kill()
-			return nil, fmt.Errorf("%s exited at once (%s)%s", r.Name(), l.pr.status(), stderrSays(l.pr))
+			l.pr.kill() // its output read whole, for its stderr's last lines
+			return fmt.Errorf("%s exited at once (%s)%s", r.Name(), l.pr.status(), stderrSays(l.pr))
 		case <-ctx.Done():
-			l.Close()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-tick.C:
 		}
 		now := time.Now()
@@ -164,8 +209,8 @@ func (r *Recipe) Start(ctx context.Context, env lock.Env) (lock.Locker, error) {
 		if !g.Idle(was) {
 			was, quiet = g, now
 		}
-		if now.Sub(quiet) >= settleTime || now.After(deadline) {
-			return l, nil
+		if now.Sub(quiet) >= settleTime {
+			return nil
 		}
 	}
 }

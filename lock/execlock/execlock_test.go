@@ -16,8 +16,10 @@ import (
 
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/polltest"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/internal/proctest"
 	"github.com/locktest/locktest/lock"
@@ -209,6 +211,76 @@ func TestCommandExitsAtOnce(t *testing.T) {
 	}
 }
 
+// A new process for a client in the run (a replacement) is watched until
+// it is up, as a first one is: a runtime's slow start (a JVM's) is not
+// part of its first operation, whose time counts against the lock. One
+// still busy when the harness's deadline comes is taken to be up.
+func TestNewWaitsForASlowStart(t *testing.T) {
+	r := execlock.New(testClient(t, "--slow-start")...)
+	env := lock.Env{Name: "c0", Backend: "etcd", Prefix: "/locktest/", TTL: 2,
+		Endpoints: []string{"127.0.0.1:1"}, Vars: map[string]string{"LOCKTEST_ETCD_URLS": "http://127.0.0.1:1"}}
+	began := time.Now()
+	l, err := r.New(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if took := time.Since(began); took < 1500*time.Millisecond {
+		t.Errorf("New returned %v after the start of a client busy for 1.5 s: want it up first", took)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	l, err = r.New(ctx, env)
+	if err != nil {
+		t.Fatalf("a client still starting at the deadline: want it taken to be up, got %v", err)
+	}
+	l.Close()
+}
+
+// A JVM client's clock follows its client's clock in locktest through
+// libfaketime (--exec-clock auto offers clock faults to Java): the JVM
+// reads the faked time, from its start and after a bump. (Its timed waits
+// run on real time: README.md, Faults on a client process.)
+func TestJavaClockFaked(t *testing.T) {
+	if _, err := exec.LookPath("javac"); err != nil {
+		t.Skip("javac not on PATH (apt-get install openjdk-17-jdk-headless)")
+	}
+	src, err := filepath.Abs(filepath.Join("testdata", "Now.java"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := execlock.New("java", src)
+	if why := r.Refuses("clock"); why != "" {
+		t.Skip(why) // libfaketime missing
+	}
+	clk := clock.New()
+	clk.Bump(100 * time.Second)
+	l, err := r.New(context.Background(), lock.Env{Name: "c0", Backend: "etcd", Prefix: "/locktest/", TTL: 2, Clock: clk, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	// read is the JVM's clock less the host's, in seconds.
+	read := func() int64 {
+		h, err := l.Acquire(context.Background(), "lock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Release(context.Background())
+		return h.Token() - time.Now().Unix()
+	}
+	if got := read(); got < 98 || got > 102 {
+		t.Errorf("skew 100 s from the start: the JVM's clock is %d s off the host's", got)
+	}
+	// The faked clock's file is rewritten as the client's clock changes,
+	// a moment after.
+	clk.Bump(50 * time.Second)
+	polltest.Until(t, 5*time.Second, "the JVM to read a skew of 150 s", func() bool {
+		got := read()
+		return got >= 148 && got <= 152
+	})
+}
+
 // A reply that breaks the protocol is told in one line naming the client
 // and the line; its operation has an unknown outcome, the process is
 // replaced (a new history process), and the run goes on.
@@ -240,21 +312,39 @@ func needRedis(t *testing.T) {
 }
 
 // The client processes die with locktest, also when it is killed with
-// SIGKILL (this test binary stands in for it).
+// SIGKILL (this test binary stands in for it): the test client, and the
+// JVM of the Java adapter.
 func TestClientsDieWithLocktest(t *testing.T) {
-	if os.Getenv("EXECLOCK_TEST_PARENT") != "" {
-		startAndWait(t)
+	if kind := os.Getenv("EXECLOCK_TEST_PARENT"); kind != "" {
+		startAndWait(t, kind)
 		return
 	}
-	testClient(t) // skips without python3
-	// Each client, and the watchdog that kills its group on locktest's death.
-	proctest.KillParent(t, "TestClientsDieWithLocktest", 4, "EXECLOCK_TEST_PARENT=1")
+	for _, kind := range []string{"python", "java"} {
+		t.Run(kind, func(t *testing.T) {
+			clientOf(t, kind) // skips without its runtime
+			// Each client, and the watchdog that kills its group on locktest's death.
+			proctest.KillParent(t, "TestClientsDieWithLocktest", 4, "EXECLOCK_TEST_PARENT="+kind)
+		})
+	}
 }
 
-// startAndWait starts two clients of the test client, prints the pids of
-// its children (the clients and their watchdogs) and waits to be killed.
-func startAndWait(t *testing.T) {
-	r := execlock.New(testClient(t)...)
+// clientOf is the command of a client: the test client (python) or the
+// Java adapter (java).
+func clientOf(t *testing.T, kind string) []string {
+	if kind == "java" {
+		dir, err := filepath.Abs("adapters")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return javaCommand(t, dir, "curator-mutex")
+	}
+	return testClient(t)
+}
+
+// startAndWait starts two clients of kind, prints the pids of its
+// children (the clients and their watchdogs) and waits to be killed.
+func startAndWait(t *testing.T, kind string) {
+	r := execlock.New(clientOf(t, kind)...)
 	var pids []string
 	for _, name := range []string{"c0", "c1"} {
 		l, err := r.Start(context.Background(), lock.Env{Name: name, Backend: "etcd", Prefix: "/locktest/", TTL: 2,

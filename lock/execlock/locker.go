@@ -68,6 +68,10 @@ func (r *Recipe) start(env lock.Env) (*locker, error) {
 	if len(r.Command) == 0 {
 		return nil, errors.New("exec: no command")
 	}
+	run, err := r.Prepare()
+	if err != nil {
+		return nil, err
+	}
 	l := &locker{r: r, env: env, held: map[string]*held{}, gone: make(chan struct{})}
 	vars := r.environment(env)
 	if lib, why := r.faketime(); why == "" && env.Clock != nil {
@@ -81,7 +85,7 @@ func (r *Recipe) start(env lock.Env) (*locker, error) {
 		}
 		l.clock, vars = fc, append(vars, fv...)
 	}
-	pr, err := spawn(r.Command, vars, logPath(env))
+	pr, err := spawn(run, vars, logPath(env))
 	if err != nil {
 		if l.clock != nil {
 			l.clock.close()

@@ -19,6 +19,7 @@ compare-and-delete to release; no token). Flags make it broken in one way each, 
   --impatient     etcd: queues (a key of its own under the lock's name; the lowest create revision
                   holds), but waits only 500 ms for the keys ahead of it, then takes the lock anyway;
                   tells no decision revision
+  --slow-start    is busy for 1.5 s as it starts (as a JVM loading its classes), then serves
 """
 import base64
 import json
@@ -33,6 +34,10 @@ FLAGS = set(a for a in sys.argv[1:] if a.startswith("--"))
 if "--exit-at-once" in FLAGS:
     sys.stderr.write("lockclient: cannot reach the lock service: told to exit at once\n")
     sys.exit(3)
+if "--slow-start" in FLAGS:
+    busy_until = time.monotonic() + 1.5
+    while time.monotonic() < busy_until:
+        pass
 
 E = os.environ
 BACKEND = E["LOCKTEST_BACKEND"]

@@ -1,0 +1,531 @@
+// locktest adapter: three ZooKeeper locks of the JVM, used as their documentation says, defaults
+// kept, against Debian's jars (Curator 5.4.0, ZooKeeper 3.8.0). The first argument picks the lock:
+//
+//   curator-mutex  Curator's InterProcessMutex: one per lock path, reused; acquire(time, unit) and
+//                  release() on one thread (it is reentrant per thread). Its nodes are created in
+//                  protected mode (a "_c_<uuid>-" name that finds a create whose reply was lost).
+//   leader-latch   Curator's LeaderLatch as a leadership lock: a latch started per acquire,
+//                  await(time, unit), leader = holder; release closes it. Its listener's notLeader
+//                  (and hasLeadership turning false) tell the loss.
+//   writelock      ZooKeeper's own recipe (org.apache.zookeeper.recipes.lock.WriteLock) on a plain
+//                  ZooKeeper handle: lock(), then its LockListener's lockAcquired; unlock().
+//
+// The session timeout is LOCKTEST_TTL (a ZooKeeper session is the lock's lease). Curator's retry
+// policy is the one its getting-started page shows (ExponentialBackoffRetry(1000, 3)).
+// token: the czxid of the node the grant holds (a read of the node's Stat after the grant: the
+// queue's order is its nodes' creation order, so it grows with every grant). key: that node.
+// revision: the pzxid of a listing of the lock's children, read next, that shows the node first in
+// line (the state the grant is confirmed on; a grant whose node is gone or not first by then is
+// answered with an unknown outcome, and given up). These two reads are the adapter's, not the
+// libraries': none of them tells its node's zxids.
+// lost: Curator's connection state LOST (the session is gone or taken for gone), the latch's
+// notLeader; for the plain handle, the session's Expired event.
+//
+// locktest compiles this file with javac (lock/execlock: java.go) and runs it on the classpath given:
+//   java -cp /usr/share/java/curator-recipes.jar:/usr/share/java/zookeeper-recipes-lock.jar:/usr/share/java/slf4j-simple.jar ZkLocks.java MODE
+// (the jars' manifests name the rest; slf4j-simple writes the libraries' logs to stderr, the client's log).
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.state.ConnectionState;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.zookeeper.CreateMode;
+import org.apache.zookeeper.KeeperException;
+import org.apache.zookeeper.Watcher;
+import org.apache.zookeeper.ZooDefs;
+import org.apache.zookeeper.ZooKeeper;
+import org.apache.zookeeper.data.Stat;
+import org.apache.zookeeper.recipes.lock.LockListener;
+import org.apache.zookeeper.recipes.lock.WriteLock;
+
+public class ZkLocks {
+    static final PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
+    static final String endpoints = System.getenv().getOrDefault("LOCKTEST_ENDPOINTS", "127.0.0.1:2181");
+    static final String prefix = System.getenv().getOrDefault("LOCKTEST_PREFIX", "/locktest/").replaceAll("/+$", "") + "/";
+    static final int ttlMs = 1000 * Integer.parseInt(System.getenv().getOrDefault("LOCKTEST_TTL", "5"));
+
+    /** An operation that failed; definite says it surely had no effect. */
+    static class Fail extends Exception {
+        private static final long serialVersionUID = 1L;
+        final boolean definite;
+
+        Fail(String msg, boolean definite) {
+            super(msg);
+            this.definite = definite;
+        }
+    }
+
+    /** A grant: its node, the node's czxid, and the zxid of a state in which the node was first in line. */
+    record Grant(String node, long czxid, long decided) {}
+
+    /** One of the three locks. */
+    interface Lock {
+        Grant acquire(String name, long timeoutMs) throws Exception;
+
+        void release(String name) throws Exception;
+
+        /** Ends the session: what it holds or waits for is given up at once. */
+        void close() throws Exception;
+    }
+
+    /** The lost event, from any thread: whole lines. */
+    static synchronized void emit(String line) {
+        out.print(line + "\n");
+        out.flush();
+    }
+
+    static void lost(String name) {
+        emit("{\"event\":\"lost\",\"lock\":" + quote(name) + "}");
+    }
+
+    public static void main(String[] args) throws Exception {
+        String mode = args.length > 0 ? args[0] : "";
+        Lock lk = switch (mode) {
+            case "curator-mutex" -> new Mutex(curator());
+            case "leader-latch" -> new Latch(curator());
+            case "writelock" -> new Write();
+            default -> {
+                System.err.println("usage: ZkLocks curator-mutex|leader-latch|writelock");
+                System.exit(2);
+                yield null;
+            }
+        };
+        serve(lk);
+        lk.close(); // stdin closed: locktest is done with this client
+        System.exit(0); // Curator's and ZooKeeper's threads are not daemons
+    }
+
+    /**
+     * A started Curator client, as newClient makes it (session timeout the TTL, connection timeout 15 s,
+     * the retry policy of Curator's getting-started page), but for one default: its EnsembleTracker is
+     * off. Curator reads the servers' own addresses from their configuration (/zookeeper/config) and
+     * moves its connection to them, past the links locktest gives (LOCKTEST_ENDPOINTS, through
+     * toxiproxy): a client behind a proxy or NAT must turn it off too, and locktest's faults act only
+     * on those links. It connects in the background: the adapter reads its first request at once.
+     */
+    static CuratorFramework curator() {
+        CuratorFramework c = CuratorFrameworkFactory.builder().connectString(endpoints).sessionTimeoutMs(ttlMs)
+                .connectionTimeoutMs(15000).retryPolicy(new ExponentialBackoffRetry(1000, 3)).ensembleTracker(false).build();
+        c.start();
+        warmUp(() -> c.checkExists().forPath("/"));
+        return c;
+    }
+
+    /**
+     * Runs a first read of the servers on a thread of its own, as the client starts: the JVM loads and
+     * compiles the code of a request then, while locktest waits for the client to settle (a busy
+     * process is not yet up), rather than in the first acquire, whose time counts against the lock. It
+     * does not hold up the reading of requests: one blocked on unreachable servers is idle, and taken
+     * to be up.
+     */
+    static void warmUp(java.util.concurrent.Callable<?> read) {
+        Thread t = new Thread(() -> {
+            try {
+                read.call();
+            } catch (Exception e) {
+                System.err.println("ZkLocks: warm-up read: " + e);
+            }
+        }, "warm-up");
+        t.setDaemon(true);
+        t.start();
+    }
+
+    /**
+     * The grant of node, read after the library granted it: the node's Stat (czxid, the token), then
+     * its lock's children with their parent's Stat. The parent's pzxid is the zxid of the last change
+     * of the children, so the listing is the state at that zxid: node first in line there is the
+     * grant's decision revision. A node gone, or not first, is no grant.
+     */
+    static Grant confirm(String node, Stat st, List<String> children, Stat parent) throws Fail {
+        if (st == null) {
+            throw new Fail("granted, but its node " + node + " is gone", false);
+        }
+        String name = node.substring(node.lastIndexOf('/') + 1);
+        String first = children.stream().min(Comparator.comparing(ZkLocks::sequence)).orElse("");
+        if (!first.equals(name)) {
+            throw new Fail("granted, but its node " + name + " is not first in line (" + first + " is)", false);
+        }
+        return new Grant(node, st.getCzxid(), parent.getPzxid());
+    }
+
+    /** A sequential node's sequence number: the last 10 digits of its name. */
+    static String sequence(String name) {
+        return name.substring(Math.max(0, name.length() - 10));
+    }
+
+    static Grant confirm(CuratorFramework c, String node) throws Exception {
+        Stat st = c.checkExists().forPath(node);
+        Stat parent = new Stat();
+        List<String> children = c.getChildren().storingStatIn(parent).forPath(node.substring(0, node.lastIndexOf('/')));
+        return confirm(node, st, children, parent);
+    }
+
+    // ---- InterProcessMutex
+
+    static class Mutex implements Lock {
+        final CuratorFramework c;
+        final Map<String, Node> locks = new HashMap<>();
+        final Map<String, Boolean> held = new java.util.concurrent.ConcurrentHashMap<>();
+
+        /** InterProcessMutex, its node told (getLockPath is protected). */
+        static class Node extends InterProcessMutex {
+            Node(CuratorFramework c, String path) {
+                super(c, path);
+            }
+
+            String node() {
+                return getLockPath();
+            }
+        }
+
+        Mutex(CuratorFramework c) {
+            this.c = c;
+            c.getConnectionStateListenable().addListener((client, state) -> {
+                if (state == ConnectionState.LOST) {
+                    for (String name : held.keySet()) {
+                        if (held.remove(name) != null) {
+                            lost(name);
+                        }
+                    }
+                }
+            });
+        }
+
+        public Grant acquire(String name, long timeoutMs) throws Exception {
+            Node m = locks.computeIfAbsent(name, n -> new Node(c, prefix + n));
+            if (!m.acquire(timeoutMs, TimeUnit.MILLISECONDS)) {
+                throw new Fail("timeout: not acquired in " + timeoutMs + " ms", true); // Curator deleted its node
+            }
+            held.put(name, true);
+            try {
+                return confirm(c, m.node());
+            } catch (Exception e) {
+                held.remove(name);
+                m.release();
+                throw new Fail(e.getMessage() + " (released)", false);
+            }
+        }
+
+        public void release(String name) throws Exception {
+            Node m = locks.get(name);
+            if (m == null || !m.isOwnedByCurrentThread()) {
+                throw new Fail("not held: " + name, true);
+            }
+            held.remove(name);
+            m.release(); // a node already gone is no error to Curator
+        }
+
+        public void close() {
+            c.close();
+        }
+    }
+
+    // ---- LeaderLatch
+
+    static class Latch implements Lock {
+        final CuratorFramework c;
+        final Map<String, LeaderLatch> latches = new java.util.concurrent.ConcurrentHashMap<>();
+
+        Latch(CuratorFramework c) {
+            this.c = c;
+        }
+
+        public Grant acquire(String name, long timeoutMs) throws Exception {
+            LeaderLatch l = latches.get(name);
+            if (l == null) {
+                l = new LeaderLatch(c, prefix + name, System.getenv().getOrDefault("LOCKTEST_CLIENT", "c0"));
+                l.start();
+                latches.put(name, l);
+            }
+            if (!l.await(timeoutMs, TimeUnit.MILLISECONDS)) {
+                withdraw(name);
+                throw new Fail("timeout: no leadership in " + timeoutMs + " ms", true);
+            }
+            Grant g;
+            try {
+                g = confirm(c, l.getOurPath());
+            } catch (Exception e) {
+                withdraw(name);
+                throw new Fail(e.getMessage() + " (latch closed)", false);
+            }
+            final LeaderLatch mine = l;
+            l.addListener(new LeaderLatchListener() {
+                public void isLeader() {}
+
+                public void notLeader() {
+                    if (latches.get(name) == mine) {
+                        lost(name);
+                    }
+                }
+            });
+            if (!l.hasLeadership()) { // lost while we read its node
+                throw new Fail("leadership lost as it was granted", false);
+            }
+            return g;
+        }
+
+        /** Closes the latch of name and waits for its node to go: a refusal must hold nothing. */
+        void withdraw(String name) throws Exception {
+            LeaderLatch l = latches.remove(name);
+            if (l == null) {
+                return;
+            }
+            String node = l.getOurPath();
+            l.close(); // its node is deleted in the background (guaranteed)
+            for (int i = 0; node != null && i < 25 && c.checkExists().forPath(node) != null; i++) {
+                Thread.sleep(20);
+            }
+            if (node != null && c.checkExists().forPath(node) != null) {
+                throw new Fail("latch closed, but its node " + node + " is still there", false);
+            }
+        }
+
+        public void release(String name) throws Exception {
+            LeaderLatch l = latches.get(name);
+            if (l == null) {
+                throw new Fail("not held: " + name, true);
+            }
+            latches.remove(name);
+            l.close();
+        }
+
+        public void close() {
+            c.close();
+        }
+    }
+
+    // ---- ZooKeeper's WriteLock
+
+    static class Write implements Lock {
+        ZooKeeper zk;
+        final Map<String, WriteLock> locks = new HashMap<>();
+        final Map<String, Boolean> held = new java.util.concurrent.ConcurrentHashMap<>();
+
+        Write() throws Exception {
+            connect();
+        }
+
+        /** A new session (after its last expired, as an application must make one), connecting in the background. */
+        void connect() throws Exception {
+            ZooKeeper[] self = new ZooKeeper[1];
+            Watcher w = ev -> {
+                switch (ev.getState()) {
+                    case Expired -> {
+                        synchronized (this) {
+                            if (zk == self[0]) {
+                                zk = null;
+                            }
+                        }
+                        for (String name : held.keySet()) {
+                            if (held.remove(name) != null) {
+                                lost(name);
+                            }
+                        }
+                    }
+                    default -> {}
+                }
+            };
+            self[0] = new ZooKeeper(endpoints, ttlMs, w);
+            synchronized (this) {
+                zk = self[0];
+            }
+            locks.clear();
+            warmUp(() -> self[0].exists("/", false));
+        }
+
+        synchronized ZooKeeper zk() {
+            return zk;
+        }
+
+        /** The lock's parent znodes: WriteLock creates its own directory, not its parents. */
+        void parents(ZooKeeper z, String dir) throws Exception {
+            String path = "";
+            for (String part : dir.substring(1, dir.lastIndexOf('/')).split("/")) {
+                path += "/" + part;
+                try {
+                    z.create(path, new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+                } catch (KeeperException.NodeExistsException e) {
+                    // there already
+                }
+            }
+        }
+
+        public Grant acquire(String name, long timeoutMs) throws Exception {
+            if (zk() == null) {
+                connect();
+            }
+            ZooKeeper z = zk();
+            WriteLock l = locks.get(name);
+            if (l == null) {
+                try {
+                    parents(z, prefix + name);
+                } catch (KeeperException e) {
+                    throw new Fail("creating the lock's parents: " + e, true);
+                }
+                l = new WriteLock(z, prefix + name, ZooDefs.Ids.OPEN_ACL_UNSAFE);
+                locks.put(name, l);
+            }
+            CountDownLatch got = new CountDownLatch(1);
+            l.setLockListener(new LockListener() {
+                public void lockAcquired() {
+                    got.countDown();
+                }
+
+                public void lockReleased() {}
+            });
+            boolean owner;
+            try {
+                owner = l.lock() || got.await(timeoutMs, TimeUnit.MILLISECONDS);
+            } catch (KeeperException e) { // its retries ran out: its node may be there
+                throw new Fail("lock(): " + e, false);
+            }
+            if (!owner) {
+                l.unlock(); // deletes its node (throws if it cannot)
+                throw new Fail("timeout: not acquired in " + timeoutMs + " ms", true);
+            }
+            held.put(name, true);
+            String node = l.getId();
+            try {
+                Stat parent = new Stat();
+                Stat st = z.exists(node, false);
+                return confirm(node, st, z.getChildren(prefix + name, false, parent), parent);
+            } catch (Exception e) {
+                held.remove(name);
+                l.unlock();
+                throw new Fail(e.getMessage() + " (unlocked)", false);
+            }
+        }
+
+        public void release(String name) throws Exception {
+            WriteLock l = locks.get(name);
+            if (l == null || held.remove(name) == null) {
+                throw new Fail("not held: " + name, true);
+            }
+            l.unlock(); // a node already gone is no error to WriteLock
+        }
+
+        public void close() throws InterruptedException {
+            ZooKeeper z = zk();
+            if (z != null) {
+                z.close();
+            }
+        }
+    }
+
+    // ---- the protocol
+
+    static void serve(Lock lk) throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        for (String raw; (raw = in.readLine()) != null; ) {
+            if (raw.isBlank()) {
+                continue;
+            }
+            Map<String, String> req = parse(raw);
+            String id = req.getOrDefault("id", "0"), op = req.getOrDefault("op", ""), name = req.getOrDefault("lock", "");
+            try {
+                switch (op) {
+                    case "acquire" -> {
+                        Grant g = lk.acquire(name, Long.parseLong(req.getOrDefault("timeout_ms", "5000")));
+                        emit("{\"id\":" + id + ",\"ok\":true,\"token\":" + g.czxid() + ",\"key\":" + quote(g.node())
+                                + ",\"revision\":" + g.decided() + "}");
+                    }
+                    case "release" -> {
+                        lk.release(name);
+                        emit("{\"id\":" + id + ",\"ok\":true}");
+                    }
+                    default -> emit("{\"id\":" + id + ",\"ok\":false,\"error\":" + quote("unknown op " + op) + ",\"definite\":true}");
+                }
+            } catch (Fail f) {
+                emit("{\"id\":" + id + ",\"ok\":false,\"error\":" + quote(f.getMessage()) + ",\"definite\":" + f.definite + "}");
+            } catch (Exception e) { // anything else: it may have taken effect
+                emit("{\"id\":" + id + ",\"ok\":false,\"error\":" + quote(e.toString()) + ",\"definite\":false}");
+            }
+        }
+    }
+
+    /** A flat JSON object's members (strings and numbers), as locktest's requests are. */
+    static Map<String, String> parse(String s) {
+        Map<String, String> m = new HashMap<>();
+        int i = s.indexOf('{') + 1;
+        while (i > 0 && i < s.length()) {
+            int k0 = s.indexOf('"', i);
+            if (k0 < 0) {
+                break;
+            }
+            StringBuilder key = new StringBuilder();
+            i = string(s, k0 + 1, key);
+            i = s.indexOf(':', i) + 1;
+            while (Character.isWhitespace(s.charAt(i))) {
+                i++;
+            }
+            StringBuilder val = new StringBuilder();
+            if (s.charAt(i) == '"') {
+                i = string(s, i + 1, val);
+            } else {
+                while (i < s.length() && ",}".indexOf(s.charAt(i)) < 0) {
+                    val.append(s.charAt(i++));
+                }
+            }
+            m.put(key.toString(), val.toString().trim());
+            i = s.indexOf(',', i) + 1;
+        }
+        return m;
+    }
+
+    /** Reads a JSON string's body from i (after its quote) into b; returns the index after its end. */
+    static int string(String s, int i, StringBuilder b) {
+        for (; s.charAt(i) != '"'; i++) {
+            char ch = s.charAt(i);
+            if (ch == '\\') {
+                ch = s.charAt(++i);
+                switch (ch) {
+                    case 'n' -> b.append('\n');
+                    case 't' -> b.append('\t');
+                    case 'r' -> b.append('\r');
+                    case 'b' -> b.append('\b');
+                    case 'f' -> b.append('\f');
+                    case 'u' -> {
+                        b.append((char) Integer.parseInt(s.substring(i + 1, i + 5), 16));
+                        i += 4;
+                    }
+                    default -> b.append(ch);
+                }
+            } else {
+                b.append(ch);
+            }
+        }
+        return i + 1;
+    }
+
+    static String quote(String s) {
+        StringBuilder b = new StringBuilder("\"");
+        for (char ch : s.toCharArray()) {
+            switch (ch) {
+                case '"' -> b.append("\\\"");
+                case '\\' -> b.append("\\\\");
+                case '\n' -> b.append("\\n");
+                default -> {
+                    if (ch < 0x20) {
+                        b.append(String.format("\\u%04x", (int) ch));
+                    } else {
+                        b.append(ch);
+                    }
+                }
+            }
+        }
+        return b.append('"').toString();
+    }
+}
