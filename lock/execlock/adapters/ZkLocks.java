@@ -15,9 +15,11 @@
 // token: the czxid of the node the grant holds (a read of the node's Stat after the grant: the
 // queue's order is its nodes' creation order, so it grows with every grant). key: that node.
 // revision: the pzxid of a listing of the lock's children, read next, that shows the node first in
-// line (the state the grant is confirmed on; a grant whose node is gone or not first by then is
-// answered with an unknown outcome, and given up). These two reads are the adapter's, not the
-// libraries': none of them tells its node's zxids.
+// line (the state the grant is confirmed on). A grant whose node is not first by then is still the
+// library's grant, answered as such without a revision, and one whose node is gone without a token
+// either: the adapter tells what the library did, and locktest judges it (its own reads bound the
+// decision). These two reads are the adapter's, not the libraries': none of them tells its node's
+// zxids.
 // lost: Curator's connection state LOST (the session is gone or taken for gone), the latch's
 // notLeader; for the plain handle, the session's Expired event.
 //
@@ -147,18 +149,16 @@ public class ZkLocks {
      * The grant of node, read after the library granted it: the node's Stat (czxid, the token), then
      * its lock's children with their parent's Stat. The parent's pzxid is the zxid of the last change
      * of the children, so the listing is the state at that zxid: node first in line there is the
-     * grant's decision revision. A node gone, or not first, is no grant.
+     * grant's decision revision. A node gone (czxid 0) or not first (decided 0) is still the
+     * library's grant: the reads confirm nothing of it.
      */
-    static Grant confirm(String node, Stat st, List<String> children, Stat parent) throws Fail {
+    static Grant confirm(String node, Stat st, List<String> children, Stat parent) {
         if (st == null) {
-            throw new Fail("granted, but its node " + node + " is gone", false);
+            return new Grant(node, 0, 0);
         }
         String name = node.substring(node.lastIndexOf('/') + 1);
         String first = children.stream().min(Comparator.comparing(ZkLocks::sequence)).orElse("");
-        if (!first.equals(name)) {
-            throw new Fail("granted, but its node " + name + " is not first in line (" + first + " is)", false);
-        }
-        return new Grant(node, st.getCzxid(), parent.getPzxid());
+        return new Grant(node, st.getCzxid(), first.equals(name) ? parent.getPzxid() : 0);
     }
 
     /** A sequential node's sequence number: the last 10 digits of its name. */
@@ -439,8 +439,9 @@ public class ZkLocks {
                 switch (op) {
                     case "acquire" -> {
                         Grant g = lk.acquire(name, Long.parseLong(req.getOrDefault("timeout_ms", "5000")));
-                        emit("{\"id\":" + id + ",\"ok\":true,\"token\":" + g.czxid() + ",\"key\":" + quote(g.node())
-                                + ",\"revision\":" + g.decided() + "}");
+                        emit("{\"id\":" + id + ",\"ok\":true,\"key\":" + quote(g.node())
+                                + (g.czxid() > 0 ? ",\"token\":" + g.czxid() : "")
+                                + (g.decided() > 0 ? ",\"revision\":" + g.decided() : "") + "}");
                     }
                     case "release" -> {
                         lk.release(name);
