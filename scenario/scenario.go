@@ -157,9 +157,12 @@ func (sc Scenario) Recipes() []string {
 // as flags (Flags) unless its command line gives them. A zero field
 // leaves the run's own.
 type Settings struct {
-	// Recipe is the built-in recipe the scenario is about ("": any
-	// lock's scenario).
-	Recipe string
+	// Recipe is the recipe the scenario is about ("": any lock's
+	// scenario): a built-in, or an adapter of a real library
+	// ("exec:COMMAND…", run from the repository's root), which runs on
+	// Backend.
+	Recipe  string
+	Backend string
 	// Workload and Items are the critical section's (histories.Workload*).
 	Workload string
 	Items    int
@@ -210,6 +213,7 @@ func (s Settings) over(o Settings) Settings {
 		}
 	}
 	str(&s.Recipe, o.Recipe)
+	str(&s.Backend, o.Backend)
 	str(&s.Workload, o.Workload)
 	str(&s.Guard, o.Guard)
 	num(&s.Items, o.Items)
@@ -249,6 +253,7 @@ func (sc Scenario) Flags() map[string]string {
 		}
 	}
 	set("recipe", s.Recipe)
+	set("backend", s.Backend)
 	set("workload", s.Workload)
 	set("items", strconv.Itoa(s.Items))
 	set("clients", strconv.Itoa(s.Clients))
