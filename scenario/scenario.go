@@ -89,6 +89,48 @@ type Bug struct {
 	// Recipes are the recipes of the scenario that show it (none: every
 	// recipe it plays).
 	Recipes []string `json:"recipes,omitempty"`
+	// Ecosystem is the code the bug is in: "etcd server", "Python:
+	// redis-py".
+	Ecosystem string `json:"ecosystem,omitempty"`
+	// Affected are the upstream versions that have it, as far as
+	// upstream says: "redis-py up to 7.0 (sync Lock)".
+	Affected string `json:"affected,omitempty"`
+	// Reproduced says when and how often the scenario last showed it
+	// (and its contrast passed), by seeds of `locktest scenario run`.
+	Reproduced string `json:"reproduced,omitempty"`
+	// Random says how often plain --nemesis all, with no script, caught
+	// it in runs of the scenario's recipe ("" not measured).
+	Random string `json:"random,omitempty"`
+}
+
+// Entry is a row of the catalog's table of upstream bugs: a bug, the
+// scenario that reproduces it and the contrasts that pass under the same
+// schedule.
+type Entry struct {
+	Bug
+	Scenario string `json:"scenario"`
+	// Contrasts are the recipes the scenario expects to keep every
+	// promise it judges: the fixed version, or the fix applied.
+	Contrasts []string `json:"contrasts,omitempty"`
+}
+
+// Entries is the table of the upstream bugs the catalog reproduces, in
+// catalog order.
+func (c Catalog) Entries() []Entry {
+	var out []Entry
+	for _, sc := range c {
+		var contrasts []string
+		for _, r := range slices.Sorted(maps.Keys(sc.ByRecipe)) {
+			e := sc.ByRecipe[r]
+			if len(e) > 0 && !slices.ContainsFunc(slices.Collect(maps.Values(e)), func(v string) bool { return v != Valid }) {
+				contrasts = append(contrasts, r)
+			}
+		}
+		for _, b := range sc.Bugs {
+			out = append(out, Entry{Bug: b, Scenario: sc.Name, Contrasts: contrasts})
+		}
+	}
+	return out
 }
 
 // String is the bug in one line: "etcd#22082 (open; ...), seen in etcd

@@ -150,6 +150,38 @@ var scenarios = []scenario.Scenario{
 		Faults: scenario.StarveWaiter,
 	},
 	{
+		Name:    "etcd-22123",
+		Summary: "an Election.Resign whose delete never reached etcd forgets leadership; the retry resigns nothing; the session's next Campaign leads again on the old key",
+		Topic:   scenario.LockBugs,
+		Bugs: []scenario.Bug{{Ref: "etcd#22123", URL: "https://github.com/etcd-io/etcd/issues/22123", Seen: seen,
+			Status: "open; fixes are proposed in etcd pull requests 22124, 22211 and 22437", Recipes: []string{etcdlock.ElectionRetryName},
+			Ecosystem: "etcd Go client (concurrency.Election)", Affected: "client/v3 concurrency up to 3.6.16 and main"}},
+		Lesson: "Election.Resign clears its leader key and session whatever its delete answered: when the holder's links " +
+			"are cut as it resigns, the delete never reaches etcd and fails, and the Election has already forgotten it " +
+			"leads. A service that retries the Resign gets nil (nothing to resign), reports the release done, and the " +
+			"key stays under its session's lease; its next Campaign finds its own key still there and leads again on " +
+			"the old revision: a grant whose fencing token did not grow, the contract check's promise 1, and nobody " +
+			"else could lead meanwhile. The fix proposed upstream keeps the leadership until the delete is answered; " +
+			"--recipe election-retry-kept does so and keeps the contract.",
+		// A 5 s lease: the cut holder's keepalives are held with its
+		// Resign, and its session must outlive the cut.
+		Run: scenario.Settings{Recipe: etcdlock.ElectionRetryName, Time: 4 * time.Second, Clients: 2, TTL: 5,
+			ThinkMin: 300 * time.Millisecond, Think: 400 * time.Millisecond, Require: []string{histories.CheckContract}},
+		Expect: map[string]map[string]string{
+			scenario.Unfenced: {histories.CheckContract: scenario.Invalid},
+			scenario.Fenced:   {histories.CheckContract: scenario.Invalid},
+		},
+		ByRecipe: map[string]map[string]string{
+			etcdlock.ElectionRetryKeptName: {histories.CheckContract: scenario.Valid},
+		},
+		Faults: func(scenario.Shape) []nemesis.Entry {
+			// The next holder's links are cut on its grant, for longer
+			// than its section: its Resign is sent into the cut and fails
+			// when the cut ends (the held connection closes).
+			return []nemesis.Entry{scenario.Holder(nemesis.Entry{At: time.Second, Fault: nemesis.Isolate, Duration: 1500 * time.Millisecond})}
+		},
+	},
+	{
 		Name:    "leader-loss",
 		Summary: "the leader is partitioned away, and later crashed, while a client holds the lock: what etcd gets right",
 		Topic:   scenario.Keeps,

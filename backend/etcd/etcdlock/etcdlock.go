@@ -22,6 +22,9 @@
 //   - mutex-retry-owned: a service's mutex that retries an Unlock that
 //     failed, on the same session, with the delete fenced on the grant's
 //     create revision, as the fix proposed for etcd#22082 does.
+//   - election-retry-kept: an election whose service retries a Resign that
+//     failed, with Resign keeping its leadership until its delete is
+//     answered, as the fix proposed for etcd#22123 does.
 //
 // And broken on purpose, each a real mistake, which the checks must catch:
 //
@@ -36,6 +39,10 @@
 //   - mutex-retry: the service's mutex whose retried Unlock deletes by key
 //     name: a retry of an Unlock whose reply was lost deletes the session's
 //     next grant (etcd#22082).
+//   - election-retry: the election whose service retries a Resign that
+//     failed: Resign forgot its leadership before its delete failed, the
+//     retry returns nil, the key stays, and the next Campaign leads again
+//     on it (etcd#22123).
 package etcdlock
 
 import (
@@ -139,6 +146,10 @@ const (
 	ElectionCheckedName = "election-checked"
 	MutexRetryName      = "mutex-retry"
 	MutexRetryOwnedName = "mutex-retry-owned"
+	// The election of a service that retries a failed Resign, and the
+	// same with the fix proposed for etcd#22123.
+	ElectionRetryName     = "election-retry"
+	ElectionRetryKeptName = "election-retry-kept"
 )
 
 // DefaultPollInterval is the polling recipe's retry interval.
@@ -154,11 +165,13 @@ var Builtins = []lock.Builtin{
 	{Name: SameKeyName, New: SameKey},
 	{Name: PollingName, New: func() lock.Recipe { return Polling(DefaultPollInterval) }},
 	{Name: MutexRetryOwnedName, New: MutexRetryOwned},
+	{Name: ElectionRetryKeptName, New: ElectionRetryKept},
 	{Name: CheckThenSetName, New: CheckThenSet, Broken: true},
 	{Name: UnlockAnyName, New: UnlockAny, Broken: true},
 	{Name: NoRenewName, New: NoRenew, Broken: true},
 	{Name: Mutex34Name, New: Mutex34, Broken: true},
 	{Name: MutexRetryName, New: MutexRetry, Broken: true},
+	{Name: ElectionRetryName, New: ElectionRetry, Broken: true},
 }
 
 // session is the part of a session-based locker the harness sees through
