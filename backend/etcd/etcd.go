@@ -74,7 +74,7 @@ var scenarios = []scenario.Scenario{
 			"still answers it with success once the holder lets go (etcd#11456, fixed in 3.5): two clients are told they " +
 			"hold the lock. This runs the etcd binary of a real release as member processes; --etcd-bin '' runs the " +
 			"built-in etcd, which refuses the grant (session is expired).",
-		Bugs: []scenario.Bug{bug11456(etcdlock.LockRPCName, "etcd 3.4.23 (Debian's etcd-server, its Lock RPC)")},
+		Bugs: []scenario.Bug{bug11456(etcdlock.LockRPCName, "etcd server (v3lock, its Lock RPC)", "etcd 3.4.23 (Debian's etcd-server, its Lock RPC)")},
 		// etcd's own raft timings (100 ms heartbeats, a 1 s election
 		// timeout), not locktest's quick ones: on a loaded machine, 3.4's
 		// processes with a 100 ms timeout changed leaders every second or
@@ -100,7 +100,8 @@ var scenarios = []scenario.Scenario{
 		Summary: "a Mutex.Unlock whose reply was lost is retried after the same session locked again: it deletes the new grant",
 		Topic:   scenario.LockBugs,
 		Bugs: []scenario.Bug{{Ref: "etcd#22082", URL: "https://github.com/etcd-io/etcd/issues/22082", Seen: seen,
-			Status: "open; a fix is proposed in etcd pull request 22115", Recipes: []string{etcdlock.MutexRetryName}}},
+			Status: "open; a fix is proposed in etcd pull request 22115", Recipes: []string{etcdlock.MutexRetryName},
+			Ecosystem: "etcd Go client (concurrency.Mutex)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)"}},
 		Lesson: "A release whose reply is lost leaves its client in doubt, and services retry on an error. etcd's Mutex " +
 			"names its key after its session's lease, so once the same session has locked again, the retried Unlock, a " +
 			"delete by key name, deletes the new grant's key: its holder goes on believing it holds the lock while the " +
@@ -155,7 +156,7 @@ var scenarios = []scenario.Scenario{
 		Topic:   scenario.LockBugs,
 		Bugs: []scenario.Bug{{Ref: "etcd#22123", URL: "https://github.com/etcd-io/etcd/issues/22123", Seen: seen,
 			Status: "open; fixes are proposed in etcd pull requests 22124, 22211 and 22437", Recipes: []string{etcdlock.ElectionRetryName},
-			Ecosystem: "etcd Go client (concurrency.Election)", Affected: "client/v3 concurrency up to 3.6.16 and main"}},
+			Ecosystem: "etcd Go client (concurrency.Election)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)"}},
 		Lesson: "Election.Resign clears its leader key and session whatever its delete answered: when the holder's links " +
 			"are cut as it resigns, the delete never reaches etcd and fails, and the Election has already forgotten it " +
 			"leads. A service that retries the Resign gets nil (nothing to resign), reports the release done, and the " +
@@ -210,22 +211,25 @@ const seen = "etcd 3.6.16 (client/v3 concurrency)"
 // The upstream bugs etcd's scenarios reproduce.
 var (
 	bug11051 = scenario.Bug{Ref: "etcd#11051", URL: "https://github.com/etcd-io/etcd/issues/11051", Seen: seen,
-		Status: "closed as stale, not fixed; a fix is proposed in etcd pull request 22387", Recipes: []string{etcdlock.ElectionName}}
+		Status: "closed as stale, not fixed; a fix is proposed in etcd pull request 22387", Recipes: []string{etcdlock.ElectionName},
+		Ecosystem: "etcd Go client (concurrency.Election)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)"}
 	bug19597 = scenario.Bug{Ref: "etcd#19597", URL: "https://github.com/etcd-io/etcd/issues/19597", Seen: seen,
-		Status: "open; a fix is proposed in etcd pull request 22387", Recipes: []string{etcdlock.ElectionName}}
+		Status: "open; a fix is proposed in etcd pull request 22387", Recipes: []string{etcdlock.ElectionName},
+		Ecosystem: "etcd Go client (concurrency.Election)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)"}
 )
 
-// bug11456 is etcd#11456 as recipe shows it, seen in where.
-func bug11456(recipe, where string) scenario.Bug {
+// bug11456 is etcd#11456 as recipe shows it in ecosystem, seen in where.
+func bug11456(recipe, ecosystem, where string) scenario.Bug {
 	return scenario.Bug{Ref: "etcd#11456", URL: "https://github.com/etcd-io/etcd/issues/11456", Seen: where, Fixed: true,
-		Status: "fixed in 3.5 (the client's concurrency package); not in the 3.4 branch", Recipes: []string{recipe}}
+		Status: "fixed in 3.5 (the client's concurrency package); not in the 3.4 branch", Recipes: []string{recipe},
+		Ecosystem: ecosystem, Affected: "etcd 3.4 and earlier"}
 }
 
 // extensions are what etcd's recipes add to the scenarios of every lock.
 var extensions = []scenario.Extension{{
 	Scenario: "waiter-expiry",
 	Bugs: []scenario.Bug{
-		bug11456(etcdlock.Mutex34Name, "concurrency.Mutex.Lock of etcd 3.4 (re-created as mutex-3.4)"),
+		bug11456(etcdlock.Mutex34Name, "etcd Go client (concurrency.Mutex)", "concurrency.Mutex.Lock of etcd 3.4 (re-created as mutex-3.4)"),
 		bug11051,
 	},
 	Lesson: "etcd's Mutex.Lock checks (since the fix for etcd#11456); --recipe mutex-3.4 shows the old bug and etcd 3.6's " +
