@@ -18,6 +18,7 @@ import (
 	"github.com/locktest/locktest/backend/etcd/etcdlock"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/scenario"
 )
@@ -87,13 +88,7 @@ var scenarios = []scenario.Scenario{
 			scenario.Unfenced: {histories.CheckContract: scenario.Invalid},
 			scenario.Fenced:   {histories.CheckContract: scenario.Invalid},
 		},
-		Faults: func(s scenario.Shape) []nemesis.Entry {
-			// The head of the queue stops (its keepalives too) while the
-			// holder is early in its section, and wakes after its lease
-			// has expired but before the holder lets go.
-			return []nemesis.Entry{{At: time.Second, Fault: nemesis.PauseClient, Target: nemesis.TargetWaiter, Fallback: "c1",
-				Duration: s.TTL + time.Second, Params: map[string]string{"before_write": "false"}}}
-		},
+		Faults: pauseQueueHead,
 	},
 	{
 		Name:    "etcd-22082",
@@ -151,6 +146,32 @@ var scenarios = []scenario.Scenario{
 		Faults: scenario.StarveWaiter,
 	},
 	{
+		Name:    "etcd-mutex-3.4",
+		Summary: "etcd 3.4.13's own concurrency.Mutex grants a waiter whose lease expired while it queued (the real client, pinned by its adapter's module)",
+		Topic:   scenario.LockBugs,
+		Bugs: []scenario.Bug{bug11456(etcdMutex34, "etcd Go client (concurrency.Mutex)",
+			"etcd 3.4.13's concurrency.Mutex (go.etcd.io/etcd v3.4.13, pinned by "+execlock.Adapters+"/etcdmutex34/go.mod)")},
+		Lesson: "The real Mutex of etcd 3.4's client, not a re-creation: a waiter whose process stops past its lease while " +
+			"it queues loses its key, and when the holder lets go Mutex.Lock returns success without checking its " +
+			"session (etcd#11456): two clients are told they hold the lock, the contract check's promise 2. The same " +
+			"adapter on etcd 3.6.16's client (etcdmutex, the fix of 3.5) refuses the grant. The first run builds the " +
+			"3.4 client (about 20 s; .ci/run does it beforehand).",
+		// etcd-11456's schedule: long sections and acquires, the head of
+		// the queue paused past its lease and woken before the holder
+		// lets go (a pause as long as waiter-expiry's outlasts the
+		// acquire's own timeout, which then refuses).
+		Run: scenario.Settings{Recipe: etcdMutex34, Backend: Name, Time: 6 * time.Second, ThinkMin: 4 * time.Second, Think: 5 * time.Second,
+			Clients: 2, OpTimeout: 20 * time.Second, Require: []string{histories.CheckContract}},
+		Expect: map[string]map[string]string{
+			scenario.Unfenced: {histories.CheckContract: scenario.Invalid},
+			scenario.Fenced:   {histories.CheckContract: scenario.Invalid},
+		},
+		ByRecipe: map[string]map[string]string{
+			etcdMutex36: {histories.CheckContract: scenario.Valid},
+		},
+		Faults: pauseQueueHead,
+	},
+	{
 		Name:    "etcd-22123",
 		Summary: "an Election.Resign whose delete never reached etcd forgets leadership; the retry resigns nothing; the session's next Campaign leads again on the old key",
 		Topic:   scenario.LockBugs,
@@ -202,6 +223,21 @@ var scenarios = []scenario.Scenario{
 			}
 		},
 	},
+}
+
+// The etcdmutex adapter on etcd 3.4.13's client (its own module) and on
+// the client locktest is built with.
+var (
+	etcdMutex34 = execlock.Spec("go", "run", "-C", execlock.Adapters+"/etcdmutex34", ".")
+	etcdMutex36 = execlock.Spec("go", "run", "-C", execlock.Adapters+"/etcdmutex", ".")
+)
+
+// pauseQueueHead stops the head of the queue (its keepalives too) while
+// the holder is early in its section, and wakes it after its lease has
+// expired but before the holder lets go.
+func pauseQueueHead(s scenario.Shape) []nemesis.Entry {
+	return []nemesis.Entry{{At: time.Second, Fault: nemesis.PauseClient, Target: nemesis.TargetWaiter, Fallback: "c1",
+		Duration: s.TTL + time.Second, Params: map[string]string{"before_write": "false"}}}
 }
 
 // seen is where locktest reproduced the bugs of etcd's client: the
