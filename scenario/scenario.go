@@ -18,6 +18,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/shellwords"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 )
@@ -138,9 +139,19 @@ func (c Catalog) Entries() []Entry {
 func (b Bug) String() string {
 	s := fmt.Sprintf("%s (%s), seen in %s", b.Ref, b.Status, b.Seen)
 	if len(b.Recipes) > 0 {
-		s += ", with --recipe " + strings.Join(b.Recipes, " or ")
+		s += ", with " + RecipeFlags(b.Recipes)
 	}
 	return s
+}
+
+// RecipeFlags says recipes as the --recipe flags that name them, quoted as
+// a shell reads them (an exec recipe's spec has spaces), joined by "or".
+func RecipeFlags(recipes []string) string {
+	var out []string
+	for _, r := range recipes {
+		out = append(out, "--recipe "+shellwords.Quote(r))
+	}
+	return strings.Join(out, " or ")
 }
 
 // Extension is what a backend adds to a scenario of every lock: the

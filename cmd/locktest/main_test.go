@@ -317,7 +317,7 @@ func TestScenarioBugs(t *testing.T) {
 	}
 	for _, want := range []string{
 		"| [redis-py#3847](https://github.com/redis/redis-py/issues/3847) | Python: redis-py (Lock) |",
-		"| redis-py-3847 | --recipe exec:/usr/bin/python3 lock/execlock/adapters/redis_py.py --retry-release | --recipe exec:/usr/bin/python3 lock/execlock/adapters/redis_py.py --retry-release --fix=4258 |",
+		"| redis-py-3847 | --recipe 'exec:/usr/bin/python3 lock/execlock/adapters/redis_py.py --retry-release' | --recipe 'exec:/usr/bin/python3 lock/execlock/adapters/redis_py.py --retry-release --fix=4258' |",
 		"| etcd-22123 | --recipe election-retry | --recipe election-retry-kept |",
 	} {
 		if !strings.Contains(stdout, want) {

@@ -112,7 +112,7 @@ func expectations(sc scenario.Scenario) string {
 		parts = append(parts, string(res)+" "+(&harness.Scenario{Expect: sc.Expect[string(res)]}).ExpectText())
 	}
 	for _, r := range slices.Sorted(maps.Keys(sc.ByRecipe)) {
-		parts = append(parts, "--recipe "+r+" "+(&harness.Scenario{Expect: sc.ByRecipe[r]}).ExpectText())
+		parts = append(parts, scenario.RecipeFlags([]string{r})+" "+(&harness.Scenario{Expect: sc.ByRecipe[r]}).ExpectText())
 	}
 	return strings.Join(parts, "; ")
 }
@@ -136,16 +136,12 @@ func bugTable(w io.Writer, entries []scenario.Entry, asJSON bool) error {
 	fmt.Fprintln(w, "| reference | ecosystem | affected | upstream | reproduced in | scenario | shows it | contrast (passes) | last reproduced | --nemesis all, 30 s |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, e := range entries {
-		shows := "--recipe " + strings.Join(e.Recipes, " or ")
+		shows := scenario.RecipeFlags(e.Recipes)
 		if len(e.Recipes) == 0 {
 			shows = "every recipe it plays"
 		}
-		var contrasts []string
-		for _, c := range e.Contrasts {
-			contrasts = append(contrasts, "--recipe "+c)
-		}
 		fmt.Fprintf(w, "| [%s](%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", e.Ref, e.URL, cell(e.Ecosystem), cell(e.Affected),
-			cell(e.Status), cell(e.Seen), e.Scenario, cell(shows), cell(strings.Join(contrasts, " or ")), cell(e.Reproduced), cell(e.Random))
+			cell(e.Status), cell(e.Seen), e.Scenario, cell(shows), cell(scenario.RecipeFlags(e.Contrasts)), cell(e.Reproduced), cell(e.Random))
 	}
 	return nil
 }
