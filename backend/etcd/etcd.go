@@ -177,7 +177,8 @@ var scenarios = []scenario.Scenario{
 		Topic:   scenario.LockBugs,
 		Bugs: []scenario.Bug{{Ref: "etcd#22123", URL: "https://github.com/etcd-io/etcd/issues/22123", Seen: seen,
 			Status: "open; fixes are proposed in etcd pull requests 22124, 22211 and 22437", Recipes: []string{etcdlock.ElectionRetryName},
-			Ecosystem: "etcd Go client (concurrency.Election)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)"}},
+			Ecosystem: "etcd Go client (concurrency.Election)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)",
+			Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (10.9 s mean, 11.6 s max); the contrast 10 of 10 (11.5 s max)"}},
 		Lesson: "Election.Resign clears its leader key and session whatever its delete answered: when the holder's links " +
 			"are cut as it resigns, the delete never reaches etcd and fails, and the Election has already forgotten it " +
 			"leads. A service that retries the Resign gets nil (nothing to resign), reports the release done, and the " +
