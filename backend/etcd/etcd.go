@@ -149,9 +149,7 @@ var scenarios = []scenario.Scenario{
 		Name:    "etcd-mutex-3.4",
 		Summary: "etcd 3.4.13's own concurrency.Mutex grants a waiter whose lease expired while it queued (the real client, pinned by its adapter's module)",
 		Topic:   scenario.LockBugs,
-		Bugs: []scenario.Bug{bug11456(etcdMutex34, "etcd Go client (concurrency.Mutex)",
-			"etcd 3.4.13's concurrency.Mutex (go.etcd.io/etcd v3.4.13, pinned by "+execlock.Adapters+"/etcdmutex34/go.mod)",
-			"2026-11-26, seeds 1-10: 10 of 10 (20.7 s mean, 22.2 s max); the contrast 10 of 10 (24.4 s max)")},
+		Bugs: []scenario.Bug{mutex34Bug()},
 		Lesson: "The real Mutex of etcd 3.4's client, not a re-creation: a waiter whose process stops past its lease while " +
 			"it queues loses its key, and when the holder lets go Mutex.Lock returns success without checking its " +
 			"session (etcd#11456): two clients are told they hold the lock, the contract check's promise 2. The same " +
@@ -179,7 +177,8 @@ var scenarios = []scenario.Scenario{
 		Bugs: []scenario.Bug{{Ref: "etcd#22123", URL: "https://github.com/etcd-io/etcd/issues/22123", Seen: seen,
 			Status: "open; fixes are proposed in etcd pull requests 22124, 22211 and 22437", Recipes: []string{etcdlock.ElectionRetryName},
 			Ecosystem: "etcd Go client (concurrency.Election)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)",
-			Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (10.9 s mean, 11.6 s max); the contrast 10 of 10 (11.5 s max)"}},
+			Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (10.9 s mean, 11.6 s max); the contrast 10 of 10 (11.5 s max)",
+			Random: "0 of 5 (seeds 1-5, the scenario's settings, no script)"}},
 		Lesson: "Election.Resign clears its leader key and session whatever its delete answered: when the holder's links " +
 			"are cut as it resigns, the delete never reaches etcd and fails, and the Election has already forgotten it " +
 			"leads. A service that retries the Resign gets nil (nothing to resign), reports the release done, and the " +
@@ -233,6 +232,16 @@ var (
 	etcdMutex34 = execlock.Spec("go", "run", "-C", execlock.Adapters+"/etcdmutex34", ".")
 	etcdMutex36 = execlock.Spec("go", "run", "-C", execlock.Adapters+"/etcdmutex", ".")
 )
+
+// mutex34Bug is etcd#11456 in etcd 3.4.13's own Mutex, as etcd-mutex-3.4
+// shows it.
+func mutex34Bug() scenario.Bug {
+	b := bug11456(etcdMutex34, "etcd Go client (concurrency.Mutex)",
+		"etcd 3.4.13's concurrency.Mutex (go.etcd.io/etcd v3.4.13, pinned by "+execlock.Adapters+"/etcdmutex34/go.mod)",
+		"2026-11-26, seeds 1-10: 10 of 10 (20.7 s mean, 22.2 s max); the contrast 10 of 10 (24.4 s max)")
+	b.Random = "1 of 3 (seeds 1-3, the scenario's settings, no script): seed 3, promise 2 (a waiter granted after its lease expired)"
+	return b
+}
 
 // pauseQueueHead stops the head of the queue (its keepalives too) while
 // the holder is early in its section, and wakes it after its lease has
