@@ -149,7 +149,7 @@ var scenarios = []scenario.Scenario{
 		Name:    "etcd-mutex-3.4",
 		Summary: "etcd 3.4.13's own concurrency.Mutex grants a waiter whose lease expired while it queued (the real client, pinned by its adapter's module)",
 		Topic:   scenario.LockBugs,
-		Bugs: []scenario.Bug{mutex34Bug()},
+		Bugs:    []scenario.Bug{mutex34Bug()},
 		Lesson: "The real Mutex of etcd 3.4's client, not a re-creation: a waiter whose process stops past its lease while " +
 			"it queues loses its key, and when the holder lets go Mutex.Lock returns success without checking its " +
 			"session (etcd#11456): two clients are told they hold the lock, the contract check's promise 2. The same " +
@@ -178,7 +178,7 @@ var scenarios = []scenario.Scenario{
 			Status: "open; fixes are proposed in etcd pull requests 22124, 22211 and 22437", Recipes: []string{etcdlock.ElectionRetryName},
 			Ecosystem: "etcd Go client (concurrency.Election)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)",
 			Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (10.9 s mean, 11.6 s max); the contrast 10 of 10 (11.5 s max)",
-			Random: "0 of 5 (seeds 1-5, the scenario's settings, no script)"}},
+			Random:     "0 of 5 (seeds 1-5, the scenario's settings, no script)"}},
 		Lesson: "Election.Resign clears its leader key and session whatever its delete answered: when the holder's links " +
 			"are cut as it resigns, the delete never reaches etcd and fails, and the Election has already forgotten it " +
 			"leads. A service that retries the Resign gets nil (nothing to resign), reports the release done, and the " +
