@@ -9,6 +9,7 @@ import (
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/scenario"
 	"github.com/locktest/locktest/system"
 	"github.com/locktest/locktest/workload"
 )
@@ -100,5 +101,23 @@ func TestPlan(t *testing.T) {
 				t.Errorf("%s's recipe with %s's resource %s: %v", other.Name, def.Name, r.Mode, err)
 			}
 		}
+	}
+}
+
+// A scenario about an adapter of a real library names it by its exec spec
+// and its backend: Apply runs it on that backend; an exec spec without one
+// is refused.
+func TestApplyExecRecipe(t *testing.T) {
+	spec := "exec:/bin/cat adapter"
+	o := Options{Workload: workload.DefaultConfig()}
+	if err := o.Apply(scenario.Settings{Recipe: spec, Backend: "redis"}); err != nil {
+		t.Fatal(err)
+	}
+	if o.Backend != "redis" || o.Workload.Recipe == nil || o.Workload.Recipe.Name() != spec {
+		t.Errorf("applied: backend %q, recipe %v", o.Backend, o.Workload.Recipe)
+	}
+	o = Options{Workload: workload.DefaultConfig()}
+	if err := o.Apply(scenario.Settings{Recipe: spec}); err == nil || !strings.Contains(err.Error(), "with its backend") {
+		t.Errorf("an exec recipe without its backend: %v", err)
 	}
 }

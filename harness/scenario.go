@@ -11,6 +11,8 @@ import (
 
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/scenario"
 )
 
@@ -46,11 +48,14 @@ func (o *Options) Stage(sc scenario.Scenario) {
 func (o *Options) Apply(s scenario.Settings) error {
 	w := &o.Workload
 	if s.Recipe != "" && w.Recipe == nil {
-		_, b, ok := registry.Builtin(s.Recipe)
-		if !ok {
-			return fmt.Errorf("recipe %q is no built-in", s.Recipe)
+		switch _, b, ok := registry.Builtin(s.Recipe); {
+		case ok:
+			o.Backend = b.Name
+		case execlock.IsSpec(s.Recipe) && s.Backend != "":
+			o.Backend = s.Backend
+		default:
+			return fmt.Errorf("recipe %q is no built-in, nor an exec recipe with its backend", s.Recipe)
 		}
-		o.Backend = b.Name
 	}
 	if s.Workload != "" {
 		w.Workload = s.Workload
@@ -110,7 +115,13 @@ func (o *Options) Apply(s scenario.Settings) error {
 		}
 	}
 	if s.Recipe != "" && w.Recipe == nil {
-		r, err := registry.NewRecipe(s.Recipe, o.System)
+		var r lock.Recipe
+		var err error
+		if execlock.IsSpec(s.Recipe) {
+			r, err = execlock.Parse(s.Recipe)
+		} else {
+			r, err = registry.NewRecipe(s.Recipe, o.System)
+		}
 		if err != nil {
 			return err
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/words"
+	"github.com/locktest/locktest/internal/shellwords"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 )
@@ -107,6 +108,48 @@ type Bug struct {
 	// Recipes are the recipes of the scenario that show it (none: every
 	// recipe it plays).
 	Recipes []string `json:"recipes,omitempty"`
+	// Ecosystem is the code the bug is in: "etcd server", "Python:
+	// redis-py".
+	Ecosystem string `json:"ecosystem,omitempty"`
+	// Affected are the upstream versions that have it, as far as
+	// upstream says: "redis-py up to 7.0 (sync Lock)".
+	Affected string `json:"affected,omitempty"`
+	// Reproduced says when and how often the scenario last showed it
+	// (and its contrast passed), by seeds of `locktest scenario run`.
+	Reproduced string `json:"reproduced,omitempty"`
+	// Random says how often plain --nemesis all, with no script, caught
+	// it in runs of the scenario's recipe ("" not measured).
+	Random string `json:"random,omitempty"`
+}
+
+// Entry is a row of the catalog's table of upstream bugs: a bug, the
+// scenario that reproduces it and the contrasts that pass under the same
+// schedule.
+type Entry struct {
+	Bug
+	Scenario string `json:"scenario"`
+	// Contrasts are the recipes the scenario expects to keep every
+	// promise it judges: the fixed version, or the fix applied.
+	Contrasts []string `json:"contrasts,omitempty"`
+}
+
+// Entries is the table of the upstream bugs the catalog reproduces, in
+// catalog order.
+func (c Catalog) Entries() []Entry {
+	var out []Entry
+	for _, sc := range c {
+		var contrasts []string
+		for _, r := range slices.Sorted(maps.Keys(sc.ByRecipe)) {
+			e := sc.ByRecipe[r]
+			if len(e) > 0 && !slices.ContainsFunc(slices.Collect(maps.Values(e)), func(v string) bool { return v != Valid }) {
+				contrasts = append(contrasts, r)
+			}
+		}
+		for _, b := range sc.Bugs {
+			out = append(out, Entry{Bug: b, Scenario: sc.Name, Contrasts: contrasts})
+		}
+	}
+	return out
 }
 
 // String is the bug in one line: "etcd#22082 (open; ...), seen in etcd
@@ -114,9 +157,19 @@ type Bug struct {
 func (b Bug) String() string {
 	s := fmt.Sprintf("%s (%s), seen in %s", b.Ref, b.Status, b.Seen)
 	if len(b.Recipes) > 0 {
-		s += ", with --recipe " + strings.Join(b.Recipes, " or ")
+		s += ", with " + RecipeFlags(b.Recipes)
 	}
 	return s
+}
+
+// RecipeFlags says recipes as the --recipe flags that name them, quoted as
+// a shell reads them (an exec recipe's spec has spaces), joined by "or".
+func RecipeFlags(recipes []string) string {
+	var out []string
+	for _, r := range recipes {
+		out = append(out, "--recipe "+shellwords.Quote(r))
+	}
+	return strings.Join(out, " or ")
 }
 
 // Extension is what a backend adds to a scenario of every lock: the
@@ -175,9 +228,12 @@ func (sc Scenario) Recipes() []string {
 // as flags (Flags) unless its command line gives them. A zero field
 // leaves the run's own.
 type Settings struct {
-	// Recipe is the built-in recipe the scenario is about ("": any
-	// lock's scenario).
-	Recipe string
+	// Recipe is the recipe the scenario is about ("": any lock's
+	// scenario): a built-in, or an adapter of a real library
+	// ("exec:COMMAND…", run from the repository's root), which runs on
+	// Backend.
+	Recipe  string
+	Backend string
 	// Workload and Items are the critical section's (histories.Workload*).
 	Workload string
 	Items    int
@@ -228,6 +284,7 @@ func (s Settings) over(o Settings) Settings {
 		}
 	}
 	str(&s.Recipe, o.Recipe)
+	str(&s.Backend, o.Backend)
 	str(&s.Workload, o.Workload)
 	str(&s.Guard, o.Guard)
 	num(&s.Items, o.Items)
@@ -267,6 +324,7 @@ func (sc Scenario) Flags() map[string]string {
 		}
 	}
 	set("recipe", s.Recipe)
+	set("backend", s.Backend)
 	set("workload", s.Workload)
 	set("items", strconv.Itoa(s.Items))
 	set("clients", strconv.Itoa(s.Clients))

@@ -64,3 +64,21 @@ func TestSettings(t *testing.T) {
 		t.Error("a scenario's system settings changed the common ones")
 	}
 }
+
+// The table of upstream bugs has a row per bug, with the scenario that
+// shows it and, as contrasts, the recipes the scenario expects to keep
+// every promise it judges.
+func TestEntries(t *testing.T) {
+	c := Catalog{
+		{Name: "plain"},
+		{Name: "bug", Bugs: []Bug{{Ref: "x#1", Recipes: []string{"old"}}, {Ref: "x#2"}},
+			ByRecipe: map[string]map[string]string{"old": {"contract": Invalid}, "fixed": {"contract": Valid, "liveness": Valid}, "half": {"contract": Valid, "liveness": Invalid}}},
+	}
+	got := c.Entries()
+	if len(got) != 2 || got[0].Ref != "x#1" || got[1].Ref != "x#2" || got[0].Scenario != "bug" {
+		t.Fatalf("entries %+v", got)
+	}
+	if !slices.Equal(got[0].Contrasts, []string{"fixed"}) || !slices.Equal(got[1].Contrasts, []string{"fixed"}) {
+		t.Errorf("contrasts %v, %v: want only the recipe expected valid on every check", got[0].Contrasts, got[1].Contrasts)
+	}
+}

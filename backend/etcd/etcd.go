@@ -18,6 +18,7 @@ import (
 	"github.com/locktest/locktest/backend/etcd/etcdlock"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/scenario"
 )
@@ -74,7 +75,7 @@ var scenarios = []scenario.Scenario{
 			"still answers it with success once the holder lets go (etcd#11456, fixed in 3.5): two clients are told they " +
 			"hold the lock. This runs the etcd binary of a real release as member processes; --etcd-bin '' runs the " +
 			"built-in etcd, which refuses the grant (session is expired).",
-		Bugs: []scenario.Bug{bug11456(etcdlock.LockRPCName, "etcd 3.4.23 (Debian's etcd-server, its Lock RPC)")},
+		Bugs: []scenario.Bug{bug11456(etcdlock.LockRPCName, "etcd server (v3lock, its Lock RPC)", "etcd 3.4.23 (Debian's etcd-server, its Lock RPC)", "")},
 		// etcd's own raft timings (100 ms heartbeats, a 1 s election
 		// timeout), not locktest's quick ones: on a loaded machine, 3.4's
 		// processes with a 100 ms timeout changed leaders every second or
@@ -87,20 +88,15 @@ var scenarios = []scenario.Scenario{
 			scenario.Unfenced: {histories.CheckContract: scenario.Invalid},
 			scenario.Fenced:   {histories.CheckContract: scenario.Invalid},
 		},
-		Faults: func(s scenario.Shape) []nemesis.Entry {
-			// The head of the queue stops (its keepalives too) while the
-			// holder is early in its section, and wakes after its lease
-			// has expired but before the holder lets go.
-			return []nemesis.Entry{{At: time.Second, Fault: nemesis.PauseClient, Target: nemesis.TargetWaiter, Fallback: "c1",
-				Duration: s.TTL + time.Second, Params: map[string]string{"before_write": "false"}}}
-		},
+		Faults: pauseQueueHead,
 	},
 	{
 		Name:    "etcd-22082",
 		Summary: "a Mutex.Unlock whose reply was lost is retried after the same session locked again: it deletes the new grant",
 		Topic:   scenario.LockBugs,
 		Bugs: []scenario.Bug{{Ref: "etcd#22082", URL: "https://github.com/etcd-io/etcd/issues/22082", Seen: seen,
-			Status: "open; a fix is proposed in etcd pull request 22115", Recipes: []string{etcdlock.MutexRetryName}}},
+			Status: "open; a fix is proposed in etcd pull request 22115", Recipes: []string{etcdlock.MutexRetryName},
+			Ecosystem: "etcd Go client (concurrency.Mutex)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)"}},
 		Lesson: "A release whose reply is lost leaves its client in doubt, and services retry on an error. etcd's Mutex " +
 			"names its key after its session's lease, so once the same session has locked again, the retried Unlock, a " +
 			"delete by key name, deletes the new grant's key: its holder goes on believing it holds the lock while the " +
@@ -150,6 +146,65 @@ var scenarios = []scenario.Scenario{
 		Faults: scenario.StarveWaiter,
 	},
 	{
+		Name:    "etcd-mutex-3.4",
+		Summary: "etcd 3.4.13's own concurrency.Mutex grants a waiter whose lease expired while it queued (the real client, pinned by its adapter's module)",
+		Topic:   scenario.LockBugs,
+		Bugs:    []scenario.Bug{mutex34Bug()},
+		Lesson: "The real Mutex of etcd 3.4's client, not a re-creation: a waiter whose process stops past its lease while " +
+			"it queues loses its key, and when the holder lets go Mutex.Lock returns success without checking its " +
+			"session (etcd#11456): two clients are told they hold the lock, the contract check's promise 2. The same " +
+			"adapter on etcd 3.6.16's client (etcdmutex, the fix of 3.5) refuses the grant. The first run builds the " +
+			"3.4 client (about 20 s; .ci/run does it beforehand).",
+		// etcd-11456's schedule: long sections and acquires, the head of
+		// the queue paused past its lease and woken before the holder
+		// lets go (a pause as long as waiter-expiry's outlasts the
+		// acquire's own timeout, which then refuses).
+		Run: scenario.Settings{Recipe: etcdMutex34, Backend: Name, Time: 6 * time.Second, ThinkMin: 4 * time.Second, Think: 5 * time.Second,
+			Clients: 2, OpTimeout: 20 * time.Second, Require: []string{histories.CheckContract}},
+		Expect: map[string]map[string]string{
+			scenario.Unfenced: {histories.CheckContract: scenario.Invalid},
+			scenario.Fenced:   {histories.CheckContract: scenario.Invalid},
+		},
+		ByRecipe: map[string]map[string]string{
+			etcdMutex36: {histories.CheckContract: scenario.Valid},
+		},
+		Faults: pauseQueueHead,
+	},
+	{
+		Name:    "etcd-22123",
+		Summary: "an Election.Resign whose delete never reached etcd forgets leadership; the retry resigns nothing; the session's next Campaign leads again on the old key",
+		Topic:   scenario.LockBugs,
+		Bugs: []scenario.Bug{{Ref: "etcd#22123", URL: "https://github.com/etcd-io/etcd/issues/22123", Seen: seen,
+			Status: "open; fixes are proposed in etcd pull requests 22124, 22211 and 22437", Recipes: []string{etcdlock.ElectionRetryName},
+			Ecosystem: "etcd Go client (concurrency.Election)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)",
+			Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (10.9 s mean, 11.6 s max); the contrast 10 of 10 (11.5 s max)",
+			Random:     "0 of 5 (seeds 1-5, the scenario's settings, no script)"}},
+		Lesson: "Election.Resign clears its leader key and session whatever its delete answered: when the holder's links " +
+			"are cut as it resigns, the delete never reaches etcd and fails, and the Election has already forgotten it " +
+			"leads. A service that retries the Resign gets nil (nothing to resign), reports the release done, and the " +
+			"key stays under its session's lease; its next Campaign finds its own key still there and leads again on " +
+			"the old revision: a grant whose fencing token did not grow, the contract check's promise 1, and nobody " +
+			"else could lead meanwhile. The fix proposed upstream keeps the leadership until the delete is answered; " +
+			"--recipe election-retry-kept does so and keeps the contract.",
+		// A 5 s lease: the cut holder's keepalives are held with its
+		// Resign, and its session must outlive the cut.
+		Run: scenario.Settings{Recipe: etcdlock.ElectionRetryName, Time: 4 * time.Second, Clients: 2, TTL: 5,
+			ThinkMin: 300 * time.Millisecond, Think: 400 * time.Millisecond, Require: []string{histories.CheckContract}},
+		Expect: map[string]map[string]string{
+			scenario.Unfenced: {histories.CheckContract: scenario.Invalid},
+			scenario.Fenced:   {histories.CheckContract: scenario.Invalid},
+		},
+		ByRecipe: map[string]map[string]string{
+			etcdlock.ElectionRetryKeptName: {histories.CheckContract: scenario.Valid},
+		},
+		Faults: func(scenario.Shape) []nemesis.Entry {
+			// The next holder's links are cut on its grant, for longer
+			// than its section: its Resign is sent into the cut and fails
+			// when the cut ends (the held connection closes).
+			return []nemesis.Entry{scenario.Holder(nemesis.Entry{At: time.Second, Fault: nemesis.Isolate, Duration: 1500 * time.Millisecond})}
+		},
+	},
+	{
 		Name:    "leader-loss",
 		Summary: "the leader is partitioned away, and later crashed, while a client holds the lock: what etcd gets right",
 		Topic:   scenario.Keeps,
@@ -171,6 +226,31 @@ var scenarios = []scenario.Scenario{
 	},
 }
 
+// The etcdmutex adapter on etcd 3.4.13's client (its own module) and on
+// the client locktest is built with.
+var (
+	etcdMutex34 = execlock.Spec("go", "run", "-C", execlock.Adapters+"/etcdmutex34", ".")
+	etcdMutex36 = execlock.Spec("go", "run", "-C", execlock.Adapters+"/etcdmutex", ".")
+)
+
+// mutex34Bug is etcd#11456 in etcd 3.4.13's own Mutex, as etcd-mutex-3.4
+// shows it.
+func mutex34Bug() scenario.Bug {
+	b := bug11456(etcdMutex34, "etcd Go client (concurrency.Mutex)",
+		"etcd 3.4.13's concurrency.Mutex (go.etcd.io/etcd v3.4.13, pinned by "+execlock.Adapters+"/etcdmutex34/go.mod)",
+		"2026-11-26, seeds 1-10: 10 of 10 (20.7 s mean, 22.2 s max); the contrast 10 of 10 (24.4 s max)")
+	b.Random = "1 of 3 (seeds 1-3, the scenario's settings, no script): seed 3, promise 2 (a waiter granted after its lease expired)"
+	return b
+}
+
+// pauseQueueHead stops the head of the queue (its keepalives too) while
+// the holder is early in its section, and wakes it after its lease has
+// expired but before the holder lets go.
+func pauseQueueHead(s scenario.Shape) []nemesis.Entry {
+	return []nemesis.Entry{{At: time.Second, Fault: nemesis.PauseClient, Target: nemesis.TargetWaiter, Fallback: "c1",
+		Duration: s.TTL + time.Second, Params: map[string]string{"before_write": "false"}}}
+}
+
 // seen is where locktest reproduced the bugs of etcd's client: the
 // concurrency package of the etcd it is built with.
 const seen = "etcd 3.6.16 (client/v3 concurrency)"
@@ -178,22 +258,26 @@ const seen = "etcd 3.6.16 (client/v3 concurrency)"
 // The upstream bugs etcd's scenarios reproduce.
 var (
 	bug11051 = scenario.Bug{Ref: "etcd#11051", URL: "https://github.com/etcd-io/etcd/issues/11051", Seen: seen,
-		Status: "closed as stale, not fixed; a fix is proposed in etcd pull request 22387", Recipes: []string{etcdlock.ElectionName}}
+		Status: "closed as stale, not fixed; a fix is proposed in etcd pull request 22387", Recipes: []string{etcdlock.ElectionName},
+		Ecosystem: "etcd Go client (concurrency.Election)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)"}
 	bug19597 = scenario.Bug{Ref: "etcd#19597", URL: "https://github.com/etcd-io/etcd/issues/19597", Seen: seen,
-		Status: "open; a fix is proposed in etcd pull request 22387", Recipes: []string{etcdlock.ElectionName}}
+		Status: "open; a fix is proposed in etcd pull request 22387", Recipes: []string{etcdlock.ElectionName},
+		Ecosystem: "etcd Go client (concurrency.Election)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)"}
 )
 
-// bug11456 is etcd#11456 as recipe shows it, seen in where.
-func bug11456(recipe, where string) scenario.Bug {
+// bug11456 is etcd#11456 as recipe shows it in ecosystem, seen in where,
+// last reproduced as reproduced says ("" not recorded).
+func bug11456(recipe, ecosystem, where, reproduced string) scenario.Bug {
 	return scenario.Bug{Ref: "etcd#11456", URL: "https://github.com/etcd-io/etcd/issues/11456", Seen: where, Fixed: true,
-		Status: "fixed in 3.5 (the client's concurrency package); not in the 3.4 branch", Recipes: []string{recipe}}
+		Status: "fixed in 3.5 (the client's concurrency package); not in the 3.4 branch", Recipes: []string{recipe},
+		Ecosystem: ecosystem, Affected: "etcd 3.4 and earlier", Reproduced: reproduced}
 }
 
 // extensions are what etcd's recipes add to the scenarios of every lock.
 var extensions = []scenario.Extension{{
 	Scenario: "waiter-expiry",
 	Bugs: []scenario.Bug{
-		bug11456(etcdlock.Mutex34Name, "concurrency.Mutex.Lock of etcd 3.4 (re-created as mutex-3.4)"),
+		bug11456(etcdlock.Mutex34Name, "etcd Go client (concurrency.Mutex)", "concurrency.Mutex.Lock of etcd 3.4 (re-created as mutex-3.4)", ""),
 		bug11051,
 	},
 	Lesson: "etcd's Mutex.Lock checks (since the fix for etcd#11456); --recipe mutex-3.4 shows the old bug and etcd 3.6's " +

@@ -203,4 +203,5 @@ var scenarios = []scenario.Scenario{
 			}
 		},
 	},
+	redisPy3847,
 }

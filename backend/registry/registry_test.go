@@ -6,12 +6,15 @@ import (
 	"flag"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/scenario"
 )
 
@@ -121,11 +124,13 @@ func TestCatalog(t *testing.T) {
 				t.Errorf("%s, %d members: %v", sc.Name, members, err)
 			}
 		}
-		if r := sc.Run.Recipe; r != "" && Of(r).Name != sc.Backend {
+		if r := sc.Run.Recipe; r != "" && !execlock.IsSpec(r) && Of(r).Name != sc.Backend {
 			t.Errorf("%s, a scenario of %q, runs %s, a recipe of %s", sc.Name, sc.Backend, r, Of(r).Name)
 		}
-		for r := range sc.ByRecipe {
-			if _, _, ok := Builtin(r); !ok {
+		for _, r := range sc.Recipes() {
+			if execlock.IsSpec(r) {
+				adapterOf(t, sc, r)
+			} else if _, _, ok := Builtin(r); !ok {
 				t.Errorf("%s expects of %s, which is no recipe", sc.Name, r)
 			}
 		}
@@ -139,6 +144,29 @@ func TestCatalog(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// adapterOf checks an exec recipe of scenario sc: it runs on the
+// scenario's backend, and its command names an adapter of
+// execlock.Adapters that is there, from the repository's root.
+func adapterOf(t *testing.T, sc scenario.Scenario, spec string) {
+	t.Helper()
+	if sc.Run.Backend != sc.Backend {
+		t.Errorf("%s, a scenario of %q, runs %s on %q", sc.Name, sc.Backend, spec, sc.Run.Backend)
+	}
+	r, err := execlock.Parse(spec)
+	if err != nil {
+		t.Errorf("%s: %v", sc.Name, err)
+		return
+	}
+	i := slices.IndexFunc(r.Command, func(w string) bool { return strings.HasPrefix(w, execlock.Adapters+"/") })
+	if i < 0 {
+		t.Errorf("%s: %s names no adapter of %s", sc.Name, spec, execlock.Adapters)
+		return
+	}
+	if _, err := os.Stat(filepath.Join("..", "..", r.Command[i])); err != nil {
+		t.Errorf("%s: %v", sc.Name, err)
 	}
 }
 

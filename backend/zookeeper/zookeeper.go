@@ -159,6 +159,7 @@ var scenarios = []scenario.Scenario{
 		Faults: scenario.PauseHolderBeforeWrite,
 	},
 	ghostNode,
+	kazoo732,
 	{
 		Name:    "zk-leader-loss",
 		Summary: "the ZooKeeper leader is partitioned away, and later crashed, while a client holds the lock: what ZooKeeper gets right",

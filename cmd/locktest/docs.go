@@ -201,7 +201,7 @@ func scenariosPage() string {
 		if be == "" {
 			be = "every lock"
 		}
-		fmt.Fprintf(&w, "| [`%s`](#%s) | %s | %s | %s |\n", sc.Name, sc.Name, be, cell(sc.Line()), cell(expectations(sc)))
+		fmt.Fprintf(&w, "| [`%s`](#%s) | %s | %s | %s |\n", sc.Name, anchor(sc.Name), be, cell(sc.Line()), cell(expectations(sc)))
 	}
 	topic := scenario.Topic(-1)
 	for _, sc := range catalog {
@@ -271,4 +271,14 @@ func cliPage() string {
 		fmt.Fprintf(&w, "\n## locktest %s\n\n```\n%s```\n", name, out.String())
 	}
 	return w.String()
+}
+
+// notInAnchor are the characters a heading's anchor drops.
+var notInAnchor = regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+
+// anchor is the anchor a Markdown heading gets, as GitHub makes it:
+// lower case, punctuation dropped ("etcd-mutex-3.4" is #etcd-mutex-34),
+// spaces made hyphens.
+func anchor(heading string) string {
+	return strings.ReplaceAll(notInAnchor.ReplaceAllString(strings.ToLower(strings.TrimSpace(heading)), ""), " ", "-")
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/scenario"
 )
 
 // TestMain lets a test run locktest itself in a process of its own: with
@@ -303,6 +304,39 @@ func TestScenarioList(t *testing.T) {
 	}
 	if i, j := strings.Index(stdout, "etcd-22082 "), strings.Index(stdout, "upstream bug: etcd#22082"); i < 0 || j < i {
 		t.Errorf("etcd#22082 not listed under etcd-22082:\n%s", stdout)
+	}
+}
+
+// scenario list --bugs is the table of the catalog's upstream bugs, a row
+// each, from the scenarios' own data; --json is the same for CI tools.
+func TestScenarioBugs(t *testing.T) {
+	entries := registry.Catalog().Entries()
+	code, stdout, _ := runMain(t, "scenario", "list", "--bugs")
+	if code != exitValid {
+		t.Fatalf("exit %d", code)
+	}
+	if rows := strings.Count(stdout, "\n| ["); rows != len(entries) {
+		t.Errorf("%d rows for %d bugs:\n%s", rows, len(entries), stdout)
+	}
+	for _, want := range []string{
+		"| [redis-py#3847](https://github.com/redis/redis-py/issues/3847) | Python: redis-py (Lock) |",
+		"| redis-py-3847 | --recipe 'exec:/usr/bin/python3 lock/execlock/adapters/redis_py.py --retry-release' | --recipe 'exec:/usr/bin/python3 lock/execlock/adapters/redis_py.py --retry-release --fix=4258' |",
+		"| etcd-22123 | --recipe election-retry | --recipe election-retry-kept |",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the table lacks %q:\n%s", want, stdout)
+		}
+	}
+	code, stdout, _ = runMain(t, "scenario", "list", "--bugs", "--json")
+	var got []scenario.Entry
+	if err := json.Unmarshal([]byte(stdout), &got); code != exitValid || err != nil {
+		t.Fatalf("exit %d, %v:\n%s", code, err, stdout)
+	}
+	if len(got) != len(entries) || got[0].Ref != entries[0].Ref || got[0].Scenario != entries[0].Scenario {
+		t.Errorf("JSON %+v, want %+v", got, entries)
+	}
+	if code, _, stderr := runMain(t, "scenario", "list", "--json"); code != exitUnknown || !strings.Contains(stderr, "--json is for --bugs") {
+		t.Errorf("--json without --bugs: exit %d, %q", code, stderr)
 	}
 }
 

@@ -89,11 +89,9 @@ func TestFrontPage(t *testing.T) {
 // them.
 func anchors(page string) []string {
 	var out []string
-	drop := regexp.MustCompile(`[^\p{L}\p{N} _-]`)
 	for _, line := range strings.Split(page, "\n") {
 		if h, ok := strings.CutPrefix(line, "#"); ok {
-			h = strings.TrimSpace(strings.TrimLeft(h, "#"))
-			out = append(out, strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(h), ""), " ", "-"))
+			out = append(out, anchor(strings.TrimLeft(h, "#")))
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 const scenarioUsage = `Usage:
   locktest scenario list              the catalog: each scenario, what it shows, the verdicts it expects
+  locktest scenario list --bugs       the upstream bugs it reproduces, as a table (--json: as JSON)
   locktest scenario run NAME [flags]  play one (see locktest scenario run --help)
 `
 
@@ -28,12 +30,20 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	}
 	switch args[0] {
 	case "list":
-		fs := newFlags("scenario list", "scenario list\n\nLists the catalog of scenarios: each one's name, what it shows and the verdicts it expects.", stdout)
+		fs := newFlags("scenario list", "scenario list [--bugs [--json]]\n\nLists the catalog of scenarios: each one's name, what it shows and the verdicts it expects;\nwith --bugs, the table of the upstream bugs they reproduce.", stdout)
+		bugs := fs.Bool("bugs", false, "list the upstream bugs the catalog reproduces, a Markdown table: reference, ecosystem, affected and fixed versions, the version reproduced, scenario, contrast, last reproduced, random faults' catch rate")
+		asJSON := fs.Bool("json", false, "with --bugs: the table as JSON, for CI tools")
 		if err := parseFlags(fs, args[1:]); err != nil {
 			return exitUnknown, err
 		}
 		if fs.NArg() > 0 {
 			return exitUnknown, fmt.Errorf("scenario list: unexpected argument %q", fs.Arg(0))
+		}
+		if *asJSON && !*bugs {
+			return exitUnknown, fmt.Errorf("scenario list: --json is for --bugs")
+		}
+		if *bugs {
+			return exitValid, bugTable(stdout, catalog.Entries(), *asJSON)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		for _, sc := range catalog {
@@ -104,7 +114,36 @@ func expectations(sc scenario.Scenario) string {
 		parts = append(parts, string(res)+" "+(&harness.Scenario{Expect: sc.Expect[string(res)]}).ExpectText())
 	}
 	for _, r := range slices.Sorted(maps.Keys(sc.ByRecipe)) {
-		parts = append(parts, "--recipe "+r+" "+(&harness.Scenario{Expect: sc.ByRecipe[r]}).ExpectText())
+		parts = append(parts, scenario.RecipeFlags([]string{r})+" "+(&harness.Scenario{Expect: sc.ByRecipe[r]}).ExpectText())
 	}
 	return strings.Join(parts, "; ")
+}
+
+// bugTable writes the catalog's upstream bugs: a Markdown table, or JSON.
+func bugTable(w io.Writer, entries []scenario.Entry, asJSON bool) error {
+	if asJSON {
+		b, err := json.MarshalIndent(entries, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	}
+	cell := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return strings.ReplaceAll(s, "|", "\\|")
+	}
+	fmt.Fprintln(w, "| reference | ecosystem | affected | upstream | reproduced in | scenario | shows it | contrast (passes) | last reproduced | --nemesis all, 30 s |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, e := range entries {
+		shows := scenario.RecipeFlags(e.Recipes)
+		if len(e.Recipes) == 0 {
+			shows = "every recipe it plays"
+		}
+		fmt.Fprintf(w, "| [%s](%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", e.Ref, e.URL, cell(e.Ecosystem), cell(e.Affected),
+			cell(e.Status), cell(e.Seen), e.Scenario, cell(shows), cell(scenario.RecipeFlags(e.Contrasts)), cell(e.Reproduced), cell(e.Random))
+	}
+	return nil
 }

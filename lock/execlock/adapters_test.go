@@ -61,6 +61,15 @@ func TestAdapters(t *testing.T) {
 			}
 			return []string{bin}
 		}},
+		{"etcdmutex-3.4", "etcd", func(t *testing.T) []string {
+			// Its own module, pinning etcd 3.4.13's client: the first
+			// build downloads and compiles it.
+			bin := filepath.Join(t.TempDir(), "etcdmutex34")
+			if out, err := exec.Command("go", "build", "-C", "adapters/etcdmutex34", "-o", bin, ".").CombinedOutput(); err != nil {
+				t.Fatalf("go build -C adapters/etcdmutex34: %v\n%s", err, out)
+			}
+			return []string{bin}
+		}},
 	} {
 		t.Run(a.name, func(t *testing.T) { conform(t, a.backend, a.command(t)) })
 	}

@@ -266,3 +266,12 @@ func firstLine(path string) []byte {
 	line, _, _ := bytes.Cut(b[:n], []byte("\n"))
 	return line
 }
+
+// Adapters is the folder of the adapters of real libraries, from the
+// repository's root: the catalog's scenarios of a library's bugs run them
+// from there.
+const Adapters = "lock/execlock/adapters"
+
+// Spec is the recipe spec of command: Prefix and its words, quoted as
+// Parse reads them.
+func Spec(command ...string) string { return Prefix + shellwords.Join(command) }

@@ -109,6 +109,10 @@ const (
 	ElectionCheckedName = "election-checked"
 	MutexRetryName      = "mutex-retry"
 	MutexRetryOwnedName = "mutex-retry-owned"
+	// The election of a service that retries a failed Resign, and the
+	// same with the fix proposed for etcd#22123.
+	ElectionRetryName     = "election-retry"
+	ElectionRetryKeptName = "election-retry-kept"
 )
 
 // DefaultPollInterval is the polling recipe's retry interval.
@@ -124,11 +128,13 @@ var Builtins = []lock.Builtin{
 	{Name: SameKeyName, Doc: "everyone creates one fixed key in a Txn (`CreateRevision == 0`) under its session's lease, and on failure watches it for its delete: every release wakes every waiter.", New: SameKey},
 	{Name: PollingName, Doc: "the same fixed key, retried every `--poll-interval` (50 ms) instead of watched; the session's keepalive is the watchdog: `SET NX PX` carried over to etcd.", New: func() lock.Recipe { return Polling(DefaultPollInterval) }},
 	{Name: MutexRetryOwnedName, Doc: "`mutex-retry` whose retried delete takes effect only while the Mutex still owns that grant (a Txn comparing the key's create revision with the grant's), as the fix proposed for etcd#22082 (pull request 22115) does.", New: MutexRetryOwned},
+	{Name: ElectionRetryKeptName, Doc: "an election whose service retries a `Resign` that failed, with `Resign` keeping its leadership until its delete is answered, as the fix proposed for etcd#22123 does.", New: ElectionRetryKept},
 	{Name: CheckThenSetName, Doc: "broken on purpose: Get the key, Put it if absent; not atomic.", New: CheckThenSet, Broken: true},
 	{Name: UnlockAnyName, Doc: "broken on purpose: the same-key lock whose release is a plain Delete of the key, whoever holds it now (the oversold-stock bug).", New: UnlockAny, Broken: true},
 	{Name: NoRenewName, Doc: "broken on purpose: the fixed key under a lease that nobody keeps alive: a critical section longer than the TTL outlives the lock.", New: NoRenew, Broken: true},
 	{Name: Mutex34Name, Doc: "broken on purpose: the revision queue as `concurrency.Mutex.Lock` was before the fix for etcd#11456 (the bug Jepsen found in etcd 3.4): a waiter whose lease expired while it queued is still told it holds the lock.", New: Mutex34, Broken: true},
 	{Name: MutexRetryName, Doc: "broken the way services are (etcd#22082): `concurrency.Mutex` on one session for the service's life, whose failed `Unlock` is retried after the service's next `Lock`; etcd names the key after the session's lease, so the retried delete removes the new grant's key.", New: MutexRetry, Broken: true},
+	{Name: ElectionRetryName, Doc: "broken the way services are (etcd#22123): the election whose service retries a `Resign` that failed: etcd 3.6.16's `Resign` forgot its leadership before its delete failed, the retry returns nil, the key stays, and the next Campaign leads again on it.", New: ElectionRetry, Broken: true},
 }
 
 // session is the part of a session-based locker the harness sees through

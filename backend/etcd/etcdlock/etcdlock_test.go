@@ -179,3 +179,44 @@ func twoLockers(ctx context.Context, t *testing.T, c *cluster.Cluster, recipe, p
 	}
 	return lockers
 }
+
+// etcd#22123 as its report reproduces it: a Resign whose request never
+// reaches etcd (its context is cancelled) fails; election-retry's Election
+// has forgotten its leadership, so the retry returns nil and the key
+// stays; election-retry-kept's retry deletes it.
+func TestResignRetried(t *testing.T) {
+	ctx, c := startCluster(t)
+	for _, tc := range []struct {
+		recipe string
+		stays  bool
+	}{{etcdlock.ElectionRetryName, true}, {etcdlock.ElectionRetryKeptName, false}} {
+		t.Run(tc.recipe, func(t *testing.T) {
+			l := twoLockers(ctx, t, c, tc.recipe, "/resign/"+tc.recipe+"/")[0]
+			h, err := l.Acquire(ctx, "lock")
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := h.(lock.Keyed).Key()
+			cancelled, cancel := context.WithCancel(ctx)
+			cancel()
+			if err := h.Release(cancelled); err == nil {
+				t.Fatal("a Resign with a cancelled context succeeded")
+			}
+			if err := h.Release(ctx); err != nil {
+				t.Fatalf("the retried release: %v", err)
+			}
+			cli, err := c.Client("resign.check")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cli.Close()
+			resp, err := cli.Get(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stays := len(resp.Kvs) == 1; stays != tc.stays {
+				t.Errorf("after the retried release the leader key %s is there: %v, want %v", key, stays, tc.stays)
+			}
+		})
+	}
+}

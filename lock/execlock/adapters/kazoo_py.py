@@ -6,13 +6,42 @@ No fencing token: kazoo's Lock keeps neither its node's czxid nor any other fenc
 the czxid would take a read of our own of the node after the grant). key = the lock's own znode
 (kazoo's lock.node under the lock's path), so the observer attributes its deletion. lost: when the
 listener reports the session LOST (its ephemeral nodes are gone); SUSPENDED is not yet a loss.
-A release after the loss succeeds (kazoo ignores the node already gone)."""
+A release after the loss succeeds (kazoo ignores the node already gone).
+
+Options (the catalog's scenario kazoo-732): --lock-per-acquire makes a new zk.Lock for every acquire,
+as kazoo#732's workers do; --fix=760 applies kazoo pull request 760 (the fix proposed for kazoo#732)
+to the installed Lock: its clean-up of a contender node after a failed acquire is retried until it
+is done, whatever the acquire's timeout, instead of giving up on the first error."""
+import sys
+
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import LockTimeout
+from kazoo.exceptions import LockTimeout, NoNodeError
+from kazoo.recipe.lock import Lock
 
 import _proto as p
 
 cfg = p.env()
+lock_per_acquire = "--lock-per-acquire" in sys.argv[1:]
+
+
+def cleanup_760(self):
+    """kazoo pull request 760's clean-up: the delete of the contender node is retried (the Lock's own
+    retry, which has no deadline) until it is done."""
+
+    def cleanup():
+        node = self.node or self._find_node()
+        if node:
+            try:
+                self._delete_node(node)
+            except NoNodeError:
+                pass
+
+    self._retry.copy()(cleanup)
+
+
+if "--fix=760" in sys.argv[1:]:
+    Lock._best_effort_cleanup = cleanup_760
+
 zk = KazooClient(hosts=",".join(cfg["endpoints"]), timeout=cfg["ttl"])
 locks = {}  # name -> kazoo Lock, reused as the docs do (it finds its own node again after a lost reply)
 held = set()
@@ -31,7 +60,7 @@ zk.start()
 
 def acquire(name, timeout_s):
     lk = locks.get(name)
-    if lk is None:
+    if lk is None or (lock_per_acquire and not lk.is_acquired):
         lk = locks[name] = zk.Lock(cfg["prefix"] + name, cfg["client"])
     try:
         ok = lk.acquire(timeout=timeout_s)
