@@ -18,8 +18,8 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/internal/shellwords"
+	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 )
