@@ -211,6 +211,9 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	seed := o.Workload.Seed
 	res.Seed, res.Config, res.Interrupted, res.Command, res.Args = &seed, &o, interrupted, o.Command, o.Args
 	res.Shrunk = o.Shrunk
+	if w := o.boundUnderTTL(); w != "" {
+		res.Warnings = append(res.Warnings, w)
+	}
 	if st != nil {
 		res.Run = &st.RunStats
 		res.AddConsistency(st.hashes)
@@ -414,4 +417,17 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 		st.hashes = memberHashes(ctx, cl)
 	}
 	return st, errors.Join(err, nemErr)
+}
+
+// boundUnderTTL warns when a claim can outlive the final heal as long as
+// the liveness bound allows: a holder a fault crashed or paused just before
+// the heal keeps its claim for up to its TTL, and a waiter then waits that
+// long with no bug in the lock.
+func (o *Options) boundUnderTTL() string {
+	ttl := time.Duration(o.Workload.TTL) * time.Second
+	if len(o.Nemesis.Faults) == 0 || ttl < o.LivenessBound {
+		return ""
+	}
+	return fmt.Sprintf("--liveness-bound %v is no longer than the TTL (%v), which a claim can outlive the final heal by (its holder crashed or paused then): a liveness violation may be the TTL's, not the lock's; set --liveness-bound above the TTL",
+		o.LivenessBound, ttl)
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
@@ -202,5 +203,20 @@ func TestScenarioExit(t *testing.T) {
 		if got := sc.judge(checks); got.Exit == nil || *got.Exit != tc.want {
 			t.Errorf("%s: exit %v, want %d", tc.name, got.Exit, tc.want)
 		}
+	}
+}
+
+// A run whose TTL is as long as the liveness bound is warned that a
+// violation may be the TTL's; the default run is not.
+func TestBoundUnderTTLWarned(t *testing.T) {
+	o := Options{LivenessBound: DefaultLivenessBound}
+	o.Nemesis.Faults = []string{"crash"}
+	o.Workload.TTL, o.Workload.OpTimeout = 2, 5*time.Second
+	if w := o.boundUnderTTL(); w != "" {
+		t.Errorf("the default TTL and bound: %q", w)
+	}
+	o.Workload.TTL = 20
+	if w := o.boundUnderTTL(); !strings.Contains(w, "set --liveness-bound above the TTL") {
+		t.Errorf("a 20 s TTL under a 7 s bound: %q", w)
 	}
 }
