@@ -14,6 +14,7 @@ import (
 
 	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/backend/etcd"
+	"github.com/locktest/locktest/backend/postgres"
 	"github.com/locktest/locktest/backend/redis"
 	"github.com/locktest/locktest/backend/zookeeper"
 	"github.com/locktest/locktest/checker"
@@ -28,6 +29,7 @@ var backends = []backend.Backend{
 	etcd.Backend,
 	redis.Backend,
 	zookeeper.Backend,
+	postgres.Backend,
 }
 
 // All returns the registered backends, the default first.

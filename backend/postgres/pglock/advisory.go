@@ -144,6 +144,9 @@ func (l *advisory) Acquire(ctx context.Context, name string) (lock.Held, error) 
 	}
 }
 
+// PID is the session's backend process ID.
+func (l *advisory) PID() uint32 { return l.pid }
+
 // Done is closed once the session is known gone: the harness then makes a
 // new locker.
 func (l *advisory) Done() <-chan struct{} { return l.done }

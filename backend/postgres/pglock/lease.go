@@ -65,7 +65,8 @@ func (l *lease) now() any {
 	return nil
 }
 
-// The statements; $3 is the TTL in milliseconds, $4 the client's time or
+// The statements; a renewal renews only a lease not yet expired, so that
+// the expiry the observer sees stands. $3 is the TTL in milliseconds, $4 the client's time or
 // NULL for the server's.
 const (
 	leaseAcquire = `INSERT INTO locktest_lease AS l (name, holder, expires, fence)
@@ -74,7 +75,7 @@ ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires = excluded.ex
 WHERE l.expires < coalesce($4::timestamptz, clock_timestamp())
 RETURNING fence`
 	leaseRenew = `UPDATE locktest_lease SET expires = coalesce($4::timestamptz, clock_timestamp()) + $3 * interval '1 millisecond'
-WHERE name = $1 AND holder = $2`
+WHERE name = $1 AND holder = $2 AND expires >= coalesce($4::timestamptz, clock_timestamp())`
 	leaseRelease = `DELETE FROM locktest_lease WHERE name = $1 AND holder = $2`
 )
 
