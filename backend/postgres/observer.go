@@ -52,10 +52,20 @@ type observer struct {
 	err     error
 }
 
+// leaseState is a lease row as a poll saw it.
 type leaseState struct {
-	fence   int64
-	expired bool // recorded as expired
+	fence int64 // 0: no row
+	ended leaseEnd
 }
+
+// leaseEnd is how a lease row's lease stands.
+type leaseEnd int
+
+const (
+	leaseHeld     leaseEnd = iota // its expiry is ahead
+	leaseExpired                  // its expiry passed on the server's clock
+	leaseReleased                 // its holder released it (expiry -infinity)
+)
 
 // endedRE finds the server ending a silent session in its log (its
 // log_line_prefix is "%m [%p] %a ").
@@ -120,25 +130,25 @@ WHERE locktype = 'advisory' AND granted AND objsubid = 1`)
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	leases := map[string]struct {
-		fence   int64
-		expired bool
-	}{}
-	rows, err = o.c.Query(ctx, "SELECT name, fence, expires < clock_timestamp() FROM "+pglock.LeaseTable)
+	leases := map[string]leaseState{}
+	rows, err = o.c.Query(ctx, "SELECT name, fence, expires = '-infinity', expires < clock_timestamp() FROM "+pglock.LeaseTable)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
 		var key string
-		var fence int64
-		var expired bool
-		if err := rows.Scan(&key, &fence, &expired); err != nil {
+		var l leaseState
+		var released, expired bool
+		if err := rows.Scan(&key, &l.fence, &released, &expired); err != nil {
 			return err
 		}
-		leases[key] = struct {
-			fence   int64
-			expired bool
-		}{fence, expired}
+		switch {
+		case released:
+			l.ended = leaseReleased
+		case expired:
+			l.ended = leaseExpired
+		}
+		leases[key] = l
 	}
 	if err := rows.Err(); err != nil {
 		return err
@@ -153,20 +163,15 @@ WHERE locktype = 'advisory' AND granted AND objsubid = 1`)
 	}
 	o.holders = holders
 	for _, name := range o.keys.Locks {
-		key := o.keys.Prefix + name
-		was, now := o.leases[name], leases[key]
+		was, now := o.leases[name], leases[o.keys.Prefix+name]
 		switch {
-		case was.fence != 0 && now.fence != was.fence && !was.expired:
-			// Gone (released) or taken over since the last poll.
-			o.leaseEnded(name, was.fence, false)
-		case now.fence != 0 && now.expired && !(was.fence == now.fence && was.expired):
-			o.leaseEnded(name, now.fence, true)
+		case was.fence != 0 && now.fence != was.fence && was.ended == leaseHeld:
+			// Taken over since the last poll: its end was not seen.
+			o.leaseEnded(name, was.fence, leaseHeld)
+		case now.fence != 0 && now.ended != leaseHeld && !(was.fence == now.fence && was.ended == now.ended):
+			o.leaseEnded(name, now.fence, now.ended)
 		}
-		if now.fence == 0 {
-			delete(o.leases, name)
-		} else {
-			o.leases[name] = leaseState{fence: now.fence, expired: now.expired}
-		}
+		o.leases[name] = now
 	}
 	return nil
 }
@@ -219,17 +224,16 @@ func (o *observer) advisoryEnded(name string, pid uint32) {
 }
 
 // leaseEnded records the end of the lease row of name whose fence was
-// fence: expired on the server's clock, or gone (its holder's release, or
-// taken over by an acquire between two polls, unexplained).
-func (o *observer) leaseEnded(name string, fence int64, expired bool) {
-	key := o.keys.Prefix + name
-	g := o.grants.find(key, func(g *grant) bool { return g.lease && g.token == fence })
+// fence: expired on the server's clock, released, or taken over by an
+// acquire between two polls (unexplained).
+func (o *observer) leaseEnded(name string, fence int64, how leaseEnd) {
+	g := o.grants.find(o.keys.Prefix+name, func(g *grant) bool { return g.lease && g.token == fence })
 	if g == nil {
 		return
 	}
 	params := map[string]string{}
 	switch {
-	case expired:
+	case how == leaseExpired:
 		params["by"] = histories.DeletedByExpiry
 		params["lease_alive"] = "false"
 	case g.releasedItself():

@@ -76,7 +76,9 @@ WHERE l.expires < coalesce($4::timestamptz, clock_timestamp())
 RETURNING fence`
 	leaseRenew = `UPDATE locktest_lease SET expires = coalesce($4::timestamptz, clock_timestamp()) + $3 * interval '1 millisecond'
 WHERE name = $1 AND holder = $2 AND expires >= coalesce($4::timestamptz, clock_timestamp())`
-	leaseRelease = `DELETE FROM locktest_lease WHERE name = $1 AND holder = $2`
+	// A release ends the lease and keeps the row, whose fence the next
+	// grant bumps: a deleted row would start it over at 1.
+	leaseRelease = `UPDATE locktest_lease SET expires = '-infinity' WHERE name = $1 AND holder = $2`
 )
 
 func (l *lease) Acquire(ctx context.Context, name string) (lock.Held, error) {
@@ -133,7 +135,7 @@ func (h *leaseHeld) renew(ctx context.Context) (bool, error) {
 	return tag.RowsAffected() == 1, err
 }
 
-// Release deletes the row if it is still this grant's.
+// Release ends the lease if it is still this grant's.
 func (h *leaseHeld) Release(ctx context.Context) error {
 	h.dog.halt()
 	_, err := call(ctx, func(ctx context.Context) (struct{}, error) {
