@@ -210,13 +210,15 @@ func (o *observer) advisoryEnded(name string, pid uint32) {
 		return // no grant the clients learned of
 	}
 	params := map[string]string{}
+	// The server's word first: a release under way may never have
+	// reached it.
 	switch why, ended := o.ended[pid]; {
-	case g.releasedItself():
-		params["by"] = histories.DeletedByRelease
 	case ended:
 		params["by"] = histories.DeletedByExpiry
 		params["lease_alive"] = "false"
 		params["ended"] = why + " timeout"
+	case g.releasedItself():
+		params["by"] = histories.DeletedByRelease
 	case o.grants.closedOnPurpose(pid):
 		params["by"] = histories.DeletedByRevoke
 	}

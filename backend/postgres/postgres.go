@@ -142,10 +142,11 @@ var scenarios = []scenario.Scenario{
 			"tell it sooner through a link that holds the bytes), frees the lock, and the next waiter is granted it, " +
 			"while the first holder, told nothing, goes on and writes (JasperFx/wolverine#2602). The token, nextval of a " +
 			"sequence taken in the lock's own statement, grows with every grant: the fenced resource rejects the late write.",
-		Run:    scenario.Settings{Time: 7 * time.Second, Recipe: pglock.AdvisoryName, Think: 3 * time.Second, ThinkMin: 3 * time.Second, Clients: 3, Require: []string{histories.CheckResource}},
+		Run: scenario.Settings{Time: 6 * time.Second, Recipe: pglock.AdvisoryName, Think: 2500 * time.Millisecond, ThinkMin: 2500 * time.Millisecond,
+			Clients: 3, Require: []string{histories.CheckResource}},
 		Expect: scenario.Damage,
 		Faults: func(s scenario.Shape) []nemesis.Entry {
-			return []nemesis.Entry{scenario.Holder(nemesis.Entry{At: time.Second, Fault: nemesis.Isolate, Duration: 2*s.TTL + 2*time.Second})}
+			return []nemesis.Entry{scenario.Holder(nemesis.Entry{At: 2 * time.Second, Fault: nemesis.Isolate, Duration: 2*s.TTL + 2*time.Second})}
 		},
 	},
 }
