@@ -14,6 +14,7 @@ import (
 
 	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/backend/etcd"
+	"github.com/locktest/locktest/backend/mysql"
 	"github.com/locktest/locktest/backend/postgres"
 	"github.com/locktest/locktest/backend/redis"
 	"github.com/locktest/locktest/backend/zookeeper"
@@ -30,6 +31,7 @@ var backends = []backend.Backend{
 	redis.Backend,
 	zookeeper.Backend,
 	postgres.Backend,
+	mysql.Backend,
 }
 
 // All returns the registered backends, the default first.
