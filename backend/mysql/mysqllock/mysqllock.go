@@ -156,7 +156,9 @@ func (l *getLock) keepalive() {
 		if !l.mu.TryLock() {
 			continue
 		}
-		kctx, kcancel := l.env.Clock.WithTimeout(ctx, period)
+		// Patient: a keepalive that gives up closes the session, which
+		// must be the server's to end when the link is cut.
+		kctx, kcancel := l.env.Clock.WithTimeout(ctx, 2*l.env.IdleTimeout)
 		_, err := call(kctx, func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, l.c.PingContext(ctx)
 		})

@@ -74,7 +74,9 @@ func (l *advisory) keepalive() {
 		if !l.mu.TryLock() {
 			continue // a statement in flight: the session is not silent
 		}
-		kctx, kcancel := l.env.Clock.WithTimeout(ctx, period)
+		// Patient: a keepalive that gives up closes the session, which
+		// must be the server's to end when the link is cut.
+		kctx, kcancel := l.env.Clock.WithTimeout(ctx, 2*l.env.IdleTimeout)
 		_, err := call(kctx, func(ctx context.Context) (struct{}, error) {
 			_, err := l.c.Exec(ctx, "SELECT 1")
 			return struct{}{}, err
