@@ -149,4 +149,24 @@ var scenarios = []scenario.Scenario{
 			return []nemesis.Entry{scenario.Holder(nemesis.Entry{At: 2 * time.Second, Fault: nemesis.Isolate, Duration: 2*s.TTL + 2*time.Second})}
 		},
 	},
+	{
+		Name:    "pg-lease-clock-ahead",
+		Summary: "pg-lease-client-clock: a waiter's clock jumps 10 s ahead; comparing the lease row's expiry on its own clock, it takes the lease its holder still has",
+		Topic:   scenario.Fencing,
+		Lesson: "A lease row is only as good as the clock its expiry is compared on. Written and compared on the clients' " +
+			"clocks, a waiter whose clock runs ahead finds a live lease expired and takes it while its holder works: two " +
+			"holders, with no fault of the holder's and no fault of the database. pg-lease compares on the server's clock " +
+			"(clock_timestamp()) and keeps the lock under the same fault. The fence column is bumped with every grant, so " +
+			"the fenced resource still refuses the older holder's late writes.",
+		Run: scenario.Settings{Time: 6 * time.Second, Recipe: pglock.ClientClockName, Think: 1500 * time.Millisecond, ThinkMin: 1500 * time.Millisecond,
+			Clients: 3, Require: []string{histories.CheckMutex}},
+		Expect: map[string]map[string]string{
+			scenario.Unfenced: {histories.CheckMutex: scenario.Invalid},
+			scenario.Fenced:   {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Valid},
+		},
+		Faults: func(scenario.Shape) []nemesis.Entry {
+			return []nemesis.Entry{{At: time.Second, Fault: nemesis.ClockBump, Target: nemesis.TargetWaiter, Fallback: "c1", Duration: 4 * time.Second,
+				Params: map[string]string{"delta": "10s"}}}
+		},
+	},
 }
