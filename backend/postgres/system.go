@@ -8,6 +8,7 @@ import (
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 
 	"github.com/locktest/locktest/backend/postgres/pgserver"
+	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/system"
 )
 
@@ -52,12 +53,16 @@ func (p *pgSystem) Endpoints(client string) ([]string, error) {
 	return []string{ep}, nil
 }
 
-// ServerPids is the postmaster's (its backends are its children).
+// ServerPids are the postmaster's and its live children's: a backend per
+// session, and the background workers. A backend that has exited counts
+// no more (its time went to the postmaster's reaped children, which are
+// not counted).
 func (p *pgSystem) ServerPids() []int {
-	if pid := p.s.Pid(); pid > 0 {
-		return []int{pid}
+	pid := p.s.Pid()
+	if pid <= 0 {
+		return nil
 	}
-	return nil
+	return append([]int{pid}, proc.Children(pid)...)
 }
 
 func member(i int) error {
