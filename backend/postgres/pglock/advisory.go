@@ -161,6 +161,10 @@ func (l *advisory) Orphan() { l.stopOnce.Do(func() { close(l.stop) }) }
 // Close ends the session, and its locks with it.
 func (l *advisory) Close() error {
 	l.Orphan()
+	// After the statement in flight, if any: its context has ended, and
+	// pgx's connection is not for two goroutines at once.
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	return l.c.Close(ctx)
