@@ -135,4 +135,20 @@ var scenarios = []scenario.Scenario{
 			return []nemesis.Entry{scenario.Holder(nemesis.Entry{At: 2 * time.Second, Fault: nemesis.Isolate, Duration: 2*s.TTL + 2*time.Second})}
 		},
 	},
+	{
+		Name:    "mysql-idle-holder",
+		Summary: "mysql-get-lock-idle: no fault at all; a holder's critical section outlasts wait_timeout, the server ends its silent session and frees the lock while it works",
+		Topic:   scenario.Fencing,
+		Lesson: "GET_LOCK is silently released when the server ends a session idle past wait_timeout (Combodo/iTop pull " +
+			"request 209): a holder that keeps its session silent through a long critical section loses the lock with no " +
+			"fault anywhere, and never learns it; the next client is granted it. The contract's promise 5 (a live holder " +
+			"keeps its claim) breaks. mysql-get-lock speaks on its session every third of wait_timeout and keeps it.",
+		Run: scenario.Settings{Time: 8 * time.Second, Recipe: mysqllock.IdleName, Think: 3 * time.Second, ThinkMin: 3 * time.Second,
+			Clients: 2, Require: []string{histories.CheckContract}},
+		Expect: map[string]map[string]string{
+			scenario.Unfenced: {histories.CheckContract: scenario.Invalid},
+			scenario.Fenced:   {histories.CheckContract: scenario.Invalid, histories.CheckResource: scenario.Valid},
+		},
+		Faults: func(scenario.Shape) []nemesis.Entry { return nil },
+	},
 }

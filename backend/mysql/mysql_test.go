@@ -72,7 +72,7 @@ func TestGetLockThroughTheSeam(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := mysqllock.GetLock().New(ctx, lock.Env{Conn: c.Env(), Clock: clock.New(), TTL: 1, Prefix: keys.Prefix, Name: name})
+		l, err := mysqllock.GetLock(true).New(ctx, lock.Env{Conn: c.Env(), Clock: clock.New(), TTL: 1, Prefix: keys.Prefix, Name: name})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,13 @@
 //     session lives; the locker speaks every IdleTimeout/3 to keep it (the
 //     server ends a silent session after wait_timeout), and a holder cut
 //     off or paused past it loses its lock without learning it.
+//
+// And broken on purpose, the incident's lock (Combodo/iTop pull request
+// 209, GET_LOCK silently released after wait_timeout):
+//
+//   - mysql-get-lock-idle: mysql-get-lock without the keepalive: a holder
+//     whose critical section outlasts wait_timeout loses its session, and
+//     its lock, with no fault at all, and never learns it.
 package mysqllock
 
 import (
@@ -63,12 +70,16 @@ type Sessioned interface {
 	ID() int64
 }
 
-// GetLockName is the built-in recipe's name.
-const GetLockName = "mysql-get-lock"
+// The built-in recipes' names.
+const (
+	GetLockName = "mysql-get-lock"
+	IdleName    = "mysql-get-lock-idle"
+)
 
-// Builtins are the built-in MySQL recipes.
+// Builtins are the built-in MySQL recipes, the correct one first.
 var Builtins = []lock.Builtin{
-	{Name: GetLockName, New: GetLock},
+	{Name: GetLockName, New: func() lock.Recipe { return GetLock(true) }},
+	{Name: IdleName, New: func() lock.Recipe { return GetLock(false) }, Broken: true},
 }
 
 // Schema is what the recipe needs on the server: its database and the
@@ -90,9 +101,14 @@ func LockName(key string) string {
 // statement in flight.
 const waitSeconds = 0.5
 
-// GetLock is mysql-get-lock.
-func GetLock() lock.Recipe {
-	return RecipeFunc(GetLockName, func(ctx context.Context, env Env) (lock.Locker, error) {
+// GetLock is mysql-get-lock, or without its keepalive (keepalive false)
+// mysql-get-lock-idle.
+func GetLock(keepalive bool) lock.Recipe {
+	name := GetLockName
+	if !keepalive {
+		name = IdleName
+	}
+	return RecipeFunc(name, func(ctx context.Context, env Env) (lock.Locker, error) {
 		mysqlserver.Quiet()
 		c := mysql.NewConfig()
 		c.User, c.Net, c.Addr, c.DBName = "root", "tcp", env.Addr, "locktest"
@@ -113,7 +129,9 @@ func GetLock() lock.Recipe {
 			l.Close()
 			return nil, err
 		}
-		go l.keepalive()
+		if keepalive {
+			go l.keepalive()
+		}
 		return l, nil
 	})
 }
