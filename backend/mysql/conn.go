@@ -71,7 +71,7 @@ func (c *conn) Granted(_ lock.Locker, held lock.Held, p histories.Process) workl
 	if !ok {
 		return noGrant{}
 	}
-	g := &grant{key: h.Key(), id: h.ID(), client: c.name, process: p, token: held.Token()}
+	g := &grant{key: h.Key(), id: h.ID(), pid: c.run.s.Pid(), client: c.name, process: p, token: held.Token()}
 	c.run.grants.add(g)
 	return g
 }
@@ -87,6 +87,7 @@ func (noGrant) Released(error)        {}
 type grant struct {
 	key     string
 	id      int64 // the session holding it
+	pid     int   // the server process whose session it is: IDs start over with each
 	client  string
 	process histories.Process
 	token   int64
@@ -145,12 +146,13 @@ func (gs *grants) closedOnPurpose(id int64) bool {
 	return gs.closed[id]
 }
 
-// find returns the newest grant of key held by session id, or nil.
-func (gs *grants) find(key string, id int64) *grant {
+// find returns the newest grant of key held by session id of server
+// process pid, or nil.
+func (gs *grants) find(key string, id int64, pid int) *grant {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	for i := len(gs.all) - 1; i >= 0; i-- {
-		if g := gs.all[i]; g.key == key && g.id == id {
+		if g := gs.all[i]; g.key == key && g.id == id && g.pid == pid {
 			return g
 		}
 	}

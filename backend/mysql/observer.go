@@ -42,9 +42,12 @@ type observer struct {
 	db      *sql.DB
 	holders map[string]int64 // lock name → connection ID holding it
 	ended   map[int64]bool   // sessions the server ended for silence
-	logPos  int64
-	events  int
-	err     error
+	// pid is the server process the IDs are of: a restarted server
+	// numbers its connections from 1 again.
+	pid    int
+	logPos int64
+	events int
+	err    error
 }
 
 // endedRE finds the server ending a silent session in its error log.
@@ -82,6 +85,13 @@ func startObserver(ctx context.Context, s *mysqlserver.Server, gs *grants, keys 
 func (o *observer) poll(ctx context.Context) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if pid := o.s.Pid(); pid != o.pid {
+		// Every session of the old process ended with it (unexplained:
+		// its grants' ends go unrecorded), and its IDs mean nothing now.
+		o.pid, o.holders, o.ended = pid, map[string]int64{}, map[int64]bool{}
+		o.readLog()
+		o.ended = map[int64]bool{}
+	}
 	holders := map[string]int64{}
 	for _, name := range o.keys.Locks {
 		var id sql.NullInt64
@@ -130,7 +140,7 @@ func (o *observer) readLog() {
 // lockEnded records the end of the lock on name that session id held.
 // o.mu is held.
 func (o *observer) lockEnded(name string, id int64) {
-	g := o.grants.find(o.keys.Prefix+name, id)
+	g := o.grants.find(o.keys.Prefix+name, id, o.pid)
 	if g == nil {
 		return
 	}
