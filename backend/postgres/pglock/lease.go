@@ -25,7 +25,7 @@ func Lease(clientClock bool) lock.Recipe {
 	if clientClock {
 		name = ClientClockName
 	}
-	return RecipeFunc(name, func(ctx context.Context, env Env) (lock.Locker, error) {
+	return RecipeFunc(name, func(_ context.Context, env Env) (lock.Locker, error) {
 		cfg, err := pgxpool.ParseConfig(connString(env.Addr))
 		if err != nil {
 			return nil, err
@@ -38,6 +38,7 @@ func Lease(clientClock bool) lock.Recipe {
 		// idle_session_timeout is set up.
 		cfg.MaxConnIdleTime = env.IdleTimeout / 2
 		cfg.HealthCheckPeriod = env.IdleTimeout / 4
+		// The pool connects lazily, on the first statement.
 		p, err := pgxpool.NewWithConfig(context.Background(), cfg)
 		if err != nil {
 			return nil, err
