@@ -421,7 +421,24 @@ func (s *Server) Crash() error {
 		return err
 	}
 	defer unlock()
-	return s.process().Kill()
+	return kill(s.process())
+}
+
+// kill kills the server's process group and waits until every process of
+// it has exited: a backend still dying holds the shared memory, and a
+// restart would find it in use ("Terminate any old server processes").
+func kill(p *proc.Process) error {
+	if err := p.Kill(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(proc.Group(p.Pid()).Pids) > 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pgserver: the server's processes %v outlived SIGKILL by 10 s", proc.Group(p.Pid()).Pids)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
 }
 
 // Running reports whether the server's process is alive (maybe paused).
@@ -440,7 +457,7 @@ func (s *Server) Restart(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	if err := s.process().Kill(); err != nil {
+	if err := kill(s.process()); err != nil {
 		return err
 	}
 	if err := s.startProcess(); err != nil {
@@ -460,7 +477,7 @@ func (s *Server) Close() error {
 		s.mu.Unlock()
 		var errs []error
 		if p != nil {
-			errs = append(errs, p.Kill())
+			errs = append(errs, kill(p))
 		}
 		if s.links != nil {
 			s.links.Close()
