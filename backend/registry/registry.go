@@ -14,6 +14,8 @@ import (
 
 	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/backend/etcd"
+	"github.com/locktest/locktest/backend/mysql"
+	"github.com/locktest/locktest/backend/postgres"
 	"github.com/locktest/locktest/backend/redis"
 	"github.com/locktest/locktest/backend/zookeeper"
 	"github.com/locktest/locktest/checker"
@@ -29,6 +31,8 @@ var backends = []backend.Backend{
 	etcd.Backend,
 	redis.Backend,
 	zookeeper.Backend,
+	postgres.Backend,
+	mysql.Backend,
 }
 
 // All returns the registered backends, the default first.

@@ -39,6 +39,11 @@ type Spec struct {
 	// Survive leaves out the parent-death signal: the process outlives
 	// locktest (a watchdog that acts on its death).
 	Survive bool
+	// Unprivileged runs the process as nobody (65534) in a user namespace
+	// of its own, where that user is locktest's outside: a server that
+	// refuses to run as root (PostgreSQL) runs, and reads and writes what
+	// locktest can.
+	Unprivileged bool
 }
 
 // Process is a started OS process.
@@ -71,6 +76,14 @@ func Start(s Spec) (*Process, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if s.Survive {
 		cmd.SysProcAttr.Pdeathsig = 0
+	}
+	if s.Unprivileged {
+		const nobody = 65534
+		a := cmd.SysProcAttr
+		a.Cloneflags = syscall.CLONE_NEWUSER
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: nobody, HostID: os.Getuid(), Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: nobody, HostID: os.Getgid(), Size: 1}}
+		a.Credential = &syscall.Credential{Uid: nobody, Gid: nobody}
 	}
 	p := &Process{cmd: cmd, done: make(chan struct{})}
 	if s.Log != "" {

@@ -1,0 +1,76 @@
+package pgserver
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestCutOffSessionEnds: a client whose link is cut holds an advisory
+// lock; the server ends its silent session after IdleTimeout, and another
+// session is granted the lock; a crash ends every session, and the server
+// restarts from its data.
+func TestCutOffSessionEnds(t *testing.T) {
+	b := ForTest(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := Start(ctx, Config{Binary: b, Dir: dir, IdleTimeout: time.Second, Setup: "CREATE SEQUENCE fence"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t.Logf("PostgreSQL %s ready in %v", b.Version, s.Ready)
+
+	ep, err := s.Endpoint("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, err := pgx.Connect(ctx, ConnString(ep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close(context.Background())
+	if _, err := c1.Exec(ctx, "SELECT pg_advisory_lock(7)"); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := s.Links("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ps[0].AddToxic("cut", "timeout", "downstream", 1, map[string]any{"timeout": 0}); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := s.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	began := time.Now()
+	var got bool
+	if _, err := admin.Exec(ctx, "SET lock_timeout = '10s'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.QueryRow(ctx, "SELECT pg_advisory_lock(7) IS NOT NULL").Scan(&got); err != nil {
+		t.Fatalf("the lock of a cut-off session was not freed: %v", err)
+	}
+	t.Logf("the cut-off session's lock was granted to another after %v", time.Since(began))
+
+	if err := s.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	admin2, err := s.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin2.Close(context.Background())
+	var n int64
+	if err := admin2.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("after a restart: %d advisory locks (%v), want none", n, err)
+	}
+}

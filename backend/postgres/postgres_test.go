@@ -1,0 +1,163 @@
+package postgres
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/backend"
+	"github.com/locktest/locktest/backend/postgres/pglock"
+	"github.com/locktest/locktest/backend/postgres/pgserver"
+	"github.com/locktest/locktest/clock"
+	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/system"
+	"github.com/locktest/locktest/workload"
+)
+
+// recorder keeps the observer's events.
+type recorder struct {
+	mu  sync.Mutex
+	ops []histories.Op
+}
+
+func (r *recorder) Record(op histories.Op) (histories.Op, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, op)
+	return op, nil
+}
+
+// deletion returns the key-deleted event of token, if recorded.
+func (r *recorder) deletion(token int64) (histories.Op, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, op := range r.ops {
+		if op.F == histories.FKeyDeleted && op.Value.Params["create_revision"] == strconv.FormatInt(token, 10) {
+			return op, true
+		}
+	}
+	return histories.Op{}, false
+}
+
+// On a real server, through the backend's seam: c1 holds pg-advisory and
+// releases it (the observer says: released), takes it again and is cut
+// off; the server ends its silent session after the idle timeout (the
+// observer says: expiry, the session ended), and c2 is granted the lock
+// with a higher token while c1 still believes. Then pg-lease's tokens
+// grow across a release.
+func TestAdvisoryThroughTheSeam(t *testing.T) {
+	pgserver.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	opts := &Options{IdleTimeout: time.Second}
+	started, err := opts.Start(ctx, backend.Plan{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer started.Close()
+	rec := &recorder{}
+	keys := workload.Keys{Prefix: "t/", Locks: []string{"L"}}
+	obs, err := started.Workload.Observe(ctx, keys, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+
+	locker := func(name, recipe string) (workload.Conn, lock.Locker) {
+		c, err := started.Workload.Connect(workload.Client{Name: name, Clock: clock.New(), Paused: func(context.Context) error { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _, _ := pglockBuiltin(recipe)
+		l, err := r.New(ctx, lock.Env{Conn: c.Env(), Clock: clock.New(), TTL: 1, Prefix: keys.Prefix, Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, l
+	}
+	c1, l1 := locker("c1", pglock.AdvisoryName)
+	h, err := l1.Acquire(ctx, "L")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c1.Granted(l1, h, 1)
+	if err := obs.Sync(ctx); err != nil { // the observer sees the lock held
+		t.Fatal(err)
+	}
+	g.Releasing()
+	err = h.Release(ctx)
+	g.Released(err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := rec.deletion(h.Token()); !ok || d.Value.Params["by"] != histories.DeletedByRelease {
+		t.Fatalf("the release of token %d: observed %+v (%v), want by=release", h.Token(), d.Value, ok)
+	}
+
+	h1, err := l1.Acquire(ctx, "L")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1.Granted(l1, h1, 1)
+	if err := obs.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	links, err := started.System.(system.Linker).Links("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"upstream", "downstream"} {
+		if _, err := links[0].AddToxic("cut-"+dir, "timeout", dir, 1, map[string]any{"timeout": 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c2, l2 := locker("c2", pglock.AdvisoryName)
+	defer l2.Close()
+	h2, err := l2.Acquire(ctx, "L")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.Granted(l2, h2, 2)
+	if h2.Token() <= h1.Token() {
+		t.Errorf("c2's token %d is not above c1's %d", h2.Token(), h1.Token())
+	}
+	if err := obs.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, ok := rec.deletion(h1.Token())
+	if !ok || d.Value.Params["by"] != histories.DeletedByExpiry || d.Value.Params["ended"] != "idle-session timeout" || d.Value.Targets[0] != "c1" {
+		t.Fatalf("c1's cut-off session: observed %+v (%v), want the server ending c1's session", d.Value, ok)
+	}
+
+	_, ll := locker("c3", pglock.LeaseName)
+	defer ll.Close()
+	var last int64
+	for range 2 {
+		h, err := ll.Acquire(ctx, "L")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Token() <= last {
+			t.Fatalf("pg-lease token %d after %d", h.Token(), last)
+		}
+		last = h.Token()
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func pglockBuiltin(name string) (lock.Recipe, bool, error) {
+	for _, b := range pglock.Builtins {
+		if b.Name == name {
+			return b.New(), b.Broken, nil
+		}
+	}
+	return nil, false, nil
+}
