@@ -32,9 +32,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
@@ -391,8 +393,8 @@ func (s *Server) fault() (func(), error) {
 	return s.faultMu.Unlock, nil
 }
 
-// Pause freezes the server's whole process group (SIGSTOP): the
-// postmaster and every backend. Its timers stop with it: a silent session
+// Pause freezes the server (SIGSTOP): the postmaster and every backend
+// (signalAll). Its timers stop with it: a silent session
 // is ended only once it resumes.
 func (s *Server) Pause() error {
 	unlock, err := s.fault()
@@ -400,7 +402,7 @@ func (s *Server) Pause() error {
 		return err
 	}
 	defer unlock()
-	return s.process().Stop()
+	return signalAll(s.process(), syscall.SIGSTOP)
 }
 
 // Resume continues the server after Pause.
@@ -410,7 +412,7 @@ func (s *Server) Resume() error {
 		return err
 	}
 	defer unlock()
-	return s.process().Cont()
+	return signalAll(s.process(), syscall.SIGCONT)
 }
 
 // Crash kills the server (SIGKILL of the process group) and waits until it
@@ -424,17 +426,55 @@ func (s *Server) Crash() error {
 	return kill(s.process())
 }
 
-// kill kills the server's process group and waits until every process of
-// it has exited: a backend still dying holds the shared memory, and a
-// restart would find it in use ("Terminate any old server processes").
+// signalAll sends sig to the postmaster and to each of its children's
+// process groups: PostgreSQL makes every child a group leader of its own
+// (setsid in InitPostmasterChild), so a signal to the postmaster's group
+// reaches none of the backends that serve the sessions. The postmaster is
+// stopped first, so that it forks no child the list misses.
+func signalAll(p *proc.Process, sig syscall.Signal) error {
+	if p.Exited() {
+		return proc.ErrExited
+	}
+	if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("pgserver: %w", err)
+	}
+	kids := proc.Children(p.Pid())
+	for _, k := range kids {
+		if err := syscall.Kill(-k, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("pgserver: %v to backend %d: %w", sig, k, err)
+		}
+	}
+	if sig == syscall.SIGSTOP {
+		return nil
+	}
+	if err := syscall.Kill(-p.Pid(), sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("pgserver: %v to process %d: %w", sig, p.Pid(), err)
+	}
+	return nil
+}
+
+// kill kills the postmaster and every backend (see signalAll) and waits
+// until all have exited: a backend still dying holds the shared memory,
+// and a restart would find it in use ("Terminate any old server
+// processes").
 func kill(p *proc.Process) error {
+	if p.Exited() {
+		return nil
+	}
+	if err := syscall.Kill(p.Pid(), syscall.SIGSTOP); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("pgserver: %w", err)
+	}
+	kids := proc.Children(p.Pid())
+	for _, k := range kids {
+		syscall.Kill(-k, syscall.SIGKILL) // gone already: nothing to do
+	}
 	if err := p.Kill(); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(proc.Group(p.Pid()).Pids) > 0 {
+	for slices.ContainsFunc(kids, proc.Alive) || len(proc.Group(p.Pid()).Pids) > 0 {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("pgserver: the server's processes %v outlived SIGKILL by 10 s", proc.Group(p.Pid()).Pids)
+			return fmt.Errorf("pgserver: the server's processes outlived SIGKILL by 10 s")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

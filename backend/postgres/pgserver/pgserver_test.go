@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/locktest/locktest/internal/polltest"
+	"github.com/locktest/locktest/internal/proc"
 )
 
 // TestCutOffSessionEnds: a client whose link is cut holds an advisory
@@ -72,5 +75,48 @@ func TestCutOffSessionEnds(t *testing.T) {
 	var n int64
 	if err := admin2.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("after a restart: %d advisory locks (%v), want none", n, err)
+	}
+}
+
+// A pause freezes the backends too, each of which PostgreSQL makes the
+// leader of a process group of its own, not only the postmaster; a crash
+// leaves none of them behind.
+func TestPauseFreezesBackends(t *testing.T) {
+	b := ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := Start(ctx, Config{Binary: b, Dir: t.TempDir(), IdleTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := s.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var backend int
+	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	// A signal takes effect as the process next runs: a moment after kill.
+	polltest.Until(t, 5*time.Second, "the session's backend to stop", func() bool {
+		st, err := proc.State(backend)
+		return err == nil && st == 'T'
+	})
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		t.Fatalf("after Resume: %v", err)
+	}
+	if err := s.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if proc.Alive(backend) {
+		t.Errorf("the backend %d outlived the crash", backend)
 	}
 }
