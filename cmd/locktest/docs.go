@@ -239,7 +239,7 @@ func checksPage() string {
 	var w bytes.Buffer
 	w.WriteString(generated)
 	w.WriteString("# Reference: checks\n\n")
-	w.WriteString("Every check is computed on every run and is `valid`, `invalid` or `unknown` (with a sentence why); `--require` names those whose failure sets the exit status (default `resource`). How to read a verdict: [checks and verdicts](../checks.md).\n\n")
+	w.WriteString("Every check is computed on every run and is `valid`, `invalid` or `unknown` (with a sentence why); `--require` names those whose failure sets the exit status (default `data`: `resource`, and `invariant` where it could judge). How to read a verdict: [checks and verdicts](../checks.md).\n\n")
 	w.WriteString("| check | what it judges |\n| --- | --- |\n")
 	for _, c := range checker.Checks() {
 		fmt.Fprintf(&w, "| `%s` | %s |\n", c.Name, cell(c.Doc))
