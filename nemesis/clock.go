@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/locktest/locktest/system"
 )
 
 // Clock faults skew one client's clock (normally the holder's).
@@ -19,30 +17,30 @@ const (
 
 type clockFault struct{}
 
-func (clockFault) Name() string { return "clock" }
-
-// Doc says what its faults do, for the reference (docs/reference/faults.md).
-func (clockFault) Doc() string {
-	return "Skews one client's clock (normally the holder's, mostly backwards or slow): `bump` steps it, `rate` makes it drift, and, one time in seven, `strobe` flaps it. Only the clients' clocks: the servers share the host's."
-}
-
-func (clockFault) Kinds(_ int, clients bool) []string {
-	return onlyWithClients(clients, ClockBump, ClockStrobe, ClockRate)
-}
-
-func (clockFault) Needs(string) []system.Capability { return nil }
-
-// Durations: a skewed clock matters over several lease periods: that long,
-// a slow holder's renewals fall behind while its own clock vouches for it.
-func (clockFault) Durations(ttl time.Duration) Range { return Range{2 * ttl, 5 * ttl} }
-
-// Weight: a drifting or stepped clock misleads a holder; a strobing one
-// mostly ends its waits early, which harms nothing.
-func (clockFault) Weight(kind string) int {
-	if kind == ClockStrobe {
-		return 1
+// Spec says what the family is, as data.
+func (clockFault) Spec() Spec {
+	return Spec{
+		Name: "clock",
+		Doc:  "Skews one client's clock (normally the holder's, mostly backwards or slow): `bump` steps it, `rate` makes it drift, and, one time in seven, `strobe` flaps it. Only the clients' clocks: the servers share the host's.",
+		// A drifting or stepped clock misleads a holder; a strobing one
+		// mostly ends its waits early, which harms nothing.
+		Kinds: []Kind{
+			{Name: ClockBump, Weight: 3, Clients: true, Says: clockSays("was bumped")},
+			{Name: ClockStrobe, Weight: 1, Clients: true, Says: clockSays("was strobed")},
+			{Name: ClockRate, Weight: 3, Clients: true, Says: clockSays("ran at a skewed rate")},
+		},
+		// A skewed clock matters over several lease periods: that long, a
+		// slow holder's renewals fall behind while its own clock vouches
+		// for it.
+		Durations:      func(ttl time.Duration) Range { return Range{2 * ttl, 5 * ttl} },
+		DurationParams: []string{"delta", "period"},
+		NumberParams:   []string{"rate"},
 	}
-	return 3
+}
+
+// clockSays is Kind.Says for a fault on the targets' clocks.
+func clockSays(phrase string) func([]string) string {
+	return func(ts []string) string { return "the clock of " + targets(ts) + " " + phrase }
 }
 
 // Draw favours the holder and the slow direction: a holder whose clock
@@ -75,13 +73,6 @@ func (clockFault) Draw(g *Gen, e *Entry, d Range) {
 		e.Params["rate"] = rates[g.rng.IntN(len(rates))]
 	}
 	e.Duration = g.dur(d)
-}
-
-func (clockFault) Check(e Entry, _ int) error {
-	if err := needTarget(e); err != nil {
-		return err
-	}
-	return checkParams(e, []string{"delta", "period"}, []string{"rate"})
 }
 
 func (clockFault) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
@@ -155,14 +146,4 @@ func (clockFault) Heal(_ context.Context, env *Env) ([]string, error) {
 		}
 	}
 	return nil, nil
-}
-
-func (clockFault) Describe(kind string, ts []string) string {
-	switch kind {
-	case ClockStrobe:
-		return "the clock of " + targets(ts) + " was strobed"
-	case ClockRate:
-		return "the clock of " + targets(ts) + " ran at a skewed rate"
-	}
-	return "the clock of " + targets(ts) + " was bumped"
 }

@@ -22,23 +22,21 @@ const ClockJumpEmulated = "clock-jump-emulated"
 
 type clockJump struct{}
 
-func (clockJump) Name() string { return ClockJumpEmulated }
-
-// Doc says what its faults do, for the reference (docs/reference/faults.md).
-func (clockJump) Doc() string {
-	return "Asked for by name: an EMULATION of a server's clock jumping forward, not a clock change (the servers share the host clock; libfaketime cannot start Debian's redis-server): when a holder enters a section with work ahead (200 ms or more, as a lease revocation waits for; a short section could release its key first), the first server from the drawn one that holds keys with a TTL expires them all at once (`expired`, `emulated`); nothing else on it moves in time. The expiries come after the fault's start in the history, so a check that reads them finds the fault active."
+// Spec says what the family is, as data.
+func (clockJump) Spec() Spec {
+	return Spec{
+		Name:  ClockJumpEmulated,
+		Doc:   "Asked for by name: an EMULATION of a server's clock jumping forward, not a clock change (the servers share the host clock; libfaketime cannot start Debian's redis-server): when a holder enters a section with work ahead (200 ms or more, as a lease revocation waits for; a short section could release its key first), the first server from the drawn one that holds keys with a TTL expires them all at once (`expired`, `emulated`); nothing else on it moves in time. The expiries come after the fault's start in the history, so a check that reads them finds the fault active.",
+		Kinds: []Kind{{Name: ClockJumpEmulated, Needs: []system.Capability{system.CapExpireEarly}, Says: clockSays("was made to jump forward (emulated: its lock keys expired early)")}},
+		// The keys are gone at once; the fault stays in force (nothing to
+		// undo) for a TTL or two, while the next client takes the lock and
+		// the holder, unaware, works on: no other fault blurs what it did
+		// meanwhile.
+		Durations: func(ttl time.Duration) Range { return Range{ttl, 2 * ttl} },
+		// It is an emulation, not a clock fault.
+		ByNameOnly: true,
+	}
 }
-
-func (clockJump) Kinds(int, bool) []string { return []string{ClockJumpEmulated} }
-
-func (clockJump) Needs(string) []system.Capability {
-	return []system.Capability{system.CapExpireEarly}
-}
-
-// Durations: the keys are gone at once; the fault stays in force (nothing
-// to undo) for a TTL or two, while the next client takes the lock and the
-// holder, unaware, works on: no other fault blurs what it did meanwhile.
-func (clockJump) Durations(ttl time.Duration) Range { return Range{ttl, 2 * ttl} }
 
 // Draw aims at a server holding the key of a fresh grant (its holder has
 // its section ahead of it), or of a grant on a bare quorum
@@ -52,11 +50,6 @@ func (clockJump) Draw(g *Gen, e *Entry, d Range) {
 	}
 	e.Duration = g.dur(d)
 }
-
-// byNameOnly: it is an emulation, not a clock fault.
-func (clockJump) byNameOnly() {}
-
-func (clockJump) Check(e Entry, _ int) error { return needTarget(e) }
 
 // Inject (with on=grant) waits for a holder entering a section with work
 // ahead, as a lease revocation does, and aims at the first server, from
@@ -123,10 +116,4 @@ func (clockJump) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 	}
 	inj.Params["expired"] = "none: no server had a key with a TTL"
 	return inj, nil
-}
-
-func (clockJump) Heal(context.Context, *Env) ([]string, error) { return nil, nil }
-
-func (clockJump) Describe(_ string, ts []string) string {
-	return "the clock of " + targets(ts) + " was made to jump forward (emulated: its lock keys expired early)"
 }

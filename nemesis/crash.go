@@ -17,32 +17,20 @@ const (
 
 type crash struct{}
 
-func (crash) Name() string { return "crash" }
-
-// Doc says what its faults do, for the reference (docs/reference/faults.md).
-func (crash) Doc() string {
-	return "Kills a member (or the leader) without a leader hand-off, SIGKILL for a process, and restarts it from its data dir; or crashes a client, whose session is abandoned, not closed."
-}
-
-func (crash) Kinds(_ int, clients bool) []string {
-	if !clients {
-		return []string{CrashMember, CrashLeader}
+// Spec says what the family is, as data.
+func (crash) Spec() Spec {
+	return Spec{
+		Name: "crash",
+		Doc:  "Kills a member (or the leader) without a leader hand-off, SIGKILL for a process, and restarts it from its data dir; or crashes a client, whose session is abandoned, not closed.",
+		Kinds: []Kind{
+			{Name: CrashMember, Needs: []system.Capability{system.CapCrashMember}, Says: says("was crashed")},
+			{Name: CrashLeader, Needs: []system.Capability{system.CapCrashMember, system.CapLeader}, Says: says("was crashed")},
+			{Name: CrashClient, Clients: true, Says: says("was crashed")},
+		},
+		// The downtime of a crashed member.
+		Durations: fixed(2*time.Second, 4*time.Second),
 	}
-	return []string{CrashMember, CrashLeader, CrashClient}
 }
-
-func (crash) Needs(kind string) []system.Capability {
-	switch kind {
-	case CrashMember:
-		return []system.Capability{system.CapCrashMember}
-	case CrashLeader:
-		return []system.Capability{system.CapCrashMember, system.CapLeader}
-	}
-	return nil
-}
-
-// Durations: the downtime of a crashed member.
-func (crash) Durations(time.Duration) Range { return Range{2 * time.Second, 4 * time.Second} }
 
 func (crash) Draw(g *Gen, e *Entry, d Range) {
 	switch e.Fault {
@@ -62,8 +50,6 @@ func (crash) Draw(g *Gen, e *Entry, d Range) {
 		g.clientTarget(e, 0.7)
 	}
 }
-
-func (crash) Check(e Entry, _ int) error { return needTarget(e) }
 
 func (crash) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	inj := &Injected{Params: map[string]string{}}
@@ -113,5 +99,3 @@ func (crash) Heal(ctx context.Context, env *Env) ([]string, error) {
 	}
 	return healed, errors.Join(errs...)
 }
-
-func (crash) Describe(_ string, ts []string) string { return targets(ts) + " was crashed" }

@@ -20,28 +20,32 @@ const Failover = "failover"
 
 type failover struct{}
 
-func (failover) Name() string { return Failover }
-
-// Doc says what its faults do, for the reference (docs/reference/faults.md).
-func (failover) Doc() string {
-	return "Asked for by name (not in `all`), with `redis-setnx` or `redis-del`, which then run on a master r0, its replica r1 and 3 Sentinels: the replication to r1 is cut, a client is granted the lock (the second grant after the cut, one entering a section longer than 1.25 TTL) on r0 only, r0 is killed, and Sentinel promotes r1, which never saw the lock; r0 comes back empty after the fault's duration (2-4 s). Params: `promoted_by`, `promotion_took`, `holder`, `holder_token`. One per run (redisserver fails over from the starting roles only): a schedule draws one, a later scripted one is skipped with the reason (`skipped`). Refused against etcd and `redlock`."
+// Spec says what the family is, as data.
+func (failover) Spec() Spec {
+	return Spec{
+		Name: Failover,
+		Doc:  "Asked for by name (not in `all`), with `redis-setnx` or `redis-del`, which then run on a master r0, its replica r1 and 3 Sentinels: the replication to r1 is cut, a client is granted the lock (the second grant after the cut, one entering a section longer than 1.25 TTL) on r0 only, r0 is killed, and Sentinel promotes r1, which never saw the lock; r0 comes back empty after the fault's duration (2-4 s). Params: `promoted_by`, `promotion_took`, `holder`, `holder_token`. One per run (redisserver fails over from the starting roles only): a schedule draws one, a later scripted one is skipped with the reason (`skipped`). Refused against etcd and `redlock`.",
+		// It needs a replica and a watcher that promotes it (a backend
+		// whose system has them starts them when the faults include a
+		// failover), and a way to bring the old master back. Who promoted
+		// the replica, and on what grounds, is the system's to say (its
+		// Promotion, in the fault's params).
+		Kinds: []Kind{{Name: Failover, Needs: []system.Capability{system.CapFailover, system.CapCrashMember}, Says: func(ts []string) string {
+			if len(ts) != 2 {
+				return "the master " + targets(ts) + " was lost and its replica was promoted, which had not seen the lock"
+			}
+			return "the master " + ts[0] + " was lost and " + ts[1] + " was promoted, which had not seen the lock"
+		}}},
+		// How long the old master stays down after the promotion.
+		Durations: fixed(2*time.Second, 4*time.Second),
+		// The system fails over once per run (from the starting roles).
+		OncePerRun: true,
+		// A failover changes the servers a run starts.
+		ByNameOnly: true,
+		// Without clients there is no holder to aim at: the cut is untargeted.
+		Untargeted: true,
+	}
 }
-
-func (failover) Kinds(int, bool) []string { return []string{Failover} }
-
-// Needs: a replica and a watcher that promotes it (a backend whose system
-// has them starts them when the faults include a failover), and a way to
-// bring the old master back.
-func (failover) Needs(string) []system.Capability {
-	return []system.Capability{system.CapFailover, system.CapCrashMember}
-}
-
-// Durations: how long the old master stays down after the promotion.
-func (failover) Durations(time.Duration) Range { return Range{2 * time.Second, 4 * time.Second} }
-
-// oncePerRun: the system fails over once per run (from the starting roles),
-// so Generate draws one failover at most.
-func (failover) oncePerRun() {}
 
 // Draw aims at the holder of the next grant: the lock it takes after the
 // cut exists on the master only.
@@ -55,11 +59,6 @@ func (failover) Draw(g *Gen, e *Entry, d Range) {
 	}
 	e.Duration = g.dur(d)
 }
-
-// byNameOnly: a failover changes the servers a run starts.
-func (failover) byNameOnly() {}
-
-func (failover) Check(Entry, int) error { return nil }
 
 // afterCut waits (up to aimWait) for a holder granted after the moment it
 // is called (the replication cut, members paused), and, with ahead ("MIN-MAX" or "MIN-", as the
@@ -154,16 +153,4 @@ func (failover) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error
 		return err
 	}
 	return inj, nil
-}
-
-// Heal: the crash family restarts a master left down.
-func (failover) Heal(context.Context, *Env) ([]string, error) { return nil, nil }
-
-// Describe: who promoted the replica, and on what grounds, is the system's
-// to say (its Promotion, in the fault's params).
-func (failover) Describe(_ string, ts []string) string {
-	if len(ts) != 2 {
-		return "the master " + targets(ts) + " was lost and its replica was promoted, which had not seen the lock"
-	}
-	return "the master " + ts[0] + " was lost and " + ts[1] + " was promoted, which had not seen the lock"
 }

@@ -10,46 +10,73 @@ import (
 	"github.com/locktest/locktest/system"
 )
 
-// A Family is one kind of trouble: --nemesis takes its Name, and each of its
+// A Family is one kind of trouble: --nemesis takes its name, and each of its
 // kinds is a fault a schedule entry can hold (the value.fault of its
-// history events). Adding a family is one file implementing it, plus its
-// line in families.
+// history events). What it is, is data (Spec); what it does, two methods.
+// Adding a family is one file implementing it, plus its line in families.
 type Family interface {
-	// Name is the family's --nemesis and --fault-durations name.
-	Name() string
-	// Kinds lists the family's fault kinds that apply to a system of
-	// members members, with or without workload clients, in the order
-	// Generate draws from.
-	Kinds(members int, clients bool) []string
-	// Needs names what kind needs of the system under test.
-	Needs(kind string) []system.Capability
-	// Durations is the default range of its faults' durations, given the
-	// lease TTL.
-	Durations(ttl time.Duration) Range
-	// Draw fills in e, a fault of kind, from the schedule's generator: its
-	// targets, duration (from d) and parameters.
+	// Spec is the family as data: its name, its kinds and what they need.
+	Spec() Spec
+	// Draw fills in e, a fault of one of its kinds, from the schedule's
+	// generator: its targets, duration (from d) and parameters.
 	Draw(g *Gen, e *Entry, d Range)
-	// Check says whether e, a fault of this family, is well-formed for a
-	// system of members members.
-	Check(e Entry, members int) error
 	// Inject starts e; the fault lasts until the returned Injected's Hold
 	// (or e.Duration) is over, and Stop undoes it.
 	Inject(ctx context.Context, env *Env, e Entry) (*Injected, error)
-	// Heal undoes whatever faults of the family may have left behind, at
-	// the end of a run, and names the members or clients it restored.
-	// Toxics on client links are not its: the runner removes them all.
-	Heal(ctx context.Context, env *Env) (healed []string, err error)
-	// Describe says in words what a fault of kind did to its targets, for
-	// the checks' stories ("c4 was paused").
-	Describe(kind string, targets []string) string
-	// Doc says what its faults do, for the generated reference.
-	Doc() string
 }
 
-// weighted is a family whose kinds are not equally likely: Generate draws
-// a kind in proportion to its weight.
-type weighted interface {
-	Weight(kind string) int
+// Spec is what a family is.
+type Spec struct {
+	// Name is the family's --nemesis and --fault-durations name.
+	Name string
+	// Doc says what its faults do, for the generated reference.
+	Doc string
+	// Kinds are its fault kinds, in the order Generate draws from.
+	Kinds []Kind
+	// Durations is the default range of its faults' durations, given the
+	// lease TTL.
+	Durations func(ttl time.Duration) Range
+	// OncePerRun: a system carries out its faults once per run, so
+	// Generate draws one at most.
+	OncePerRun bool
+	// ByNameOnly: --nemesis all leaves it out; a run asks for it by name.
+	ByNameOnly bool
+	// Untargeted: an entry needs no target (else Check refuses one
+	// without).
+	Untargeted bool
+	// DurationParams and NumberParams are the entry params that must
+	// parse as durations and as numbers, where present.
+	DurationParams, NumberParams []string
+}
+
+// Kind is one fault kind of a family.
+type Kind struct {
+	Name string
+	// Needs is what it needs of the system under test.
+	Needs []system.Capability
+	// Weight is how likely Generate draws it beside its family's other
+	// kinds; 0 counts as 1.
+	Weight int
+	// Clients: it is drawn only in a run with workload clients.
+	Clients bool
+	// Members is the fewest members it needs; 0 for any number.
+	Members int
+	// Says what it did to its targets, for the checks' stories ("c4 was
+	// paused").
+	Says func(targets []string) string
+}
+
+// healer is a family that may leave something behind: Heal undoes it, at
+// the end of a run, and names the members or clients it restored. Toxics
+// on client links are no family's: the runner removes them all.
+type healer interface {
+	Heal(ctx context.Context, env *Env) (healed []string, err error)
+}
+
+// entryChecker is a family whose entries need more than a target and
+// well-formed params to be well-formed for a system of members members.
+type entryChecker interface {
+	Check(e Entry, members int) error
 }
 
 // families is the registry, in canonical order: --nemesis lists them so,
@@ -68,15 +95,51 @@ var families = []Family{
 	lostReply{},
 }
 
-// oncePerRun is a family whose faults a system carries out once per run:
-// Generate draws one at most.
-type oncePerRun interface {
-	oncePerRun()
+// kindsOf lists the kinds of f that apply to a system of members members,
+// with or without workload clients.
+func kindsOf(f Family, members int, clients bool) []string {
+	var out []string
+	for _, k := range f.Spec().Kinds {
+		if (clients || !k.Clients) && members >= k.Members {
+			out = append(out, k.Name)
+		}
+	}
+	return out
 }
 
-// byNameOnly is a family that --nemesis all leaves out (Expand).
-type byNameOnly interface {
-	byNameOnly()
+// everyKind lists every kind of f, whatever the system.
+func everyKind(f Family) []string { return f.Spec().KindNames() }
+
+// KindNames lists the names of its kinds.
+func (s Spec) KindNames() []string {
+	out := make([]string, len(s.Kinds))
+	for i, k := range s.Kinds {
+		out[i] = k.Name
+	}
+	return out
+}
+
+// kindOf returns the kind called name and its family.
+func kindOf(name string) (Kind, Family, bool) {
+	for _, f := range families {
+		for _, k := range f.Spec().Kinds {
+			if k.Name == name {
+				return k, f, true
+			}
+		}
+	}
+	return Kind{}, nil, false
+}
+
+// lacking names what sys lacks to carry out a fault of kind: the one
+// place capabilities are matched. It is every capability the kind needs
+// when no family has it.
+func lacking(sys system.System, kind string) []system.Capability {
+	k, _, ok := kindOf(kind)
+	if !ok {
+		return nil
+	}
+	return system.Missing(sys, k.Needs)
 }
 
 // Needs names what the kinds of family name need of the system under
@@ -87,8 +150,8 @@ func Needs(name string) []system.Capability {
 		return nil
 	}
 	var out []system.Capability
-	for _, k := range f.Kinds(5, true) {
-		for _, c := range f.Needs(k) {
+	for _, k := range f.Spec().Kinds {
+		for _, c := range k.Needs {
 			if !slices.Contains(out, c) {
 				out = append(out, c)
 			}
@@ -106,8 +169,8 @@ func Lacks(name string, sys system.System) []system.Capability {
 		return nil
 	}
 	var fewest []system.Capability
-	for _, k := range f.Kinds(5, true) {
-		miss := system.Missing(sys, f.Needs(k))
+	for _, k := range everyKind(f) {
+		miss := lacking(sys, k)
 		if len(miss) == 0 {
 			return nil
 		}
@@ -121,18 +184,11 @@ func Lacks(name string, sys system.System) []system.Capability {
 // Families are the registered families, in canonical order.
 func Families() []Family { return slices.Clone(families) }
 
-// ByNameOnly says whether --nemesis all leaves f out: a run asks for it by
-// name.
-func ByNameOnly(f Family) bool {
-	_, ok := f.(byNameOnly)
-	return ok
-}
-
 // Categories are the names --nemesis accepts, in canonical order.
 func Categories() []string {
 	out := make([]string, len(families))
 	for i, f := range families {
-		out[i] = f.Name()
+		out[i] = f.Spec().Name
 	}
 	return out
 }
@@ -140,7 +196,7 @@ func Categories() []string {
 // family returns the family called name.
 func family(name string) (Family, bool) {
 	for _, f := range families {
-		if f.Name() == name {
+		if f.Spec().Name == name {
 			return f, true
 		}
 	}
@@ -149,19 +205,15 @@ func family(name string) (Family, bool) {
 
 // familyOf returns the family of a fault kind.
 func familyOf(kind string) (Family, bool) {
-	for _, f := range families {
-		if slices.Contains(f.Kinds(5, true), kind) {
-			return f, true
-		}
-	}
-	return nil, false
+	_, f, ok := kindOf(kind)
+	return f, ok
 }
 
 // FamilyOf names the family of a fault kind ("clock" for "clock-rate"); ""
 // for a kind no family has.
 func FamilyOf(kind string) string {
 	if f, ok := familyOf(kind); ok {
-		return f.Name()
+		return f.Spec().Name
 	}
 	return ""
 }
@@ -170,7 +222,7 @@ func FamilyOf(kind string) string {
 func AllKinds() []string {
 	var ks []string
 	for _, f := range families {
-		ks = append(ks, f.Kinds(5, true)...)
+		ks = append(ks, everyKind(f)...)
 	}
 	return ks
 }
@@ -178,11 +230,11 @@ func AllKinds() []string {
 // Describe says in words what a fault of kind did to its targets, for the
 // checks' stories; false for a kind no family knows.
 func Describe(kind string, targets []string) (string, bool) {
-	f, ok := familyOf(kind)
+	k, _, ok := kindOf(kind)
 	if !ok {
 		return "", false
 	}
-	return f.Describe(kind, targets), true
+	return k.Says(targets), true
 }
 
 // Refuse says which of the faults (categories) the system cannot run at
@@ -197,8 +249,11 @@ func Refuse(sys system.System, faults []string) error {
 		}
 		var first error
 		offered := false
-		for _, k := range f.Kinds(len(sys.MemberNames()), true) {
-			err := system.Refuse(sys, "fault "+k, f.Needs(k))
+		for _, k := range f.Spec().Kinds {
+			if len(sys.MemberNames()) < k.Members {
+				continue
+			}
+			err := system.Refuse(sys, "fault "+k.Name, k.Needs)
 			if err == nil {
 				offered = true
 				break
@@ -217,14 +272,14 @@ func Refuse(sys system.System, faults []string) error {
 // Offered says which fault kinds sys can carry out, for Config.Offers.
 func Offered(sys system.System) func(kind string) bool {
 	return func(kind string) bool {
-		f, ok := familyOf(kind)
-		return ok && len(system.Missing(sys, f.Needs(kind))) == 0
+		_, _, ok := kindOf(kind)
+		return ok && len(lacking(sys, kind)) == 0
 	}
 }
 
 // kinds are the kinds of f that Generate may draw.
 func (c Config) kinds(f Family, clients bool) []string {
-	ks := f.Kinds(c.Members, clients)
+	ks := kindsOf(f, c.Members, clients)
 	if c.Offers == nil {
 		return ks
 	}
@@ -234,11 +289,11 @@ func (c Config) kinds(f Family, clients bool) []string {
 // RefuseSchedule is Refuse for the kinds a schedule holds.
 func RefuseSchedule(sys system.System, s Schedule) error {
 	for _, e := range s.Entries {
-		f, ok := familyOf(e.Fault)
+		k, _, ok := kindOf(e.Fault)
 		if !ok {
 			return fmt.Errorf("nemesis: unknown fault kind %q", e.Fault)
 		}
-		if err := system.Refuse(sys, "fault "+e.Fault, f.Needs(e.Fault)); err != nil {
+		if err := system.Refuse(sys, "fault "+e.Fault, k.Needs); err != nil {
 			return fmt.Errorf("nemesis: %w", err)
 		}
 	}
@@ -270,4 +325,14 @@ func targets(ts []string) string {
 		return "the cluster"
 	}
 	return strings.Join(ts, ", ")
+}
+
+// says is Kind.Says for a phrase after the targets ("was paused").
+func says(phrase string) func([]string) string {
+	return func(ts []string) string { return targets(ts) + " " + phrase }
+}
+
+// fixed is Spec.Durations for a range that does not depend on the TTL.
+func fixed(lo, hi time.Duration) func(time.Duration) Range {
+	return func(time.Duration) Range { return Range{lo, hi} }
 }

@@ -14,38 +14,38 @@ import (
 func TestRegistry(t *testing.T) {
 	kinds := map[string]string{}
 	for _, f := range families {
-		if f.Name() == "" || slices.Contains(Categories()[:slices.Index(Categories(), f.Name())], f.Name()) {
-			t.Errorf("family %q: empty or duplicate name", f.Name())
+		if f.Spec().Name == "" || slices.Contains(Categories()[:slices.Index(Categories(), f.Spec().Name)], f.Spec().Name) {
+			t.Errorf("family %q: empty or duplicate name", f.Spec().Name)
 		}
-		if got, ok := family(f.Name()); !ok || got != f {
-			t.Errorf("family(%q) does not find it", f.Name())
+		if got, ok := family(f.Spec().Name); !ok || got != f {
+			t.Errorf("family(%q) does not find it", f.Spec().Name)
 		}
-		if r := f.Durations(2 * time.Second); r.Min <= 0 || r.Max < r.Min {
-			t.Errorf("%s: default durations %v", f.Name(), r)
+		if r := f.Spec().Durations(2 * time.Second); r.Min <= 0 || r.Max < r.Min {
+			t.Errorf("%s: default durations %v", f.Spec().Name, r)
 		}
-		for _, k := range f.Kinds(5, true) {
+		for _, k := range everyKind(f) {
 			if other, dup := kinds[k]; dup {
-				t.Errorf("kind %s in %s and %s", k, other, f.Name())
+				t.Errorf("kind %s in %s and %s", k, other, f.Spec().Name)
 			}
-			kinds[k] = f.Name()
+			kinds[k] = f.Spec().Name
 			if got, ok := familyOf(k); !ok || got != f {
-				t.Errorf("familyOf(%s) is not %s", k, f.Name())
+				t.Errorf("familyOf(%s) is not %s", k, f.Spec().Name)
 			}
 			if p, ok := Describe(k, []string{"c7"}); !ok || !strings.Contains(p, "c7") {
 				t.Errorf("Describe(%s) = %q, %v: want a phrase naming the target", k, p, ok)
 			}
 		}
 		// Every entry the family draws, it accepts.
-		cfg := Config{Faults: []string{f.Name()}, Members: 5, Clients: []string{"c0", "c1", "c2"}, Time: 10 * time.Minute}
+		cfg := Config{Faults: []string{f.Spec().Name}, Members: 5, Clients: []string{"c0", "c1", "c2"}, Time: 10 * time.Minute}
 		s, err := Generate(1, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(s.Entries) == 0 {
-			t.Errorf("%s: drew no entries", f.Name())
+			t.Errorf("%s: drew no entries", f.Spec().Name)
 		}
 		if err := s.Validate(); err != nil {
-			t.Errorf("%s: %v", f.Name(), err)
+			t.Errorf("%s: %v", f.Spec().Name, err)
 		}
 	}
 	if _, ok := Describe("no-such-fault", nil); ok {

@@ -20,39 +20,26 @@ const (
 
 type lease struct{}
 
-func (lease) Name() string { return "lease" }
-
-// Doc says what its faults do, for the reference (docs/reference/faults.md).
-func (lease) Doc() string {
-	return "Ends a client's lease: starve its keepalives (its links drop data) until the server expires it, mostly the holder's mid-section (the lease race); or, twice as often, revoke it with an admin client, the holder's or, as often, a queued waiter's (whose key the server then deletes while it waits: etcd#11456)."
-}
-
-func (lease) Kinds(_ int, clients bool) []string {
-	return onlyWithClients(clients, LeaseStarve, LeaseRevoke)
-}
-
-func (lease) Needs(kind string) []system.Capability {
-	if kind == LeaseStarve {
-		return []system.Capability{system.CapLinks, system.CapLeases}
+// Spec says what the family is, as data.
+func (lease) Spec() Spec {
+	return Spec{
+		Name: "lease",
+		Doc:  "Ends a client's lease: starve its keepalives (its links drop data) until the server expires it, mostly the holder's mid-section (the lease race); or, twice as often, revoke it with an admin client, the holder's or, as often, a queued waiter's (whose key the server then deletes while it waits: etcd#11456).",
+		// Two revocations to one starvation. Starving shows the lease race
+		// on holders; a revocation strikes a holder or, as often, a waiter,
+		// whose key the server then deletes while it is queued: where lock
+		// bugs (etcd#11456) live.
+		Kinds: []Kind{
+			{Name: LeaseStarve, Needs: []system.Capability{system.CapLinks, system.CapLeases}, Clients: true, Says: func(ts []string) string {
+				return "lease renewals of " + targets(ts) + " were starved"
+			}},
+			{Name: LeaseRevoke, Needs: []system.Capability{system.CapLeases}, Weight: 2, Clients: true, Says: func(ts []string) string {
+				return "the lease of " + targets(ts) + " was revoked"
+			}},
+		},
+		// The longest a starve waits for the server to expire the lease.
+		Durations: func(ttl time.Duration) Range { return Range{ttl + 2*time.Second, 2*ttl + 2*time.Second} },
 	}
-	return []system.Capability{system.CapLeases}
-}
-
-// Durations: the longest a starve waits for the server to expire the
-// lease.
-func (lease) Durations(ttl time.Duration) Range {
-	return Range{ttl + 2*time.Second, 2*ttl + 2*time.Second}
-}
-
-// Weight: two revocations to one starvation. Starving shows the lease race
-// on holders; a revocation strikes a holder or, as often, a waiter, whose
-// key the server then deletes while it is queued: where lock bugs
-// (etcd#11456) live.
-func (lease) Weight(kind string) int {
-	if kind == LeaseRevoke {
-		return 2
-	}
-	return 1
 }
 
 func (lease) Draw(g *Gen, e *Entry, d Range) {
@@ -71,8 +58,6 @@ func (lease) Draw(g *Gen, e *Entry, d Range) {
 		g.aim(e, workAhead, 0)
 	}
 }
-
-func (lease) Check(e Entry, _ int) error { return needTarget(e) }
 
 func (lease) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	inj := &Injected{Params: map[string]string{}}
@@ -146,14 +131,4 @@ func asPause(env *Env, e Entry, name string, inj *Injected) error {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
-}
-
-// Heal: the runner removes every toxic once, for all families.
-func (lease) Heal(context.Context, *Env) ([]string, error) { return nil, nil }
-
-func (lease) Describe(kind string, ts []string) string {
-	if kind == LeaseRevoke {
-		return "the lease of " + targets(ts) + " was revoked"
-	}
-	return "lease renewals of " + targets(ts) + " were starved"
 }

@@ -38,32 +38,32 @@ const (
 
 type lostReply struct{}
 
-func (lostReply) Name() string { return "lost-reply" }
-
-// Doc says what its faults do, for the reference (docs/reference/faults.md).
-func (lostReply) Doc() string {
-	return "One operation of one client reaches the server, which applies it, and its reply never comes back (Jepsen's operation of unknown outcome): `lost-reply-release` (the holder's next release; drawn twice as often), `lost-reply-acquire` (the holder's next acquire, a queued waiter's acquire in flight, whose reply is its grant, or any client's next) and `lost-reply-renew` (the next lease renewal, or watchdog extend, of a holder with work ahead or of a waiter). Just before the client sends the operation (a hook in the workload, as a failpoint in the client would be), every link of that client gets a toxiproxy `timeout` toxic of timeout 0 on its downstream only: the request goes through, whatever the servers send is held. After the fault's duration (TTL/8 to TTL/4: ample for the server to apply it) the toxic is removed, which closes the held connections: the cut. The client sees its connection break, an error (etcd: `Unavailable ... error reading from server: EOF`; Redis: `EOF`; ZooKeeper: go-zookeeper's `zk: connection closed` on the pending request, which the ZooKeeper recipes settle themselves: see below), the history records the operation `info` (unknown), and the fault's stop says `reply=lost`, `client_saw` and `op`; the story says \"its reply was lost\", the report marks the cut on the client's lane. A release already in flight is never struck (its reply is on its way); the struck client goes on only once all its links are whole again. `TestLostReplyEndToEnd` (backend/etcd) checks on real members that the server applied the release (its key is gone, read directly, while the client still waits) and the client saw an error."
-}
-
-func (lostReply) Kinds(_ int, clients bool) []string {
-	return onlyWithClients(clients, LostReplyRelease, LostReplyAcquire, LostReplyRenew)
-}
-
-func (lostReply) Needs(string) []system.Capability { return []system.Capability{system.CapLinks} }
-
-// Weight: releases twice as often as the others: a release whose reply is
-// lost is where retries go wrong (etcd#22082).
-func (lostReply) Weight(kind string) int {
-	if kind == LostReplyRelease {
-		return 2
+// Spec says what the family is, as data.
+func (lostReply) Spec() Spec {
+	links := []system.Capability{system.CapLinks}
+	return Spec{
+		Name: "lost-reply",
+		Doc:  "One operation of one client reaches the server, which applies it, and its reply never comes back (Jepsen's operation of unknown outcome): `lost-reply-release` (the holder's next release; drawn twice as often), `lost-reply-acquire` (the holder's next acquire, a queued waiter's acquire in flight, whose reply is its grant, or any client's next) and `lost-reply-renew` (the next lease renewal, or watchdog extend, of a holder with work ahead or of a waiter). Just before the client sends the operation (a hook in the workload, as a failpoint in the client would be), every link of that client gets a toxiproxy `timeout` toxic of timeout 0 on its downstream only: the request goes through, whatever the servers send is held. After the fault's duration (TTL/8 to TTL/4: ample for the server to apply it) the toxic is removed, which closes the held connections: the cut. The client sees its connection break, an error (etcd: `Unavailable ... error reading from server: EOF`; Redis: `EOF`; ZooKeeper: go-zookeeper's `zk: connection closed` on the pending request, which the ZooKeeper recipes settle themselves: see below), the history records the operation `info` (unknown), and the fault's stop says `reply=lost`, `client_saw` and `op`; the story says \"its reply was lost\", the report marks the cut on the client's lane. A release already in flight is never struck (its reply is on its way); the struck client goes on only once all its links are whole again. `TestLostReplyEndToEnd` (backend/etcd) checks on real members that the server applied the release (its key is gone, read directly, while the client still waits) and the client saw an error.",
+		// Releases twice as often as the others: a release whose reply is
+		// lost is where retries go wrong (etcd#22082).
+		Kinds: []Kind{
+			{Name: LostReplyRelease, Needs: links, Weight: 2, Clients: true, Says: lostSays("release")},
+			{Name: LostReplyAcquire, Needs: links, Clients: true, Says: lostSays("acquire")},
+			{Name: LostReplyRenew, Needs: links, Clients: true, Says: lostSays("lease renewal")},
+		},
+		// How long the replies are dropped before the cut: ample time for a
+		// server to apply a request (a few milliseconds here), short against
+		// the lease, whose renewals' replies are dropped too.
+		Durations: func(ttl time.Duration) Range { return Range{ttl / 8, ttl / 4} },
 	}
-	return 1
 }
 
-// Durations: how long the replies are dropped before the cut: ample time
-// for a server to apply a request (a few milliseconds here), short against
-// the lease, whose renewals' replies are dropped too.
-func (lostReply) Durations(ttl time.Duration) Range { return Range{ttl / 8, ttl / 4} }
+// lostSays is Kind.Says for a lost reply to op.
+func lostSays(op string) func([]string) string {
+	return func(ts []string) string {
+		return fmt.Sprintf("%s's %s reached the server, but its reply was lost", targets(ts), op)
+	}
+}
 
 func (lostReply) Draw(g *Gen, e *Entry, d Range) {
 	switch e.Fault {
@@ -88,8 +88,6 @@ func (lostReply) Draw(g *Gen, e *Entry, d Range) {
 		}
 	}
 }
-
-func (lostReply) Check(e Entry, _ int) error { return needTarget(e) }
 
 // answerWait bounds how long the stop of a lost reply waits for the client
 // to learn that its connection broke.
@@ -276,19 +274,4 @@ func (env *Env) lockPassed(ctx context.Context, max time.Duration) bool {
 			return false
 		}
 	}
-}
-
-// Heal: the runner removes every toxic once, for all families, and an
-// armed hook that never fired was disarmed by its Inject.
-func (lostReply) Heal(context.Context, *Env) ([]string, error) { return nil, nil }
-
-func (lostReply) Describe(kind string, ts []string) string {
-	op := "release"
-	switch kind {
-	case LostReplyAcquire:
-		op = "acquire"
-	case LostReplyRenew:
-		op = "lease renewal"
-	}
-	return fmt.Sprintf("%s's %s reached the server, but its reply was lost", targets(ts), op)
 }

@@ -22,29 +22,27 @@ const (
 
 type membership struct{}
 
-func (membership) Name() string { return "member" }
-
-// Doc says what its faults do, for the reference (docs/reference/faults.md).
-func (membership) Doc() string {
-	return "Changes the cluster's membership, as an operator replacing a member does (Jepsen's member nemesis, etcd's `MemberReplace` failpoint): `member-remove` removes a member (the leader half the time) with etcd's `MemberRemove`, stops it and wipes its data for the fault's duration (2-4 s: the cluster shrinks), then adds it back with `MemberAdd` as a new member with empty data under the same name and addresses (it grows); `member-replace` removes one and at once adds a fresh one in its place, until it has caught up. etcd refuses membership changes until its members have been connected for 5 s, so a member fault soon after a start, a restart or another member fault waits for that (`remove_took`)."
-}
-
-// Kinds: a cluster of fewer than three members would lose its quorum.
-func (membership) Kinds(members int, _ bool) []string {
-	if members < 3 {
-		return nil
+// Spec says what the family is, as data.
+func (membership) Spec() Spec {
+	need := []system.Capability{system.CapMembership, system.CapLeader}
+	return Spec{
+		Name: "member",
+		Doc:  "Changes the cluster's membership, as an operator replacing a member does (Jepsen's member nemesis, etcd's `MemberReplace` failpoint): `member-remove` removes a member (the leader half the time) with etcd's `MemberRemove`, stops it and wipes its data for the fault's duration (2-4 s: the cluster shrinks), then adds it back with `MemberAdd` as a new member with empty data under the same name and addresses (it grows); `member-replace` removes one and at once adds a fresh one in its place, until it has caught up. etcd refuses membership changes until its members have been connected for 5 s, so a member fault soon after a start, a restart or another member fault waits for that (`remove_took`).",
+		// A cluster of fewer than three members would lose its quorum.
+		Kinds: []Kind{
+			{Name: MemberRemove, Needs: need, Members: 3, Says: func(ts []string) string {
+				return "member " + targets(ts) + " was removed from the cluster"
+			}},
+			{Name: MemberReplace, Needs: need, Members: 3, Says: func(ts []string) string {
+				return "member " + targets(ts) + " was replaced with a fresh one"
+			}},
+		},
+		// How long a removed member stays out, as a crashed one stays down.
+		// A replacement has none: it lasts as long as the new member takes
+		// to catch up.
+		Durations: fixed(2*time.Second, 4*time.Second),
 	}
-	return []string{MemberRemove, MemberReplace}
 }
-
-func (membership) Needs(string) []system.Capability {
-	return []system.Capability{system.CapMembership, system.CapLeader}
-}
-
-// Durations: how long a removed member stays out, as a crashed one stays
-// down. A replacement has none: it lasts as long as the new member takes to
-// catch up.
-func (membership) Durations(time.Duration) Range { return Range{2 * time.Second, 4 * time.Second} }
 
 func (membership) Draw(g *Gen, e *Entry, d Range) {
 	e.Target = g.member()
@@ -55,8 +53,6 @@ func (membership) Draw(g *Gen, e *Entry, d Range) {
 		e.Duration = g.dur(d)
 	}
 }
-
-func (membership) Check(e Entry, _ int) error { return needTarget(e) }
 
 // Inject removes the member; Stop adds it back, with empty data, and waits
 // until it has caught up.
@@ -111,11 +107,4 @@ func (membership) Heal(ctx context.Context, env *Env) ([]string, error) {
 		}
 	}
 	return healed, errors.Join(errs...)
-}
-
-func (membership) Describe(kind string, ts []string) string {
-	if kind == MemberReplace {
-		return "member " + targets(ts) + " was replaced with a fresh one"
-	}
-	return "member " + targets(ts) + " was removed from the cluster"
 }

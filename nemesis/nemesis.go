@@ -99,11 +99,11 @@ func Expand(faults []string, offers func(kind string) bool) []string {
 	}
 	out := []string{}
 	for _, f := range families {
-		if ByNameOnly(f) {
+		if f.Spec().ByNameOnly {
 			continue
 		}
-		if offers == nil || slices.ContainsFunc(f.Kinds(5, true), offers) {
-			out = append(out, f.Name())
+		if offers == nil || slices.ContainsFunc(everyKind(f), offers) {
+			out = append(out, f.Spec().Name)
 		}
 	}
 	return out
@@ -115,7 +115,7 @@ func Offering(faults []string, offers func(kind string) bool) []string {
 	out := []string{}
 	for _, name := range faults {
 		f, ok := family(name)
-		if !ok || slices.ContainsFunc(f.Kinds(5, true), offers) {
+		if !ok || slices.ContainsFunc(everyKind(f), offers) {
 			out = append(out, name)
 		}
 	}
@@ -220,14 +220,15 @@ func (c Config) WithDefaults() Config {
 	}
 	durations := make(map[string]Range, len(families))
 	for _, f := range families {
-		r, ok := c.Durations[f.Name()]
+		spec := f.Spec()
+		r, ok := c.Durations[spec.Name]
 		if !ok || r.Min == 0 && r.Max == 0 {
-			r = f.Durations(c.TTL)
+			r = spec.Durations(c.TTL)
 		}
 		if r.Max < r.Min {
 			r.Max = r.Min
 		}
-		durations[f.Name()] = r
+		durations[spec.Name] = r
 	}
 	c.Durations = durations
 	if c.HealTimeout == 0 {

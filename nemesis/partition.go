@@ -22,30 +22,32 @@ const (
 
 type partition struct{}
 
-func (partition) Name() string { return "partition" }
-
-// Doc says what its faults do, for the reference (docs/reference/faults.md).
-func (partition) Doc() string {
-	return "Cuts member pairs, both ways (embedded: etcd's own `CutPeer`/`MendPeer` on both sides; processes: the peer connections themselves): `one` member, the `leader`, a random `majority`, and with 5 members `majorities-ring` and `bridge`; each client is placed on a side and loses its links to the other."
-}
-
-// Kinds: the ring and the bridge need five or more members.
-func (partition) Kinds(members int, _ bool) []string {
-	if members < 5 {
-		return []string{PartitionOne, PartitionLeader, PartitionMajority}
+// Spec says what the family is, as data.
+func (partition) Spec() Spec {
+	cut := []system.Capability{system.CapPartition, system.CapLinks}
+	return Spec{
+		Name: "partition",
+		Doc:  "Cuts member pairs, both ways (embedded: etcd's own `CutPeer`/`MendPeer` on both sides; processes: the peer connections themselves): `one` member, the `leader`, a random `majority`, and with 5 members `majorities-ring` and `bridge`; each client is placed on a side and loses its links to the other.",
+		Kinds: []Kind{
+			{Name: PartitionOne, Needs: cut, Says: says("was isolated")},
+			{Name: PartitionLeader, Needs: append(cut, system.CapLeader), Says: func(ts []string) string {
+				return "the leader " + targets(ts) + " was partitioned away"
+			}},
+			{Name: PartitionMajority, Needs: cut, Says: says("was isolated")},
+			// The ring and the bridge need five or more members.
+			{Name: PartitionMajoritiesRing, Needs: cut, Members: 5, Says: active(PartitionMajoritiesRing)},
+			{Name: PartitionBridge, Needs: cut, Members: 5, Says: active(PartitionBridge)},
+		},
+		Durations: fixed(2*time.Second, 4*time.Second),
+		// Check asks each kind for its target or its groups.
+		Untargeted: true,
 	}
-	return []string{PartitionOne, PartitionLeader, PartitionMajority, PartitionMajoritiesRing, PartitionBridge}
 }
 
-func (partition) Needs(kind string) []system.Capability {
-	need := []system.Capability{system.CapPartition, system.CapLinks}
-	if kind == PartitionLeader {
-		need = append(need, system.CapLeader)
-	}
-	return need
+// active is Kind.Says for a kind without words of its own.
+func active(kind string) func([]string) string {
+	return func(ts []string) string { return "fault " + kind + " on " + targets(ts) + " was active" }
 }
-
-func (partition) Durations(time.Duration) Range { return Range{2 * time.Second, 4 * time.Second} }
 
 func (partition) Draw(g *Gen, e *Entry, d Range) {
 	n := g.cfg.Members
@@ -202,16 +204,6 @@ func (partition) Heal(_ context.Context, env *Env) ([]string, error) {
 		return nil, cutter.SetCuts(nil)
 	}
 	return nil, nil
-}
-
-func (partition) Describe(kind string, ts []string) string {
-	switch kind {
-	case PartitionLeader:
-		return "the leader " + targets(ts) + " was partitioned away"
-	case PartitionOne, PartitionMajority:
-		return targets(ts) + " was isolated"
-	}
-	return "fault " + kind + " on " + targets(ts) + " was active"
 }
 
 // Reach returns which members reach which under a partition fault with the

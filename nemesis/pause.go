@@ -23,40 +23,29 @@ const (
 
 type pause struct{}
 
-func (pause) Name() string { return "pause" }
-
-// Doc says what its faults do, for the reference (docs/reference/faults.md).
-func (pause) Doc() string {
-	return "Stops a client stop-the-world (its keepalives too), often the holder between its guard and its write; or, one time in five, pauses a member: a member process gets SIGSTOP (nothing in it runs until SIGCONT); an embedded member stops sending and its client links hold (its lessor keeps running, and a new leader extends every lease, so it seldom harms a lease lock)."
-}
-
-func (pause) Kinds(_ int, clients bool) []string {
-	if !clients {
-		return nil
+// Spec says what the family is, as data.
+func (pause) Spec() Spec {
+	return Spec{
+		Name: "pause",
+		Doc:  "Stops a client stop-the-world (its keepalives too), often the holder between its guard and its write; or, one time in five, pauses a member: a member process gets SIGSTOP (nothing in it runs until SIGCONT); an embedded member stops sending and its client links hold (its lessor keeps running, and a new leader extends every lease, so it seldom harms a lease lock).",
+		// A paused member seldom harms a lease lock here (the embedded
+		// member's lessor keeps running, and a new leader extends every
+		// lease), a paused holder nearly always: four client pauses to one
+		// member pause.
+		Kinds: []Kind{
+			{Name: PauseClient, Weight: 4, Clients: true, Says: says("was paused")},
+			{Name: PauseMember, Needs: []system.Capability{system.CapPauseMember}, Clients: true, Says: func(ts []string) string {
+				if len(ts) > 1 {
+					return "members " + targets(ts) + " were paused"
+				}
+				return "member " + targets(ts) + " was paused"
+			}},
+		},
+		// Pauses outlast the lease, so the holder wakes up with its lease
+		// gone.
+		Durations: func(ttl time.Duration) Range { return Range{ttl + ttl/4, 2 * ttl} },
 	}
-	return []string{PauseClient, PauseMember}
 }
-
-func (pause) Needs(kind string) []system.Capability {
-	if kind == PauseMember {
-		return []system.Capability{system.CapPauseMember}
-	}
-	return nil
-}
-
-// Weight: a paused member seldom harms a lease lock here (the embedded
-// member's lessor keeps running, and a new leader extends every lease), a
-// paused holder nearly always: four client pauses to one member pause.
-func (pause) Weight(kind string) int {
-	if kind == PauseClient {
-		return 4
-	}
-	return 1
-}
-
-// Durations: pauses outlast the lease, so the holder wakes up with its
-// lease gone.
-func (pause) Durations(ttl time.Duration) Range { return Range{ttl + ttl/4, 2 * ttl} }
 
 func (pause) Draw(g *Gen, e *Entry, d Range) {
 	if e.Fault == PauseClient {
@@ -76,8 +65,6 @@ func (pause) Draw(g *Gen, e *Entry, d Range) {
 	}
 	e.Duration = g.dur(d)
 }
-
-func (pause) Check(e Entry, _ int) error { return needTarget(e) }
 
 func (pause) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	inj := &Injected{Params: map[string]string{}}
@@ -170,14 +157,4 @@ func (pause) Heal(ctx context.Context, env *Env) ([]string, error) {
 		}
 	}
 	return healed, errors.Join(errs...)
-}
-
-func (pause) Describe(kind string, ts []string) string {
-	if kind == PauseMember && len(ts) > 1 {
-		return "members " + targets(ts) + " were paused"
-	}
-	if kind == PauseMember {
-		return "member " + targets(ts) + " was paused"
-	}
-	return targets(ts) + " was paused"
 }

@@ -184,7 +184,11 @@ func (r *runner) heal() error {
 		}
 	}
 	for _, f := range families {
-		h, err := f.Heal(ctx, r.env)
+		hf, ok := f.(healer)
+		if !ok {
+			continue
+		}
+		h, err := hf.Heal(ctx, r.env)
 		healed = append(healed, h...)
 		if err != nil {
 			errs = append(errs, err)

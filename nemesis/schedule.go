@@ -89,7 +89,7 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	clients := len(cfg.Clients) > 0
 	var fams []Family
 	for _, f := range families {
-		if slices.Contains(cfg.Faults, f.Name()) && len(cfg.kinds(f, clients)) > 0 {
+		if slices.Contains(cfg.Faults, f.Spec().Name) && len(cfg.kinds(f, clients)) > 0 {
 			fams = append(fams, f)
 		}
 	}
@@ -100,8 +100,8 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg}
 	for at := cfg.Interval; at < cfg.Time; {
 		f := fams[g.rng.IntN(len(fams))]
-		e := Entry{Fault: g.kind(f, cfg.kinds(f, clients)), Params: map[string]string{}}
-		f.Draw(g, &e, cfg.Durations[f.Name()])
+		e := Entry{Fault: g.kind(cfg.kinds(f, clients)), Params: map[string]string{}}
+		f.Draw(g, &e, cfg.Durations[f.Spec().Name])
 		if len(e.Params) == 0 {
 			e.Params = nil
 		}
@@ -115,7 +115,7 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 		}
 		g.before = g.before[:0]
 		s.Entries = append(s.Entries, e)
-		if _, once := f.(oncePerRun); once {
+		if f.Spec().OncePerRun {
 			fams = slices.DeleteFunc(fams, func(o Family) bool { return o == f })
 			if len(fams) == 0 {
 				break
@@ -136,18 +136,20 @@ type Gen struct {
 }
 
 // kind draws one of ks, f's kinds, in proportion to their weights.
-func (g *Gen) kind(f Family, ks []string) string {
-	w, ok := f.(weighted)
-	if !ok {
-		return ks[g.rng.IntN(len(ks))]
+func (g *Gen) kind(ks []string) string {
+	weight := func(name string) int {
+		if k, _, _ := kindOf(name); k.Weight > 0 {
+			return k.Weight
+		}
+		return 1
 	}
 	total := 0
 	for _, k := range ks {
-		total += w.Weight(k)
+		total += weight(k)
 	}
 	n := g.rng.IntN(total)
 	for _, k := range ks {
-		if n -= w.Weight(k); n < 0 {
+		if n -= weight(k); n < 0 {
 			return k
 		}
 	}
@@ -299,7 +301,19 @@ func (e Entry) validate(n int) error {
 			seen[m] = true
 		}
 	}
-	return f.Check(e, n)
+	spec := f.Spec()
+	if !spec.Untargeted {
+		if err := needTarget(e); err != nil {
+			return err
+		}
+	}
+	if err := checkParams(e, spec.DurationParams, spec.NumberParams); err != nil {
+		return err
+	}
+	if c, ok := f.(entryChecker); ok {
+		return c.Check(e, n)
+	}
+	return nil
 }
 
 // needTarget is Check for the faults that strike one member or client.
@@ -343,8 +357,8 @@ func (s Schedule) StagesNext(i int) bool {
 func (s Schedule) Families() []string {
 	var out []string
 	for _, e := range s.Entries {
-		if f, ok := familyOf(e.Fault); ok && !slices.Contains(out, f.Name()) {
-			out = append(out, f.Name())
+		if f, ok := familyOf(e.Fault); ok && !slices.Contains(out, f.Spec().Name) {
+			out = append(out, f.Spec().Name)
 		}
 	}
 	return out

@@ -18,6 +18,20 @@ const Slow = "slow"
 
 type slow struct{}
 
+// Spec says what the family is, as data.
+func (slow) Spec() Spec {
+	return Spec{
+		Name: "slow",
+		Doc:  "Latency with jitter, bandwidth limits or resets on any link, including the resource's.",
+		Kinds: []Kind{{Name: Slow, Needs: []system.Capability{system.CapLinks}, Clients: true, Says: func(ts []string) string {
+			return "the network of " + targets(ts) + " was slowed"
+		}}},
+		Durations:      fixed(2*time.Second, 4*time.Second),
+		DurationParams: []string{"latency", "jitter", "after"},
+		NumberParams:   []string{"rate_kb"},
+	}
+}
+
 // A slow fault's links besides the members': the resource's, and all.
 const (
 	linkResource = "resource"
@@ -31,19 +45,6 @@ func (g *Gen) memberLinks() string {
 	}
 	return g.cfg.MemberLinks
 }
-
-func (slow) Name() string { return "slow" }
-
-// Doc says what its faults do, for the reference (docs/reference/faults.md).
-func (slow) Doc() string {
-	return "Latency with jitter, bandwidth limits or resets on any link, including the resource's."
-}
-
-func (slow) Kinds(_ int, clients bool) []string { return onlyWithClients(clients, Slow) }
-
-func (slow) Needs(string) []system.Capability { return []system.Capability{system.CapLinks} }
-
-func (slow) Durations(time.Duration) Range { return Range{2 * time.Second, 4 * time.Second} }
 
 func (slow) Draw(g *Gen, e *Entry, d Range) {
 	g.clientTarget(e, 0.6)
@@ -66,13 +67,6 @@ func (slow) Draw(g *Gen, e *Entry, d Range) {
 		}
 	}
 	e.Duration = g.dur(d)
-}
-
-func (slow) Check(e Entry, _ int) error {
-	if err := needTarget(e); err != nil {
-		return err
-	}
-	return checkParams(e, []string{"latency", "jitter", "after"}, []string{"rate_kb"})
 }
 
 func (slow) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
@@ -128,11 +122,4 @@ func (slow) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 		}
 	}
 	return inj, nil
-}
-
-// Heal: the runner removes every toxic once, for all families.
-func (slow) Heal(context.Context, *Env) ([]string, error) { return nil, nil }
-
-func (slow) Describe(_ string, ts []string) string {
-	return "the network of " + targets(ts) + " was slowed"
 }

@@ -102,16 +102,17 @@ func faultsPage() string {
 	const ttl = 2 * time.Second
 	w.WriteString("| family | kinds | needs of the system | default duration (TTL 2 s) | in `all` | what it does |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, f := range nemesis.Families() {
+		spec := f.Spec()
 		var needs []string
-		for _, c := range nemesis.Needs(f.Name()) {
+		for _, c := range nemesis.Needs(spec.Name) {
 			needs = append(needs, string(c))
 		}
-		d := f.Durations(ttl)
+		d := spec.Durations(ttl)
 		all := "yes"
-		if nemesis.ByNameOnly(f) {
+		if spec.ByNameOnly {
 			all = "by name only"
 		}
-		fmt.Fprintf(&w, "| `%s` | %s | %s | %s-%s | %s | %s |\n", f.Name(), code(f.Kinds(5, true)), code(needs), d.Min, d.Max, all, cell(f.Doc()))
+		fmt.Fprintf(&w, "| `%s` | %s | %s | %s-%s | %s | %s |\n", spec.Name, code(spec.KindNames()), code(needs), d.Min, d.Max, all, cell(spec.Doc))
 	}
 
 	w.WriteString("\n## Fault kinds each backend's system carries out\n\n")
@@ -124,10 +125,11 @@ func faultsPage() string {
 	}
 	w.WriteString(head + "\n" + rule + "\n")
 	for _, f := range nemesis.Families() {
-		fmt.Fprintf(&w, "| `%s` |", f.Name())
+		spec := f.Spec()
+		fmt.Fprintf(&w, "| `%s` |", spec.Name)
 		for _, b := range bs {
-			offers := nemesis.Offered(prototype(b, f.Name()))
-			kinds := slices.DeleteFunc(f.Kinds(5, true), func(k string) bool { return !offers(k) })
+			offers := nemesis.Offered(prototype(b, spec.Name))
+			kinds := slices.DeleteFunc(spec.KindNames(), func(k string) bool { return !offers(k) })
 			fmt.Fprintf(&w, " %s |", code(kinds))
 		}
 		w.WriteString("\n")

@@ -104,8 +104,8 @@ func firstDiff(got, want string) string {
 // reference's rows are their words.
 func TestRegistriesDocumented(t *testing.T) {
 	for _, f := range nemesis.Families() {
-		if strings.TrimSpace(f.Doc()) == "" {
-			t.Errorf("fault family %s has no Doc", f.Name())
+		if strings.TrimSpace(f.Spec().Doc) == "" {
+			t.Errorf("fault family %s has no Doc", f.Spec().Name)
 		}
 	}
 	for _, b := range registry.All() {
