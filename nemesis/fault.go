@@ -218,8 +218,8 @@ func FamilyOf(kind string) string {
 	return ""
 }
 
-// AllKinds lists every fault kind.
-func AllKinds() []string {
+// allKinds lists every fault kind.
+func allKinds() []string {
 	var ks []string
 	for _, f := range families {
 		ks = append(ks, everyKind(f)...)

@@ -133,7 +133,7 @@ func TestGenerateIsPureAndSeeded(t *testing.T) {
 			t.Fatalf("pause of %v", e.Duration)
 		}
 	}
-	for _, k := range AllKinds() {
+	for _, k := range allKinds() {
 		ring := k == PartitionMajoritiesRing || k == PartitionBridge
 		if ring != (kinds[k] == 0) {
 			t.Errorf("3 members: %d × %s in %d entries", kinds[k], k, len(a.Entries))
