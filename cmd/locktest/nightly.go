@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/report"
 	"github.com/locktest/locktest/scenario"
@@ -135,7 +136,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		if err != nil {
 			// One run that could not be carried out is an error of that
 			// run; the others still run.
-			r = nightlyRun{Name: p.name(), Error: oneLine(err)}
+			r = nightlyRun{Name: p.name(), Error: words.OneLine(err)}
 		}
 		runs = append(runs, r)
 		status := "held"
@@ -178,7 +179,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	case errors.Is(err, report.ErrNoRuns):
 		fmt.Fprintln(stderr, "index: none, no run directory was kept")
 	default:
-		fmt.Fprintf(stderr, "index: not written: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "index: not written: %s\n", words.OneLine(err))
 	}
 	return code, nil
 }
