@@ -200,9 +200,11 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if _, err := os.Stat(history); runErr != nil && err != nil {
 		return nil, runErr
 	}
-	res, err := Check(history, CheckOptions{
-		VisualizationDir: o.Dir, Timeout: o.CheckTimeout, Required: o.Required, LivenessBound: o.LivenessBound,
-	})
+	co := CheckOptions{VisualizationDir: o.Dir, Timeout: o.CheckTimeout, Required: o.Required, LivenessBound: o.LivenessBound}
+	if st != nil {
+		co.Hashes = st.hashes
+	}
+	res, err := Check(history, co)
 	if err != nil {
 		return nil, fmt.Errorf("checking %s: %w", history, err)
 	}
@@ -214,14 +216,12 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	if st != nil {
 		res.Run = &st.RunStats
-		res.AddConsistency(st.hashes)
 		for i, c := range res.Checks {
 			if c.Name == histories.CheckConsistency && st.noHashes != "" {
 				res.Checks[i].Explanation = st.noHashes
 			}
 		}
 	}
-	// Judged after consistency, which only the run's hashes decide.
 	res.Scenario = o.Scenario.judge(res.Checks)
 	if runErr != nil && !interrupted {
 		res.Error = runErr.Error()
