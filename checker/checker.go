@@ -103,8 +103,15 @@ func Mutex(ops []histories.Op, opt Options) Result { return Build(ops).Mutex(opt
 // fenced register.
 func Resource(ops []histories.Op, opt Options) Result { return Build(ops).Resource(opt) }
 
-// All runs the linearizability checks: mutex, then resource.
-func All(ops []histories.Op, opt Options) []Result { return Build(ops).All(opt) }
+// Linearizable runs the linearizability checks on ops: mutex, then
+// resource. Every check of the registry: Judge.
+func Linearizable(ops []histories.Op, opt Options) []Result { return Build(ops).Linearizable(opt) }
+
+// All is Linearizable under its old name, which said more than it does.
+//
+// Deprecated: use Linearizable, or Judge for every check. It stays only
+// until backend/etcd's tests, which call it, are moved to Linearizable.
+func All(ops []histories.Op, opt Options) []Result { return Linearizable(ops, opt) }
 
 // Mutex checks that the lock behaves as a linearizable mutex with increasing
 // fencing tokens.
@@ -116,10 +123,17 @@ func (h *History) Resource(opt Options) Result {
 	return h.check(histories.CheckResource, resourceSpec, opt)
 }
 
-// All runs the linearizability checks: mutex, then resource.
-func (h *History) All(opt Options) []Result {
+// Linearizable runs the linearizability checks: mutex, then resource.
+// Every check of the registry: Judge.
+func (h *History) Linearizable(opt Options) []Result {
 	return []Result{h.Mutex(opt), h.Resource(opt)}
 }
+
+// All is Linearizable under its old name.
+//
+// Deprecated: use Linearizable, or Judge for every check. It stays only
+// until backend/etcd's tests, which call it, are moved to Linearizable.
+func (h *History) All(opt Options) []Result { return h.Linearizable(opt) }
 
 // spec is what a check hands to porcupine.
 type spec struct {

@@ -436,11 +436,11 @@ func TestTimeoutIsUnknown(t *testing.T) {
 	}
 }
 
-func TestAll(t *testing.T) {
+func TestLinearizable(t *testing.T) {
 	h := (&hist{}).
 		acq(0, "", 0, 1, ok, 5).read(0, "", 2, 3, ok, 0).write(0, "", 4, 5, ok, 5, 1).rel(0, "", 6, 7, ok).
 		acq(1, "", 1, 8, ok, 6).read(1, "", 9, 10, ok, 1).write(1, "", 11, 12, ok, 6, 2).rel(1, "", 13, 14, ok)
-	rs := All(h.ops(), Options{})
+	rs := Linearizable(h.ops(), Options{})
 	if len(rs) != 2 || rs[0].Name != "mutex" || rs[1].Name != "resource" {
 		t.Fatalf("results %+v", rs)
 	}
@@ -457,7 +457,7 @@ func TestEmptyAndMalformed(t *testing.T) {
 		expect(t, r, Unknown)
 	}
 	ops := []histories.Op{{Type: histories.OK, F: histories.Acquire, Process: 1, Value: histories.TokenValue(1)}}
-	for _, r := range All(ops, Options{}) {
+	for _, r := range Linearizable(ops, Options{}) {
 		expect(t, r, Unknown, "malformed")
 	}
 }
@@ -467,7 +467,7 @@ func TestVisualization(t *testing.T) {
 		acq(1, "", 0, 10, ok, 41).rel(1, "", 20, 30, ok).
 		acq(3, "", 5, 15, ok, 43).acq(4, "", 1, 2, info, 0).
 		write(3, "", 16, 17, ok, 43, 1).nemesis("partition", 3)
-	rs := All(h.ops(), Options{})
+	rs := Linearizable(h.ops(), Options{})
 	expect(t, rs[0], Invalid)
 	for _, r := range rs {
 		if r.Visual == nil {
@@ -553,7 +553,7 @@ func generate(n, procs int, unknown float64, seed uint64) []histories.Op {
 
 func TestGenerated(t *testing.T) {
 	for _, unknown := range []float64{0, 0.05} {
-		for _, r := range All(generate(2000, 10, unknown, 2), Options{Timeout: time.Minute}) {
+		for _, r := range Linearizable(generate(2000, 10, unknown, 2), Options{Timeout: time.Minute}) {
 			expect(t, r, Valid)
 		}
 	}

@@ -80,3 +80,19 @@ func Consistency(hashes []MemberHash) (res Result) {
 	}
 	return res
 }
+
+// consistencyCut is the consistency check's rule for a history cut short:
+// the members' hashes are taken at the end, so a run cut short compared
+// none (hashes taken all the same, the run ending as it should after its
+// history was cut off, are judged as they are).
+func consistencyCut(h *History, r Result, c *Cut, _ time.Duration) string {
+	if r.Ops == 0 {
+		return fmt.Sprintf("The run was cut short at %s, before the members' hashes were taken: nothing was compared.", h.at(c.Time))
+	}
+	return ""
+}
+
+// consistencyLine is the consistency check's summary.
+func consistencyLine(r Result, _ *History) string {
+	return fmt.Sprintf("%d members compared", r.Ops)
+}

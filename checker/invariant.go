@@ -490,3 +490,12 @@ func (h *History) invariantScene(v *Violation, key string) {
 		return
 	}
 }
+
+// invariantCut is the invariant's rule for a history cut short: it needs
+// the value the run left, read at its end.
+func invariantCut(h *History, r Result, c *Cut, _ time.Duration) string {
+	if r.Verdict == Valid {
+		return fmt.Sprintf("The run was cut short at %s, before its final reads: the value it left is not known, so a lost update cannot be ruled out.", h.at(c.Time))
+	}
+	return ""
+}

@@ -344,3 +344,34 @@ func (h *History) attemptsInWords(w []try) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// livenessCut is the liveness check's rule for a history cut short: it is
+// judged after the final heal, over the quiet period that follows it,
+// which the cut ended.
+func livenessCut(h *History, r Result, c *Cut, bound time.Duration) string {
+	at := h.at(c.Time)
+	from, since := h.start, "the start"
+	if heal := h.story().heal; heal >= 0 {
+		from, since = heal, "the final heal"
+	}
+	switch {
+	case h.unhealed():
+		return fmt.Sprintf("The run was cut short at %s, before its final heal: liveness is judged only after it.", at)
+	case r.Verdict == Valid:
+		return fmt.Sprintf("The run was cut short at %s, %s after %s: acquires asked in its last %v could not be judged, and the rest of its quiet period was not recorded (until then, every client that asked got the lock within the bound).",
+			at, fmt.Sprintf("%.2f s", time.Duration(c.Time-from).Seconds()), since, bound)
+	}
+	// A lock that granted nothing is judged so by the liveness check only
+	// once an acquire waited the bound: a cut before leaves it unknown.
+	return ""
+}
+
+// livenessLine is the liveness check's summary: the acquires judged, and
+// from when, as the run had faults or not.
+func livenessLine(r Result, h *History) string {
+	from := "once every fault had ended"
+	if h != nil && len(h.Faults()) == 0 && len(h.Events()) == 0 {
+		from = "from the start (a run without faults)"
+	}
+	return fmt.Sprintf("%d acquires judged %s", r.Ops, from)
+}

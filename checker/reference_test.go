@@ -231,9 +231,9 @@ func TestAgainstReference(t *testing.T) {
 		// once let a three-operation segment run out of (unknown, not the
 		// reference's verdict), so it is lifted here.
 		opt := Options{SegmentTimeout: time.Minute}
-		whole := All(ops, opt)
+		whole := Linearizable(ops, opt)
 		opt.SegmentOps = 1
-		segmented := All(ops, opt)
+		segmented := Linearizable(ops, opt)
 		for j, r := range whole {
 			want := refVerdict(r.Name, ops)
 			count[r.Name][want]++
@@ -270,7 +270,7 @@ func TestSegmentsAgainstReference(t *testing.T) {
 	segs := map[string]int{}
 	for i := range 3000 {
 		ops := randomHistoryN(rng, 2+i%2, 5)
-		for _, r := range All(ops, Options{SegmentOps: 1}) {
+		for _, r := range Linearizable(ops, Options{SegmentOps: 1}) {
 			want := refVerdict(r.Name, ops)
 			count[r.Name][want]++
 			segs[r.Name] += r.Segments - r.Keys
@@ -317,7 +317,7 @@ func TestGeneratedAgainstReference(t *testing.T) {
 		if err != nil || h.err != nil {
 			continue
 		}
-		for _, r := range All(ops, Options{SegmentOps: 1}) {
+		for _, r := range Linearizable(ops, Options{SegmentOps: 1}) {
 			want := refVerdict(r.Name, ops)
 			count[r.Name][want]++
 			segs[r.Name] += r.Segments - r.Keys

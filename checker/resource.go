@@ -4,10 +4,12 @@ package checker
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/words"
 )
 
 // The resource check. Each key's resource is a fenced register: the highest
@@ -252,4 +254,35 @@ func (h *History) MarkApplied(ws []AppliedWrite) int {
 		}
 	}
 	return n
+}
+
+// resourceCut is the resource check's rule for a history cut short: it
+// cannot tell whether the resource accepted a write in flight unless the
+// resource's log says.
+func resourceCut(h *History, r Result, c *Cut, _ time.Duration) string {
+	if n, inFlight := h.unsettledWrites(); r.Verdict == Valid && n > 0 {
+		return fmt.Sprintf("The run was cut short at %s: %s of unknown outcome (%d in flight at the cut) are in no resource log that says whether the resource accepted them, and a stale write it accepted could hide among them.",
+			h.at(c.Time), words.Plural(n, "write"), inFlight)
+	}
+	return ""
+}
+
+// unsettledWrites counts the writes of unknown outcome that no resource
+// log settled, and of them those in flight when the history stops. With a
+// resource the system under test keeps (etcd's etcd-txn: the setup's
+// resource is not the HTTP store), which keeps no log, only those in
+// flight count: the others are unknown in a whole run too.
+func (h *History) unsettledWrites() (n, inFlight int) {
+	r := h.story().setup["resource"]
+	txn := r != "" && r != "http"
+	for _, o := range h.ops {
+		if o.f != histories.Write || o.status != histories.Info || o.applied || o.lost || txn && !o.missing {
+			continue
+		}
+		n++
+		if o.missing {
+			inFlight++
+		}
+	}
+	return n, inFlight
 }

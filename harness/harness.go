@@ -99,10 +99,8 @@ type Options struct {
 	// Log, if set, receives a line as each phase starts and each fault fires.
 	Log io.Writer `json:"-"`
 
-	play        *scenario.Scenario     // the scenario staged (Stage), completed when planned
-	offers      func(kind string) bool // the fault kinds the system can carry out
-	memberNames []string               // the members faults may strike
-	planned     bool                   // plan has run
+	play    *scenario.Scenario // the scenario staged (Stage), completed when planned
+	planned bool               // plan has run
 }
 
 func (o *Options) defaults() error {
@@ -202,9 +200,11 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if _, err := os.Stat(history); runErr != nil && err != nil {
 		return nil, runErr
 	}
-	res, err := Check(history, CheckOptions{
-		VisualizationDir: o.Dir, Timeout: o.CheckTimeout, Required: o.Required, LivenessBound: o.LivenessBound,
-	})
+	co := CheckOptions{VisualizationDir: o.Dir, Timeout: o.CheckTimeout, Required: o.Required, LivenessBound: o.LivenessBound}
+	if st != nil {
+		co.Hashes = st.hashes
+	}
+	res, err := Check(history, co)
 	if err != nil {
 		return nil, fmt.Errorf("checking %s: %w", history, err)
 	}
@@ -216,14 +216,12 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	}
 	if st != nil {
 		res.Run = &st.RunStats
-		res.AddConsistency(st.hashes)
 		for i, c := range res.Checks {
 			if c.Name == histories.CheckConsistency && st.noHashes != "" {
 				res.Checks[i].Explanation = st.noHashes
 			}
 		}
 	}
-	// Judged after consistency, which only the run's hashes decide.
 	res.Scenario = o.Scenario.judge(res.Checks)
 	if runErr != nil && !interrupted {
 		res.Error = runErr.Error()
@@ -287,11 +285,10 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	// recorded: by family when the schedule is to be drawn, else by the
 	// kinds the schedule holds (a schedule replayed replaces drawing from
 	// --nemesis); a fitted schedule drops them instead, and says so.
-	o.offers = o.recipeOffers(nemesis.Offered(cl))
-	o.memberNames = cl.MemberNames()
+	fl := fleet{offers: o.recipeOffers(nemesis.Offered(cl)), members: cl.MemberNames()}
 	if o.Schedule != nil && o.FitSchedule {
 		var fitted nemesis.Schedule
-		fitted, st.Dropped = fitSchedule(*o.Schedule, o.offers, o.memberNames)
+		fitted, st.Dropped = fitSchedule(*o.Schedule, fl.offers, fl.members)
 		o.Schedule = &fitted
 	}
 	if o.Schedule != nil {
@@ -342,7 +339,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	}
 	defer wl.Close()
 
-	sched, err := o.schedule(wl.Names())
+	sched, err := o.schedule(wl.Names(), fl)
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +372,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 		var err error
 		if sched != nil {
 			var rep nemesis.Report
-			rep, err = nemesis.Run(faultCtx, o.nemesisConfig(wl.Names()), cl, wl, rec, *sched)
+			rep, err = nemesis.Run(faultCtx, o.nemesisConfig(wl.Names(), fl), cl, wl, rec, *sched)
 			st.Nemesis = &rep
 		} else {
 			<-faultCtx.Done()

@@ -180,6 +180,10 @@ type CheckOptions struct {
 	// Progress, if set, receives a self-overwriting status line on long
 	// checks (meant for a terminal).
 	Progress io.Writer
+	// Hashes are the members' hashes of their final state, taken at the
+	// run's end, for the consistency check; nil: none (a history file
+	// holds none).
+	Hashes []checker.MemberHash
 }
 
 // Check reads a history in one pass into the checker's compact form (the
@@ -240,7 +244,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 			p.report("checking %s: %d of %d segments", name, done, total)
 		}
 	}
-	checks := checker.Judge(checker.Input{History: h, Options: opt})
+	checks := checker.Judge(checker.Input{History: h, Hashes: o.Hashes, Options: opt})
 	if o.VisualizationDir != "" {
 		var wg sync.WaitGroup
 		for i := range checks {
@@ -279,6 +283,9 @@ func Check(path string, o CheckOptions) (*Results, error) {
 		Warnings:       warnings,
 		CutShort:       cut,
 		paired:         h,
+	}
+	if len(o.Hashes) > 0 {
+		res.Hashes = o.Hashes
 	}
 	if t := r.Torn(); t != nil {
 		res.Warnings = append(res.Warnings, t.Error())
@@ -322,25 +329,6 @@ func writeVisualization(v *checker.Visualization, path string) error {
 		return err
 	}
 	return f.Close()
-}
-
-// AddConsistency adds the consistency check of the members' final hashes to
-// the results, and recomputes the verdict.
-func (res *Results) AddConsistency(hashes []checker.MemberHash) {
-	if len(hashes) == 0 {
-		return
-	}
-	res.Hashes = hashes
-	for i, c := range res.Checks {
-		if c.Name == histories.CheckConsistency {
-			res.Checks[i] = checker.Consistency(hashes)
-		}
-	}
-	cutShort := res.CutShort != nil || res.Verdict == checker.Unknown && (res.Interrupted || res.Error != "")
-	res.Verdict, res.Exit = verdict(res.Checks, res.Required)
-	if cutShort && res.Exit == ExitValid {
-		res.Verdict, res.Exit = checker.Unknown, ExitUnknown
-	}
 }
 
 // progress writes a self-overwriting status line at most every 200 ms.

@@ -66,12 +66,22 @@ func (o *Options) sweepBeside() {
 	}
 }
 
-// nemesisConfig completes the nemesis configuration with the run's facts.
-func (o *Options) nemesisConfig(clients []string) nemesis.Config {
+// fleet is what the started system tells the run's faults: the fault kinds
+// it can carry out (of them, those the recipe can suffer), and the members
+// they may strike. The zero fleet (a schedule drawn before any system,
+// DrawSchedule) offers every kind and names no member.
+type fleet struct {
+	offers  func(kind string) bool
+	members []string
+}
+
+// nemesisConfig completes the nemesis configuration with the run's facts
+// and its system's.
+func (o *Options) nemesisConfig(clients []string, fl fleet) nemesis.Config {
 	c := o.Nemesis
 	c.Members = o.Members
-	c.MemberNames = o.memberNames
-	c.Quorum = grantQuorum(o.RecipeName, len(o.memberNames))
+	c.MemberNames = fl.members
+	c.Quorum = grantQuorum(o.RecipeName, len(fl.members))
 	c.MemberLinks = o.Backend
 	c.Clients = clients
 	c.TTL = time.Duration(o.Workload.TTL) * time.Second
@@ -79,20 +89,20 @@ func (o *Options) nemesisConfig(clients []string) nemesis.Config {
 	if o.Log != nil && c.Logf == nil {
 		c.Logf = o.logf
 	}
-	c.Offers = o.offers
+	c.Offers = fl.offers
 	return c
 }
 
 // schedule is the replayed schedule, or one drawn from the seed; nil when
 // there are no faults.
-func (o *Options) schedule(clients []string) (*nemesis.Schedule, error) {
+func (o *Options) schedule(clients []string, fl fleet) (*nemesis.Schedule, error) {
 	if o.Schedule != nil {
 		return o.Schedule, nil
 	}
 	if len(o.Nemesis.Faults) == 0 {
 		return nil, nil
 	}
-	s, err := nemesis.Generate(o.Workload.Seed, o.nemesisConfig(clients))
+	s, err := nemesis.Generate(o.Workload.Seed, o.nemesisConfig(clients, fl))
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +198,7 @@ func DrawSchedule(o Options) (*nemesis.Schedule, error) {
 	for i := range clients {
 		clients[i] = fmt.Sprintf("c%d", i) // as the workload names them
 	}
-	cfg := o.nemesisConfig(clients)
+	cfg := o.nemesisConfig(clients, fleet{})
 	cfg.Quorum, cfg.MemberLinks = 0, registry.Default().Name
 	s, err := nemesis.Generate(o.Workload.Seed, cfg)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -224,9 +223,9 @@ func (sc Scenario) Recipes() []string {
 }
 
 // Settings are a scenario's run settings, typed, so that the harness can
-// apply them to a run of any lock (harness.Play) as the CLI applies them
-// as flags (Flags) unless its command line gives them. A zero field
-// leaves the run's own.
+// apply them to a run of any lock (harness.Play, harness.Apply; the CLI
+// applies those its command line does not give). A zero field leaves the
+// run's own.
 type Settings struct {
 	// Recipe is the recipe the scenario is about ("": any lock's
 	// scenario): a built-in, or an adapter of a real library
@@ -313,45 +312,6 @@ func (s Settings) over(o Settings) Settings {
 
 // Settings are the scenario's settings over the common ones.
 func (sc Scenario) Settings() Settings { return common.over(sc.Run) }
-
-// Flags are the scenario's settings as the run flags that give them.
-func (sc Scenario) Flags() map[string]string {
-	s := sc.Settings()
-	out := map[string]string{}
-	set := func(name, v string) {
-		if v != "" && v != "0" && v != "0s" {
-			out[name] = v
-		}
-	}
-	set("recipe", s.Recipe)
-	set("backend", s.Backend)
-	set("workload", s.Workload)
-	set("items", strconv.Itoa(s.Items))
-	set("clients", strconv.Itoa(s.Clients))
-	set("ttl", strconv.Itoa(s.TTL))
-	set("time", durationFlag(s.Time))
-	set("quiet", durationFlag(s.Quiet))
-	set("liveness-bound", durationFlag(s.LivenessBound))
-	set("op-timeout", durationFlag(s.OpTimeout))
-	if s.Think > 0 {
-		out["think"], out["think-min"] = s.Think.String(), s.ThinkMin.String()
-	}
-	if s.NoSlow {
-		out["slow-share"] = "0"
-	}
-	set("guard", s.Guard)
-	set("require", strings.Join(s.Require, ","))
-	maps.Copy(out, s.System)
-	return out
-}
-
-// durationFlag writes d as a flag takes it ("" for none).
-func durationFlag(d time.Duration) string {
-	if d == 0 {
-		return ""
-	}
-	return d.String()
-}
 
 // Expected are the verdicts the scenario expects of recipe with resource
 // mode res.

@@ -52,7 +52,11 @@ func checkCmd(args []string, stdout io.Writer) (int, error) {
 		out = filepath.Join(dir, strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))+".results.json")
 	}
 
+	earlier := earlierResults(out)
 	co := harness.CheckOptions{VisualizationDir: dir, Timeout: *timeout, Required: required, LivenessBound: *bound}
+	if earlier != nil {
+		co.Hashes = earlier.Hashes
+	}
 	if isTerminal(os.Stderr) {
 		co.Progress = os.Stderr
 	}
@@ -60,7 +64,7 @@ func checkCmd(args []string, stdout io.Writer) (int, error) {
 	if err != nil {
 		return exitUnknown, err
 	}
-	keepRunFacts(out, res)
+	keepRunFacts(earlier, res)
 	if err := res.WriteFile(out); err != nil {
 		return exitUnknown, fmt.Errorf("check: writing results: %w", err)
 	}
@@ -71,24 +75,37 @@ func checkCmd(args []string, stdout io.Writer) (int, error) {
 	return res.Exit, nil
 }
 
-// keepRunFacts carries the seed, configuration and run figures of an earlier
-// results file into a re-check, so re-checking a run directory does not lose
-// what produced it.
-func keepRunFacts(path string, res *harness.Results) {
+// earlierResults are the results an earlier check or run wrote at path
+// (nil: none that can be read), with their configuration as stored.
+func earlierResults(path string) *harness.Results {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return
+		return nil
 	}
 	var old struct {
 		harness.Results
 		Config json.RawMessage `json:"config"`
 	}
 	if json.Unmarshal(b, &old) != nil {
+		return nil
+	}
+	r := old.Results
+	r.Config = nil
+	if len(old.Config) > 0 {
+		r.Config = old.Config
+	}
+	return &r
+}
+
+// keepRunFacts carries the seed, configuration and run figures of earlier
+// results (the members' hashes go to the check) into a re-check, so
+// re-checking a run directory does not lose what produced it.
+func keepRunFacts(earlier, res *harness.Results) {
+	if earlier == nil {
 		return
 	}
-	res.Seed, res.Run, res.Interrupted, res.Shrunk = old.Seed, old.Run, old.Interrupted, old.Shrunk
-	if len(old.Config) > 0 {
-		res.Config = old.Config
+	res.Seed, res.Run, res.Interrupted, res.Shrunk = earlier.Seed, earlier.Run, earlier.Interrupted, earlier.Shrunk
+	if earlier.Config != nil {
+		res.Config = earlier.Config
 	}
-	res.AddConsistency(old.Hashes)
 }

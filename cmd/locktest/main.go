@@ -112,7 +112,7 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		return exitValid
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "locktest: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "locktest: %s\n", words.OneLine(err))
 		return exitUnknown
 	}
 	return code
@@ -127,13 +127,8 @@ func sweepTemp(w io.Writer) {
 		fmt.Fprintf(w, "locktest: %s\n", line)
 	}
 	if err != nil {
-		fmt.Fprintf(w, "locktest: removing what killed runs left: %s\n", oneLine(err))
+		fmt.Fprintf(w, "locktest: removing what killed runs left: %s\n", words.OneLine(err))
 	}
-}
-
-// oneLine keeps an error to the single line the user sees.
-func oneLine(err error) string {
-	return strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
 }
 
 // newFlags returns a flag set whose errors come back to the caller instead of

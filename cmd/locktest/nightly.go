@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/report"
 	"github.com/locktest/locktest/scenario"
@@ -115,9 +116,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		cost := runCost(*rf.runTime, *rf.quiet, *rf.opTimeout)
 		if p.Scenario != "" {
 			sc, _ := registry.Catalog().Lookup(p.Scenario)
-			settings := sc.Flags()
-			settings["recipe"], settings["backend"] = p.Recipe, given["backend"]
-			if err := registry.Missing(settings); err != nil {
+			if err := missing(sc.Settings(), p.Recipe, given["backend"]); err != nil {
 				fmt.Fprintf(stderr, "skipped %s: %v\n", p.name(), err)
 				continue
 			}
@@ -135,7 +134,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		if err != nil {
 			// One run that could not be carried out is an error of that
 			// run; the others still run.
-			r = nightlyRun{Name: p.name(), Error: oneLine(err)}
+			r = nightlyRun{Name: p.name(), Error: words.OneLine(err)}
 		}
 		runs = append(runs, r)
 		status := "held"
@@ -178,7 +177,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	case errors.Is(err, report.ErrNoRuns):
 		fmt.Fprintln(stderr, "index: none, no run directory was kept")
 	default:
-		fmt.Fprintf(stderr, "index: not written: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "index: not written: %s\n", words.OneLine(err))
 	}
 	return code, nil
 }
@@ -212,8 +211,9 @@ func scenarioCost(sc scenario.Scenario, given map[string]string) time.Duration {
 		get("op-timeout", sc.Run.OpTimeout, workload.DefaultConfig().OpTimeout))
 }
 
-// nightlyOne carries out one planned run: the scenario's settings, then the
-// command line's flags, then the plan's recipe, resource and seed.
+// nightlyOne carries out one planned run: the scenario's settings (or the
+// random runs'), then the command line's flags, then the plan's recipe,
+// resource and seed.
 func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRun, error) {
 	fs := flag.NewFlagSet("nightly run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -221,8 +221,10 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	var sc scenario.Scenario
 	settings := randomSettings
 	if p.Scenario != "" {
+		// The scenario's settings come typed, under the flags set here
+		// (play, stage).
 		sc, _ = registry.Catalog().Lookup(p.Scenario)
-		settings = sc.Flags()
+		settings = nil
 	}
 	var setErr error
 	set := func(k, v string) {
@@ -247,13 +249,21 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	if setErr != nil {
 		return nightlyRun{}, setErr
 	}
-	o, err := rf.options()
+	if p.Scenario != "" {
+		if err := rf.play(sc); err != nil {
+			return nightlyRun{}, err
+		}
+	}
+	o, err := rf.build()
+	if err == nil && p.Scenario != "" {
+		o.Schedule = nil // the scenario's scripted schedule
+		err = rf.stage(&o, sc)
+	}
+	if err == nil {
+		err = o.Workload.Validate()
+	}
 	if err != nil {
 		return nightlyRun{}, err
-	}
-	if p.Scenario != "" {
-		o.Schedule = nil
-		o.Stage(sc)
 	}
 	if o, err = harness.Plan(o); err != nil {
 		return nightlyRun{}, err

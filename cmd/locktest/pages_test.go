@@ -240,11 +240,11 @@ func TestCourse(t *testing.T) {
 			if !*course {
 				t.Skip("skipped: playing the lesson takes 15-30 s; run with -course")
 			}
-			settings := sc.Flags()
+			s := sc.Settings()
 			if i := slices.Index(l.command, "--recipe"); i >= 0 && i+1 < len(l.command) {
-				settings["recipe"] = l.command[i+1]
+				s.Recipe = l.command[i+1]
 			}
-			if err := registry.Missing(settings); err != nil {
+			if err := missing(s, s.Recipe, s.Backend); err != nil {
 				t.Skipf("skipped: %v", err)
 			}
 			t.Chdir(t.TempDir())

@@ -29,19 +29,7 @@ func printChecks(w io.Writer, r *harness.Results) {
 		if slices.Contains(r.Required, c.Name) {
 			req = " (required)"
 		}
-		switch {
-		case c.Name == histories.CheckConsistency:
-			fmt.Fprintf(w, "  %-11s %-8s %d members compared%s\n", c.Name, c.Verdict, c.Ops, req)
-		case c.Name == histories.CheckLiveness:
-			fmt.Fprintf(w, "  %-11s %-8s %d acquires judged %s%s\n", c.Name, c.Verdict, c.Ops, livenessFrom(r), req)
-		default:
-			segs := ""
-			if c.Segments > 0 && c.Checked < c.Segments {
-				segs = fmt.Sprintf(" (%d of %d segments)", c.Checked, c.Segments)
-			}
-			fmt.Fprintf(w, "  %-11s %-8s %d ops, %d keys, %d unknown outcomes, checked in %s%s%s\n",
-				c.Name, c.Verdict, c.Ops, c.Keys, c.Unknown, c.Duration.Round(time.Millisecond), segs, req)
-		}
+		fmt.Fprintf(w, "  %-11s %-8s %s%s\n", c.Name, c.Verdict, checker.Summary(c, r.Paired()), req)
 		if c.Verdict != checker.Valid && c.Explanation != "" {
 			// The first story in full; the rest are in results.json.
 			lines := strings.Split(c.Explanation, "\n")
@@ -65,15 +53,6 @@ func printChecks(w io.Writer, r *harness.Results) {
 			fmt.Fprintf(w, "scenario %s: NOT as expected: %s\n", sc.Name, sc.MissedText())
 		}
 	}
-}
-
-// livenessFrom says from when liveness judged the acquires, as the run
-// had faults or not.
-func livenessFrom(r *harness.Results) string {
-	if h := r.Paired(); h != nil && len(h.Faults()) == 0 && len(h.Events()) == 0 {
-		return "from the start (a run without faults)"
-	}
-	return "once every fault had ended"
 }
 
 // printSummary writes what a run did, its checks, a plain reading of them,

@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/shellwords"
+	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/report"
 )
@@ -71,7 +72,7 @@ func reproduce(o harness.Options) (args []string, command string) {
 // run.
 func writeReport(w io.Writer, out string, res *harness.Results) {
 	if err := report.Write(out, res); err != nil {
-		fmt.Fprintf(w, "report: not written: %s\n", oneLine(err))
+		fmt.Fprintf(w, "report: not written: %s\n", words.OneLine(err))
 		return
 	}
 	fmt.Fprintf(w, "report: %s\n", relPath(out))
@@ -81,7 +82,7 @@ func writeReport(w io.Writer, out string, res *harness.Results) {
 func writeIndex(w io.Writer, dir string) {
 	out, err := report.WriteIndex(dir)
 	if err != nil {
-		fmt.Fprintf(w, "index: not written: %s\n", oneLine(err))
+		fmt.Fprintf(w, "index: not written: %s\n", words.OneLine(err))
 		return
 	}
 	fmt.Fprintf(w, "index: %s\n", relPath(out))

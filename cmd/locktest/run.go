@@ -113,6 +113,16 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 
 // options turns the flags into harness options, or says what is wrong.
 func (f *runFlags) options() (harness.Options, error) {
+	o, err := f.build()
+	if err == nil {
+		err = o.Workload.Validate()
+	}
+	return o, err
+}
+
+// build turns the flags into harness options, the workload's not yet
+// validated (a scenario's settings may still come over them).
+func (f *runFlags) build() (harness.Options, error) {
 	if !f.set("seed") && !f.seedDrawn {
 		*f.seed = time.Now().UnixNano() % 1_000_000
 		f.seedDrawn = true
@@ -149,9 +159,6 @@ func (f *runFlags) options() (harness.Options, error) {
 	}
 	if wc.Recipe, err = f.newRecipe(system); err != nil {
 		return harness.Options{}, fmt.Errorf("--recipe: %w", err)
-	}
-	if err := wc.Validate(); err != nil {
-		return harness.Options{}, err
 	}
 	o := harness.Options{
 		System: system, Backend: b.Name, Workload: wc, Time: *f.runTime, Quiet: *f.quiet, CheckTimeout: *f.checkTimeout, LivenessBound: *f.bound,
@@ -281,7 +288,7 @@ func runOne(o harness.Options, rf *runFlags, lf *liveFlags, stdout io.Writer) (i
 		faults = "scenario " + o.Scenario.Name
 	}
 	fmt.Fprintf(stdout, "locktest run: seed %d, recipe %s, %s workload, %d clients, %d lock(s), resource %s, guard %s, %s for %s (run directory %s)\n",
-		o.Workload.Seed, *rf.recipe, *rf.work, o.Workload.Clients, len(o.Workload.Locks), o.Resource, o.Workload.Guard, faults, o.Time, relPath(o.Dir))
+		o.Workload.Seed, *rf.recipe, o.Workload.Workload, o.Workload.Clients, len(o.Workload.Locks), o.Resource, o.Workload.Guard, faults, o.Time, relPath(o.Dir))
 	if sc := o.Scenario; sc != nil {
 		fmt.Fprintf(stdout, "lesson: %s\nexpected: %s\n", sc.Lesson, sc.ExpectText())
 	}

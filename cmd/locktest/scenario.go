@@ -78,14 +78,8 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	if err != nil {
 		return exitUnknown, err
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	for name, v := range sc.Flags() {
-		if !given[name] {
-			if err := fs.Set(name, v); err != nil {
-				return exitUnknown, fmt.Errorf("scenario %s: flag --%s=%s: %w", sc.Name, name, v, err)
-			}
-		}
+	if err := rf.play(sc); err != nil {
+		return exitUnknown, err
 	}
 	// What the scenario needs, as the command line left it.
 	settings := map[string]string{}
@@ -93,17 +87,113 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	if err := registry.Missing(settings); err != nil {
 		return exitUnknown, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
-	o, err := rf.options()
+	o, err := rf.scenarioOptions(sc)
 	if err != nil {
 		return exitUnknown, fmt.Errorf("scenario run: %w", err)
 	}
-	// The scenario's settings are the flags' already (the command line's
-	// over them): it is staged alone.
-	o.Stage(sc)
 	if _, err := harness.Plan(o); err != nil {
 		return exitUnknown, fmt.Errorf("scenario run: %w", err)
 	}
 	return runOne(o, rf, lf, stdout)
+}
+
+// play readies the flags for a run of scenario sc: its recipe, its backend
+// and its backend's system settings (by the backend's flag names), which
+// decide how the options are built, where the command line gives none.
+// The rest of its settings come over the options (stage).
+func (f *runFlags) play(sc scenario.Scenario) error {
+	s := sc.Settings()
+	if s.Recipe != "" && !f.set("recipe") {
+		*f.recipe = s.Recipe
+	}
+	if s.Backend != "" && !f.set("backend") {
+		*f.backend = s.Backend
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.System)) {
+		if !f.set(name) {
+			if err := f.fs.Set(name, s.System[name]); err != nil {
+				return fmt.Errorf("scenario %s: flag --%s=%s: %w", sc.Name, name, s.System[name], err)
+			}
+		}
+	}
+	return nil
+}
+
+// scenarioOptions are the options of a run of scenario sc (after play):
+// the flags' options with the scenario staged over them (stage).
+func (f *runFlags) scenarioOptions(sc scenario.Scenario) (harness.Options, error) {
+	o, err := f.build()
+	if err != nil {
+		return o, err
+	}
+	if err := f.stage(&o, sc); err != nil {
+		return o, err
+	}
+	return o, o.Workload.Validate()
+}
+
+// stage makes o, built from the flags (after play), play scenario sc: its
+// settings as harness.Apply sets them, but those the command line gives,
+// which override a scenario's; then the scenario itself (harness.Stage).
+func (f *runFlags) stage(o *harness.Options, sc scenario.Scenario) error {
+	s := sc.Settings()
+	s.Recipe, s.Backend, s.System = "", "", nil // play's
+	given := f.set
+	if given("workload") {
+		s.Workload = ""
+	}
+	if given("items") {
+		s.Items = 0
+	}
+	if given("clients") {
+		s.Clients = 0
+	}
+	if given("ttl") {
+		s.TTL = 0
+	}
+	if given("time") {
+		s.Time = 0
+	}
+	if given("quiet") {
+		s.Quiet = 0
+	}
+	if given("liveness-bound") {
+		s.LivenessBound = 0
+	}
+	if given("op-timeout") {
+		s.OpTimeout = 0
+	}
+	if s.Think > 0 && given("think") {
+		s.Think = *f.thinkMax
+	}
+	if s.Think > 0 && given("think-min") {
+		s.ThinkMin = *f.thinkMin
+	}
+	if given("slow-share") {
+		s.NoSlow = false
+	}
+	if given("guard") {
+		s.Guard = ""
+	}
+	if given("require") {
+		s.Require = nil
+	}
+	if err := o.Apply(s); err != nil {
+		return fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	o.Stage(sc)
+	return nil
+}
+
+// missing says what this machine lacks to play scenario settings s with
+// recipe on backend ("": the recipe's own), as registry.Missing.
+func missing(s scenario.Settings, recipe, backend string) error {
+	settings := maps.Clone(s.System)
+	if settings == nil {
+		settings = map[string]string{}
+	}
+	settings["recipe"], settings["backend"] = recipe, backend
+	return registry.Missing(settings)
 }
 
 // expectations says in a line what sc expects of each resource mode and of

@@ -59,7 +59,7 @@ func failingRun(t *testing.T, s nemesis.Schedule, args ...string) string {
 // kept, and checks that it kept only that run.
 func shrunkResults(t *testing.T, dir, stdout string) harness.Results {
 	t.Helper()
-	runs, _ := filepath.Glob(filepath.Join(dir, shrinkDir, "*"))
+	runs, _ := filepath.Glob(filepath.Join(dir, shrink.WorkDir, "*"))
 	if len(runs) != 1 || !strings.Contains(stdout, "best reproduction: "+relPath(runs[0])) {
 		t.Fatalf("runs kept %v, want the one best reproduction named in:\n%s", runs, stdout)
 	}
@@ -109,14 +109,14 @@ func TestShrinkEndToEnd(t *testing.T) {
 
 	// Ctrl-C once the first candidate is judged keeps it, the best so far,
 	// without replaying it again.
-	run, done, err := loadShrinkRun(dir, "")
+	run, args, done, err := loadShrinkRun(dir, "")
 	if err != nil || done != "" {
 		t.Fatalf("loading %s: %v %s", dir, err, done)
 	}
 	ctx, interrupt := context.WithCancel(context.Background())
 	defer interrupt()
 	var out bytes.Buffer
-	code, err := run.shrink(ctx, shrinkSettings{replays: 1, budget: 3 * time.Minute, steps: shrink.AllSteps},
+	code, err := shrinkRun(ctx, run, args, shrink.Settings{Replays: 1, Budget: 3 * time.Minute, Steps: shrink.AllSteps},
 		&out, onWrite(func(line string) {
 			if strings.HasPrefix(line, "shrink   1 ") {
 				interrupt()
@@ -125,7 +125,7 @@ func TestShrinkEndToEnd(t *testing.T) {
 	if err != nil || code != exitUnknown || !strings.Contains(out.String(), "interrupted: the best found so far, not replayed again") {
 		t.Errorf("interrupted: exit %d, %v; want 2 and a summary saying so:\n%s", code, err, out.String())
 	}
-	if got := readSchedule(t, filepath.Join(dir, shrunkSchedule)); len(got.Entries) != 1 {
+	if got := readSchedule(t, filepath.Join(dir, shrink.ScheduleFile)); len(got.Entries) != 1 {
 		t.Errorf("the best so far (the faults before the failure: one pause) was not kept: %+v", got.Entries)
 	}
 
@@ -140,7 +140,7 @@ func TestShrinkEndToEnd(t *testing.T) {
 	if !strings.Contains(stderr, "shrink   1 ") || !strings.Contains(stderr, "reproduced in 1 of 1: kept") {
 		t.Errorf("no progress line per candidate on stderr:\n%s", stderr)
 	}
-	shrunk := readSchedule(t, filepath.Join(dir, shrunkSchedule))
+	shrunk := readSchedule(t, filepath.Join(dir, shrink.ScheduleFile))
 	if len(shrunk.Entries) != 1 || shrunk.Entries[0].Fault != nemesis.PauseClient {
 		t.Errorf("shrunk schedule %+v, want one pause", shrunk.Entries)
 	}
@@ -161,7 +161,7 @@ func TestShrinkEndToEnd(t *testing.T) {
 		t.Fatalf("no replay command:\n%s", stdout)
 	}
 	replay := strings.Fields(strings.SplitN(stdout[i+len("replay: locktest "):], "\n", 2)[0])
-	if !slices.Contains(replay, filepath.Join(dir, shrunkSchedule)) {
+	if !slices.Contains(replay, filepath.Join(dir, shrink.ScheduleFile)) {
 		t.Errorf("the replay command does not use the shrunk schedule: %v", replay)
 	}
 	code, stdout, _ = runMain(t, append(replay, "--out", t.TempDir())...)
@@ -210,7 +210,7 @@ func TestShrinkKeepsTwoFaultsBothNeeded(t *testing.T) {
 	if code != exitInvalid {
 		t.Fatalf("exit %d, want 1", code)
 	}
-	shrunk := readSchedule(t, filepath.Join(dir, shrunkSchedule))
+	shrunk := readSchedule(t, filepath.Join(dir, shrink.ScheduleFile))
 	var kinds []string
 	for _, e := range shrunk.Entries {
 		kinds = append(kinds, e.Fault)
@@ -303,10 +303,10 @@ func TestShrinkBadInput(t *testing.T) {
 	if code != exitUnknown || !strings.Contains(stderr, "no longer fails: 1 replay of its schedule did not fail mutex") {
 		t.Errorf("exit %d, stderr %q; want 2 and that the schedule no longer fails\nstdout:\n%s", code, stderr, stdout)
 	}
-	if _, err := os.Stat(filepath.Join(passed, shrinkDir)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(passed, shrink.WorkDir)); !os.IsNotExist(err) {
 		t.Errorf("the replays' runs were left behind: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(passed, shrunkSchedule)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(passed, shrink.ScheduleFile)); !os.IsNotExist(err) {
 		t.Errorf("a shrunk schedule was written for a schedule that no longer fails")
 	}
 	if !eventually(t, 5*time.Second, func() bool { return sockets(t) <= socks }) {
@@ -347,19 +347,19 @@ func TestShrinkReplaysTheRecordedWords(t *testing.T) {
 	}{"words": {args, command}, "command line only (older runs)": {nil, command}} {
 		res := failed
 		res.Args, res.Command = rec.args, rec.command
-		r := &shrinkRun{dir: o.Dir, res: res}
-		if err := r.parseCommand(filepath.Join(o.Dir, "schedule.json")); err != nil {
+		args, base, err := recordedCommand(o.Dir, &res, filepath.Join(o.Dir, "schedule.json"))
+		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		rec, ok := r.base.Workload.Recipe.(*execlock.Recipe)
+		rec, ok := base.Workload.Recipe.(*execlock.Recipe)
 		if !ok || !slices.Equal(rec.Command, wantCmd) {
-			t.Errorf("%s: replayed recipe %#v, want exec of %q", name, r.base.Workload.Recipe, wantCmd)
+			t.Errorf("%s: replayed recipe %#v, want exec of %q", name, base.Workload.Recipe, wantCmd)
 		}
-		if r.base.Backend != "redis" || r.base.Workload.Seed != 5 {
-			t.Errorf("%s: replayed backend %q seed %d, want redis and 5", name, r.base.Backend, r.base.Workload.Seed)
+		if base.Backend != "redis" || base.Workload.Seed != 5 {
+			t.Errorf("%s: replayed backend %q seed %d, want redis and 5", name, base.Backend, base.Workload.Seed)
 		}
 		sched := filepath.Join(o.Dir, "shrunk.schedule.json")
-		line, err := shellwords.Split(r.command(r.orig, sched))
+		line, err := shellwords.Split(replayCommand(args, shrink.Candidate{}, sched))
 		if err != nil || !slices.Contains(line, "exec:sh '"+adapter+"' --ttl-ms 2000") || !slices.Contains(line, sched) {
 			t.Errorf("%s: the replay command's words %q (%v) lose the recipe or the schedule's path", name, line, err)
 		}

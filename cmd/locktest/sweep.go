@@ -11,7 +11,6 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
-	"github.com/locktest/locktest/histories"
 )
 
 // sweepRun is one seed's outcome in sweep.json.
@@ -83,9 +82,9 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		r := sweepRun{Seed: o.Workload.Seed, Dir: o.Dir, Verdicts: map[string]checker.Verdict{}, Exit: res.Exit, MutexBroke: res.MutexOverlaps}
 		for _, c := range res.Checks {
 			r.Verdicts[c.Name] = c.Verdict
-			if c.Name == histories.CheckContract {
-				r.LeaseRaces, r.LockBugs, r.Undecided = c.LeaseRaces, c.LockBugs, c.Undecided
-			}
+			// The overlaps' split: only the checks that class overlaps
+			// (contract) count them.
+			r.LeaseRaces, r.LockBugs, r.Undecided = r.LeaseRaces+c.LeaseRaces, r.LockBugs+c.LockBugs, r.Undecided+c.Undecided
 		}
 		if res.Run != nil {
 			r.FirstViolation, r.Acquisitions = res.Run.FirstViolation, res.Run.Stats.Acquisitions

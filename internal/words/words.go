@@ -2,7 +2,10 @@
 // a count with its noun in the singular or the plural, and the like.
 package words
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // integer is what the helpers count with.
 type integer interface{ ~int | ~int64 }
@@ -32,4 +35,9 @@ func Times[N integer](n N) string {
 		return "once"
 	}
 	return strconv.FormatInt(int64(n), 10) + " times"
+}
+
+// OneLine keeps an error to the single line the user sees.
+func OneLine(err error) string {
+	return strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
 }
