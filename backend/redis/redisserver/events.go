@@ -38,10 +38,10 @@ func (d *Deployment) Events(ctx context.Context, i int, prefix string) (<-chan E
 		return nil, fmt.Errorf("redisserver: subscribing to %s's keyspace events: %w", s.Name, err)
 	}
 	d.mu.Lock()
-	if d.closed {
+	if err := d.Check(); err != nil {
 		d.mu.Unlock()
 		ps.Close()
-		return nil, ErrClosed
+		return nil, err
 	}
 	d.subs = append(d.subs, ps)
 	d.mu.Unlock()

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
-
-	"github.com/locktest/locktest/internal/proc"
 )
 
 // The faults that strike the data servers themselves. Faults on a client's
@@ -24,12 +22,11 @@ func (d *Deployment) fault(i int) (*Server, func(), error) {
 	if i < 0 || i >= len(d.servers) {
 		return nil, nil, fmt.Errorf("redisserver: no server %d", i)
 	}
-	d.faultMu.Lock()
-	if d.isClosed() {
-		d.faultMu.Unlock()
-		return nil, nil, ErrClosed
+	unlock, err := d.Fault()
+	if err != nil {
+		return nil, nil, err
 	}
-	return d.servers[i], d.faultMu.Unlock, nil
+	return d.servers[i], unlock, nil
 }
 
 // Pause freezes server i (SIGSTOP): it answers nothing, expires nothing and
@@ -44,7 +41,7 @@ func (d *Deployment) Pause(i int) error {
 		return err
 	}
 	defer unlock()
-	return s.process().Stop()
+	return s.proc.Pause()
 }
 
 // Resume continues server i after Pause (SIGCONT).
@@ -54,7 +51,7 @@ func (d *Deployment) Resume(i int) error {
 		return err
 	}
 	defer unlock()
-	return s.process().Cont()
+	return s.proc.Resume()
 }
 
 // Crash kills server i (SIGKILL) and waits until it has exited. Its data
@@ -65,7 +62,7 @@ func (d *Deployment) Crash(i int) error {
 		return err
 	}
 	defer unlock()
-	return s.process().Kill()
+	return s.proc.Kill()
 }
 
 // Running reports whether server i's process is alive (it may be paused).
@@ -73,8 +70,7 @@ func (d *Deployment) Running(i int) bool {
 	if i < 0 || i >= len(d.servers) {
 		return false
 	}
-	p := d.servers[i].process()
-	return p != nil && !p.Exited()
+	return d.servers[i].proc.Running()
 }
 
 // Restart starts server i again on its port, killing it first if it runs,
@@ -92,7 +88,7 @@ func (d *Deployment) Restart(ctx context.Context, i int) error {
 		return err
 	}
 	defer unlock()
-	if err := s.process().Kill(); err != nil {
+	if err := s.proc.Kill(); err != nil {
 		return err
 	}
 	args := s.args
@@ -101,13 +97,9 @@ func (d *Deployment) Restart(ctx context.Context, i int) error {
 			args = serverArgs(s, "")
 		}
 	}
-	p, err := proc.Start(proc.Spec{Path: d.cfg.Binary.Path, Args: args, Dir: s.dir, Log: s.log})
-	if err != nil {
-		return fmt.Errorf("redisserver: restarting %s: %w", s.Name, err)
+	if err := d.startProcess(s, args); err != nil {
+		return err
 	}
-	s.mu.Lock()
-	s.p = p
-	s.mu.Unlock()
 	return waitFor(ctx, s, "PING after a restart", func(ctx context.Context) error { return s.client.Ping(ctx).Err() })
 }
 
@@ -116,8 +108,8 @@ func (d *Deployment) Restart(ctx context.Context, i int) error {
 // while they disagree, as during a failover). Independent masters have no
 // one master.
 func (d *Deployment) Master(ctx context.Context) (int, error) {
-	if d.isClosed() {
-		return -1, ErrClosed
+	if err := d.Check(); err != nil {
+		return -1, err
 	}
 	return d.master(ctx)
 }
@@ -164,16 +156,16 @@ func (d *Deployment) CutReplication() error {
 	if !d.cfg.Topology.replicated {
 		return fmt.Errorf("redisserver: %s has no replication link", d.cfg.Topology)
 	}
-	d.faultMu.Lock()
-	defer d.faultMu.Unlock()
-	if d.isClosed() {
-		return ErrClosed
+	unlock, err := d.Fault()
+	if err != nil {
+		return err
 	}
+	defer unlock()
 	return d.cutReplication()
 }
 
 func (d *Deployment) cutReplication() error {
-	p, err := d.links.Get(replicationLink)
+	p, err := d.Proxies.Get(replicationLink)
 	if err != nil {
 		return err
 	}
@@ -226,11 +218,11 @@ func (d *Deployment) Failover(ctx context.Context) (Promotion, error) {
 	if !d.cfg.Topology.replicated {
 		return Promotion{}, fmt.Errorf("redisserver: %s has no replica to fail over to", d.cfg.Topology)
 	}
-	d.faultMu.Lock()
-	defer d.faultMu.Unlock()
-	if d.isClosed() {
-		return Promotion{}, ErrClosed
+	unlock, err := d.Fault()
+	if err != nil {
+		return Promotion{}, err
 	}
+	defer unlock()
 	old, replica := d.servers[0], d.servers[1]
 	if m, err := d.master(ctx); err != nil {
 		return Promotion{}, err
@@ -251,10 +243,10 @@ func (d *Deployment) Failover(ctx context.Context) (Promotion, error) {
 		}
 	}
 	start := time.Now()
-	if err := old.process().Kill(); err != nil {
+	if err := old.proc.Kill(); err != nil {
 		return Promotion{}, err
 	}
-	err := waitFor(ctx, replica, "Sentinel to promote the replica", func(ctx context.Context) error {
+	err = waitFor(ctx, replica, "Sentinel to promote the replica", func(ctx context.Context) error {
 		if m, err := d.master(ctx); err != nil {
 			return err
 		} else if m != replica.Index {
