@@ -17,11 +17,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/internal/ports"
 	"github.com/locktest/locktest/internal/scratch"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 )
 
 // host is the only address anything binds to.
@@ -50,7 +52,7 @@ type Member struct {
 	paused     bool       // PauseMember in force
 	removed    bool       // out of the cluster (RemoveMember) until AddMember
 	dataDir    string
-	log        *logFile // embedded members only; a process writes its own
+	log        *serverkit.LogWriter // embedded members only; a process writes its own
 	relay      *relay
 	peerListen string // URL the member's peer listener binds
 }
@@ -69,7 +71,7 @@ func (m *Member) Etcd() *embed.Etcd {
 // Pid is the member's process ID, 0 when it is embedded.
 func (m *Member) Pid() int {
 	if s, ok := m.server().(*process); ok {
-		return s.p.Pid()
+		return s.proc.Pid()
 	}
 	return 0
 }
@@ -124,7 +126,7 @@ type Cluster struct {
 	ports   []int // the members' listeners
 
 	links *links.Links
-	tpLog *logFile
+	tpLog *serverkit.LogWriter
 
 	initial string // the --initial-cluster string, for restarts
 
@@ -196,7 +198,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		name := "m" + strconv.Itoa(i)
 		m := &Member{Index: i, Name: name, dataDir: filepath.Join(dir, name), down: true}
 		if !c.cfg.Processes {
-			if m.log, err = openLog(c.cfg.LogDir, "etcd-"+name+".log"); err != nil {
+			if m.log, err = serverkit.OpenLog(c.cfg.LogDir, "etcd-"+name+".log"); err != nil {
 				return fmt.Errorf("cluster: %w", err)
 			}
 		}
@@ -216,10 +218,10 @@ func (c *Cluster) start(ctx context.Context) error {
 			r.filter(m.Index, c.peerOwner, c.peerCut)
 		}
 		m.relay = r
-		m.PeerURL = "http://" + r.addr()
+		m.PeerURL = "http://" + r.Addr()
 	}
 
-	for attempt := 1; ; attempt++ {
+	err = serverkit.Retry(startAttempts, func(attempt int) error {
 		err := c.startMembers(ctx, attempt)
 		if err == nil && testHooks.afterMembers != nil {
 			err = testHooks.afterMembers()
@@ -232,18 +234,18 @@ func (c *Cluster) start(ctx context.Context) error {
 				err = fmt.Errorf("cluster: %w", err)
 			}
 		}
-		if err == nil {
-			break
-		}
+		return err
+	}, func() error {
 		c.stopMembers()
-		if !ports.IsAddrInUse(err) || attempt == startAttempts {
-			return err
-		}
 		for _, m := range c.members {
 			if err := os.RemoveAll(m.dataDir); err != nil {
 				return fmt.Errorf("cluster: %w", err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for _, m := range c.members {
 		m.ID = m.server().id()
@@ -338,7 +340,7 @@ func (c *Cluster) memberConfig(m *Member, initialCluster, state string) (*embed.
 	// cfg.SetupGlobalLoggers, which would touch grpclog and zap's globals.
 	cfg.Logger = "zap"
 	cfg.LogLevel = "info"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(m.log.zap())
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapLogger(m.log))
 
 	cfg.ListenClientUrls = []url.URL{*curl}
 	cfg.AdvertiseClientUrls = []url.URL{*curl}
@@ -378,7 +380,7 @@ func (c *Cluster) stopMembers() {
 	for _, m := range c.members {
 		if m.relay != nil {
 			m.relay.setTarget("")
-			m.relay.cut()
+			m.relay.Cut()
 		}
 	}
 	var wg sync.WaitGroup
@@ -419,7 +421,7 @@ func (c *Cluster) close() error {
 	}
 	for _, m := range c.members {
 		if m.relay != nil {
-			m.relay.close()
+			m.relay.Close()
 		}
 	}
 	// Wait for a RestartMember in progress; it sees c.closed afterwards.
@@ -427,14 +429,12 @@ func (c *Cluster) close() error {
 	c.stopMembers()
 	c.faultMu.Unlock()
 	for _, m := range c.members {
-		if m.log != nil {
-			m.log.f.Sync()
-		}
-		if err := m.log.close(); err != nil {
+		m.log.Sync()
+		if err := m.log.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := c.tpLog.close(); err != nil {
+	if err := c.tpLog.Close(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.runDir != "" {

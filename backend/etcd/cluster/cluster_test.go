@@ -18,9 +18,10 @@ import (
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/internal/polltest"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestEndToEnd starts a cluster, uses it through proxied client links,

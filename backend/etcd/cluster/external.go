@@ -22,6 +22,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/system"
 )
@@ -72,8 +73,8 @@ type External struct {
 	token  string
 	links  *links.Links // the member links
 	res    *links.Links // the resource links, always in this process; links too when that is
-	tpLog  *logFile
-	log    *logFile
+	tpLog  *serverkit.LogWriter
+	log    *serverkit.LogWriter
 	logger *log.Logger // to log, set once it is open
 
 	mu      sync.Mutex
@@ -144,10 +145,10 @@ func Connect(ctx context.Context, cfg ExternalConfig) (*External, error) {
 
 func (e *External) connect(ctx context.Context, urls []*url.URL) error {
 	var err error
-	if e.log, err = openLog(e.cfg.LogDir, "external.log"); err != nil {
+	if e.log, err = serverkit.OpenLog(e.cfg.LogDir, "external.log"); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	e.logger = e.log.stdlog("")
+	e.logger = stdLogger(e.log, "")
 	for _, u := range urls {
 		cli, err := clientv3.New(clientConfigTLS([]string{u.String()}, e.direct))
 		if err != nil {
@@ -173,12 +174,12 @@ func (e *External) connect(ctx context.Context, urls []*url.URL) error {
 		return fmt.Errorf("cluster: prefix %s already holds %d keys; Close deletes what is under it, so give one nothing uses", e.cfg.Prefix, used.Count)
 	}
 
-	if e.tpLog, err = openLog(e.cfg.LogDir, "toxiproxy.log"); err != nil {
+	if e.tpLog, err = serverkit.OpenLog(e.cfg.LogDir, "toxiproxy.log"); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	// The resource listens inside locktest, on loopback, where a remote
 	// toxiproxy cannot reach it: its links are always in this process.
-	if e.res, err = links.Start(e.tpLog.writer()); err != nil {
+	if e.res, err = links.Start(e.tpLog); err != nil {
 		return err
 	}
 	e.links = e.res
@@ -749,8 +750,8 @@ func (e *External) close() error {
 			errs = append(errs, err)
 		}
 	}
-	for _, lf := range []*logFile{e.tpLog, e.log} {
-		if err := lf.close(); err != nil {
+	for _, lf := range []*serverkit.LogWriter{e.tpLog, e.log} {
+		if err := lf.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -131,7 +131,7 @@ func (c *Cluster) setPeer(from, to int, cut bool) {
 	if c.cfg.Processes {
 		c.storePeerCuts()
 		if cut {
-			c.members[from].relay.cutFrom(to)
+			c.members[from].relay.CutFrom(to)
 		}
 		return
 	}

@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/internal/polltest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/locktest/locktest/internal/polltest"
 )
 
 func startCluster(t *testing.T, members int) (*Cluster, context.Context) {

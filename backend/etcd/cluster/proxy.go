@@ -6,19 +6,21 @@ import (
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
-	"github.com/locktest/locktest/internal/links"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/locktest/locktest/backend/serverkit"
+	"github.com/locktest/locktest/internal/links"
 )
 
 // startToxiproxy runs toxiproxy in this process.
 func (c *Cluster) startToxiproxy() error {
-	lf, err := openLog(c.cfg.LogDir, "toxiproxy.log")
+	lf, err := serverkit.OpenLog(c.cfg.LogDir, "toxiproxy.log")
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	c.tpLog = lf
-	c.links, err = links.Start(lf.writer())
+	c.links, err = links.Start(lf)
 	return err
 }
 

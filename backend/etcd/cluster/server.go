@@ -75,7 +75,7 @@ func (s *embedded) indexes(context.Context) (uint64, uint64, error) {
 // etcd process died.
 func (s *embedded) hardStop() {
 	s.e.Server.HardStop()
-	s.m.relay.cut()
+	s.m.relay.Cut()
 	var links []string
 	for _, name := range s.c.memberProxies(s.m) {
 		p, err := s.c.links.Get(name)
