@@ -228,7 +228,7 @@ func (e *Ensemble) writeConfig(s *Server) error {
 		for _, o := range e.servers {
 			q, el := o.quorum, o.election
 			if o != s {
-				q, el = o.relays[0].addr(), o.relays[1].addr()
+				q, el = o.relays[0].Addr(), o.relays[1].Addr()
 			}
 			_, elPort, _ := strings.Cut(el, ":")
 			fmt.Fprintf(&b, "server.%d=%s:%s\n", o.ID, q, elPort)
@@ -325,7 +325,7 @@ func (e *Ensemble) stop() error {
 	wg.Wait()
 	for _, s := range e.servers {
 		for _, r := range s.relays {
-			r.close()
+			r.Close()
 		}
 		s.relays = nil
 	}

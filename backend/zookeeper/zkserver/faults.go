@@ -199,10 +199,10 @@ func (e *Ensemble) SetCuts(pairs [][2]int, mode CutMode) error {
 func (e *Ensemble) closePair(p [2]int) {
 	a, b := e.servers[p[0]-1], e.servers[p[1]-1]
 	for _, r := range a.relays {
-		r.cutFrom(b.ID)
+		r.CutFrom(b.ID)
 	}
 	for _, r := range b.relays {
-		r.cutFrom(a.ID)
+		r.CutFrom(a.ID)
 	}
 }
 
