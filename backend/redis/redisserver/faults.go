@@ -9,6 +9,8 @@ import (
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+
+	"github.com/locktest/locktest/system"
 )
 
 // The faults that strike the data servers themselves. Faults on a client's
@@ -193,14 +195,6 @@ func (d *Deployment) cutReplication() error {
 // a server again that does not answer.
 const adminPatience = 10 * time.Second
 
-// Promotion is the outcome of a Failover.
-type Promotion struct {
-	Old, New int // the old and the new master, indexes in Servers()
-	// Took is the time from the old master's death until every Sentinel
-	// named the new one and it took writes.
-	Took time.Duration
-}
-
 // Failover loses the master the way asynchronous replication loses data
 // (Replicated only): it cuts the replication link (CutReplication, if not
 // cut already), so that what the master took since then never reaches the
@@ -214,23 +208,23 @@ type Promotion struct {
 // its proxy); once r1 is master there is no proxied replication link left
 // to cut, and a second Failover is refused. Restart(ctx, 0) brings the old
 // master back, empty; Sentinel makes it a replica of r1 later (Restart).
-func (d *Deployment) Failover(ctx context.Context) (Promotion, error) {
+func (d *Deployment) Failover(ctx context.Context) (system.Promotion, error) {
 	if !d.cfg.Topology.replicated {
-		return Promotion{}, fmt.Errorf("redisserver: %s has no replica to fail over to", d.cfg.Topology)
+		return system.Promotion{}, fmt.Errorf("redisserver: %s has no replica to fail over to", d.cfg.Topology)
 	}
 	unlock, err := d.Fault()
 	if err != nil {
-		return Promotion{}, err
+		return system.Promotion{}, err
 	}
 	defer unlock()
 	old, replica := d.servers[0], d.servers[1]
 	if m, err := d.master(ctx); err != nil {
-		return Promotion{}, err
+		return system.Promotion{}, err
 	} else if m != old.Index {
-		return Promotion{}, fmt.Errorf("redisserver: failover: %s is master already; Failover runs from the starting roles only", d.servers[m].Name)
+		return system.Promotion{}, fmt.Errorf("redisserver: failover: %s is master already; Failover runs from the starting roles only", d.servers[m].Name)
 	}
 	if err := d.cutReplication(); err != nil {
-		return Promotion{}, err
+		return system.Promotion{}, err
 	}
 	for _, s := range d.sentinels {
 		// Asked again until it answers: one reply late on a loaded
@@ -239,12 +233,12 @@ func (d *Deployment) Failover(ctx context.Context) (Promotion, error) {
 			return s.client.Do(ctx, "SENTINEL", "SET", MasterName, "failover-timeout", d.cfg.FailoverTimeout.Milliseconds()).Err()
 		})
 		if err != nil {
-			return Promotion{}, fmt.Errorf("redisserver: setting %s's failover-timeout: %w", s.Name, err)
+			return system.Promotion{}, fmt.Errorf("redisserver: setting %s's failover-timeout: %w", s.Name, err)
 		}
 	}
 	start := time.Now()
 	if err := old.proc.Kill(); err != nil {
-		return Promotion{}, err
+		return system.Promotion{}, err
 	}
 	err = waitFor(ctx, replica, "Sentinel to promote the replica", func(ctx context.Context) error {
 		if m, err := d.master(ctx); err != nil {
@@ -262,9 +256,11 @@ func (d *Deployment) Failover(ctx context.Context) (Promotion, error) {
 		return nil
 	})
 	if err != nil {
-		return Promotion{}, err
+		return system.Promotion{}, err
 	}
-	return Promotion{Old: old.Index, New: replica.Index, Took: time.Since(start)}, nil
+	how := fmt.Sprintf("%s killed (SIGKILL); 3 Sentinels (quorum 2, down-after %s) agreed it was down, elected a leader, which promoted %s",
+		old.Name, d.cfg.DownAfter, replica.Name)
+	return system.Promotion{Old: old.Index, New: replica.Index, How: how, Took: time.Since(start)}, nil
 }
 
 // expireScript makes every key matching ARGV[1] that has a TTL expire in a
