@@ -117,6 +117,7 @@ func (m *Member) running() bool {
 // client links run through an in-process toxiproxy. All methods are safe
 // for concurrent use.
 type Cluster struct {
+	leases
 	cfg     Config
 	etcd    Etcd
 	tls     *tls.Config // the clients', nil without Config.TLS
@@ -164,6 +165,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	quietGlobals()
 
 	c := &Cluster{cfg: cfg, etcd: BuiltinEtcd(), cuts: map[[2]int]bool{}}
+	c.leases = leases{admin: c.AdminClient}
 	if c.tls, err = cfg.TLS.clientTLS(); err != nil {
 		return nil, err
 	}
@@ -458,15 +460,25 @@ func (c *Cluster) DataDir() string { return c.runDir }
 // names as leader, waiting until they agree. It fails when ctx ends first,
 // reporting what the members last said.
 func (c *Cluster) Leader(ctx context.Context) (int, error) {
-	t := time.NewTicker(c.pollEvery())
+	return awaitLeader(ctx, c.pollEvery(), func(ctx context.Context) (int, error) {
+		m, err := c.leaderNow(ctx)
+		if err != nil {
+			return -1, err
+		}
+		return m.Index, nil
+	})
+}
+
+// awaitLeader asks now every so often which member leads until it says,
+// the cluster is closed, or ctx ends (the error then says what the
+// members last said).
+func awaitLeader(ctx context.Context, every time.Duration, now func(context.Context) (int, error)) (int, error) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		m, err := c.leaderNow(ctx)
-		if err == nil {
-			return m.Index, nil
-		}
-		if errors.Is(err, ErrClosed) {
-			return -1, err
+		i, err := now(ctx)
+		if err == nil || errors.Is(err, ErrClosed) {
+			return i, err
 		}
 		select {
 		case <-ctx.Done():

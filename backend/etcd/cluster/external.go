@@ -4,14 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locktest/locktest/backend/serverkit"
+	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/system"
 )
@@ -63,6 +61,7 @@ const (
 // writes lives under the configured prefix, and External itself touches
 // no key outside it. All methods are safe for concurrent use.
 type External struct {
+	leases
 	cfg     ExternalConfig
 	version string
 	members []*externalMember
@@ -124,6 +123,7 @@ func Connect(ctx context.Context, cfg ExternalConfig) (*External, error) {
 		return nil, err
 	}
 	e := &External{cfg: cfg}
+	e.leases = leases{admin: e.adminClient}
 	if urls[0].Scheme == "https" {
 		if e.direct, e.proxied, err = loadTLS(cfg, urls); err != nil {
 			return nil, err
@@ -297,123 +297,6 @@ func checkPrefix(p string) error {
 		return fmt.Errorf("cluster: prefix %q: want a path of its own ending in /, such as /locktest/<run>/ (Close deletes what is under it)", p)
 	}
 	return nil
-}
-
-// parseEndpoints wants http(s)://host:port URLs, all of one scheme.
-func parseEndpoints(eps []string) ([]*url.URL, error) {
-	if len(eps) == 0 {
-		return nil, errors.New("--endpoints: none given")
-	}
-	var urls []*url.URL
-	for _, ep := range eps {
-		u, err := url.Parse(ep)
-		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Port() == "" ||
-			u.Hostname() == "" || strings.Trim(u.Path, "/") != "" || u.User != nil || u.RawQuery != "" {
-			return nil, fmt.Errorf("--endpoints %s: want a client URL, http(s)://host:port", ep)
-		}
-		if len(urls) > 0 && u.Scheme != urls[0].Scheme {
-			return nil, fmt.Errorf("--endpoints %s: %s, but %s is %s: all http or all https", ep, u.Scheme, urls[0], urls[0].Scheme)
-		}
-		u.Path = ""
-		urls = append(urls, u)
-	}
-	return urls, nil
-}
-
-// loadTLS reads the TLS files. direct dials the members at their own URLs
-// and verifies as usual; proxied dials them through proxies, whose
-// addresses no member certificate names, so that Go's own host name check
-// would refuse every one: it skips that check and does the whole
-// verification itself (verifyAnyHost).
-func loadTLS(cfg ExternalConfig, urls []*url.URL) (direct, proxied *tls.Config, err error) {
-	var roots *x509.CertPool // nil: the system's
-	if cfg.CACert != "" {
-		ca, err := readPEM("--cacert", cfg.CACert)
-		if err != nil {
-			return nil, nil, err
-		}
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(ca) {
-			return nil, nil, fmt.Errorf("--cacert %s: no certificate in it", cfg.CACert)
-		}
-	}
-	var certs []tls.Certificate
-	switch {
-	case cfg.Cert != "" && cfg.Key == "":
-		return nil, nil, fmt.Errorf("--cert %s: needs its --key", cfg.Cert)
-	case cfg.Key != "" && cfg.Cert == "":
-		return nil, nil, fmt.Errorf("--key %s: needs its --cert", cfg.Key)
-	case cfg.Cert != "":
-		certPEM, err := readPEM("--cert", cfg.Cert)
-		if err != nil {
-			return nil, nil, err
-		}
-		keyPEM, err := readPEM("--key", cfg.Key)
-		if err != nil {
-			return nil, nil, err
-		}
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--cert %s, --key %s: %v", cfg.Cert, cfg.Key, err)
-		}
-		certs = []tls.Certificate{pair}
-	}
-	var hosts []string
-	for _, u := range urls {
-		if !slices.Contains(hosts, u.Hostname()) {
-			hosts = append(hosts, u.Hostname())
-		}
-	}
-	direct = &tls.Config{RootCAs: roots, Certificates: certs, MinVersion: tls.VersionTLS12}
-	proxied = &tls.Config{
-		Certificates:       certs,
-		MinVersion:         tls.VersionTLS12,
-		InsecureSkipVerify: true, // verifyAnyHost verifies instead, fully
-		VerifyConnection:   verifyAnyHost(roots, hosts),
-	}
-	return direct, proxied, nil
-}
-
-// readPEM reads file, the value of flag, and checks that it is PEM.
-func readPEM(flag, file string) ([]byte, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, fmt.Errorf("%s %s: %v", flag, file, err)
-	}
-	if blk, _ := pem.Decode(b); blk == nil {
-		return nil, fmt.Errorf("%s %s: not PEM", flag, file)
-	}
-	return b, nil
-}
-
-// verifyAnyHost verifies a member's certificate chain against roots (nil:
-// the system's) and accepts the certificate when it is valid for any of
-// hosts, the endpoints' host names: a client reaches a member through a
-// proxy, at an address that is not the member's.
-func verifyAnyHost(roots *x509.CertPool, hosts []string) func(tls.ConnectionState) error {
-	return func(cs tls.ConnectionState) error {
-		if len(cs.PeerCertificates) == 0 {
-			return errors.New("the member sent no certificate")
-		}
-		leaf := cs.PeerCertificates[0]
-		inter := x509.NewCertPool()
-		for _, c := range cs.PeerCertificates[1:] {
-			inter.AddCert(c)
-		}
-		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err != nil {
-			return err
-		}
-		for _, h := range hosts {
-			if leaf.VerifyHostname(h) == nil {
-				return nil
-			}
-		}
-		return fmt.Errorf("x509: the member's certificate is valid for none of the endpoints' hosts (%s)", strings.Join(hosts, ", "))
-	}
 }
 
 // Describe says what the cluster is: "etcd 3.5.17, external cluster of 3
@@ -594,19 +477,7 @@ const pollEvery = 20 * time.Millisecond
 // Leader returns the index of the member every member names as leader,
 // waiting until they agree or ctx ends.
 func (e *External) Leader(ctx context.Context) (int, error) {
-	t := time.NewTicker(pollEvery)
-	defer t.Stop()
-	for {
-		i, err := e.leaderNow(ctx)
-		if err == nil || errors.Is(err, ErrClosed) {
-			return i, err
-		}
-		select {
-		case <-ctx.Done():
-			return -1, fmt.Errorf("%w: %w", err, ctx.Err())
-		case <-t.C:
-		}
-	}
+	return awaitLeader(ctx, pollEvery, e.leaderNow)
 }
 
 func (e *External) leaderNow(ctx context.Context) (int, error) {
@@ -639,30 +510,12 @@ func (e *External) adminClient() (*clientv3.Client, error) {
 	return e.admin, nil
 }
 
-// RevokeLease revokes a lease (hex) through a direct client.
-func (e *External) RevokeLease(ctx context.Context, lease string) error {
-	admin, err := e.adminClient()
-	if err != nil {
-		return err
-	}
-	return revokeLease(ctx, admin, lease)
-}
-
-// LeaseGone reports whether the cluster no longer has a lease (hex).
-func (e *External) LeaseGone(ctx context.Context, lease string) (bool, error) {
-	admin, err := e.adminClient()
-	if err != nil {
-		return false, err
-	}
-	return leaseGone(ctx, admin, lease)
-}
-
 // Hashes has every member hash its key-value store (maintenance HashKV) at
 // one revision: the highest any member reported when asked, once every
-// member has applied it. Unlike Cluster.HashKV it does not wait for the
+// member has applied it. Unlike Cluster.Hashes it does not wait for the
 // members to agree on their current revision, which other users of the
 // cluster may keep moving.
-func (e *External) Hashes(ctx context.Context) ([]system.Hash, error) {
+func (e *External) Hashes(ctx context.Context) ([]checker.MemberHash, error) {
 	sts, err := e.statuses(ctx)
 	if err != nil {
 		return nil, err
@@ -687,13 +540,13 @@ func (e *External) Hashes(ctx context.Context) ([]system.Hash, error) {
 			revs[i] = st.Header.Revision
 		}
 	}
-	out := make([]system.Hash, len(e.members))
+	out := make([]checker.MemberHash, len(e.members))
 	for i, m := range e.members {
 		h, err := m.maint.HashKV(ctx, &pb.HashKVRequest{Revision: rev})
 		if err != nil {
 			return nil, fmt.Errorf("cluster: HashKV of %s at %d: %w", m.name, rev, err)
 		}
-		out[i] = system.Hash{Member: m.name, Revision: rev, Hash: h.Hash}
+		out[i] = checker.MemberHash{Member: m.name, Revision: rev, Hash: h.Hash}
 	}
 	return out, nil
 }

@@ -221,7 +221,7 @@ func TestExternal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, err := c.HashKV(ctx)
+	own, err := c.Hashes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

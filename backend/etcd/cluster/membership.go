@@ -22,7 +22,7 @@ import (
 // works again, but as a new raft member, with a new ID.
 //
 // While a member is removed it is down: Running is false, Leader and
-// HashKV leave it out, PauseMember fails with ErrMemberDown,
+// Hashes leave it out, PauseMember fails with ErrMemberDown,
 // HardStopMember does nothing, RestartMember fails with ErrMemberRemoved,
 // and a DirectClient to it finds nothing listening until AddMember.
 //
