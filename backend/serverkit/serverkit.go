@@ -170,15 +170,19 @@ func (b *Base) ClearToxics() error {
 	return b.Proxies.ClearToxics()
 }
 
-// Close marks the set closed, runs stop under the fault lock (it kills the
-// processes: a fault in progress finishes first), releases the ports,
-// closes toxiproxy and its log and removes the scratch directory. It runs
-// once; later calls return the first's result.
-func (b *Base) Close(stop func() error) error {
+// Close marks the set closed, runs before (if set: what should end before
+// a fault in progress has finished, such as clients), then stop under the
+// fault lock (it kills the processes), releases the ports, closes
+// toxiproxy and its log and removes the scratch directory. It runs once;
+// later calls return the first's result.
+func (b *Base) Close(before func(), stop func() error) error {
 	b.closeOnce.Do(func() {
 		b.mu.Lock()
 		b.closed = true
 		b.mu.Unlock()
+		if before != nil {
+			before()
+		}
 		var errs []error
 		b.faultMu.Lock()
 		if stop != nil {

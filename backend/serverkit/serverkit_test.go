@@ -159,7 +159,7 @@ func TestBaseCloseStopsOnceAndRemovesTheScratchDir(t *testing.T) {
 	}
 	stops := 0
 	for range 2 {
-		if err := b.Close(func() error { stops++; return nil }); err != nil {
+		if err := b.Close(nil, func() error { stops++; return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}

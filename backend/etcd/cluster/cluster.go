@@ -21,9 +21,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/locktest/locktest/backend/serverkit"
-	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/internal/ports"
-	"github.com/locktest/locktest/internal/scratch"
 )
 
 // host is the only address anything binds to.
@@ -117,35 +115,26 @@ func (m *Member) running() bool {
 // client links run through an in-process toxiproxy. All methods are safe
 // for concurrent use.
 type Cluster struct {
+	// Its Dir holds the members' data dirs; its fault lock serialises the
+	// fault methods (faults.go) with each other and with Close.
+	serverkit.Base
 	leases
 	cfg     Config
 	etcd    Etcd
 	tls     *tls.Config // the clients', nil without Config.TLS
 	token   string
-	runDir  string // temporary; holds the members' data dirs
 	members []*Member
-	ports   []int // the members' listeners
-
-	links *links.Links
-	tpLog *serverkit.LogWriter
 
 	initial string // the --initial-cluster string, for restarts
 
-	// faultMu serialises the fault methods (faults.go) with each other and
-	// with Close.
-	faultMu sync.Mutex
-	cuts    map[[2]int]bool // cut member pairs, i < j
+	cuts map[[2]int]bool // cut member pairs, i < j
 	// peerCuts is a copy of cuts for the relays, which consult it for each
 	// peer connection of a process member.
 	peerCuts atomic.Pointer[map[[2]int]bool]
 
 	mu      sync.Mutex
-	closed  bool
 	clients []*clientv3.Client
 	admin   *clientv3.Client // direct (unproxied) client, see AdminClient
-
-	closeOnce sync.Once
-	closeErr  error
 }
 
 // Start starts toxiproxy and a new etcd cluster and returns once every
@@ -164,7 +153,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	quietGlobals()
 
-	c := &Cluster{cfg: cfg, etcd: BuiltinEtcd(), cuts: map[[2]int]bool{}}
+	c := &Cluster{cfg: cfg, etcd: BuiltinEtcd(), cuts: map[[2]int]bool{}, Base: serverkit.Base{Name: "cluster"}}
 	c.leases = leases{admin: c.AdminClient}
 	if c.tls, err = cfg.TLS.clientTLS(); err != nil {
 		return nil, err
@@ -188,17 +177,14 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.token = "locktest-" + hex.EncodeToString(tok[:])
 
-	// Named after this process, so that if it dies before Close, the
-	// next locktest removes it (scratch.Sweep).
-	dir, err := scratch.Dir(c.cfg.Dir, "etcd")
-	if err != nil {
-		return fmt.Errorf("cluster: %w", err)
+	if err := c.Open(c.cfg.Dir, "", "etcd"); err != nil {
+		return err
 	}
-	c.runDir = dir
+	var err error
 
 	for i := range c.cfg.Members {
 		name := "m" + strconv.Itoa(i)
-		m := &Member{Index: i, Name: name, dataDir: filepath.Join(dir, name), down: true}
+		m := &Member{Index: i, Name: name, dataDir: filepath.Join(c.Dir, name), down: true}
 		if !c.cfg.Processes {
 			if m.log, err = serverkit.OpenLog(c.cfg.LogDir, "etcd-"+name+".log"); err != nil {
 				return fmt.Errorf("cluster: %w", err)
@@ -207,7 +193,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		c.members = append(c.members, m)
 	}
 
-	if err := c.startToxiproxy(); err != nil {
+	if err := c.StartLinks(c.cfg.LogDir); err != nil {
 		return err
 	}
 	c.peerCuts.Store(&map[[2]int]bool{})
@@ -284,11 +270,10 @@ func (c *Cluster) startServer(m *Member, initial, state string) (server, error) 
 // serving and wait out its 1 s timeout.
 func (c *Cluster) startMembers(ctx context.Context, attempt int) error {
 	n := len(c.members)
-	ps, err := ports.Reserve(2 * n)
+	ps, err := c.Reserve(2 * n)
 	if err != nil {
 		return err
 	}
-	c.ports = append(c.ports, ps...)
 	if testHooks.afterReserve != nil {
 		testHooks.afterReserve(attempt, ps)
 	}
@@ -390,8 +375,7 @@ func (c *Cluster) stopMembers() {
 		wg.Go(m.stop)
 	}
 	wg.Wait()
-	ports.Release(c.ports)
-	c.ports = nil
+	c.ReleasePorts()
 }
 
 // Close stops everything Start started and removes the data directories:
@@ -399,52 +383,33 @@ func (c *Cluster) stopMembers() {
 // every etcd member and its listeners. It is idempotent and safe after a
 // failed Start.
 func (c *Cluster) Close() error {
-	c.closeOnce.Do(func() { c.closeErr = c.close() })
-	return c.closeErr
-}
-
-func (c *Cluster) close() error {
-	c.mu.Lock()
-	c.closed = true
-	clients := c.clients
-	c.clients = nil
-	c.mu.Unlock()
-
 	var errs []error
-	for _, cl := range clients {
-		cl.Close() // error is only ever "already closed"
-	}
-	// Dropping the proxies first cuts every proxied client connection, so
-	// the members' gRPC servers have no streams left to drain.
-	if c.links != nil {
-		if err := c.links.Close(); err != nil {
-			errs = append(errs, err)
+	return c.Base.Close(func() {
+		c.mu.Lock()
+		clients := c.clients
+		c.clients = nil
+		c.mu.Unlock()
+		for _, cl := range clients {
+			cl.Close() // error is only ever "already closed"
 		}
-	}
-	for _, m := range c.members {
-		if m.relay != nil {
-			m.relay.Close()
+		// Dropping the proxies first cuts every proxied client connection,
+		// so the members' gRPC servers have no streams left to drain.
+		if c.Proxies != nil {
+			errs = append(errs, c.Proxies.Close())
 		}
-	}
-	// Wait for a RestartMember in progress; it sees c.closed afterwards.
-	c.faultMu.Lock()
-	c.stopMembers()
-	c.faultMu.Unlock()
-	for _, m := range c.members {
-		m.log.Sync()
-		if err := m.log.Close(); err != nil {
-			errs = append(errs, err)
+		for _, m := range c.members {
+			if m.relay != nil {
+				m.relay.Close()
+			}
 		}
-	}
-	if err := c.tpLog.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	if c.runDir != "" {
-		if err := os.RemoveAll(c.runDir); err != nil {
-			errs = append(errs, err)
+	}, func() error {
+		c.stopMembers()
+		for _, m := range c.members {
+			m.log.Sync()
+			errs = append(errs, m.log.Close())
 		}
-	}
-	return errors.Join(errs...)
+		return errors.Join(errs...)
+	})
 }
 
 // Members returns the members in order (m0, m1, ...).
@@ -454,7 +419,7 @@ func (c *Cluster) Members() []*Member {
 
 // DataDir returns the temporary directory holding the members' data
 // directories; Close removes it.
-func (c *Cluster) DataDir() string { return c.runDir }
+func (c *Cluster) DataDir() string { return c.Dir }
 
 // Leader returns the index of the running member that every running member
 // names as leader, waiting until they agree. It fails when ctx ends first,
@@ -477,7 +442,7 @@ func awaitLeader(ctx context.Context, every time.Duration, now func(context.Cont
 	defer t.Stop()
 	for {
 		i, err := now(ctx)
-		if err == nil || errors.Is(err, ErrClosed) {
+		if err == nil || errors.Is(err, serverkit.ErrClosed) {
 			return i, err
 		}
 		select {
@@ -497,11 +462,8 @@ func (c *Cluster) WaitLeader(ctx context.Context) error {
 // leaderNow asks every running member whom it names as leader. A process
 // member that is paused cannot answer and is left out.
 func (c *Cluster) leaderNow(ctx context.Context) (*Member, error) {
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
+	if err := c.Check(); err != nil {
+		return nil, err
 	}
 	var (
 		lead  uint64

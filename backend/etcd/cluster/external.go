@@ -351,7 +351,7 @@ func (e *External) Endpoints(client string) ([]string, error) {
 		return nil, err
 	}
 	if e.isClosed() {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	eps := make([]string, len(e.members))
 	for i, m := range e.members {
@@ -400,7 +400,7 @@ func (e *External) ResourceLink(client string) (*toxiclient.Proxy, error) {
 // disabled.
 func (e *External) ClearToxics() error {
 	if e.isClosed() {
-		return ErrClosed
+		return errClosed
 	}
 	err := e.links.ClearToxics()
 	if e.res != e.links {
@@ -446,7 +446,7 @@ func (e *External) track(cl *clientv3.Client, err error) (*clientv3.Client, erro
 	defer e.mu.Unlock()
 	if e.closed {
 		cl.Close()
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	e.clients = append(e.clients, cl)
 	return cl, nil
@@ -455,7 +455,7 @@ func (e *External) track(cl *clientv3.Client, err error) (*clientv3.Client, erro
 // statuses asks every member for its status.
 func (e *External) statuses(ctx context.Context) ([]*pb.StatusResponse, error) {
 	if e.isClosed() {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	out := make([]*pb.StatusResponse, len(e.members))
 	for i, m := range e.members {
@@ -505,7 +505,7 @@ func (e *External) adminClient() (*clientv3.Client, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	return e.admin, nil
 }

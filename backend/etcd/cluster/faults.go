@@ -34,12 +34,6 @@ func (c *Cluster) member(i int) (*Member, error) {
 	return c.members[i], nil
 }
 
-func (c *Cluster) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
-
 // Running reports whether member i is up (not hard-stopped).
 func (c *Cluster) Running(i int) bool {
 	m, err := c.member(i)
@@ -64,12 +58,11 @@ func (c *Cluster) faultMember(i int) (*Member, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	c.faultMu.Lock()
-	if c.isClosed() {
-		c.faultMu.Unlock()
-		return nil, nil, ErrClosed
+	unlock, err := c.Fault()
+	if err != nil {
+		return nil, nil, err
 	}
-	return m, c.faultMu.Unlock, nil
+	return m, unlock, nil
 }
 
 // --- partitions between members ---
@@ -100,11 +93,11 @@ func (c *Cluster) SetCuts(pairs [][2]int) error {
 		}
 		want[pair(p[0], p[1])] = true
 	}
-	c.faultMu.Lock()
-	defer c.faultMu.Unlock()
-	if c.isClosed() {
-		return ErrClosed
+	unlock, err := c.Fault()
+	if err != nil {
+		return err
 	}
+	defer unlock()
 	for p := range c.cuts {
 		if !want[p] {
 			delete(c.cuts, p)
@@ -204,8 +197,11 @@ func (c *Cluster) Heal() error { return c.SetCuts(nil) }
 
 // Cuts returns the cut member pairs, sorted, each with the lower index first.
 func (c *Cluster) Cuts() [][2]int {
-	c.faultMu.Lock()
-	defer c.faultMu.Unlock()
+	unlock, err := c.Fault()
+	if err != nil {
+		return nil
+	}
+	defer unlock()
 	var ps [][2]int
 	for p := range c.cuts {
 		ps = append(ps, p)
@@ -221,7 +217,7 @@ func (c *Cluster) Cuts() [][2]int {
 // memberProxies returns the names of our proxies whose upstream is member
 // m's client address (every client's link to m).
 func (c *Cluster) memberProxies(m *Member) []string {
-	return c.links.To(m.ClientAddr())
+	return c.Proxies.To(m.ClientAddr())
 }
 
 // HardStopMember crashes member i: an embedded member's raft node stops at
@@ -285,11 +281,11 @@ func (c *Cluster) RestartMember(ctx context.Context, i int) error {
 }
 
 func (c *Cluster) restart(m *Member) (server, error) {
-	c.faultMu.Lock()
-	defer c.faultMu.Unlock()
-	if c.isClosed() {
-		return nil, ErrClosed
+	unlock, err := c.Fault()
+	if err != nil {
+		return nil, err
 	}
+	defer unlock()
 	if m.isRemoved() {
 		return nil, fmt.Errorf("%w: %s", ErrMemberRemoved, m.Name)
 	}
@@ -394,7 +390,7 @@ func (c *Cluster) ResumeMember(i int) error {
 func (c *Cluster) holdLinks(m *Member, hold bool) error {
 	var errs []error
 	for _, name := range c.memberProxies(m) {
-		p, err := c.links.Get(name)
+		p, err := c.Proxies.Get(name)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -416,15 +412,4 @@ func (c *Cluster) holdLinks(m *Member, hold bool) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// --- client links ---
-
-// ClearToxics removes every toxic from every proxy and enables every
-// disabled proxy.
-func (c *Cluster) ClearToxics() error {
-	if c.isClosed() {
-		return ErrClosed
-	}
-	return c.links.ClearToxics()
 }

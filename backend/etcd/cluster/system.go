@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
-	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/system"
 )
 
@@ -61,18 +59,6 @@ func (c *Cluster) ServerPids() []int {
 
 // LogDir is where the members and toxiproxy log.
 func (c *Cluster) LogDir() string { return c.cfg.LogDir }
-
-// ResourceProxy creates (once) client's link to the resource at upstream
-// and returns its listen address.
-func (c *Cluster) ResourceProxy(client, upstream string) (string, error) {
-	return c.Proxy(links.ResourceName(client), upstream)
-}
-
-// ResourceLink returns client's link to the resource, made by
-// ResourceProxy.
-func (c *Cluster) ResourceLink(client string) (*toxiclient.Proxy, error) {
-	return c.links.Get(links.ResourceName(client))
-}
 
 func parseLease(lease string) (clientv3.LeaseID, error) {
 	id, err := strconv.ParseInt(lease, 16, 64)

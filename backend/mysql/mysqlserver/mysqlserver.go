@@ -353,4 +353,4 @@ func (s *Server) Restart(ctx context.Context) error {
 }
 
 // Close kills the server, closes the links and removes the data.
-func (s *Server) Close() error { return s.Base.Close(s.proc.Kill) }
+func (s *Server) Close() error { return s.Base.Close(nil, s.proc.Kill) }

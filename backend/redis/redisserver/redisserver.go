@@ -427,7 +427,7 @@ func (d *Deployment) stop() error {
 // process (SIGKILL: there is nothing on disk to save), the links, and
 // removes the servers' directories. Idempotent; safe after a failed Start.
 func (d *Deployment) Close() error {
-	return d.Base.Close(func() error {
+	return d.Base.Close(func() {
 		d.mu.Lock()
 		subs := d.subs
 		d.subs = nil
@@ -435,8 +435,7 @@ func (d *Deployment) Close() error {
 		for _, ps := range subs {
 			ps.Close()
 		}
-		return d.stop()
-	})
+	}, d.stop)
 }
 
 // Topology is the deployment's topology.

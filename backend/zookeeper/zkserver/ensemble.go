@@ -336,7 +336,7 @@ func (e *Ensemble) stop() error {
 // Close stops everything Start started (SIGKILL: ZooKeeper recovers from
 // its transaction log after any crash, and nothing is gained by waiting),
 // and removes the scratch directory. Idempotent.
-func (e *Ensemble) Close() error { return e.Base.Close(e.stop) }
+func (e *Ensemble) Close() error { return e.Base.Close(nil, e.stop) }
 
 // Servers returns the servers in order (zk1, zk2, ...).
 func (e *Ensemble) Servers() []*Server { return append([]*Server(nil), e.servers...) }
