@@ -222,3 +222,18 @@ func (f final) Error() string { return f.err.Error() }
 // Final marks an error of a readiness check that waiting will not cure:
 // Until returns it at once.
 func Final(err error) error { return final{err} }
+
+// Start runs start under ctx, or under timeout when ctx has no deadline,
+// and calls close when it fails: a failed start leaves nothing behind.
+func Start(ctx context.Context, timeout time.Duration, start func(context.Context) error, close func() error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	if err := start(ctx); err != nil {
+		close()
+		return err
+	}
+	return nil
+}

@@ -282,3 +282,20 @@ func TestRelayCutsByDialler(t *testing.T) {
 		t.Error("the relay accepts after Close")
 	}
 }
+
+func TestStartBoundsAndClosesAFailedStart(t *testing.T) {
+	closed := 0
+	failed := errors.New("no quorum")
+	err := Start(context.Background(), time.Minute, func(ctx context.Context) error {
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("start ran without a deadline")
+		}
+		return failed
+	}, func() error { closed++; return nil })
+	if err != failed || closed != 1 {
+		t.Errorf("Start = %v, closed %d times; want %v, once", err, closed, failed)
+	}
+	if err := Start(context.Background(), time.Minute, func(context.Context) error { return nil }, func() error { closed++; return nil }); err != nil || closed != 1 {
+		t.Errorf("a good start: %v, closed %d times in all", err, closed)
+	}
+}

@@ -146,11 +146,6 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
-		defer cancel()
-	}
 	quietGlobals()
 
 	c := &Cluster{cfg: cfg, etcd: BuiltinEtcd(), cuts: map[[2]int]bool{}, Base: serverkit.Base{Name: "cluster"}}
@@ -163,8 +158,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	if err := c.start(ctx); err != nil {
-		c.Close()
+	if err := serverkit.Start(ctx, cfg.StartTimeout, c.start, c.Close); err != nil {
 		return nil, err
 	}
 	return c, nil

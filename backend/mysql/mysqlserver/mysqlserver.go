@@ -134,14 +134,8 @@ type Server struct {
 // everything started has been stopped.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	cfg.IdleTimeout = max(cfg.IdleTimeout.Round(time.Second), time.Second)
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-	}
 	s := &Server{cfg: cfg, Base: serverkit.Base{Name: "mysqlserver"}}
-	if err := s.start(ctx); err != nil {
-		s.Close()
+	if err := serverkit.Start(ctx, time.Minute, s.start, s.Close); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -101,15 +101,9 @@ func Start(ctx context.Context, cfg Config) (*Deployment, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
-		defer cancel()
-	}
 	quietGoRedis()
 	d := &Deployment{cfg: cfg, Base: serverkit.Base{Name: "redisserver"}}
-	if err := d.start(ctx); err != nil {
-		d.Close()
+	if err := serverkit.Start(ctx, cfg.StartTimeout, d.start, d.Close); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -127,14 +127,8 @@ func Start(ctx context.Context, cfg Config) (*Ensemble, error) {
 		}
 		cfg.Install = in
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
-		defer cancel()
-	}
 	e := &Ensemble{cfg: cfg, cuts: map[[2]int]CutMode{}, Base: serverkit.Base{Name: "zkserver"}}
-	if err := e.start(ctx); err != nil {
-		e.Close()
+	if err := serverkit.Start(ctx, cfg.StartTimeout, e.start, e.Close); err != nil {
 		return nil, err
 	}
 	return e, nil
