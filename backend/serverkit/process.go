@@ -21,6 +21,11 @@ type Proc struct {
 	// Log is the file the server writes its errors to, which Exited
 	// reads; "" is the process's own output (Spec.Log).
 	Log string
+	// Signal, when set, stands in for a signal to the process's group
+	// (SIGSTOP, SIGCONT, SIGKILL), for a server whose children make groups
+	// of their own (PostgreSQL's backends); after SIGKILL it returns once
+	// everything it signalled has exited.
+	Signal func(p *proc.Process, sig syscall.Signal) error
 
 	mu       sync.Mutex
 	p        *proc.Process
@@ -84,11 +89,11 @@ func (s *Proc) freeze(stop bool) error {
 	if p == nil {
 		return ErrDown
 	}
-	signal := p.Cont
+	sig := syscall.SIGCONT
 	if stop {
-		signal = p.Stop
+		sig = syscall.SIGSTOP
 	}
-	if err := signal(); err != nil {
+	if err := s.signal(p, sig); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -111,11 +116,24 @@ func (s *Proc) Kill() error {
 	if p == nil {
 		return nil
 	}
-	err := p.Kill()
+	err := s.signal(p, syscall.SIGKILL)
 	s.mu.Lock()
 	s.paused = false
 	s.mu.Unlock()
 	return err
+}
+
+func (s *Proc) signal(p *proc.Process, sig syscall.Signal) error {
+	switch {
+	case s.Signal != nil:
+		return s.Signal(p, sig)
+	case sig == syscall.SIGSTOP:
+		return p.Stop()
+	case sig == syscall.SIGCONT:
+		return p.Cont()
+	default:
+		return p.Kill()
+	}
 }
 
 // LogSince is what the server's log holds since the process started.

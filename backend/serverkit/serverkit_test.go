@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -71,6 +72,36 @@ func TestProcPauseResumeKill(t *testing.T) {
 	// A paused process dies of SIGKILL too, and is no longer paused.
 	if err := s.Kill(); err != nil || s.Running() || s.Paused() || proc.Alive(pid) {
 		t.Errorf("Kill = %v; then Running = %v, Paused = %v, alive = %v", err, s.Running(), s.Paused(), proc.Alive(pid))
+	}
+}
+
+func TestProcSignalStandsInForTheGroupsSignals(t *testing.T) {
+	var got []syscall.Signal
+	s := Proc{Signal: func(p *proc.Process, sig syscall.Signal) error {
+		got = append(got, sig)
+		if sig == syscall.SIGKILL {
+			return p.Kill()
+		}
+		return nil
+	}}
+	if err := s.Start(proc.Spec{Path: "sleep", Args: []string{"60"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Process().Kill() })
+	if err := s.Pause(); err != nil || !s.Paused() {
+		t.Fatalf("Pause = %v, Paused = %v", err, s.Paused())
+	}
+	if st, _ := proc.State(s.Pid()); st == 'T' {
+		t.Error("Pause signalled the group itself")
+	}
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Kill(); err != nil || s.Running() {
+		t.Fatalf("Kill = %v, Running = %v", err, s.Running())
+	}
+	if want := []syscall.Signal{syscall.SIGSTOP, syscall.SIGCONT, syscall.SIGKILL}; !slices.Equal(got, want) {
+		t.Errorf("Signal got %v, want %v", got, want)
 	}
 }
 
