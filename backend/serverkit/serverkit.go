@@ -10,6 +10,7 @@ package serverkit
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 
@@ -40,9 +41,10 @@ type Base struct {
 
 	faultMu sync.Mutex
 
-	mu     sync.Mutex
-	closed bool
-	ports  []int
+	mu      sync.Mutex
+	closed  bool
+	ports   []int
+	closers []io.Closer // Track's
 
 	closeOnce sync.Once
 	closeErr  error
@@ -110,6 +112,21 @@ func (b *Base) errorf(format string, args ...any) error {
 	return fmt.Errorf(b.Name+": "+format, args...)
 }
 
+// Track has Close close c first, before it waits for a fault in progress:
+// the clients and subscriptions the set hands out. Once Close has begun it
+// closes c at once and fails.
+func (b *Base) Track(c io.Closer) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		c.Close()
+		return b.errorf("%w", ErrClosed)
+	}
+	b.closers = append(b.closers, c)
+	b.mu.Unlock()
+	return nil
+}
+
 // Closed reports whether Close has begun.
 func (b *Base) Closed() bool {
 	b.mu.Lock()
@@ -135,6 +152,18 @@ func (b *Base) Fault() (unlock func(), err error) {
 		return nil, err
 	}
 	return b.faultMu.Unlock, nil
+}
+
+// FaultOn looks up server i of servers, the set's, and takes the fault
+// lock, for a fault on that server.
+func FaultOn[S any](b *Base, servers []S, i int) (s S, unlock func(), err error) {
+	if i < 0 || i >= len(servers) {
+		return s, nil, b.errorf("no server %d", i)
+	}
+	if unlock, err = b.Fault(); err != nil {
+		return s, nil, err
+	}
+	return servers[i], unlock, nil
 }
 
 // Proxy creates (once) the proxy name, client's link to upstream, and
@@ -170,16 +199,21 @@ func (b *Base) ClearToxics() error {
 	return b.Proxies.ClearToxics()
 }
 
-// Close marks the set closed, runs before (if set: what should end before
-// a fault in progress has finished, such as clients), then stop under the
-// fault lock (it kills the processes), releases the ports, closes
-// toxiproxy and its log and removes the scratch directory. It runs once;
-// later calls return the first's result.
+// Close marks the set closed, closes what Track was given, runs before (if
+// set: what else should end before a fault in progress has finished),
+// then stop under the fault lock (it kills the processes), releases the
+// ports, closes toxiproxy and its log and removes the scratch directory.
+// It runs once; later calls return the first's result.
 func (b *Base) Close(before func(), stop func() error) error {
 	b.closeOnce.Do(func() {
 		b.mu.Lock()
 		b.closed = true
+		closers := b.closers
+		b.closers = nil
 		b.mu.Unlock()
+		for _, c := range closers {
+			c.Close() // a client's or subscription's error says only that it is closed
+		}
 		if before != nil {
 			before()
 		}

@@ -181,12 +181,21 @@ func TestBaseCloseStopsOnceAndRemovesTheScratchDir(t *testing.T) {
 	if err != nil || len(ps) != 2 {
 		t.Fatalf("Reserve = %v, %v", ps, err)
 	}
+	if s, unlock, err := FaultOn(&b, []int{7}, 0); err != nil || s != 7 {
+		t.Errorf("FaultOn(0) = %d, %v", s, err)
+	} else {
+		unlock()
+	}
 	addr, err := b.ResourceProxy("c1", "127.0.0.1:1")
 	if err != nil || addr == "" {
 		t.Fatalf("ResourceProxy = %q, %v", addr, err)
 	}
 	if _, err := b.Proxy("c 1", "bad", "127.0.0.1:1"); err == nil {
 		t.Error("a client name with a space was taken")
+	}
+	early, late := &closer{}, &closer{}
+	if err := b.Track(early); err != nil {
+		t.Fatal(err)
 	}
 	stops := 0
 	for range 2 {
@@ -197,11 +206,17 @@ func TestBaseCloseStopsOnceAndRemovesTheScratchDir(t *testing.T) {
 	if stops != 1 {
 		t.Errorf("stop ran %d times, want 1", stops)
 	}
+	if err := b.Track(late); !errors.Is(err, ErrClosed) || early.n != 1 || late.n != 1 {
+		t.Errorf("Track after Close = %v; closed %d and %d times, want once each", err, early.n, late.n)
+	}
 	if _, err := os.Stat(b.Dir); !os.IsNotExist(err) {
 		t.Errorf("scratch dir after Close: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(logs, "toxiproxy.log")); err != nil {
 		t.Errorf("toxiproxy's log: %v", err)
+	}
+	if _, _, err := FaultOn(&b, []int{7}, 1); err == nil || err.Error() != "test: no server 1" {
+		t.Errorf("FaultOn(1) of one server = %v", err)
 	}
 	if _, err := b.Fault(); !errors.Is(err, ErrClosed) || err.Error() != "test: closed" {
 		t.Errorf("Fault after Close = %v, want \"test: closed\"", err)
@@ -210,6 +225,10 @@ func TestBaseCloseStopsOnceAndRemovesTheScratchDir(t *testing.T) {
 		t.Errorf("ClearToxics after Close = %v", err)
 	}
 }
+
+type closer struct{ n int }
+
+func (c *closer) Close() error { c.n++; return nil }
 
 func TestLogWriterDropsWritesAfterClose(t *testing.T) {
 	var none *LogWriter

@@ -132,9 +132,8 @@ type Cluster struct {
 	// peer connection of a process member.
 	peerCuts atomic.Pointer[map[[2]int]bool]
 
-	mu      sync.Mutex
-	clients []*clientv3.Client
-	admin   *clientv3.Client // direct (unproxied) client, see AdminClient
+	mu    sync.Mutex
+	admin *clientv3.Client // direct (unproxied) client, see AdminClient
 }
 
 // Start starts toxiproxy and a new etcd cluster and returns once every
@@ -379,13 +378,6 @@ func (c *Cluster) stopMembers() {
 func (c *Cluster) Close() error {
 	var errs []error
 	return c.Base.Close(func() {
-		c.mu.Lock()
-		clients := c.clients
-		c.clients = nil
-		c.mu.Unlock()
-		for _, cl := range clients {
-			cl.Close() // error is only ever "already closed"
-		}
 		// Dropping the proxies first cuts every proxied client connection,
 		// so the members' gRPC servers have no streams left to drain.
 		if c.Proxies != nil {

@@ -108,12 +108,8 @@ func (c *Cluster) track(cl *clientv3.Client, err error) (*clientv3.Client, error
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.Check(); err != nil {
-		cl.Close()
+	if err := c.Track(cl); err != nil {
 		return nil, err
 	}
-	c.clients = append(c.clients, cl)
 	return cl, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 
+	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/system"
 )
 
@@ -21,14 +22,7 @@ import (
 // fault looks data server i up and takes the fault lock; it fails on a
 // closed deployment.
 func (d *Deployment) fault(i int) (*Server, func(), error) {
-	if i < 0 || i >= len(d.servers) {
-		return nil, nil, fmt.Errorf("redisserver: no server %d", i)
-	}
-	unlock, err := d.Fault()
-	if err != nil {
-		return nil, nil, err
-	}
-	return d.servers[i], unlock, nil
+	return serverkit.FaultOn(&d.Base, d.servers, i)
 }
 
 // Pause freezes server i (SIGSTOP): it answers nothing, expires nothing and

@@ -86,9 +86,6 @@ type Deployment struct {
 	cfg            Config
 	servers        []*Server
 	sentinels      []*Server
-
-	mu   sync.Mutex
-	subs []*redis.PubSub // Events', closed by Close
 }
 
 // Start starts toxiproxy and the servers of cfg.Topology, and returns once
@@ -421,15 +418,7 @@ func (d *Deployment) stop() error {
 // process (SIGKILL: there is nothing on disk to save), the links, and
 // removes the servers' directories. Idempotent; safe after a failed Start.
 func (d *Deployment) Close() error {
-	return d.Base.Close(func() {
-		d.mu.Lock()
-		subs := d.subs
-		d.subs = nil
-		d.mu.Unlock()
-		for _, ps := range subs {
-			ps.Close()
-		}
-	}, d.stop)
+	return d.Base.Close(nil, d.stop)
 }
 
 // Topology is the deployment's topology.

@@ -17,14 +17,7 @@ import (
 // fault looks server i up and takes the fault lock; it fails on a closed
 // ensemble.
 func (e *Ensemble) fault(i int) (*Server, func(), error) {
-	if i < 0 || i >= len(e.servers) {
-		return nil, nil, fmt.Errorf("zkserver: no server %d", i)
-	}
-	unlock, err := e.Fault()
-	if err != nil {
-		return nil, nil, err
-	}
-	return e.servers[i], unlock, nil
+	return serverkit.FaultOn(&e.Base, e.servers, i)
 }
 
 // errDown is a signal to a server that is not running.
