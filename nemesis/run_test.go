@@ -286,7 +286,7 @@ func checkHealed(t *testing.T, ctx context.Context, c *cluster.Cluster, names ..
 	}
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	hs, err := c.HashKV(hctx)
+	hs, err := c.Hashes(hctx)
 	if err != nil {
 		t.Fatal(err)
 	}

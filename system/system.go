@@ -15,6 +15,8 @@ import (
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+
+	"github.com/locktest/locktest/checker"
 )
 
 // System is a system under test. Members are addressed by index, in the
@@ -102,17 +104,10 @@ type Leaser interface {
 	LeaseGone(ctx context.Context, lease string) (bool, error)
 }
 
-// Hash is one member's digest of its state at a revision.
-type Hash struct {
-	Member   string
-	Revision int64
-	Hash     uint32
-}
-
 // Hasher reads every member's state digest at one point, for the
-// end-of-run consistency check.
+// end-of-run consistency check, which judges them.
 type Hasher interface {
-	Hashes(ctx context.Context) ([]Hash, error)
+	Hashes(ctx context.Context) ([]checker.MemberHash, error)
 }
 
 // Hinter is a system that can say, when a use needs capabilities it

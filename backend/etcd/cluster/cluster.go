@@ -17,11 +17,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/locktest/locktest/internal/links"
-	"github.com/locktest/locktest/internal/ports"
-	"github.com/locktest/locktest/internal/scratch"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/locktest/locktest/backend/serverkit"
+	"github.com/locktest/locktest/internal/ports"
 )
 
 // host is the only address anything binds to.
@@ -50,7 +50,7 @@ type Member struct {
 	paused     bool       // PauseMember in force
 	removed    bool       // out of the cluster (RemoveMember) until AddMember
 	dataDir    string
-	log        *logFile // embedded members only; a process writes its own
+	log        *serverkit.LogWriter // embedded members only; a process writes its own
 	relay      *relay
 	peerListen string // URL the member's peer listener binds
 }
@@ -69,7 +69,7 @@ func (m *Member) Etcd() *embed.Etcd {
 // Pid is the member's process ID, 0 when it is embedded.
 func (m *Member) Pid() int {
 	if s, ok := m.server().(*process); ok {
-		return s.p.Pid()
+		return s.proc.Pid()
 	}
 	return 0
 }
@@ -115,34 +115,25 @@ func (m *Member) running() bool {
 // client links run through an in-process toxiproxy. All methods are safe
 // for concurrent use.
 type Cluster struct {
+	// Its Dir holds the members' data dirs; its fault lock serialises the
+	// fault methods (faults.go) with each other and with Close.
+	serverkit.Base
+	leases
 	cfg     Config
 	etcd    Etcd
 	tls     *tls.Config // the clients', nil without Config.TLS
 	token   string
-	runDir  string // temporary; holds the members' data dirs
 	members []*Member
-	ports   []int // the members' listeners
-
-	links *links.Links
-	tpLog *logFile
 
 	initial string // the --initial-cluster string, for restarts
 
-	// faultMu serialises the fault methods (faults.go) with each other and
-	// with Close.
-	faultMu sync.Mutex
-	cuts    map[[2]int]bool // cut member pairs, i < j
+	cuts map[[2]int]bool // cut member pairs, i < j
 	// peerCuts is a copy of cuts for the relays, which consult it for each
 	// peer connection of a process member.
 	peerCuts atomic.Pointer[map[[2]int]bool]
 
-	mu      sync.Mutex
-	closed  bool
-	clients []*clientv3.Client
-	admin   *clientv3.Client // direct (unproxied) client, see AdminClient
-
-	closeOnce sync.Once
-	closeErr  error
+	mu    sync.Mutex
+	admin *clientv3.Client // direct (unproxied) client, see AdminClient
 }
 
 // Start starts toxiproxy and a new etcd cluster and returns once every
@@ -154,14 +145,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
-		defer cancel()
-	}
 	quietGlobals()
 
-	c := &Cluster{cfg: cfg, etcd: BuiltinEtcd(), cuts: map[[2]int]bool{}}
+	c := &Cluster{cfg: cfg, etcd: BuiltinEtcd(), cuts: map[[2]int]bool{}, Base: serverkit.Base{Name: "cluster"}}
+	c.leases = leases{admin: c.AdminClient}
 	if c.tls, err = cfg.TLS.clientTLS(); err != nil {
 		return nil, err
 	}
@@ -170,8 +157,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	if err := c.start(ctx); err != nil {
-		c.Close()
+	if err := serverkit.Start(ctx, cfg.StartTimeout, c.start, c.Close); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -184,26 +170,23 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	c.token = "locktest-" + hex.EncodeToString(tok[:])
 
-	// Named after this process, so that if it dies before Close, the
-	// next locktest removes it (scratch.Sweep).
-	dir, err := scratch.Dir(c.cfg.Dir, "etcd")
-	if err != nil {
-		return fmt.Errorf("cluster: %w", err)
+	if err := c.Open(c.cfg.Dir, "", "etcd"); err != nil {
+		return err
 	}
-	c.runDir = dir
+	var err error
 
 	for i := range c.cfg.Members {
 		name := "m" + strconv.Itoa(i)
-		m := &Member{Index: i, Name: name, dataDir: filepath.Join(dir, name), down: true}
+		m := &Member{Index: i, Name: name, dataDir: filepath.Join(c.Dir, name), down: true}
 		if !c.cfg.Processes {
-			if m.log, err = openLog(c.cfg.LogDir, "etcd-"+name+".log"); err != nil {
+			if m.log, err = serverkit.OpenLog(c.cfg.LogDir, "etcd-"+name+".log"); err != nil {
 				return fmt.Errorf("cluster: %w", err)
 			}
 		}
 		c.members = append(c.members, m)
 	}
 
-	if err := c.startToxiproxy(); err != nil {
+	if err := c.StartLinks(c.cfg.LogDir); err != nil {
 		return err
 	}
 	c.peerCuts.Store(&map[[2]int]bool{})
@@ -216,10 +199,10 @@ func (c *Cluster) start(ctx context.Context) error {
 			r.filter(m.Index, c.peerOwner, c.peerCut)
 		}
 		m.relay = r
-		m.PeerURL = "http://" + r.addr()
+		m.PeerURL = "http://" + r.Addr()
 	}
 
-	for attempt := 1; ; attempt++ {
+	err = serverkit.Retry(startAttempts, func(attempt int) error {
 		err := c.startMembers(ctx, attempt)
 		if err == nil && testHooks.afterMembers != nil {
 			err = testHooks.afterMembers()
@@ -232,18 +215,18 @@ func (c *Cluster) start(ctx context.Context) error {
 				err = fmt.Errorf("cluster: %w", err)
 			}
 		}
-		if err == nil {
-			break
-		}
+		return err
+	}, func() error {
 		c.stopMembers()
-		if !ports.IsAddrInUse(err) || attempt == startAttempts {
-			return err
-		}
 		for _, m := range c.members {
 			if err := os.RemoveAll(m.dataDir); err != nil {
 				return fmt.Errorf("cluster: %w", err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for _, m := range c.members {
 		m.ID = m.server().id()
@@ -280,11 +263,10 @@ func (c *Cluster) startServer(m *Member, initial, state string) (server, error) 
 // serving and wait out its 1 s timeout.
 func (c *Cluster) startMembers(ctx context.Context, attempt int) error {
 	n := len(c.members)
-	ps, err := ports.Reserve(2 * n)
+	ps, err := c.Reserve(2 * n)
 	if err != nil {
 		return err
 	}
-	c.ports = append(c.ports, ps...)
 	if testHooks.afterReserve != nil {
 		testHooks.afterReserve(attempt, ps)
 	}
@@ -338,7 +320,7 @@ func (c *Cluster) memberConfig(m *Member, initialCluster, state string) (*embed.
 	// cfg.SetupGlobalLoggers, which would touch grpclog and zap's globals.
 	cfg.Logger = "zap"
 	cfg.LogLevel = "info"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(m.log.zap())
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zapLogger(m.log))
 
 	cfg.ListenClientUrls = []url.URL{*curl}
 	cfg.AdvertiseClientUrls = []url.URL{*curl}
@@ -378,7 +360,7 @@ func (c *Cluster) stopMembers() {
 	for _, m := range c.members {
 		if m.relay != nil {
 			m.relay.setTarget("")
-			m.relay.cut()
+			m.relay.Cut()
 		}
 	}
 	var wg sync.WaitGroup
@@ -386,8 +368,7 @@ func (c *Cluster) stopMembers() {
 		wg.Go(m.stop)
 	}
 	wg.Wait()
-	ports.Release(c.ports)
-	c.ports = nil
+	c.ReleasePorts()
 }
 
 // Close stops everything Start started and removes the data directories:
@@ -395,54 +376,26 @@ func (c *Cluster) stopMembers() {
 // every etcd member and its listeners. It is idempotent and safe after a
 // failed Start.
 func (c *Cluster) Close() error {
-	c.closeOnce.Do(func() { c.closeErr = c.close() })
-	return c.closeErr
-}
-
-func (c *Cluster) close() error {
-	c.mu.Lock()
-	c.closed = true
-	clients := c.clients
-	c.clients = nil
-	c.mu.Unlock()
-
 	var errs []error
-	for _, cl := range clients {
-		cl.Close() // error is only ever "already closed"
-	}
-	// Dropping the proxies first cuts every proxied client connection, so
-	// the members' gRPC servers have no streams left to drain.
-	if c.links != nil {
-		if err := c.links.Close(); err != nil {
-			errs = append(errs, err)
+	return c.Base.Close(func() {
+		// Dropping the proxies first cuts every proxied client connection,
+		// so the members' gRPC servers have no streams left to drain.
+		if c.Proxies != nil {
+			errs = append(errs, c.Proxies.Close())
 		}
-	}
-	for _, m := range c.members {
-		if m.relay != nil {
-			m.relay.close()
+		for _, m := range c.members {
+			if m.relay != nil {
+				m.relay.Close()
+			}
 		}
-	}
-	// Wait for a RestartMember in progress; it sees c.closed afterwards.
-	c.faultMu.Lock()
-	c.stopMembers()
-	c.faultMu.Unlock()
-	for _, m := range c.members {
-		if m.log != nil {
-			m.log.f.Sync()
+	}, func() error {
+		c.stopMembers()
+		for _, m := range c.members {
+			m.log.Sync()
+			errs = append(errs, m.log.Close())
 		}
-		if err := m.log.close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := c.tpLog.close(); err != nil {
-		errs = append(errs, err)
-	}
-	if c.runDir != "" {
-		if err := os.RemoveAll(c.runDir); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+		return errors.Join(errs...)
+	})
 }
 
 // Members returns the members in order (m0, m1, ...).
@@ -452,21 +405,31 @@ func (c *Cluster) Members() []*Member {
 
 // DataDir returns the temporary directory holding the members' data
 // directories; Close removes it.
-func (c *Cluster) DataDir() string { return c.runDir }
+func (c *Cluster) DataDir() string { return c.Dir }
 
 // Leader returns the index of the running member that every running member
 // names as leader, waiting until they agree. It fails when ctx ends first,
 // reporting what the members last said.
 func (c *Cluster) Leader(ctx context.Context) (int, error) {
-	t := time.NewTicker(c.pollEvery())
+	return awaitLeader(ctx, c.pollEvery(), func(ctx context.Context) (int, error) {
+		m, err := c.leaderNow(ctx)
+		if err != nil {
+			return -1, err
+		}
+		return m.Index, nil
+	})
+}
+
+// awaitLeader asks now every so often which member leads until it says,
+// the cluster is closed, or ctx ends (the error then says what the
+// members last said).
+func awaitLeader(ctx context.Context, every time.Duration, now func(context.Context) (int, error)) (int, error) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		m, err := c.leaderNow(ctx)
-		if err == nil {
-			return m.Index, nil
-		}
-		if errors.Is(err, ErrClosed) {
-			return -1, err
+		i, err := now(ctx)
+		if err == nil || errors.Is(err, serverkit.ErrClosed) {
+			return i, err
 		}
 		select {
 		case <-ctx.Done():
@@ -485,11 +448,8 @@ func (c *Cluster) WaitLeader(ctx context.Context) error {
 // leaderNow asks every running member whom it names as leader. A process
 // member that is paused cannot answer and is left out.
 func (c *Cluster) leaderNow(ctx context.Context) (*Member, error) {
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
+	if err := c.Check(); err != nil {
+		return nil, err
 	}
 	var (
 		lead  uint64

@@ -18,9 +18,11 @@ import (
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/internal/polltest"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestEndToEnd starts a cluster, uses it through proxied client links,
@@ -187,10 +189,10 @@ func TestEndToEnd(t *testing.T) {
 	start = time.Now()
 	waitGoroutines(t, before)
 	t.Logf("all goroutines gone %v after Close", time.Since(start).Round(time.Microsecond))
-	if _, err := c.Endpoints("c"); !errors.Is(err, ErrClosed) {
+	if _, err := c.Endpoints("c"); !errors.Is(err, serverkit.ErrClosed) {
 		t.Errorf("ClientEndpoints after Close: %v", err)
 	}
-	if _, err := c.Leader(ctx); !errors.Is(err, ErrClosed) {
+	if _, err := c.Leader(ctx); !errors.Is(err, serverkit.ErrClosed) {
 		t.Errorf("Leader after Close: %v", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/locktest/locktest/backend/serverkit"
 )
 
 // Config describes the cluster to start. The zero value is usable: a
@@ -150,5 +152,6 @@ func CheckMembers(n int) error {
 	return nil
 }
 
-// ErrClosed is returned by methods of a closed Cluster.
-var ErrClosed = errors.New("cluster: closed")
+// errClosed is returned by methods of a closed External (a Cluster's
+// wrap serverkit.ErrClosed too).
+var errClosed = fmt.Errorf("cluster: %w", serverkit.ErrClosed)

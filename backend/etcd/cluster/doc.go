@@ -45,7 +45,7 @@
 // proxy in front of a peer port could not, since rafthttp streams are
 // dialled by the receiving side); PauseMember/ResumeMember stop a member's
 // raft transport (PauseSending) and hold its client links; HardStopMember
-// and RestartMember crash and restart a member; HashKV compares the
+// and RestartMember crash and restart a member; Hashes compares the
 // members' key-value stores at one revision; ClearToxics removes every
 // toxic; AdminClient and DirectClient dial members directly. Membership
 // changes (membership.go): RemoveMember takes a member out of the cluster

@@ -4,14 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +19,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/locktest/locktest/backend/serverkit"
+	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/system"
 )
@@ -62,6 +61,7 @@ const (
 // writes lives under the configured prefix, and External itself touches
 // no key outside it. All methods are safe for concurrent use.
 type External struct {
+	leases
 	cfg     ExternalConfig
 	version string
 	members []*externalMember
@@ -72,8 +72,8 @@ type External struct {
 	token  string
 	links  *links.Links // the member links
 	res    *links.Links // the resource links, always in this process; links too when that is
-	tpLog  *logFile
-	log    *logFile
+	tpLog  *serverkit.LogWriter
+	log    *serverkit.LogWriter
 	logger *log.Logger // to log, set once it is open
 
 	mu      sync.Mutex
@@ -123,6 +123,7 @@ func Connect(ctx context.Context, cfg ExternalConfig) (*External, error) {
 		return nil, err
 	}
 	e := &External{cfg: cfg}
+	e.leases = leases{admin: e.adminClient}
 	if urls[0].Scheme == "https" {
 		if e.direct, e.proxied, err = loadTLS(cfg, urls); err != nil {
 			return nil, err
@@ -144,10 +145,10 @@ func Connect(ctx context.Context, cfg ExternalConfig) (*External, error) {
 
 func (e *External) connect(ctx context.Context, urls []*url.URL) error {
 	var err error
-	if e.log, err = openLog(e.cfg.LogDir, "external.log"); err != nil {
+	if e.log, err = serverkit.OpenLog(e.cfg.LogDir, "external.log"); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	e.logger = e.log.stdlog("")
+	e.logger = stdLogger(e.log, "")
 	for _, u := range urls {
 		cli, err := clientv3.New(clientConfigTLS([]string{u.String()}, e.direct))
 		if err != nil {
@@ -173,12 +174,12 @@ func (e *External) connect(ctx context.Context, urls []*url.URL) error {
 		return fmt.Errorf("cluster: prefix %s already holds %d keys; Close deletes what is under it, so give one nothing uses", e.cfg.Prefix, used.Count)
 	}
 
-	if e.tpLog, err = openLog(e.cfg.LogDir, "toxiproxy.log"); err != nil {
+	if e.tpLog, err = serverkit.OpenLog(e.cfg.LogDir, "toxiproxy.log"); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
 	// The resource listens inside locktest, on loopback, where a remote
 	// toxiproxy cannot reach it: its links are always in this process.
-	if e.res, err = links.Start(e.tpLog.writer()); err != nil {
+	if e.res, err = links.Start(e.tpLog); err != nil {
 		return err
 	}
 	e.links = e.res
@@ -298,123 +299,6 @@ func checkPrefix(p string) error {
 	return nil
 }
 
-// parseEndpoints wants http(s)://host:port URLs, all of one scheme.
-func parseEndpoints(eps []string) ([]*url.URL, error) {
-	if len(eps) == 0 {
-		return nil, errors.New("--endpoints: none given")
-	}
-	var urls []*url.URL
-	for _, ep := range eps {
-		u, err := url.Parse(ep)
-		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Port() == "" ||
-			u.Hostname() == "" || strings.Trim(u.Path, "/") != "" || u.User != nil || u.RawQuery != "" {
-			return nil, fmt.Errorf("--endpoints %s: want a client URL, http(s)://host:port", ep)
-		}
-		if len(urls) > 0 && u.Scheme != urls[0].Scheme {
-			return nil, fmt.Errorf("--endpoints %s: %s, but %s is %s: all http or all https", ep, u.Scheme, urls[0], urls[0].Scheme)
-		}
-		u.Path = ""
-		urls = append(urls, u)
-	}
-	return urls, nil
-}
-
-// loadTLS reads the TLS files. direct dials the members at their own URLs
-// and verifies as usual; proxied dials them through proxies, whose
-// addresses no member certificate names, so that Go's own host name check
-// would refuse every one: it skips that check and does the whole
-// verification itself (verifyAnyHost).
-func loadTLS(cfg ExternalConfig, urls []*url.URL) (direct, proxied *tls.Config, err error) {
-	var roots *x509.CertPool // nil: the system's
-	if cfg.CACert != "" {
-		ca, err := readPEM("--cacert", cfg.CACert)
-		if err != nil {
-			return nil, nil, err
-		}
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(ca) {
-			return nil, nil, fmt.Errorf("--cacert %s: no certificate in it", cfg.CACert)
-		}
-	}
-	var certs []tls.Certificate
-	switch {
-	case cfg.Cert != "" && cfg.Key == "":
-		return nil, nil, fmt.Errorf("--cert %s: needs its --key", cfg.Cert)
-	case cfg.Key != "" && cfg.Cert == "":
-		return nil, nil, fmt.Errorf("--key %s: needs its --cert", cfg.Key)
-	case cfg.Cert != "":
-		certPEM, err := readPEM("--cert", cfg.Cert)
-		if err != nil {
-			return nil, nil, err
-		}
-		keyPEM, err := readPEM("--key", cfg.Key)
-		if err != nil {
-			return nil, nil, err
-		}
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--cert %s, --key %s: %v", cfg.Cert, cfg.Key, err)
-		}
-		certs = []tls.Certificate{pair}
-	}
-	var hosts []string
-	for _, u := range urls {
-		if !slices.Contains(hosts, u.Hostname()) {
-			hosts = append(hosts, u.Hostname())
-		}
-	}
-	direct = &tls.Config{RootCAs: roots, Certificates: certs, MinVersion: tls.VersionTLS12}
-	proxied = &tls.Config{
-		Certificates:       certs,
-		MinVersion:         tls.VersionTLS12,
-		InsecureSkipVerify: true, // verifyAnyHost verifies instead, fully
-		VerifyConnection:   verifyAnyHost(roots, hosts),
-	}
-	return direct, proxied, nil
-}
-
-// readPEM reads file, the value of flag, and checks that it is PEM.
-func readPEM(flag, file string) ([]byte, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, fmt.Errorf("%s %s: %v", flag, file, err)
-	}
-	if blk, _ := pem.Decode(b); blk == nil {
-		return nil, fmt.Errorf("%s %s: not PEM", flag, file)
-	}
-	return b, nil
-}
-
-// verifyAnyHost verifies a member's certificate chain against roots (nil:
-// the system's) and accepts the certificate when it is valid for any of
-// hosts, the endpoints' host names: a client reaches a member through a
-// proxy, at an address that is not the member's.
-func verifyAnyHost(roots *x509.CertPool, hosts []string) func(tls.ConnectionState) error {
-	return func(cs tls.ConnectionState) error {
-		if len(cs.PeerCertificates) == 0 {
-			return errors.New("the member sent no certificate")
-		}
-		leaf := cs.PeerCertificates[0]
-		inter := x509.NewCertPool()
-		for _, c := range cs.PeerCertificates[1:] {
-			inter.AddCert(c)
-		}
-		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter}); err != nil {
-			return err
-		}
-		for _, h := range hosts {
-			if leaf.VerifyHostname(h) == nil {
-				return nil
-			}
-		}
-		return fmt.Errorf("x509: the member's certificate is valid for none of the endpoints' hosts (%s)", strings.Join(hosts, ", "))
-	}
-}
-
 // Describe says what the cluster is: "etcd 3.5.17, external cluster of 3
 // members (m0 https://10.0.0.1:2379, ...)".
 func (e *External) Describe() string {
@@ -467,7 +351,7 @@ func (e *External) Endpoints(client string) ([]string, error) {
 		return nil, err
 	}
 	if e.isClosed() {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	eps := make([]string, len(e.members))
 	for i, m := range e.members {
@@ -516,7 +400,7 @@ func (e *External) ResourceLink(client string) (*toxiclient.Proxy, error) {
 // disabled.
 func (e *External) ClearToxics() error {
 	if e.isClosed() {
-		return ErrClosed
+		return errClosed
 	}
 	err := e.links.ClearToxics()
 	if e.res != e.links {
@@ -562,7 +446,7 @@ func (e *External) track(cl *clientv3.Client, err error) (*clientv3.Client, erro
 	defer e.mu.Unlock()
 	if e.closed {
 		cl.Close()
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	e.clients = append(e.clients, cl)
 	return cl, nil
@@ -571,7 +455,7 @@ func (e *External) track(cl *clientv3.Client, err error) (*clientv3.Client, erro
 // statuses asks every member for its status.
 func (e *External) statuses(ctx context.Context) ([]*pb.StatusResponse, error) {
 	if e.isClosed() {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	out := make([]*pb.StatusResponse, len(e.members))
 	for i, m := range e.members {
@@ -593,19 +477,7 @@ const pollEvery = 20 * time.Millisecond
 // Leader returns the index of the member every member names as leader,
 // waiting until they agree or ctx ends.
 func (e *External) Leader(ctx context.Context) (int, error) {
-	t := time.NewTicker(pollEvery)
-	defer t.Stop()
-	for {
-		i, err := e.leaderNow(ctx)
-		if err == nil || errors.Is(err, ErrClosed) {
-			return i, err
-		}
-		select {
-		case <-ctx.Done():
-			return -1, fmt.Errorf("%w: %w", err, ctx.Err())
-		case <-t.C:
-		}
-	}
+	return awaitLeader(ctx, pollEvery, e.leaderNow)
 }
 
 func (e *External) leaderNow(ctx context.Context) (int, error) {
@@ -633,35 +505,17 @@ func (e *External) adminClient() (*clientv3.Client, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	return e.admin, nil
 }
 
-// RevokeLease revokes a lease (hex) through a direct client.
-func (e *External) RevokeLease(ctx context.Context, lease string) error {
-	admin, err := e.adminClient()
-	if err != nil {
-		return err
-	}
-	return revokeLease(ctx, admin, lease)
-}
-
-// LeaseGone reports whether the cluster no longer has a lease (hex).
-func (e *External) LeaseGone(ctx context.Context, lease string) (bool, error) {
-	admin, err := e.adminClient()
-	if err != nil {
-		return false, err
-	}
-	return leaseGone(ctx, admin, lease)
-}
-
 // Hashes has every member hash its key-value store (maintenance HashKV) at
 // one revision: the highest any member reported when asked, once every
-// member has applied it. Unlike Cluster.HashKV it does not wait for the
+// member has applied it. Unlike Cluster.Hashes it does not wait for the
 // members to agree on their current revision, which other users of the
 // cluster may keep moving.
-func (e *External) Hashes(ctx context.Context) ([]system.Hash, error) {
+func (e *External) Hashes(ctx context.Context) ([]checker.MemberHash, error) {
 	sts, err := e.statuses(ctx)
 	if err != nil {
 		return nil, err
@@ -686,13 +540,13 @@ func (e *External) Hashes(ctx context.Context) ([]system.Hash, error) {
 			revs[i] = st.Header.Revision
 		}
 	}
-	out := make([]system.Hash, len(e.members))
+	out := make([]checker.MemberHash, len(e.members))
 	for i, m := range e.members {
 		h, err := m.maint.HashKV(ctx, &pb.HashKVRequest{Revision: rev})
 		if err != nil {
 			return nil, fmt.Errorf("cluster: HashKV of %s at %d: %w", m.name, rev, err)
 		}
-		out[i] = system.Hash{Member: m.name, Revision: rev, Hash: h.Hash}
+		out[i] = checker.MemberHash{Member: m.name, Revision: rev, Hash: h.Hash}
 	}
 	return out, nil
 }
@@ -749,8 +603,8 @@ func (e *External) close() error {
 			errs = append(errs, err)
 		}
 	}
-	for _, lf := range []*logFile{e.tpLog, e.log} {
-		if err := lf.close(); err != nil {
+	for _, lf := range []*serverkit.LogWriter{e.tpLog, e.log} {
+		if err := lf.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}

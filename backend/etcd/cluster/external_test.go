@@ -28,6 +28,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/internal/polltest"
 	"github.com/locktest/locktest/nemesis"
@@ -221,7 +222,7 @@ func TestExternal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, err := c.HashKV(ctx)
+	own, err := c.Hashes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,10 +239,10 @@ func TestExternal(t *testing.T) {
 	echo.Close()
 	checkRefused(t, addrs)
 	waitOwnGoroutines(t, before)
-	if _, err := e.Client("c"); !errors.Is(err, ErrClosed) {
+	if _, err := e.Client("c"); !errors.Is(err, serverkit.ErrClosed) {
 		t.Errorf("Client after Close: %v", err)
 	}
-	if _, err := e.Leader(ctx); !errors.Is(err, ErrClosed) {
+	if _, err := e.Leader(ctx); !errors.Is(err, serverkit.ErrClosed) {
 		t.Errorf("Leader after Close: %v", err)
 	}
 	log, err := os.ReadFile(filepath.Join(logDir, "external.log"))

@@ -4,19 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
 // Faults on the members themselves: partitions between members (rafthttp's
 // CutPeer/MendPeer on both sides of a link), hard stops and restarts, paused
-// members, and the consistency check (HashKV). Faults on client links are
+// members. Faults on client links are
 // toxics on the links' proxies (Link, Links, Toxiproxy).
 //
 // All of them are safe for concurrent use; they are serialised with each
@@ -34,12 +32,6 @@ func (c *Cluster) member(i int) (*Member, error) {
 		return nil, fmt.Errorf("cluster: no member %d", i)
 	}
 	return c.members[i], nil
-}
-
-func (c *Cluster) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
 }
 
 // Running reports whether member i is up (not hard-stopped).
@@ -66,12 +58,11 @@ func (c *Cluster) faultMember(i int) (*Member, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	c.faultMu.Lock()
-	if c.isClosed() {
-		c.faultMu.Unlock()
-		return nil, nil, ErrClosed
+	unlock, err := c.Fault()
+	if err != nil {
+		return nil, nil, err
 	}
-	return m, c.faultMu.Unlock, nil
+	return m, unlock, nil
 }
 
 // --- partitions between members ---
@@ -102,11 +93,11 @@ func (c *Cluster) SetCuts(pairs [][2]int) error {
 		}
 		want[pair(p[0], p[1])] = true
 	}
-	c.faultMu.Lock()
-	defer c.faultMu.Unlock()
-	if c.isClosed() {
-		return ErrClosed
+	unlock, err := c.Fault()
+	if err != nil {
+		return err
 	}
+	defer unlock()
 	for p := range c.cuts {
 		if !want[p] {
 			delete(c.cuts, p)
@@ -131,7 +122,7 @@ func (c *Cluster) setPeer(from, to int, cut bool) {
 	if c.cfg.Processes {
 		c.storePeerCuts()
 		if cut {
-			c.members[from].relay.cutFrom(to)
+			c.members[from].relay.CutFrom(to)
 		}
 		return
 	}
@@ -206,8 +197,11 @@ func (c *Cluster) Heal() error { return c.SetCuts(nil) }
 
 // Cuts returns the cut member pairs, sorted, each with the lower index first.
 func (c *Cluster) Cuts() [][2]int {
-	c.faultMu.Lock()
-	defer c.faultMu.Unlock()
+	unlock, err := c.Fault()
+	if err != nil {
+		return nil
+	}
+	defer unlock()
 	var ps [][2]int
 	for p := range c.cuts {
 		ps = append(ps, p)
@@ -223,7 +217,7 @@ func (c *Cluster) Cuts() [][2]int {
 // memberProxies returns the names of our proxies whose upstream is member
 // m's client address (every client's link to m).
 func (c *Cluster) memberProxies(m *Member) []string {
-	return c.links.To(m.ClientAddr())
+	return c.Proxies.To(m.ClientAddr())
 }
 
 // HardStopMember crashes member i: an embedded member's raft node stops at
@@ -287,11 +281,11 @@ func (c *Cluster) RestartMember(ctx context.Context, i int) error {
 }
 
 func (c *Cluster) restart(m *Member) (server, error) {
-	c.faultMu.Lock()
-	defer c.faultMu.Unlock()
-	if c.isClosed() {
-		return nil, ErrClosed
+	unlock, err := c.Fault()
+	if err != nil {
+		return nil, err
 	}
+	defer unlock()
 	if m.isRemoved() {
 		return nil, fmt.Errorf("%w: %s", ErrMemberRemoved, m.Name)
 	}
@@ -396,7 +390,7 @@ func (c *Cluster) ResumeMember(i int) error {
 func (c *Cluster) holdLinks(m *Member, hold bool) error {
 	var errs []error
 	for _, name := range c.memberProxies(m) {
-		p, err := c.links.Get(name)
+		p, err := c.Proxies.Get(name)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -418,154 +412,4 @@ func (c *Cluster) holdLinks(m *Member, hold bool) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// --- client links ---
-
-// ClearToxics removes every toxic from every proxy and enables every
-// disabled proxy.
-func (c *Cluster) ClearToxics() error {
-	if c.isClosed() {
-		return ErrClosed
-	}
-	return c.links.ClearToxics()
-}
-
-// --- direct clients ---
-
-// DirectClient dials the given members (all, if none are given) directly,
-// not through toxiproxy: an operator's or observer's view, which faults on
-// client links do not touch. The caller may Close it; Close of the cluster
-// closes it in any case.
-func (c *Cluster) DirectClient(members ...int) (*clientv3.Client, error) {
-	if len(members) == 0 {
-		for i := range c.members {
-			members = append(members, i)
-		}
-	}
-	eps := make([]string, 0, len(members))
-	for _, i := range members {
-		m, err := c.member(i)
-		if err != nil {
-			return nil, err
-		}
-		eps = append(eps, m.ClientURL)
-	}
-	return c.track(clientv3.New(c.clientConfig(eps)))
-}
-
-// AdminClient returns a DirectClient to all members, made once and shared.
-// Do not Close it; Close of the cluster does.
-func (c *Cluster) AdminClient() (*clientv3.Client, error) {
-	c.mu.Lock()
-	if c.admin != nil {
-		defer c.mu.Unlock()
-		return c.admin, nil
-	}
-	c.mu.Unlock()
-	cl, err := c.DirectClient()
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.admin == nil {
-		c.admin = cl
-	}
-	return c.admin, nil
-}
-
-// --- consistency ---
-
-// MemberHash is one member's hash of its key-value store (maintenance
-// HashKV) at Revision.
-type MemberHash struct {
-	Member          string `json:"member"`
-	Revision        int64  `json:"revision"`         // the revision hashed
-	CurrentRevision int64  `json:"current_revision"` // the member's revision when asked
-	CompactRevision int64  `json:"compact_revision"`
-	Hash            uint32 `json:"hash"`
-}
-
-// Consistent reports whether every hash is of the same revision and equal.
-func Consistent(hs []MemberHash) bool {
-	if len(hs) == 0 {
-		return false
-	}
-	for _, h := range hs[1:] {
-		if h.Revision != hs[0].Revision || h.Hash != hs[0].Hash {
-			return false
-		}
-	}
-	return true
-}
-
-// HashKV waits until every member reports the same revision and then hashes
-// each member's key-value store at that revision, asking each member
-// directly. Members should be quiet (no writes): with writes going on they
-// may never agree. If they do not agree before ctx ends, each member is
-// hashed at the lowest revision any reported, and the error says so; a
-// member that is down or cannot answer fails HashKV. Removed members
-// (RemoveMember) are not in the cluster and not hashed.
-func (c *Cluster) HashKV(ctx context.Context) ([]MemberHash, error) {
-	ms := c.inCluster()
-	clis := make([]*clientv3.Client, len(ms))
-	for i, m := range ms {
-		if !m.running() {
-			return nil, fmt.Errorf("%w: %s", ErrMemberDown, m.Name)
-		}
-		cl, err := c.DirectClient(m.Index)
-		if err != nil {
-			return nil, err
-		}
-		defer cl.Close()
-		clis[i] = cl
-	}
-	revs := make([]int64, len(ms))
-	var agreeErr error
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for {
-		var errs []error
-		for i, m := range ms {
-			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			st, err := clis[i].Status(sctx, m.ClientURL)
-			cancel()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", m.Name, err))
-				continue
-			}
-			revs[i] = st.Header.Revision
-		}
-		if len(errs) == 0 && slices.Min(revs) == slices.Max(revs) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			if len(errs) > 0 {
-				return nil, fmt.Errorf("cluster: HashKV: status: %w", errors.Join(errs...))
-			}
-			agreeErr = fmt.Errorf("cluster: HashKV: members did not reach the same revision (%v): %w", revs, ctx.Err())
-		case <-t.C:
-		}
-		if agreeErr != nil {
-			break
-		}
-	}
-	rev := slices.Min(revs)
-	hctx := ctx
-	if agreeErr != nil {
-		var cancel context.CancelFunc
-		hctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-	}
-	hs := make([]MemberHash, len(ms))
-	for i, m := range ms {
-		r, err := clis[i].HashKV(hctx, m.ClientURL, rev)
-		if err != nil {
-			return nil, errors.Join(agreeErr, fmt.Errorf("cluster: HashKV of %s at %d: %w", m.Name, rev, err))
-		}
-		hs[i] = MemberHash{Member: m.Name, Revision: rev, CurrentRevision: revs[i], CompactRevision: r.CompactRevision, Hash: r.Hash}
-	}
-	return hs, agreeErr
 }

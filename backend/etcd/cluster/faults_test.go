@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/internal/polltest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/internal/polltest"
 )
 
 func startCluster(t *testing.T, members int) (*Cluster, context.Context) {
@@ -86,11 +88,11 @@ func putWithin(ctx context.Context, cl *clientv3.Client, d time.Duration, k, v s
 	return err
 }
 
-func checkConsistent(t *testing.T, ctx context.Context, c *Cluster) []MemberHash {
+func checkConsistent(t *testing.T, ctx context.Context, c *Cluster) []checker.MemberHash {
 	t.Helper()
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	hs, err := c.HashKV(hctx)
+	hs, err := c.Hashes(hctx)
 	if err != nil {
 		t.Fatal(err)
 	}

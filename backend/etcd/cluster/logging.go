@@ -1,10 +1,7 @@
 package cluster
 
 import (
-	"io"
 	"log"
-	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -12,56 +9,25 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/logutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/locktest/locktest/backend/serverkit"
 )
 
-// logFile is an optional log destination; a nil *logFile discards.
-type logFile struct {
-	f *os.File
-}
-
-func openLog(dir, name string) (*logFile, error) {
-	if dir == "" {
-		return nil, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	return &logFile{f: f}, nil
-}
-
-func (l *logFile) writer() io.Writer {
-	if l == nil {
-		return io.Discard
-	}
-	return l.f
-}
-
-// zap returns a JSON zap logger writing to the file, formatted like etcd's
-// own default logger.
-func (l *logFile) zap() *zap.Logger {
+// zapLogger returns a JSON zap logger writing to l (nowhere when nil),
+// formatted like etcd's own default logger.
+func zapLogger(l *serverkit.LogWriter) *zap.Logger {
 	if l == nil {
 		return zap.NewNop()
 	}
-	ws := zapcore.Lock(zapcore.AddSync(l.f))
+	ws := zapcore.Lock(zapcore.AddSync(l))
 	enc := zapcore.NewJSONEncoder(logutil.DefaultZapLoggerConfig.EncoderConfig)
 	core := zapcore.NewCore(enc, ws, zap.NewAtomicLevelAt(zap.InfoLevel))
 	return zap.New(core, zap.AddCaller(), zap.ErrorOutput(ws))
 }
 
-// stdlog is for net/http's ErrorLog, which otherwise prints to stderr.
-func (l *logFile) stdlog(prefix string) *log.Logger {
-	return log.New(l.writer(), prefix, log.LstdFlags|log.Lmicroseconds)
-}
-
-func (l *logFile) close() error {
-	if l == nil {
-		return nil
-	}
-	return l.f.Close()
+// stdLogger is for net/http's ErrorLog, which otherwise prints to stderr.
+func stdLogger(l *serverkit.LogWriter, prefix string) *log.Logger {
+	return log.New(l, prefix, log.LstdFlags|log.Lmicroseconds)
 }
 
 // quietGlobals silences the process-global loggers of our dependencies,

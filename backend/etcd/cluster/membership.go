@@ -22,7 +22,7 @@ import (
 // works again, but as a new raft member, with a new ID.
 //
 // While a member is removed it is down: Running is false, Leader and
-// HashKV leave it out, PauseMember fails with ErrMemberDown,
+// Hashes leave it out, PauseMember fails with ErrMemberDown,
 // HardStopMember does nothing, RestartMember fails with ErrMemberRemoved,
 // and a DirectClient to it finds nothing listening until AddMember.
 //
@@ -102,11 +102,11 @@ func (c *Cluster) RemoveMember(ctx context.Context, i int) error {
 		return fmt.Errorf("cluster: removing member %s: %w", m.Name, err)
 	}
 
-	c.faultMu.Lock()
-	defer c.faultMu.Unlock()
-	if c.isClosed() {
-		return ErrClosed
+	unlock, err := c.Fault()
+	if err != nil {
+		return err
 	}
+	defer unlock()
 	m.mu.Lock()
 	m.removed = true
 	m.mu.Unlock()
@@ -279,11 +279,11 @@ func (c *Cluster) waitApplied(ctx context.Context, ms []int, idx uint64) error {
 // rejoin starts m, just added to the cluster, with empty data, and applies
 // the cuts in force that involve it.
 func (c *Cluster) rejoin(m *Member, id uint64) (server, error) {
-	c.faultMu.Lock()
-	defer c.faultMu.Unlock()
-	if c.isClosed() {
-		return nil, ErrClosed
+	unlock, err := c.Fault()
+	if err != nil {
+		return nil, err
 	}
+	defer unlock()
 	// etcd checks the initial cluster against the cluster's member list:
 	// it names the members in the cluster now.
 	var initial []string

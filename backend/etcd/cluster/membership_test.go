@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/internal/polltest"
 )
 
@@ -147,7 +148,7 @@ func TestRemoveAndAddMember(t *testing.T) {
 	}
 	checkRefused(t, addrs)
 	waitGoroutines(t, before)
-	if err := c.AddMember(ctx, follower); !errors.Is(err, ErrClosed) {
+	if err := c.AddMember(ctx, follower); !errors.Is(err, serverkit.ErrClosed) {
 		t.Errorf("AddMember after Close: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,13 +12,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/version"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdmain"
 
+	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/internal/proc"
 )
 
@@ -103,8 +102,7 @@ func FindEtcd(path string) (Etcd, error) {
 
 // process is a member running as an OS process.
 type process struct {
-	p      *proc.Process
-	log    string // where the process writes, "" for nowhere
+	proc   serverkit.Proc
 	m      *Member
 	client *clientv3.Client // direct, to this member only
 	member uint64           // raft ID, known once ready
@@ -112,7 +110,7 @@ type process struct {
 
 func (s *process) id() uint64 { return s.member }
 
-func (s *process) stopped() <-chan struct{} { return s.p.Done() }
+func (s *process) stopped() <-chan struct{} { return s.proc.Process().Done() }
 
 func (s *process) status(ctx context.Context) (*clientv3.StatusResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -123,25 +121,25 @@ func (s *process) status(ctx context.Context) (*clientv3.StatusResponse, error) 
 // ready waits until the member answers Status as a member that has joined
 // (its header names it).
 func (s *process) ready(ctx context.Context) error {
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for {
+	w := s.wait(5*time.Millisecond, "to be ready")
+	return w.Until(ctx, func(ctx context.Context) error {
 		st, err := s.status(ctx)
-		if err == nil && st.Header.MemberId != 0 {
-			s.member = st.Header.MemberId
-			return nil
+		if err != nil {
+			return err
 		}
-		select {
-		case <-s.p.Done():
-			return s.exited()
-		case <-ctx.Done():
-			if err == nil {
-				err = errors.New("no member ID yet")
-			}
-			return fmt.Errorf("waiting for member %s to be ready: %v: %w", s.m.Name, err, ctx.Err())
-		case <-t.C:
+		if st.Header.MemberId == 0 {
+			return errors.New("no member ID yet")
 		}
-	}
+		s.member = st.Header.MemberId
+		return nil
+	})
+}
+
+// wait waits for the member to do what, ending if its process exits (a
+// port taken in the meantime: Start retries with other ports).
+func (s *process) wait(every time.Duration, what string) serverkit.Wait {
+	return serverkit.Wait{Every: every, What: "waiting for member " + s.m.Name + " " + what,
+		Proc: &s.proc, Who: "member " + s.m.Name}
 }
 
 // servingPeers waits until the member answers on its peer listener. etcd
@@ -152,32 +150,14 @@ func (s *process) ready(ctx context.Context) error {
 func (s *process) servingPeers(ctx context.Context) error {
 	hc := &http.Client{Timeout: 200 * time.Millisecond}
 	defer hc.CloseIdleConnections()
-	t := time.NewTicker(2 * time.Millisecond)
-	defer t.Stop()
-	for {
+	w := s.wait(2*time.Millisecond, "to serve its peers")
+	return w.Until(ctx, func(ctx context.Context) error {
 		resp, err := hc.Get(s.m.peerListen + "/version")
 		if err == nil {
 			resp.Body.Close()
-			return nil
 		}
-		select {
-		case <-s.p.Done():
-			return s.exited()
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for member %s to serve its peers: %w", s.m.Name, ctx.Err())
-		case <-t.C:
-		}
-	}
-}
-
-// exited says why the process ended during a start: a port taken in the
-// meantime (which Start retries with other ports), or see the log.
-func (s *process) exited() error {
-	b, _ := os.ReadFile(s.log)
-	if bytes.Contains(b, []byte("address already in use")) {
-		return fmt.Errorf("member %s: %w", s.m.Name, syscall.EADDRINUSE)
-	}
-	return fmt.Errorf("member %s exited during its start (%v); see %s", s.m.Name, s.p.Err(), s.log)
+		return err
+	})
 }
 
 func (s *process) leader(ctx context.Context) uint64 {
@@ -197,12 +177,12 @@ func (s *process) indexes(ctx context.Context) (uint64, uint64, error) {
 }
 
 func (s *process) hardStop() {
-	s.p.Kill()
+	s.proc.Kill()
 	s.client.Close()
 }
 
-func (s *process) pause() error  { return s.p.Stop() }
-func (s *process) resume() error { return s.p.Cont() }
+func (s *process) pause() error  { return s.proc.Pause() }
+func (s *process) resume() error { return s.proc.Resume() }
 
 // cutPeer: a process's peers are cut at the relays (SetCuts), not by the
 // process.
@@ -245,16 +225,17 @@ func (c *Cluster) startProcess(m *Member, initial, state string) (server, error)
 	if c.cfg.LogDir != "" {
 		log = filepath.Join(c.cfg.LogDir, "etcd-"+m.Name+".log")
 	}
-	p, err := proc.Start(proc.Spec{Path: path, Args: args, Env: env, Log: log})
-	if err != nil {
+	s := &process{m: m}
+	if err := s.proc.Start(proc.Spec{Path: path, Args: args, Env: env, Log: log}); err != nil {
 		return nil, err
 	}
 	cli, err := clientv3.New(c.clientConfig([]string{m.ClientURL}))
 	if err != nil {
-		p.Kill()
+		s.proc.Kill()
 		return nil, err
 	}
-	return &process{p: p, log: log, m: m, client: cli}, nil
+	s.client = cli
+	return s, nil
 }
 
 // peerOwner says which member's process dialled a peer connection that
@@ -263,9 +244,9 @@ func (c *Cluster) peerOwner(conn net.Conn) int {
 	pids := map[int]int{}
 	var list []int
 	for _, m := range c.members {
-		if s, ok := m.server().(*process); ok && !s.p.Exited() {
-			pids[s.p.Pid()] = m.Index
-			list = append(list, s.p.Pid())
+		if s, ok := m.server().(*process); ok && s.proc.Running() {
+			pids[s.proc.Pid()] = m.Index
+			list = append(list, s.proc.Pid())
 		}
 	}
 	pid, err := proc.SocketOwner(conn.RemoteAddr().String(), conn.LocalAddr().String(), list)

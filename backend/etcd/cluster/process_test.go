@@ -91,7 +91,7 @@ func TestProcessCluster(t *testing.T) {
 	if v := get(ctx, t, b, "k"); v != "v" {
 		t.Fatalf("read %q through m2, want v", v)
 	}
-	hs, err := c.HashKV(ctx)
+	hs, err := c.Hashes(ctx)
 	if err != nil || !Consistent(hs) {
 		t.Fatalf("HashKV: %v, %v", hs, err)
 	}
@@ -367,7 +367,7 @@ func TestProcessEtcdBin(t *testing.T) {
 	if err := c.RestartMember(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	if hs, err := c.HashKV(ctx); err != nil || !Consistent(hs) {
+	if hs, err := c.Hashes(ctx); err != nil || !Consistent(hs) {
 		t.Fatalf("HashKV: %v, %v", hs, err)
 	}
 }
@@ -407,7 +407,7 @@ func TestProcessMembership(t *testing.T) {
 	if v := get(ctx, t, d, "k"); v != "while removed" {
 		t.Fatalf("the new member reads %q", v)
 	}
-	if hs, err := c.HashKV(ctx); err != nil || len(hs) != 3 || !Consistent(hs) {
+	if hs, err := c.Hashes(ctx); err != nil || len(hs) != 3 || !Consistent(hs) {
 		t.Fatalf("HashKV: %v, %v", hs, err)
 	}
 }

@@ -6,29 +6,17 @@ import (
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
-	"github.com/locktest/locktest/internal/links"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
 
-// startToxiproxy runs toxiproxy in this process.
-func (c *Cluster) startToxiproxy() error {
-	lf, err := openLog(c.cfg.LogDir, "toxiproxy.log")
-	if err != nil {
-		return fmt.Errorf("cluster: %w", err)
-	}
-	c.tpLog = lf
-	c.links, err = links.Start(lf.writer())
-	return err
-}
-
 // Toxiproxy returns a client for the cluster's toxiproxy HTTP API. Drive
 // proxies and toxics only through it, so the same code works against a
 // remote toxiproxy-server.
-func (c *Cluster) Toxiproxy() *toxiclient.Client { return c.links.API() }
+func (c *Cluster) Toxiproxy() *toxiclient.Client { return c.Proxies.API() }
 
 // ToxiproxyAddr returns the toxiproxy API address, "127.0.0.1:port".
-func (c *Cluster) ToxiproxyAddr() string { return c.links.Addr() }
+func (c *Cluster) ToxiproxyAddr() string { return c.Proxies.Addr() }
 
 // LinkName is the name of the proxy between client and member:
 // "<client>-><member name>".
@@ -39,15 +27,9 @@ func LinkName(client string, m *Member) string { return client + "->" + m.Name }
 // creating the proxies on first use. client names a workload process; it may
 // use letters, digits, '_', '.' and '-'.
 func (c *Cluster) Endpoints(client string) ([]string, error) {
-	if err := links.CheckName(client); err != nil {
-		return nil, err
-	}
-	if c.isClosed() {
-		return nil, ErrClosed
-	}
 	eps := make([]string, len(c.members))
 	for i, m := range c.members {
-		addr, err := c.links.Proxy(LinkName(client, m), m.ClientAddr())
+		addr, err := c.Base.Proxy(client, LinkName(client, m), m.ClientAddr())
 		if err != nil {
 			return nil, err
 		}
@@ -66,7 +48,7 @@ func (c *Cluster) Link(client string, member int) (*toxiclient.Proxy, error) {
 	if _, err := c.Endpoints(client); err != nil {
 		return nil, err
 	}
-	return c.links.Get(LinkName(client, c.members[member]))
+	return c.Proxies.Get(LinkName(client, c.members[member]))
 }
 
 // Links returns client's proxies to every member, in member order.
@@ -87,10 +69,7 @@ func (c *Cluster) Links(client string) ([]*toxiclient.Proxy, error) {
 // than etcd, such as the resource the lock protects. Asking again for an
 // existing name with another upstream is an error.
 func (c *Cluster) Proxy(name, upstream string) (string, error) {
-	if err := links.CheckName(name); err != nil {
-		return "", err
-	}
-	return c.links.Proxy(name, upstream)
+	return c.Base.Proxy(name, name, upstream)
 }
 
 // ClientConfig returns a clientv3 configuration for client's proxied
@@ -129,12 +108,8 @@ func (c *Cluster) track(cl *clientv3.Client, err error) (*clientv3.Client, error
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		cl.Close()
-		return nil, ErrClosed
+	if err := c.Track(cl); err != nil {
+		return nil, err
 	}
-	c.clients = append(c.clients, cl)
 	return cl, nil
 }

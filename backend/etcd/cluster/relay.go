@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/locktest/locktest/backend/serverkit"
 )
 
 // relay is a plain TCP forwarder in front of a member's peer listener. The
@@ -25,7 +27,7 @@ import (
 // member dialled each connection (by the process that owns the socket) and
 // drops connections from members cut from its own.
 type relay struct {
-	ln net.Listener
+	*serverkit.Relay
 
 	// Set by filter before the relay is used.
 	member int                     // the member behind the relay
@@ -33,24 +35,18 @@ type relay struct {
 	isCut  func(from, to int) bool // whether from is cut from to
 
 	mu     sync.Mutex
-	target string           // the member's real peer listen address
-	conns  map[net.Conn]int // open connections, by the member that dialled them (-1: unknown)
-	closed bool
-	wg     sync.WaitGroup // serve loop and handlers
+	target string // the member's real peer listen address
 }
 
 func newRelay() (*relay, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	sr, err := serverkit.Listen()
 	if err != nil {
 		return nil, err
 	}
-	r := &relay{ln: ln, conns: map[net.Conn]int{}}
-	r.wg.Add(1)
-	go r.serve()
+	r := &relay{Relay: sr}
+	r.Serve(r.handle)
 	return r, nil
 }
-
-func (r *relay) addr() string { return r.ln.Addr().String() }
 
 // filter makes the relay in front of member drop connections from members
 // cut from it.
@@ -64,108 +60,30 @@ func (r *relay) setTarget(addr string) {
 	r.mu.Unlock()
 }
 
-func (r *relay) serve() {
-	defer r.wg.Done()
-	for {
-		c, err := r.ln.Accept()
-		if err != nil {
-			return // closed
-		}
-		r.mu.Lock()
-		if r.closed {
-			r.mu.Unlock()
-			c.Close()
-			return
-		}
-		target := r.target
-		r.conns[c] = -1
-		r.wg.Add(1)
-		r.mu.Unlock()
-		go r.handle(c, target)
-	}
-}
-
-func (r *relay) handle(c net.Conn, target string) {
-	defer r.wg.Done()
-	defer r.forget(c)
-	from := -1
+func (r *relay) handle(c net.Conn) {
+	defer c.Close()
+	r.mu.Lock()
+	target := r.target
+	r.mu.Unlock()
+	from := serverkit.Unknown
 	if r.owner != nil {
 		from = r.owner(c)
 		if r.isCut(from, r.member) {
-			c.Close()
 			return
 		}
 	}
 	if target == "" {
-		c.Close()
 		return
 	}
 	u, err := net.DialTimeout("tcp", target, time.Second)
 	if err != nil {
-		c.Close()
 		return
 	}
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		c.Close()
-		u.Close()
+	defer u.Close()
+	if !r.Track(c, from) || !r.Track(u, from) {
 		return
 	}
-	r.conns[c], r.conns[u] = from, from
-	r.mu.Unlock()
-	defer r.forget(u)
-
-	// Either direction ending closes both: peer traffic is HTTP, nothing
-	// relies on half-closed connections.
-	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		io.Copy(dst, src)
-		done <- struct{}{}
-	}
-	go pipe(u, c)
-	go pipe(c, u)
-	<-done
-	c.Close()
-	u.Close()
-	<-done
-}
-
-func (r *relay) forget(c net.Conn) {
-	r.mu.Lock()
-	delete(r.conns, c)
-	r.mu.Unlock()
-}
-
-// cut closes every current connection; new ones are still accepted.
-func (r *relay) cut() {
-	r.mu.Lock()
-	for c := range r.conns {
-		c.Close()
-	}
-	r.mu.Unlock()
-}
-
-// cutFrom closes the connections member from dialled. A connection whose
-// dialler was still being looked up is checked against the cuts then.
-func (r *relay) cutFrom(from int) {
-	r.mu.Lock()
-	for c, f := range r.conns {
-		if f == from {
-			c.Close()
-		}
-	}
-	r.mu.Unlock()
-}
-
-// close stops accepting, cuts every connection and waits for the handlers.
-func (r *relay) close() {
-	r.mu.Lock()
-	r.closed = true
-	for c := range r.conns {
-		c.Close()
-	}
-	r.mu.Unlock()
-	r.ln.Close()
-	r.wg.Wait()
+	defer r.Forget(u)
+	// Peer traffic is HTTP, nothing relies on half-closed connections.
+	serverkit.Join(c, u, func(dst, src net.Conn) { io.Copy(dst, src) })
 }

@@ -75,10 +75,10 @@ func (s *embedded) indexes(context.Context) (uint64, uint64, error) {
 // etcd process died.
 func (s *embedded) hardStop() {
 	s.e.Server.HardStop()
-	s.m.relay.cut()
+	s.m.relay.Cut()
 	var links []string
 	for _, name := range s.c.memberProxies(s.m) {
-		p, err := s.c.links.Get(name)
+		p, err := s.c.Proxies.Get(name)
 		if err != nil || !p.Enabled {
 			continue
 		}
@@ -88,7 +88,7 @@ func (s *embedded) hardStop() {
 	}
 	s.e.Close()
 	for _, name := range links {
-		if p, err := s.c.links.Get(name); err == nil {
+		if p, err := s.c.Proxies.Get(name); err == nil {
 			p.Enable()
 		}
 	}

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
-	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/system"
 )
 
@@ -62,18 +60,6 @@ func (c *Cluster) ServerPids() []int {
 // LogDir is where the members and toxiproxy log.
 func (c *Cluster) LogDir() string { return c.cfg.LogDir }
 
-// ResourceProxy creates (once) client's link to the resource at upstream
-// and returns its listen address.
-func (c *Cluster) ResourceProxy(client, upstream string) (string, error) {
-	return c.Proxy(links.ResourceName(client), upstream)
-}
-
-// ResourceLink returns client's link to the resource, made by
-// ResourceProxy.
-func (c *Cluster) ResourceLink(client string) (*toxiclient.Proxy, error) {
-	return c.links.Get(links.ResourceName(client))
-}
-
 func parseLease(lease string) (clientv3.LeaseID, error) {
 	id, err := strconv.ParseInt(lease, 16, 64)
 	if err != nil {
@@ -82,26 +68,18 @@ func parseLease(lease string) (clientv3.LeaseID, error) {
 	return clientv3.LeaseID(id), nil
 }
 
+// leases acts on client leases as an operator would, through a direct
+// admin client: Cluster's and External's RevokeLease and LeaseGone.
+type leases struct {
+	admin func() (*clientv3.Client, error)
+}
+
 // RevokeLease revokes a lease (hex) through the admin client.
-func (c *Cluster) RevokeLease(ctx context.Context, lease string) error {
-	admin, err := c.AdminClient()
+func (l leases) RevokeLease(ctx context.Context, lease string) error {
+	admin, err := l.admin()
 	if err != nil {
 		return err
 	}
-	return revokeLease(ctx, admin, lease)
-}
-
-// LeaseGone reports whether the cluster no longer has a lease (hex).
-func (c *Cluster) LeaseGone(ctx context.Context, lease string) (bool, error) {
-	admin, err := c.AdminClient()
-	if err != nil {
-		return false, err
-	}
-	return leaseGone(ctx, admin, lease)
-}
-
-// revokeLease revokes a lease (hex) through admin.
-func revokeLease(ctx context.Context, admin *clientv3.Client, lease string) error {
 	id, err := parseLease(lease)
 	if err != nil {
 		return err
@@ -112,8 +90,12 @@ func revokeLease(ctx context.Context, admin *clientv3.Client, lease string) erro
 	return nil
 }
 
-// leaseGone reports, through admin, whether a lease (hex) is gone.
-func leaseGone(ctx context.Context, admin *clientv3.Client, lease string) (bool, error) {
+// LeaseGone reports whether the cluster no longer has a lease (hex).
+func (l leases) LeaseGone(ctx context.Context, lease string) (bool, error) {
+	admin, err := l.admin()
+	if err != nil {
+		return false, err
+	}
 	id, err := parseLease(lease)
 	if err != nil {
 		return false, err
@@ -123,17 +105,4 @@ func leaseGone(ctx context.Context, admin *clientv3.Client, lease string) (bool,
 		return false, err
 	}
 	return resp.TTL == -1, nil
-}
-
-// Hashes is HashKV for the consistency check.
-func (c *Cluster) Hashes(ctx context.Context) ([]system.Hash, error) {
-	hs, err := c.HashKV(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]system.Hash, len(hs))
-	for i, h := range hs {
-		out[i] = system.Hash{Member: h.Member, Revision: h.Revision, Hash: h.Hash}
-	}
-	return out, nil
 }

@@ -19,7 +19,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -29,17 +28,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/locktest/locktest/internal/links"
+	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/internal/ports"
 	"github.com/locktest/locktest/internal/proc"
-	"github.com/locktest/locktest/internal/scratch"
 )
 
 // Name is the server's member name.
@@ -120,43 +117,25 @@ type Config struct {
 
 // Server is a started MariaDB server. Safe for concurrent use.
 type Server struct {
-	cfg   Config
-	dir   string
-	log   string // its error log, which notes aborted connections
-	out   string // its stdout and stderr
-	addr  string
-	port  []int
-	links *links.Links
+	serverkit.Base
+	cfg  Config
+	log  string // its error log, which notes aborted connections
+	out  string // its stdout and stderr
+	addr string
+	proc serverkit.Proc
 
 	// Ready is how long it took from mariadb-install-db's start until it
 	// took connections.
 	Ready time.Duration
-
-	faultMu sync.Mutex
-	mu      sync.Mutex
-	p       *proc.Process
-	closed  bool
-
-	closeOnce sync.Once
-	closeErr  error
 }
-
-// ErrClosed is returned by methods of a closed Server.
-var ErrClosed = errors.New("mysqlserver: closed")
 
 // Start installs a data directory, starts the server and toxiproxy, and
 // returns once it takes connections and Setup has run. On error
 // everything started has been stopped.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	cfg.IdleTimeout = max(cfg.IdleTimeout.Round(time.Second), time.Second)
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-	}
-	s := &Server{cfg: cfg}
-	if err := s.start(ctx); err != nil {
-		s.Close()
+	s := &Server{cfg: cfg, Base: serverkit.Base{Name: "mysqlserver"}}
+	if err := serverkit.Start(ctx, time.Minute, s.start, s.Close); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -164,24 +143,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 func (s *Server) start(ctx context.Context) error {
 	began := time.Now()
-	dir, err := scratch.Dir(s.cfg.Dir, "mysql")
-	if err != nil {
-		return fmt.Errorf("mysqlserver: %w", err)
-	}
-	s.dir = dir
-	logDir := s.cfg.LogDir
-	if logDir == "" {
-		logDir = dir
-	}
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return fmt.Errorf("mysqlserver: %w", err)
-	}
-	s.log = filepath.Join(logDir, "mariadb-"+Name+".log")
-	s.out = filepath.Join(logDir, "mariadb-"+Name+".out")
-	if s.links, err = links.Start(nil); err != nil {
+	if err := s.Open(s.cfg.Dir, s.cfg.LogDir, "mysql"); err != nil {
 		return err
 	}
-	p, err := proc.Start(proc.Spec{Path: s.cfg.Binary.InstallDB, Dir: dir, Log: s.out, Args: []string{"--no-defaults",
+	s.log = filepath.Join(s.LogDir, "mariadb-"+Name+".log")
+	s.out = filepath.Join(s.LogDir, "mariadb-"+Name+".out")
+	s.proc.Log = s.log
+	if err := s.StartLinks(""); err != nil {
+		return err
+	}
+	p, err := proc.Start(proc.Spec{Path: s.cfg.Binary.InstallDB, Dir: s.Dir, Log: s.out, Args: []string{"--no-defaults",
 		"--user=" + currentUser(), "--datadir=" + s.data(), "--auth-root-authentication-method=normal", "--skip-test-db"}})
 	if err != nil {
 		return fmt.Errorf("mysqlserver: mariadb-install-db: %w", err)
@@ -195,12 +166,7 @@ func (s *Server) start(ctx context.Context) error {
 	if err := p.Err(); err != nil {
 		return fmt.Errorf("mysqlserver: mariadb-install-db failed: %v (its log: %s)", err, s.out)
 	}
-	for attempt := 1; ; attempt++ {
-		if err = s.startAttempt(ctx); err == nil || !errors.Is(err, errAddrInUse) || attempt == 5 {
-			break
-		}
-	}
-	if err != nil {
+	if err := serverkit.Retry(5, func(int) error { return s.startAttempt(ctx) }, nil); err != nil {
 		return err
 	}
 	s.Ready = time.Since(began)
@@ -224,17 +190,14 @@ func currentUser() string {
 	return strconv.Itoa(os.Geteuid())
 }
 
-func (s *Server) data() string { return filepath.Join(s.dir, "data") }
-
-var errAddrInUse = errors.New("address already in use")
+func (s *Server) data() string { return filepath.Join(s.Dir, "data") }
 
 func (s *Server) startAttempt(ctx context.Context) error {
-	ports.Release(s.port)
-	ps, err := ports.Reserve(1)
+	s.ReleasePorts()
+	ps, err := s.Reserve(1)
 	if err != nil {
-		return fmt.Errorf("mysqlserver: %w", err)
+		return err
 	}
-	s.port = ps
 	s.addr = net.JoinHostPort(ports.Host, strconv.Itoa(ps[0]))
 	if err := s.startProcess(); err != nil {
 		return err
@@ -247,49 +210,36 @@ func (s *Server) startAttempt(ctx context.Context) error {
 // connections logged, and silent sessions ended after IdleTimeout.
 func (s *Server) args() []string {
 	return []string{"--no-defaults", "--user=" + currentUser(), "--datadir=" + s.data(),
-		"--bind-address=" + ports.Host, "--port=" + strconv.Itoa(s.port[0]), "--socket=" + filepath.Join(s.dir, "sock"),
-		"--pid-file=" + filepath.Join(s.dir, "pid"), "--log-error=" + s.log, "--log-warnings=3",
+		"--bind-address=" + ports.Host, "--port=" + s.port(), "--socket=" + filepath.Join(s.Dir, "sock"),
+		"--pid-file=" + filepath.Join(s.Dir, "pid"), "--log-error=" + s.log, "--log-warnings=3",
 		"--skip-name-resolve", "--skip-log-bin", "--performance-schema=OFF",
 		"--innodb-buffer-pool-size=16M", "--innodb-flush-log-at-trx-commit=0", "--max-connections=200",
 		"--wait-timeout=" + strconv.Itoa(int(s.cfg.IdleTimeout.Seconds()))}
 }
 
+func (s *Server) port() string {
+	_, port, _ := net.SplitHostPort(s.addr)
+	return port
+}
+
 func (s *Server) startProcess() error {
-	p, err := proc.Start(proc.Spec{Path: s.cfg.Binary.Server, Args: s.args(), Dir: s.dir, Log: s.out})
-	if err != nil {
+	if err := s.proc.Start(proc.Spec{Path: s.cfg.Binary.Server, Args: s.args(), Dir: s.Dir, Log: s.out}); err != nil {
 		return fmt.Errorf("mysqlserver: %w", err)
 	}
-	s.mu.Lock()
-	s.p = p
-	s.mu.Unlock()
 	return nil
 }
 
 func (s *Server) waitReady(ctx context.Context) error {
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for {
+	w := serverkit.Wait{What: "mysqlserver: waiting for mariadbd to take connections",
+		Proc: &s.proc, Who: "mysqlserver: mariadbd", InUse: []string{"Do you already have another"}}
+	return w.Until(ctx, func(ctx context.Context) error {
 		db, err := s.DB()
-		if err == nil {
-			err = db.PingContext(ctx)
-			db.Close()
-			if err == nil {
-				return nil
-			}
+		if err != nil {
+			return err
 		}
-		if p := s.process(); p == nil || p.Exited() {
-			last := lastLine(s.log)
-			if strings.Contains(last, "Address already in use") || strings.Contains(last, "Do you already have another") {
-				return fmt.Errorf("mysqlserver: %s: %w", last, errAddrInUse)
-			}
-			return fmt.Errorf("mysqlserver: mariadbd exited while starting: %s (its log: %s)", last, s.log)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("mysqlserver: waiting for mariadbd to take connections: %v: %w", err, ctx.Err())
-		case <-t.C:
-		}
-	}
+		defer db.Close()
+		return db.PingContext(ctx)
+	})
 }
 
 // Quiet points the driver's process-wide logger, which otherwise writes
@@ -314,19 +264,8 @@ func (s *Server) DB() (*sql.DB, error) {
 	return db, nil
 }
 
-func (s *Server) process() *proc.Process {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.p
-}
-
 // Pid is the server's process ID.
-func (s *Server) Pid() int {
-	if p := s.process(); p != nil {
-		return p.Pid()
-	}
-	return 0
-}
+func (s *Server) Pid() int { return s.proc.Pid() }
 
 // LogPath is the server's error log.
 func (s *Server) LogPath() string { return s.log }
@@ -337,24 +276,12 @@ func (s *Server) IdleTimeout() time.Duration { return s.cfg.IdleTimeout }
 // Binary is the MariaDB it runs.
 func (s *Server) Binary() Binary { return s.cfg.Binary }
 
-func (s *Server) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
 // LinkName is the proxy between client and the server: "c1->my0".
 func LinkName(client string) string { return client + "->" + Name }
 
 // Endpoint returns the address of client's link to the server.
 func (s *Server) Endpoint(client string) (string, error) {
-	if err := links.CheckName(client); err != nil {
-		return "", err
-	}
-	if s.isClosed() {
-		return "", ErrClosed
-	}
-	return s.links.Proxy(LinkName(client), s.addr)
+	return s.Proxy(client, LinkName(client), s.addr)
 }
 
 // Links returns client's link to the server, fetched fresh.
@@ -362,91 +289,55 @@ func (s *Server) Links(client string) ([]*toxiclient.Proxy, error) {
 	if _, err := s.Endpoint(client); err != nil {
 		return nil, err
 	}
-	p, err := s.links.Get(LinkName(client))
+	p, err := s.Proxies.Get(LinkName(client))
 	if err != nil {
 		return nil, err
 	}
 	return []*toxiclient.Proxy{p}, nil
 }
 
-// ResourceProxy creates (once) client's link to the resource at upstream.
-func (s *Server) ResourceProxy(client, upstream string) (string, error) {
-	if err := links.CheckName(client); err != nil {
-		return "", err
-	}
-	if s.isClosed() {
-		return "", ErrClosed
-	}
-	return s.links.Proxy(links.ResourceName(client), upstream)
-}
-
-// ResourceLink returns client's link to the resource.
-func (s *Server) ResourceLink(client string) (*toxiclient.Proxy, error) {
-	return s.links.Get(links.ResourceName(client))
-}
-
-// ClearToxics heals every link.
-func (s *Server) ClearToxics() error {
-	if s.isClosed() {
-		return ErrClosed
-	}
-	return s.links.ClearToxics()
-}
-
-func (s *Server) fault() (func(), error) {
-	s.faultMu.Lock()
-	if s.isClosed() {
-		s.faultMu.Unlock()
-		return nil, ErrClosed
-	}
-	return s.faultMu.Unlock, nil
-}
-
 // Pause freezes the server (SIGSTOP).
 func (s *Server) Pause() error {
-	unlock, err := s.fault()
+	unlock, err := s.Fault()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return s.process().Stop()
+	return s.proc.Pause()
 }
 
 // Resume continues it (SIGCONT).
 func (s *Server) Resume() error {
-	unlock, err := s.fault()
+	unlock, err := s.Fault()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return s.process().Cont()
+	return s.proc.Resume()
 }
 
 // Crash kills the server (SIGKILL): every session, and its locks, ends.
 func (s *Server) Crash() error {
-	unlock, err := s.fault()
+	unlock, err := s.Fault()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return s.process().Kill()
+	return s.proc.Kill()
 }
 
 // Running reports whether the server's process is alive.
-func (s *Server) Running() bool {
-	p := s.process()
-	return p != nil && !p.Exited()
-}
+func (s *Server) Running() bool { return s.proc.Running() }
 
 // Restart starts the server again from its data (InnoDB recovers its
 // tables and sequences); GET_LOCK locks, in memory only, are gone.
 func (s *Server) Restart(ctx context.Context) error {
-	unlock, err := s.fault()
+	unlock, err := s.Fault()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := s.process().Kill(); err != nil {
+	if err := s.proc.Kill(); err != nil {
 		return err
 	}
 	if err := s.startProcess(); err != nil {
@@ -456,38 +347,4 @@ func (s *Server) Restart(ctx context.Context) error {
 }
 
 // Close kills the server, closes the links and removes the data.
-func (s *Server) Close() error {
-	s.closeOnce.Do(func() {
-		s.faultMu.Lock()
-		s.mu.Lock()
-		s.closed = true
-		p := s.p
-		s.mu.Unlock()
-		var errs []error
-		if p != nil {
-			errs = append(errs, p.Kill())
-		}
-		if s.links != nil {
-			s.links.Close()
-		}
-		ports.Release(s.port)
-		s.faultMu.Unlock()
-		if s.dir != "" {
-			errs = append(errs, os.RemoveAll(s.dir))
-		}
-		s.closeErr = errors.Join(errs...)
-	})
-	return s.closeErr
-}
-
-func lastLine(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	b = bytes.TrimSpace(b)
-	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-		b = b[i+1:]
-	}
-	return string(b)
-}
+func (s *Server) Close() error { return s.Base.Close(nil, s.proc.Kill) }

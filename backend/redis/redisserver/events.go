@@ -37,14 +37,9 @@ func (d *Deployment) Events(ctx context.Context, i int, prefix string) (<-chan E
 		ps.Close()
 		return nil, fmt.Errorf("redisserver: subscribing to %s's keyspace events: %w", s.Name, err)
 	}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		ps.Close()
-		return nil, ErrClosed
+	if err := d.Track(ps); err != nil {
+		return nil, err
 	}
-	d.subs = append(d.subs, ps)
-	d.mu.Unlock()
 
 	out := make(chan Event)
 	go func() {

@@ -10,7 +10,8 @@ import (
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 
-	"github.com/locktest/locktest/internal/proc"
+	"github.com/locktest/locktest/backend/serverkit"
+	"github.com/locktest/locktest/system"
 )
 
 // The faults that strike the data servers themselves. Faults on a client's
@@ -21,15 +22,7 @@ import (
 // fault looks data server i up and takes the fault lock; it fails on a
 // closed deployment.
 func (d *Deployment) fault(i int) (*Server, func(), error) {
-	if i < 0 || i >= len(d.servers) {
-		return nil, nil, fmt.Errorf("redisserver: no server %d", i)
-	}
-	d.faultMu.Lock()
-	if d.isClosed() {
-		d.faultMu.Unlock()
-		return nil, nil, ErrClosed
-	}
-	return d.servers[i], d.faultMu.Unlock, nil
+	return serverkit.FaultOn(&d.Base, d.servers, i)
 }
 
 // Pause freezes server i (SIGSTOP): it answers nothing, expires nothing and
@@ -44,7 +37,7 @@ func (d *Deployment) Pause(i int) error {
 		return err
 	}
 	defer unlock()
-	return s.process().Stop()
+	return s.proc.Pause()
 }
 
 // Resume continues server i after Pause (SIGCONT).
@@ -54,7 +47,7 @@ func (d *Deployment) Resume(i int) error {
 		return err
 	}
 	defer unlock()
-	return s.process().Cont()
+	return s.proc.Resume()
 }
 
 // Crash kills server i (SIGKILL) and waits until it has exited. Its data
@@ -65,7 +58,7 @@ func (d *Deployment) Crash(i int) error {
 		return err
 	}
 	defer unlock()
-	return s.process().Kill()
+	return s.proc.Kill()
 }
 
 // Running reports whether server i's process is alive (it may be paused).
@@ -73,8 +66,7 @@ func (d *Deployment) Running(i int) bool {
 	if i < 0 || i >= len(d.servers) {
 		return false
 	}
-	p := d.servers[i].process()
-	return p != nil && !p.Exited()
+	return d.servers[i].proc.Running()
 }
 
 // Restart starts server i again on its port, killing it first if it runs,
@@ -92,7 +84,7 @@ func (d *Deployment) Restart(ctx context.Context, i int) error {
 		return err
 	}
 	defer unlock()
-	if err := s.process().Kill(); err != nil {
+	if err := s.proc.Kill(); err != nil {
 		return err
 	}
 	args := s.args
@@ -101,13 +93,9 @@ func (d *Deployment) Restart(ctx context.Context, i int) error {
 			args = serverArgs(s, "")
 		}
 	}
-	p, err := proc.Start(proc.Spec{Path: d.cfg.Binary.Path, Args: args, Dir: s.dir, Log: s.log})
-	if err != nil {
-		return fmt.Errorf("redisserver: restarting %s: %w", s.Name, err)
+	if err := d.startProcess(s, args); err != nil {
+		return err
 	}
-	s.mu.Lock()
-	s.p = p
-	s.mu.Unlock()
 	return waitFor(ctx, s, "PING after a restart", func(ctx context.Context) error { return s.client.Ping(ctx).Err() })
 }
 
@@ -116,8 +104,8 @@ func (d *Deployment) Restart(ctx context.Context, i int) error {
 // while they disagree, as during a failover). Independent masters have no
 // one master.
 func (d *Deployment) Master(ctx context.Context) (int, error) {
-	if d.isClosed() {
-		return -1, ErrClosed
+	if err := d.Check(); err != nil {
+		return -1, err
 	}
 	return d.master(ctx)
 }
@@ -164,16 +152,16 @@ func (d *Deployment) CutReplication() error {
 	if !d.cfg.Topology.replicated {
 		return fmt.Errorf("redisserver: %s has no replication link", d.cfg.Topology)
 	}
-	d.faultMu.Lock()
-	defer d.faultMu.Unlock()
-	if d.isClosed() {
-		return ErrClosed
+	unlock, err := d.Fault()
+	if err != nil {
+		return err
 	}
+	defer unlock()
 	return d.cutReplication()
 }
 
 func (d *Deployment) cutReplication() error {
-	p, err := d.links.Get(replicationLink)
+	p, err := d.Proxies.Get(replicationLink)
 	if err != nil {
 		return err
 	}
@@ -201,14 +189,6 @@ func (d *Deployment) cutReplication() error {
 // a server again that does not answer.
 const adminPatience = 10 * time.Second
 
-// Promotion is the outcome of a Failover.
-type Promotion struct {
-	Old, New int // the old and the new master, indexes in Servers()
-	// Took is the time from the old master's death until every Sentinel
-	// named the new one and it took writes.
-	Took time.Duration
-}
-
 // Failover loses the master the way asynchronous replication loses data
 // (Replicated only): it cuts the replication link (CutReplication, if not
 // cut already), so that what the master took since then never reaches the
@@ -222,23 +202,23 @@ type Promotion struct {
 // its proxy); once r1 is master there is no proxied replication link left
 // to cut, and a second Failover is refused. Restart(ctx, 0) brings the old
 // master back, empty; Sentinel makes it a replica of r1 later (Restart).
-func (d *Deployment) Failover(ctx context.Context) (Promotion, error) {
+func (d *Deployment) Failover(ctx context.Context) (system.Promotion, error) {
 	if !d.cfg.Topology.replicated {
-		return Promotion{}, fmt.Errorf("redisserver: %s has no replica to fail over to", d.cfg.Topology)
+		return system.Promotion{}, fmt.Errorf("redisserver: %s has no replica to fail over to", d.cfg.Topology)
 	}
-	d.faultMu.Lock()
-	defer d.faultMu.Unlock()
-	if d.isClosed() {
-		return Promotion{}, ErrClosed
+	unlock, err := d.Fault()
+	if err != nil {
+		return system.Promotion{}, err
 	}
+	defer unlock()
 	old, replica := d.servers[0], d.servers[1]
 	if m, err := d.master(ctx); err != nil {
-		return Promotion{}, err
+		return system.Promotion{}, err
 	} else if m != old.Index {
-		return Promotion{}, fmt.Errorf("redisserver: failover: %s is master already; Failover runs from the starting roles only", d.servers[m].Name)
+		return system.Promotion{}, fmt.Errorf("redisserver: failover: %s is master already; Failover runs from the starting roles only", d.servers[m].Name)
 	}
 	if err := d.cutReplication(); err != nil {
-		return Promotion{}, err
+		return system.Promotion{}, err
 	}
 	for _, s := range d.sentinels {
 		// Asked again until it answers: one reply late on a loaded
@@ -247,14 +227,14 @@ func (d *Deployment) Failover(ctx context.Context) (Promotion, error) {
 			return s.client.Do(ctx, "SENTINEL", "SET", MasterName, "failover-timeout", d.cfg.FailoverTimeout.Milliseconds()).Err()
 		})
 		if err != nil {
-			return Promotion{}, fmt.Errorf("redisserver: setting %s's failover-timeout: %w", s.Name, err)
+			return system.Promotion{}, fmt.Errorf("redisserver: setting %s's failover-timeout: %w", s.Name, err)
 		}
 	}
 	start := time.Now()
-	if err := old.process().Kill(); err != nil {
-		return Promotion{}, err
+	if err := old.proc.Kill(); err != nil {
+		return system.Promotion{}, err
 	}
-	err := waitFor(ctx, replica, "Sentinel to promote the replica", func(ctx context.Context) error {
+	err = waitFor(ctx, replica, "Sentinel to promote the replica", func(ctx context.Context) error {
 		if m, err := d.master(ctx); err != nil {
 			return err
 		} else if m != replica.Index {
@@ -270,9 +250,11 @@ func (d *Deployment) Failover(ctx context.Context) (Promotion, error) {
 		return nil
 	})
 	if err != nil {
-		return Promotion{}, err
+		return system.Promotion{}, err
 	}
-	return Promotion{Old: old.Index, New: replica.Index, Took: time.Since(start)}, nil
+	how := fmt.Sprintf("%s killed (SIGKILL); 3 Sentinels (quorum 2, down-after %s) agreed it was down, elected a leader, which promoted %s",
+		old.Name, d.cfg.DownAfter, replica.Name)
+	return system.Promotion{Old: old.Index, New: replica.Index, How: how, Took: time.Since(start)}, nil
 }
 
 // expireScript makes every key matching ARGV[1] that has a TTL expire in a

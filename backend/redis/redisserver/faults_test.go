@@ -225,7 +225,7 @@ func TestFailoverWaitsForASlowSentinel(t *testing.T) {
 	if err := d.CutReplication(); err != nil {
 		t.Fatal(err)
 	}
-	s0 := d.sentinels[0].process()
+	s0 := d.sentinels[0].proc.Process()
 	if err := s0.Stop(); err != nil {
 		t.Fatal(err)
 	}

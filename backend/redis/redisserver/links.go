@@ -6,8 +6,6 @@ import (
 	"net"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
-
-	"github.com/locktest/locktest/internal/links"
 )
 
 // LinkName is the name of the proxy between client and s: "c1->r0".
@@ -21,15 +19,9 @@ func (d *Deployment) Endpoints(client string) ([]string, error) {
 }
 
 func (d *Deployment) endpoints(client string, to []*Server) ([]string, error) {
-	if err := links.CheckName(client); err != nil {
-		return nil, err
-	}
-	if d.isClosed() {
-		return nil, ErrClosed
-	}
 	eps := make([]string, len(to))
 	for i, s := range to {
-		addr, err := d.links.Proxy(LinkName(client, s), s.Addr)
+		addr, err := d.Proxy(client, LinkName(client, s), s.Addr)
 		if err != nil {
 			return nil, err
 		}
@@ -48,7 +40,7 @@ func (d *Deployment) Links(client string) ([]*toxiclient.Proxy, error) {
 		if _, err := d.endpoints(client, []*Server{s}); err != nil {
 			return nil, err
 		}
-		p, err := d.links.Get(LinkName(client, s))
+		p, err := d.Proxies.Get(LinkName(client, s))
 		if err != nil {
 			return nil, err
 		}
@@ -83,32 +75,5 @@ func (d *Deployment) Dialer(client string) (func(ctx context.Context, network, a
 	}, nil
 }
 
-// ResourceProxy creates (once) client's link to the protected resource at
-// upstream ("host:port") and returns its address.
-func (d *Deployment) ResourceProxy(client, upstream string) (string, error) {
-	if err := links.CheckName(client); err != nil {
-		return "", err
-	}
-	if d.isClosed() {
-		return "", ErrClosed
-	}
-	return d.links.Proxy(links.ResourceName(client), upstream)
-}
-
-// ResourceLink returns client's link to the resource, made by
-// ResourceProxy.
-func (d *Deployment) ResourceLink(client string) (*toxiclient.Proxy, error) {
-	return d.links.Get(links.ResourceName(client))
-}
-
 // Toxiproxy is a client of the toxiproxy API that holds the links.
-func (d *Deployment) Toxiproxy() *toxiclient.Client { return d.links.API() }
-
-// ClearToxics heals every link: it removes all toxics and enables every
-// disabled proxy, the replication link's among them (CutReplication).
-func (d *Deployment) ClearToxics() error {
-	if d.isClosed() {
-		return ErrClosed
-	}
-	return d.links.ClearToxics()
-}
+func (d *Deployment) Toxiproxy() *toxiclient.Client { return d.Proxies.API() }

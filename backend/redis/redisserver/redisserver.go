@@ -26,13 +26,11 @@
 package redisserver
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -44,10 +42,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
-	"github.com/locktest/locktest/internal/links"
+	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/internal/ports"
 	"github.com/locktest/locktest/internal/proc"
-	"github.com/locktest/locktest/internal/scratch"
 )
 
 // MasterName is the name Sentinel monitors the master under.
@@ -70,27 +67,12 @@ type Server struct {
 	log      string
 	args     []string
 	client   *redis.Client // direct, for admin and observers
-
-	mu sync.Mutex
-	p  *proc.Process
+	proc     serverkit.Proc
 }
 
 // Pid is the ID of the server's current process (after a Restart, the new
 // one's).
-func (s *Server) Pid() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.p == nil {
-		return 0
-	}
-	return s.p.Pid()
-}
-
-func (s *Server) process() *proc.Process {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.p
-}
+func (s *Server) Pid() int { return s.proc.Pid() }
 
 // Client is a direct client of the server (of a Sentinel, for SENTINEL
 // commands), owned by the deployment: for observers and admin, never for a
@@ -100,27 +82,11 @@ func (s *Server) Client() *redis.Client { return s.client }
 // Deployment is a started topology. Its methods are safe for concurrent
 // use.
 type Deployment struct {
-	cfg       Config
-	dir       string // temporary; holds the servers' directories
-	servers   []*Server
-	sentinels []*Server
-	tpLog     *logWriter // nil: toxiproxy's log is discarded
-	links     *links.Links
-	ports     []int
-
-	// faultMu serialises the faults with each other and with Close.
-	faultMu sync.Mutex
-
-	mu     sync.Mutex
-	closed bool
-	subs   []*redis.PubSub
-
-	closeOnce sync.Once
-	closeErr  error
+	serverkit.Base // its Dir holds the servers' directories
+	cfg            Config
+	servers        []*Server
+	sentinels      []*Server
 }
-
-// ErrClosed is returned by methods of a closed Deployment.
-var ErrClosed = errors.New("redisserver: closed")
 
 // Start starts toxiproxy and the servers of cfg.Topology, and returns once
 // every server answers PING, the replica is in sync with its master, and
@@ -132,28 +98,18 @@ func Start(ctx context.Context, cfg Config) (*Deployment, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
-		defer cancel()
-	}
 	quietGoRedis()
-	d := &Deployment{cfg: cfg}
-	if err := d.start(ctx); err != nil {
-		d.Close()
+	d := &Deployment{cfg: cfg, Base: serverkit.Base{Name: "redisserver"}}
+	if err := serverkit.Start(ctx, cfg.StartTimeout, d.start, d.Close); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
 func (d *Deployment) start(ctx context.Context) error {
-	// Named after this process, so that if it dies before Close, the
-	// next locktest removes it (scratch.Sweep).
-	dir, err := scratch.Dir(d.cfg.Dir, "redis")
-	if err != nil {
-		return fmt.Errorf("redisserver: %w", err)
+	if err := d.Open(d.cfg.Dir, d.cfg.LogDir, "redis"); err != nil {
+		return err
 	}
-	d.dir = dir
 
 	t := d.cfg.Topology
 	nServers := t.masters
@@ -172,82 +128,23 @@ func (d *Deployment) start(ctx context.Context) error {
 			}
 		}
 	}
-	if d.cfg.LogDir != "" {
-		f, err := createLog(d.cfg.LogDir, "toxiproxy.log")
-		if err != nil {
-			return err
-		}
-		d.tpLog = &logWriter{f: f}
-	}
-
-	for attempt := 1; ; attempt++ {
-		err := d.startAttempt(ctx)
-		if err == nil {
-			return nil
-		}
-		d.stop()
-		if !errors.Is(err, errAddrInUse) || attempt == startAttempts {
-			return err
-		}
-	}
+	return serverkit.Retry(startAttempts, func(int) error { return d.startAttempt(ctx) }, d.stop)
 }
 
 // addServer adds a server called prefix+i with its directory and an empty
 // log.
 func (d *Deployment) addServer(to *[]*Server, prefix string, i int, sentinel bool) error {
 	s := &Server{Index: i, Name: prefix + strconv.Itoa(i), sentinel: sentinel}
-	s.dir = filepath.Join(d.dir, s.Name)
+	s.dir = filepath.Join(d.Dir, s.Name)
 	if err := os.Mkdir(s.dir, 0o755); err != nil {
 		return fmt.Errorf("redisserver: %w", err)
 	}
-	logDir := d.cfg.LogDir
-	if logDir == "" {
-		logDir = s.dir
+	s.log = filepath.Join(d.LogDir, "redis-"+s.Name+".log")
+	if err := os.WriteFile(s.log, nil, 0o644); err != nil { // emptied; proc appends to it
+		return fmt.Errorf("redisserver: %w", err)
 	}
-	f, err := createLog(logDir, "redis-"+s.Name+".log")
-	if err != nil {
-		return err
-	}
-	f.Close() // proc appends to it
-	s.log = f.Name()
 	*to = append(*to, s)
 	return nil
-}
-
-// logWriter is toxiproxy's log file. It drops what is written after
-// Close: toxiproxy's goroutines may still log as they wind down after
-// links.Close has returned, and would complain on stderr of a closed file.
-type logWriter struct {
-	mu sync.Mutex
-	f  *os.File
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.f == nil {
-		return len(p), nil
-	}
-	return w.f.Write(p)
-}
-
-func (w *logWriter) Close() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	f := w.f
-	w.f = nil
-	return f.Close()
-}
-
-func createLog(dir, name string) (*os.File, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("redisserver: %w", err)
-	}
-	f, err := os.Create(filepath.Join(dir, name))
-	if err != nil {
-		return nil, fmt.Errorf("redisserver: %w", err)
-	}
-	return f, nil
 }
 
 // nodes is every process: the data servers, then the Sentinels.
@@ -259,27 +156,24 @@ func (d *Deployment) nodes() []*Server {
 // ready.
 func (d *Deployment) startAttempt(ctx context.Context) error {
 	nodes := d.nodes()
-	ps, err := ports.Reserve(len(nodes))
+	ps, err := d.Reserve(len(nodes))
 	if err != nil {
-		return fmt.Errorf("redisserver: %w", err)
+		return err
 	}
-	d.ports = ps
 	for i, s := range nodes {
 		s.Addr = net.JoinHostPort(ports.Host, strconv.Itoa(ps[i]))
 		s.client = redis.NewClient(adminOptions(s.Addr))
 	}
-	var logTo io.Writer // a nil *logWriter would not be a nil Writer
-	if d.tpLog != nil {
-		logTo = d.tpLog
-	}
-	if d.links, err = links.Start(logTo); err != nil {
+	// Afresh for each attempt: the replication link's upstream is the
+	// master's address of this one.
+	if err := d.StartLinks(d.cfg.LogDir); err != nil {
 		return err
 	}
 
 	for i, s := range d.servers {
 		s.args = serverArgs(s, "")
 		if d.cfg.Topology.replicated && i == 1 {
-			upstream, err := d.links.Proxy(replicationLink, d.servers[0].Addr)
+			upstream, err := d.Proxies.Proxy(replicationLink, d.servers[0].Addr)
 			if err != nil {
 				return err
 			}
@@ -290,7 +184,7 @@ func (d *Deployment) startAttempt(ctx context.Context) error {
 		return err
 	}
 	for _, s := range d.servers {
-		if err := d.startProcess(s); err != nil {
+		if err := d.startProcess(s, s.args); err != nil {
 			return err
 		}
 	}
@@ -302,7 +196,7 @@ func (d *Deployment) startAttempt(ctx context.Context) error {
 	// Sentinels started beside the master declared it down before it
 	// listened, and failed it over before the run began.
 	for _, s := range d.sentinels {
-		if err := d.startProcess(s); err != nil {
+		if err := d.startProcess(s, s.args); err != nil {
 			return err
 		}
 	}
@@ -388,14 +282,10 @@ func (d *Deployment) writeSentinelConfigs() error {
 	return nil
 }
 
-func (d *Deployment) startProcess(s *Server) error {
-	p, err := proc.Start(proc.Spec{Path: d.cfg.Binary.Path, Args: s.args, Dir: s.dir, Log: s.log})
-	if err != nil {
+func (d *Deployment) startProcess(s *Server, args []string) error {
+	if err := s.proc.Start(proc.Spec{Path: d.cfg.Binary.Path, Args: args, Dir: s.dir, Log: s.log}); err != nil {
 		return fmt.Errorf("redisserver: %s: %w", s.Name, err)
 	}
-	s.mu.Lock()
-	s.p = p
-	s.mu.Unlock()
 	return nil
 }
 
@@ -469,47 +359,12 @@ func sentinelMaster(ctx context.Context, s *Server) (map[string]string, error) {
 	return m, nil
 }
 
-// errAddrInUse marks a start that failed because a port was taken.
-var errAddrInUse = errors.New("address already in use")
-
 // waitFor polls cond on s until it succeeds, s's process exits (the error
 // then quotes the end of its log), or ctx ends.
 func waitFor(ctx context.Context, s *Server, what string, cond func(context.Context) error) error {
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := cond(cctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if p := s.process(); p == nil || p.Exited() {
-			last := lastLine(s.log)
-			if strings.Contains(last, "Address already in use") {
-				return fmt.Errorf("redisserver: %s exited: %s: %w", s.Name, last, errAddrInUse)
-			}
-			return fmt.Errorf("redisserver: %s exited while starting: %s (its log: %s)", s.Name, last, s.log)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("redisserver: waiting for %s (%s): %v: %w", what, s.Name, err, ctx.Err())
-		case <-t.C:
-		}
-	}
-}
-
-// lastLine is the last non-empty line of a log file.
-func lastLine(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	b = bytes.TrimSpace(b)
-	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-		b = b[i+1:]
-	}
-	return string(b)
+	w := serverkit.Wait{Every: 5 * time.Millisecond, Try: time.Second,
+		What: fmt.Sprintf("redisserver: waiting for %s (%s)", what, s.Name), Proc: &s.proc, Who: "redisserver: " + s.Name}
+	return w.Until(ctx, cond)
 }
 
 // adminOptions is how the deployment's own direct clients connect: no
@@ -541,12 +396,10 @@ func (discard) Printf(context.Context, string, ...any) {}
 
 // stop kills every process, closes the admin clients and the links and
 // releases the ports: what a failed start attempt and Close undo.
-func (d *Deployment) stop() {
+func (d *Deployment) stop() error {
 	var wg sync.WaitGroup
 	for _, s := range d.nodes() {
-		if p := s.process(); p != nil {
-			wg.Go(func() { p.Kill() })
-		}
+		wg.Go(func() { s.proc.Kill() })
 	}
 	wg.Wait()
 	for _, s := range d.nodes() {
@@ -554,47 +407,18 @@ func (d *Deployment) stop() {
 			s.client.Close()
 		}
 	}
-	if d.links != nil {
-		d.links.Close()
+	if d.Proxies != nil {
+		d.Proxies.Close()
 	}
-	ports.Release(d.ports)
-	d.ports = nil
+	d.ReleasePorts()
+	return nil
 }
 
 // Close stops everything Start started: the subscriptions of Events, every
 // process (SIGKILL: there is nothing on disk to save), the links, and
 // removes the servers' directories. Idempotent; safe after a failed Start.
 func (d *Deployment) Close() error {
-	d.closeOnce.Do(func() { d.closeErr = d.close() })
-	return d.closeErr
-}
-
-func (d *Deployment) close() error {
-	d.mu.Lock()
-	d.closed = true
-	subs := d.subs
-	d.subs = nil
-	d.mu.Unlock()
-	for _, ps := range subs {
-		ps.Close()
-	}
-	d.faultMu.Lock()
-	d.stop()
-	d.faultMu.Unlock()
-	var errs []error
-	if d.tpLog != nil {
-		errs = append(errs, d.tpLog.Close())
-	}
-	if d.dir != "" {
-		errs = append(errs, os.RemoveAll(d.dir))
-	}
-	return errors.Join(errs...)
-}
-
-func (d *Deployment) isClosed() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.closed
+	return d.Base.Close(nil, d.stop)
 }
 
 // Topology is the deployment's topology.
@@ -612,4 +436,4 @@ func (d *Deployment) Binary() Binary { return d.cfg.Binary }
 
 // DataDir is the temporary directory holding the servers' directories;
 // Close removes it.
-func (d *Deployment) DataDir() string { return d.dir }
+func (d *Deployment) DataDir() string { return d.Dir }

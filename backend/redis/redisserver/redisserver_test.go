@@ -2,6 +2,7 @@ package redisserver
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/internal/proctest"
 )
@@ -151,7 +153,7 @@ func TestTopologies(t *testing.T) {
 			if err := d.Close(); err != nil {
 				t.Errorf("second Close: %v", err)
 			}
-			if _, err := d.Endpoints("c2"); err != ErrClosed {
+			if _, err := d.Endpoints("c2"); !errors.Is(err, serverkit.ErrClosed) {
 				t.Errorf("Endpoints after Close: %v", err)
 			}
 		})

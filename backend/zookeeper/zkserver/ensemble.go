@@ -14,20 +14,18 @@ package zkserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
-	"github.com/locktest/locktest/internal/links"
+	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/internal/ports"
 	"github.com/locktest/locktest/internal/proc"
-	"github.com/locktest/locktest/internal/scratch"
 )
 
 // Config describes an ensemble.
@@ -80,26 +78,16 @@ type Server struct {
 	dir, log         string
 	quorum, election string // its real peer addresses
 	relays           []*relay
-
-	mu       sync.Mutex
-	p        *proc.Process // nil while down
-	paused   bool
-	logStart int64 // the log's size when p started
+	proc             serverkit.Proc
 }
 
 // TxnLogDir is where the server writes its transaction logs.
 func (s *Server) TxnLogDir() string { return filepath.Join(s.DataDir, "version-2") }
 
-func (s *Server) process() *proc.Process {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.p
-}
-
 // Pid is the ID of the server's process, 0 while it is down.
 func (s *Server) Pid() int {
-	if p := s.process(); p != nil && !p.Exited() {
-		return p.Pid()
+	if s.proc.Running() {
+		return s.proc.Pid()
 	}
 	return 0
 }
@@ -107,27 +95,14 @@ func (s *Server) Pid() int {
 // Ensemble is a started set of servers. Its methods are safe for
 // concurrent use.
 type Ensemble struct {
-	cfg     Config
-	dir     string // scratch: the servers' data and configurations
-	servers []*Server
-	links   *links.Links
-	tpLog   *logWriter
-	ports   []int
-	version string
+	serverkit.Base // its Dir holds the servers' data and configurations
+	cfg            Config
+	servers        []*Server
+	version        string
 
-	// faultMu serialises the faults with each other and with Close.
-	faultMu sync.Mutex
-
-	mu     sync.Mutex
-	closed bool
-	cuts   map[[2]int]CutMode // by sid pair, low first
-
-	closeOnce sync.Once
-	closeErr  error
+	mu   sync.Mutex
+	cuts map[[2]int]CutMode // by sid pair, low first
 }
-
-// ErrClosed is returned by methods of a closed Ensemble.
-var ErrClosed = errors.New("zkserver: closed")
 
 // Start starts toxiproxy and the servers, and returns once they serve
 // clients with one leader. If ctx has no deadline, cfg.StartTimeout
@@ -152,69 +127,37 @@ func Start(ctx context.Context, cfg Config) (*Ensemble, error) {
 		}
 		cfg.Install = in
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
-		defer cancel()
-	}
-	e := &Ensemble{cfg: cfg, cuts: map[[2]int]CutMode{}}
-	if err := e.start(ctx); err != nil {
-		e.Close()
+	e := &Ensemble{cfg: cfg, cuts: map[[2]int]CutMode{}, Base: serverkit.Base{Name: "zkserver"}}
+	if err := serverkit.Start(ctx, cfg.StartTimeout, e.start, e.Close); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
 func (e *Ensemble) start(ctx context.Context) error {
-	// Named after this process, so that if it dies before Close, the next
-	// locktest removes it (scratch.Sweep).
-	dir, err := scratch.Dir(e.cfg.Dir, "zk")
-	if err != nil {
-		return fmt.Errorf("zkserver: %w", err)
-	}
-	e.dir = dir
-	logDir := e.cfg.LogDir
-	if logDir == "" {
-		logDir = dir
-	}
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return fmt.Errorf("zkserver: %w", err)
+	if err := e.Open(e.cfg.Dir, e.cfg.LogDir, "zk"); err != nil {
+		return err
 	}
 	for i := range e.cfg.Servers {
 		s := &Server{Index: i, ID: i + 1, Name: "zk" + strconv.Itoa(i+1)}
-		s.dir = filepath.Join(dir, s.Name)
+		s.dir = filepath.Join(e.Dir, s.Name)
 		s.DataDir = filepath.Join(s.dir, "data")
-		s.log = filepath.Join(logDir, s.Name+".log")
+		s.log = filepath.Join(e.LogDir, s.Name+".log")
 		e.servers = append(e.servers, s)
 	}
-	f, err := os.Create(filepath.Join(logDir, "toxiproxy.log"))
-	if err != nil {
-		return fmt.Errorf("zkserver: %w", err)
-	}
-	e.tpLog = &logWriter{f: f}
-	if e.links, err = links.Start(e.tpLog); err != nil {
+	if err := e.StartLinks(e.LogDir); err != nil {
 		return err
 	}
-	for attempt := 1; ; attempt++ {
-		err := e.startAttempt(ctx)
-		if err == nil {
-			return nil
-		}
-		e.stop()
-		if !errors.Is(err, errAddrInUse) || attempt == startAttempts {
-			return err
-		}
-	}
+	return serverkit.Retry(startAttempts, func(int) error { return e.startAttempt(ctx) }, e.stop)
 }
 
 // startAttempt starts every server on fresh ports, with empty data, and
 // waits until the ensemble serves.
 func (e *Ensemble) startAttempt(ctx context.Context) error {
-	ps, err := ports.Reserve(3 * len(e.servers))
+	ps, err := e.Reserve(3 * len(e.servers))
 	if err != nil {
-		return fmt.Errorf("zkserver: %w", err)
+		return err
 	}
-	e.ports = ps
 	for i, s := range e.servers {
 		s.ClientAddr = addr(ps[3*i])
 		s.quorum, s.election = addr(ps[3*i+1]), addr(ps[3*i+2])
@@ -279,7 +222,7 @@ func (e *Ensemble) writeConfig(s *Server) error {
 		for _, o := range e.servers {
 			q, el := o.quorum, o.election
 			if o != s {
-				q, el = o.relays[0].addr(), o.relays[1].addr()
+				q, el = o.relays[0].Addr(), o.relays[1].Addr()
 			}
 			_, elPort, _ := strings.Cut(el, ":")
 			fmt.Fprintf(&b, "server.%d=%s:%s\n", o.ID, q, elPort)
@@ -292,23 +235,15 @@ func (e *Ensemble) writeConfig(s *Server) error {
 }
 
 func (e *Ensemble) startProcess(s *Server) error {
-	var logStart int64
-	if fi, err := os.Stat(s.log); err == nil {
-		logStart = fi.Size()
-	}
-	p, err := proc.Start(proc.Spec{Path: e.cfg.Install.Java, Args: e.cfg.Install.args(filepath.Join(s.dir, "zoo.cfg")), Dir: s.dir, Log: s.log})
-	if err != nil {
+	if err := s.proc.Start(proc.Spec{Path: e.cfg.Install.Java, Args: e.cfg.Install.args(filepath.Join(s.dir, "zoo.cfg")), Dir: s.dir, Log: s.log}); err != nil {
 		return fmt.Errorf("zkserver: %s: %w", s.Name, err)
 	}
-	s.mu.Lock()
-	s.p, s.paused, s.logStart = p, false, logStart
-	s.mu.Unlock()
 	return nil
 }
 
 // listening says whether s, as its log says since it started, listens on
-// its election port, or could not bind it (errAddrInUse: another process
-// took it). ZooKeeper serves clients before it binds that port, and a
+// its election port, or could not bind it (syscall.EADDRINUSE: another
+// process took it). ZooKeeper serves clients before it binds that port, and a
 // server that cannot bind it exits a second later (status 14), having
 // served meanwhile; or serves on, unreachable by the others' elections,
 // while someone else's process answers its relays.
@@ -316,47 +251,35 @@ func (e *Ensemble) listening(s *Server) (bool, error) {
 	if len(e.servers) == 1 {
 		return true, nil // standalone: no election port
 	}
-	s.mu.Lock()
-	from := s.logStart
-	s.mu.Unlock()
-	f, err := os.Open(s.log)
-	if err != nil {
-		return false, fmt.Errorf("zkserver: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.NewSectionReader(f, from, 1<<30))
+	b, err := s.proc.LogSince()
 	if err != nil {
 		return false, fmt.Errorf("zkserver: %w", err)
 	}
 	log := string(b)
 	switch {
 	case strings.Contains(log, "Address already in use"):
-		return false, fmt.Errorf("zkserver: %s: %w", s.Name, errAddrInUse)
+		return false, fmt.Errorf("zkserver: %s: %w", s.Name, syscall.EADDRINUSE)
 	case strings.Contains(log, "is accepting connections now"):
 		return true, nil
 	}
 	return false, nil
 }
 
-// errAddrInUse: a server could not bind one of its ports, which another
-// process took after they were picked (start tries again).
-var errAddrInUse = errors.New("a port was taken before the server bound it")
-
 // waitReady waits until every server serves clients, one of them as the
 // leader.
 func (e *Ensemble) waitReady(ctx context.Context) error {
-	t := time.NewTicker(25 * time.Millisecond) // each srvr costs a log line
-	defer t.Stop()
-	for {
+	w := serverkit.Wait{Every: 25 * time.Millisecond, // each srvr costs a log line
+		What: "zkserver: waiting for the ensemble to serve (logs: " + filepath.Dir(e.servers[0].log) + ")"}
+	return w.Until(ctx, func(ctx context.Context) error {
 		leaders, serving := 0, 0
 		var version string
 		for _, s := range e.servers {
-			if p := s.process(); p.Exited() {
-				return e.exitedEarly(s, p)
+			if !s.proc.Running() {
+				return serverkit.Final(exitedEarly(s))
 			}
 			if ok, err := e.listening(s); err != nil || !ok {
 				if err != nil {
-					return err
+					return serverkit.Final(err)
 				}
 				continue
 			}
@@ -370,81 +293,44 @@ func (e *Ensemble) waitReady(ctx context.Context) error {
 				leaders++
 			}
 		}
-		if leaders == 1 && serving == len(e.servers) {
-			e.version = version
-			return nil
+		if leaders != 1 || serving != len(e.servers) {
+			return fmt.Errorf("%d of %d serving, %d leaders", serving, len(e.servers), leaders)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("zkserver: waiting for the ensemble to serve (%d of %d serving, %d leaders; logs: %s): %w",
-				serving, len(e.servers), leaders, filepath.Dir(e.servers[0].log), ctx.Err())
-		case <-t.C:
-		}
-	}
+		e.version = version
+		return nil
+	})
 }
 
-func (e *Ensemble) exitedEarly(s *Server, p *proc.Process) error {
-	b, _ := os.ReadFile(s.log)
+// exitedEarly says why s's process ended as it started.
+func exitedEarly(s *Server) error {
 	// Exit status 14: UNABLE_TO_BIND_QUORUM_PORT (the election port).
-	if strings.Contains(string(b), "Address already in use") || strings.Contains(fmt.Sprint(p.Err()), "exit status 14") {
-		return fmt.Errorf("zkserver: %s: %w", s.Name, errAddrInUse)
+	if strings.Contains(fmt.Sprint(s.proc.Process().Err()), "exit status 14") {
+		return fmt.Errorf("zkserver: %s: %w", s.Name, syscall.EADDRINUSE)
 	}
-	return fmt.Errorf("zkserver: %s exited as it started (%v); its log: %s", s.Name, p.Err(), s.log)
+	return s.proc.Exited("zkserver: " + s.Name)
 }
 
 // stop kills every server and closes the relays, for a retry or Close.
-func (e *Ensemble) stop() {
+func (e *Ensemble) stop() error {
 	var wg sync.WaitGroup
 	for _, s := range e.servers {
-		if p := s.process(); p != nil {
-			wg.Go(func() { p.Kill() })
-		}
+		wg.Go(func() { s.proc.Kill() })
 	}
 	wg.Wait()
 	for _, s := range e.servers {
-		s.mu.Lock()
-		s.p = nil
-		s.mu.Unlock()
 		for _, r := range s.relays {
-			r.close()
+			r.Close()
 		}
 		s.relays = nil
 	}
-	ports.Release(e.ports)
-	e.ports = nil
+	e.ReleasePorts()
+	return nil
 }
 
 // Close stops everything Start started (SIGKILL: ZooKeeper recovers from
 // its transaction log after any crash, and nothing is gained by waiting),
 // and removes the scratch directory. Idempotent.
-func (e *Ensemble) Close() error {
-	e.closeOnce.Do(func() {
-		e.mu.Lock()
-		e.closed = true
-		e.mu.Unlock()
-		e.faultMu.Lock()
-		e.stop()
-		e.faultMu.Unlock()
-		var errs []error
-		if e.links != nil {
-			errs = append(errs, e.links.Close())
-		}
-		if e.tpLog != nil {
-			errs = append(errs, e.tpLog.Close())
-		}
-		if e.dir != "" {
-			errs = append(errs, os.RemoveAll(e.dir))
-		}
-		e.closeErr = errors.Join(errs...)
-	})
-	return e.closeErr
-}
-
-func (e *Ensemble) isClosed() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.closed
-}
+func (e *Ensemble) Close() error { return e.Base.Close(nil, e.stop) }
 
 // Servers returns the servers in order (zk1, zk2, ...).
 func (e *Ensemble) Servers() []*Server { return append([]*Server(nil), e.servers...) }
@@ -466,31 +352,4 @@ func (e *Ensemble) ClientAddrs() []string {
 		out[i] = s.ClientAddr
 	}
 	return out
-}
-
-// logWriter is toxiproxy's log file. It drops what is written after
-// Close: toxiproxy's goroutines may still log as they wind down.
-type logWriter struct {
-	mu sync.Mutex
-	f  io.WriteCloser
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.f == nil {
-		return len(p), nil
-	}
-	return w.f.Write(p)
-}
-
-func (w *logWriter) Close() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	f := w.f
-	w.f = nil
-	if f == nil {
-		return nil
-	}
-	return f.Close()
 }

@@ -153,8 +153,8 @@ func TestEnsemble(t *testing.T) {
 			t.Errorf("server process %d outlived Close", pid)
 		}
 	}
-	if _, err := os.Stat(e.dir); !os.IsNotExist(err) {
-		t.Errorf("Close left %s (%v)", e.dir, err)
+	if _, err := os.Stat(e.Dir); !os.IsNotExist(err) {
+		t.Errorf("Close left %s (%v)", e.Dir, err)
 	}
 }
 

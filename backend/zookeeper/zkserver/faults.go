@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/locktest/locktest/backend/serverkit"
 )
 
 // The faults that strike the servers themselves. Faults on a client's
@@ -15,15 +17,7 @@ import (
 // fault looks server i up and takes the fault lock; it fails on a closed
 // ensemble.
 func (e *Ensemble) fault(i int) (*Server, func(), error) {
-	if i < 0 || i >= len(e.servers) {
-		return nil, nil, fmt.Errorf("zkserver: no server %d", i)
-	}
-	e.faultMu.Lock()
-	if e.isClosed() {
-		e.faultMu.Unlock()
-		return nil, nil, ErrClosed
-	}
-	return e.servers[i], e.faultMu.Unlock, nil
+	return serverkit.FaultOn(&e.Base, e.servers, i)
 }
 
 // errDown is a signal to a server that is not running.
@@ -44,21 +38,13 @@ func (e *Ensemble) freeze(i int, stop bool) error {
 		return err
 	}
 	defer unlock()
-	p := s.process()
-	if p == nil {
+	if !s.proc.Running() {
 		return errDown(s)
 	}
-	signal := p.Cont
 	if stop {
-		signal = p.Stop
+		return s.proc.Pause()
 	}
-	if err := signal(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.paused = stop
-	s.mu.Unlock()
-	return nil
+	return s.proc.Resume()
 }
 
 // Paused reports whether server i is paused.
@@ -66,10 +52,7 @@ func (e *Ensemble) Paused(i int) bool {
 	if i < 0 || i >= len(e.servers) {
 		return false
 	}
-	s := e.servers[i]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.paused
+	return e.servers[i].proc.Paused()
 }
 
 // Kill crashes server i (SIGKILL, a paused one too) and waits until it has
@@ -80,15 +63,7 @@ func (e *Ensemble) Kill(i int) error {
 		return err
 	}
 	defer unlock()
-	p := s.process()
-	if p == nil {
-		return nil
-	}
-	err = p.Kill()
-	s.mu.Lock()
-	s.p, s.paused = nil, false
-	s.mu.Unlock()
-	return err
+	return s.proc.Kill()
 }
 
 // Running reports whether server i's process is up (paused or not).
@@ -115,25 +90,21 @@ func (e *Ensemble) Restart(ctx context.Context, i int) error {
 	if err := e.startProcess(s); err != nil {
 		return err
 	}
-	for {
-		if _, err := fourLetter(ctx, s.ClientAddr, "srvr"); err == nil {
-			ok, err := e.listening(s)
-			if err != nil {
-				return err
-			}
-			if ok {
-				return nil
-			}
+	w := serverkit.Wait{Every: 25 * time.Millisecond, What: "zkserver: waiting for " + s.Name + " to restart",
+		Proc: &s.proc, Who: "zkserver: " + s.Name}
+	return w.Until(ctx, func(ctx context.Context) error {
+		if _, err := fourLetter(ctx, s.ClientAddr, "srvr"); err != nil {
+			return err
 		}
-		if p := s.process(); p.Exited() {
-			return fmt.Errorf("zkserver: %s exited as it restarted (%v); its log: %s", s.Name, p.Err(), s.log)
+		ok, err := e.listening(s)
+		if err != nil {
+			return serverkit.Final(err)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("zkserver: waiting for %s to restart: %w", s.Name, ctx.Err())
-		case <-time.After(25 * time.Millisecond):
+		if !ok {
+			return errors.New("not listening on its election port yet")
 		}
-	}
+		return nil
+	})
 }
 
 // Pids are the processes of the running servers.
@@ -184,11 +155,11 @@ func (e *Ensemble) cutMode(from, to int) CutMode {
 // pair whose CutDrop ends (their streams lost bytes): ZooKeeper's peers
 // open new ones.
 func (e *Ensemble) SetCuts(pairs [][2]int, mode CutMode) error {
-	e.faultMu.Lock()
-	defer e.faultMu.Unlock()
-	if e.isClosed() {
-		return ErrClosed
+	unlock, err := e.Fault()
+	if err != nil {
+		return err
 	}
+	defer unlock()
 	if len(e.servers) < 2 {
 		return errors.New("zkserver: one server has no peers to cut")
 	}
@@ -221,10 +192,10 @@ func (e *Ensemble) SetCuts(pairs [][2]int, mode CutMode) error {
 func (e *Ensemble) closePair(p [2]int) {
 	a, b := e.servers[p[0]-1], e.servers[p[1]-1]
 	for _, r := range a.relays {
-		r.cutFrom(b.ID)
+		r.CutFrom(b.ID)
 	}
 	for _, r := range b.relays {
-		r.cutFrom(a.ID)
+		r.CutFrom(a.ID)
 	}
 }
 
@@ -235,8 +206,8 @@ func (e *Ensemble) closePair(p [2]int) {
 // ensemble serving. It waits until there is one, or ctx ends.
 func (e *Ensemble) Leader(ctx context.Context) (int, error) {
 	for {
-		if e.isClosed() {
-			return 0, ErrClosed
+		if err := e.Check(); err != nil {
+			return 0, err
 		}
 		if i, ok := e.leader(ctx); ok {
 			return i, nil

@@ -2,8 +2,6 @@ package zkserver
 
 import (
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
-
-	"github.com/locktest/locktest/internal/links"
 )
 
 // LinkName is the name of the proxy between client and s: "c1->zk2".
@@ -13,15 +11,9 @@ func LinkName(client string, s *Server) string { return client + "->" + s.Name }
 // server order, creating the proxies on first use. client names a workload
 // process: letters, digits, '_', '.' and '-'.
 func (e *Ensemble) Endpoints(client string) ([]string, error) {
-	if err := links.CheckName(client); err != nil {
-		return nil, err
-	}
-	if e.isClosed() {
-		return nil, ErrClosed
-	}
 	eps := make([]string, len(e.servers))
 	for i, s := range e.servers {
-		addr, err := e.links.Proxy(LinkName(client, s), s.ClientAddr)
+		addr, err := e.Proxy(client, LinkName(client, s), s.ClientAddr)
 		if err != nil {
 			return nil, err
 		}
@@ -39,38 +31,11 @@ func (e *Ensemble) Links(client string) ([]*toxiclient.Proxy, error) {
 	}
 	ps := make([]*toxiclient.Proxy, len(e.servers))
 	for i, s := range e.servers {
-		p, err := e.links.Get(LinkName(client, s))
+		p, err := e.Proxies.Get(LinkName(client, s))
 		if err != nil {
 			return nil, err
 		}
 		ps[i] = p
 	}
 	return ps, nil
-}
-
-// ResourceProxy creates (once) client's link to the protected resource at
-// upstream ("host:port") and returns its address.
-func (e *Ensemble) ResourceProxy(client, upstream string) (string, error) {
-	if err := links.CheckName(client); err != nil {
-		return "", err
-	}
-	if e.isClosed() {
-		return "", ErrClosed
-	}
-	return e.links.Proxy(links.ResourceName(client), upstream)
-}
-
-// ResourceLink returns client's link to the resource, made by
-// ResourceProxy.
-func (e *Ensemble) ResourceLink(client string) (*toxiclient.Proxy, error) {
-	return e.links.Get(links.ResourceName(client))
-}
-
-// ClearToxics heals every client link: it removes all toxics and enables
-// every disabled proxy.
-func (e *Ensemble) ClearToxics() error {
-	if e.isClosed() {
-		return ErrClosed
-	}
-	return e.links.ClearToxics()
 }

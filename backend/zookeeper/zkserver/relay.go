@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"time"
 
-	"github.com/locktest/locktest/internal/ports"
+	"github.com/locktest/locktest/backend/serverkit"
 )
 
 // A relay is a plain TCP forwarder in front of one server's quorum port or
@@ -36,16 +35,11 @@ import (
 // address, which would bypass the relay. Without an address it dials the
 // address in its own zoo.cfg: the relay.
 type relay struct {
-	ln     net.Listener
-	kind   portKind
-	server int    // sid of the server behind the relay
-	target string // the server's real address
-	cut    func(from, to int) CutMode
-
-	mu     sync.Mutex
-	conns  map[net.Conn]int // open connections (both legs), by dialler sid; 0 while unknown
-	closed bool
-	wg     sync.WaitGroup
+	*serverkit.Relay // its connections are kept by dialler sid
+	kind             portKind
+	server           int    // sid of the server behind the relay
+	target           string // the server's real address
+	cut              func(from, to int) CutMode
 }
 
 type portKind int
@@ -66,59 +60,21 @@ func (k portKind) String() string {
 const headerTimeout = 5 * time.Second
 
 func newRelay(kind portKind, server int, target string, cut func(from, to int) CutMode) (*relay, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(ports.Host, "0"))
+	sr, err := serverkit.Listen()
 	if err != nil {
 		return nil, err
 	}
-	r := &relay{ln: ln, kind: kind, server: server, target: target, cut: cut, conns: map[net.Conn]int{}}
-	r.wg.Add(1)
-	go r.serve()
+	r := &relay{Relay: sr, kind: kind, server: server, target: target, cut: cut}
+	r.Serve(r.handle)
 	return r, nil
 }
 
-func (r *relay) addr() string { return r.ln.Addr().String() }
-
-func (r *relay) serve() {
-	defer r.wg.Done()
-	for {
-		c, err := r.ln.Accept()
-		if err != nil {
-			return
-		}
-		if !r.track(c, 0) {
-			c.Close()
-			return
-		}
-		r.wg.Add(1)
-		go r.handle(c)
-	}
-}
-
-// track records an open connection; false once the relay is closed.
-func (r *relay) track(c net.Conn, from int) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return false
-	}
-	r.conns[c] = from
-	return true
-}
-
-func (r *relay) forget(c net.Conn) {
-	r.mu.Lock()
-	delete(r.conns, c)
-	r.mu.Unlock()
-}
-
 func (r *relay) handle(c net.Conn) {
-	defer r.wg.Done()
-	defer r.forget(c)
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(headerTimeout))
 	from, header, err := readHeader(r.kind, c)
 	c.SetReadDeadline(time.Time{})
-	if err != nil || !r.track(c, from) {
+	if err != nil || !r.Track(c, from) {
 		return
 	}
 	switch r.cut(from, r.server) {
@@ -137,23 +93,17 @@ func (r *relay) handle(c net.Conn) {
 	defer u.Close()
 	// Tag the server's leg too, then re-check the cut: a cut that came in
 	// between closed nothing of ours yet.
-	if !r.track(u, from) {
+	if !r.Track(u, from) {
 		return
 	}
-	defer r.forget(u)
+	defer r.Forget(u)
 	if r.cut(from, r.server) == CutClose {
 		return
 	}
 	if _, err := u.Write(header); err != nil {
 		return
 	}
-	done := make(chan struct{}, 2)
-	go func() { r.pipe(u, c, from); done <- struct{}{} }()
-	go func() { r.pipe(c, u, from); done <- struct{}{} }()
-	<-done // either direction ending ends both: ZooKeeper never half-closes
-	c.Close()
-	u.Close()
-	<-done
+	serverkit.Join(c, u, func(dst, src net.Conn) { r.pipe(dst, src, from) })
 }
 
 // upstreamPatience is how long a relay keeps retrying a server that
@@ -170,17 +120,11 @@ func (r *relay) dialTarget(from int) (net.Conn, error) {
 	deadline := time.Now().Add(upstreamPatience)
 	for {
 		u, err := net.DialTimeout("tcp", r.target, time.Second)
-		if err == nil || time.Now().After(deadline) || r.isClosed() || r.cut(from, r.server) != NoCut {
+		if err == nil || time.Now().After(deadline) || r.Closed() || r.cut(from, r.server) != NoCut {
 			return u, err
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-func (r *relay) isClosed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.closed
 }
 
 // pipe copies src to dst, dropping what arrives while the pair is cut
@@ -239,28 +183,4 @@ func readHeader(kind portKind, c io.Reader) (int, []byte, error) {
 		}
 		return int(binary.BigEndian.Uint64(b[16:24])), b[:], nil
 	}
-}
-
-// cutFrom closes the connections that server from dialled.
-func (r *relay) cutFrom(from int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for c, f := range r.conns {
-		if f == from {
-			c.Close()
-		}
-	}
-}
-
-// close stops accepting, closes every connection and waits for the
-// handlers.
-func (r *relay) close() {
-	r.mu.Lock()
-	r.closed = true
-	for c := range r.conns {
-		c.Close()
-	}
-	r.mu.Unlock()
-	r.ln.Close()
-	r.wg.Wait()
 }
