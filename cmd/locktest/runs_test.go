@@ -9,7 +9,8 @@ import (
 )
 
 // TestRuns runs the CLI's end-to-end runs on real servers side by side:
-// each mostly waits on its servers and its run's clock, not on the CPU.
+// each mostly waits on its servers and its run's clock, not on the CPU
+// (VersionCommit, a build of locktest, goes beside them too).
 // Once all are done, no process any of them started may be left: the
 // tests that count this process's sockets and goroutines (TestRunEndToEnd,
 // the shrink tests) stay apart, as top-level tests that run alone.
@@ -36,6 +37,8 @@ func TestRuns(t *testing.T) {
 			{"RunRedisFailover", testRunRedisFailover},
 			{"RunRedisClockJumpEmulated", testRunRedisClockJumpEmulated},
 			{"CompareAcrossBackends", testCompareAcrossBackends},
+			// A build of locktest, beside the runs' waiting.
+			{"VersionCommit", testVersionCommit},
 		} {
 			t.Run(r.name, func(t *testing.T) {
 				t.Parallel()
