@@ -24,6 +24,7 @@ type curated struct {
 // TestCuratedHistories re-checks every curated history and asserts the
 // verdicts recorded with it.
 func TestCuratedHistories(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join("..", "histories", "curated")
 	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
 	if err != nil {

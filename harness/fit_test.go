@@ -14,6 +14,7 @@ import (
 // unchanged; a single Redis server gets each member fault on its one
 // server, and the faults it cannot carry out dropped, not lost silently.
 func TestFitSchedule(t *testing.T) {
+	t.Parallel()
 	o := Options{Members: 3, Time: 60 * time.Second, Workload: workload.DefaultConfig(),
 		Nemesis: nemesis.Config{Faults: []string{"pause", "lease", "crash", "isolate"}}}
 	o.Workload.Seed = 4

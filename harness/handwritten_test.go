@@ -24,6 +24,7 @@ type handWritten struct {
 // it deserves (no invalid where no promise definitely broke), or a
 // file:line error.
 func TestHandWrittenHistories(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join("..", "histories", "testdata")
 	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
 	if err != nil {

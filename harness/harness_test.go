@@ -20,6 +20,7 @@ import (
 // its timeout) is still checked, and its results say what went wrong; with
 // no violation found, the exit status is 2.
 func TestRunErrorIsCheckedAndRecorded(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := Options{Dir: dir, Workload: workload.DefaultConfig(), Time: time.Second,
 		Nemesis:  nemesis.Config{HealTimeout: 50 * time.Millisecond},
@@ -44,6 +45,7 @@ func TestRunErrorIsCheckedAndRecorded(t *testing.T) {
 // A schedule that cannot be carried out is refused before anything starts:
 // no history, no results.
 func TestBadScheduleIsRefusedBeforeTheRun(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := Options{Dir: dir, Workload: workload.DefaultConfig(), Time: time.Second,
 		Schedule: &nemesis.Schedule{Members: 3, Entries: []nemesis.Entry{{Fault: "bogus", Target: "c0"}}}}
@@ -68,6 +70,7 @@ func (hangingLocker) Close() error { return nil }
 // hangs, both grant nothing, and liveness says so once clients asked for
 // longer than the bound.
 func TestDeadLocksFailLiveness(t *testing.T) {
+	t.Parallel()
 	for name, newLocker := range map[string]func(context.Context, lock.Env) (lock.Locker, error){
 		"new-fails": func(context.Context, lock.Env) (lock.Locker, error) { return nil, errors.New("no lock for you") },
 		"hangs":     func(context.Context, lock.Env) (lock.Locker, error) { return hangingLocker{}, nil },

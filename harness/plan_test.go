@@ -19,6 +19,7 @@ import (
 // families the backend's system offers; what does not fit the backend is
 // refused in one line.
 func TestPlan(t *testing.T) {
+	t.Parallel()
 	def := registry.Default()
 	o, err := Plan(Options{Workload: workload.DefaultConfig(), Time: time.Second, Nemesis: nemesis.Config{Faults: []string{nemesis.All}}})
 	if err != nil {
@@ -108,6 +109,7 @@ func TestPlan(t *testing.T) {
 // and its backend: Apply runs it on that backend; an exec spec without one
 // is refused.
 func TestApplyExecRecipe(t *testing.T) {
+	t.Parallel()
 	spec := "exec:/bin/cat adapter"
 	o := Options{Workload: workload.DefaultConfig()}
 	if err := o.Apply(scenario.Settings{Recipe: spec, Backend: "redis"}); err != nil {

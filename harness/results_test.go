@@ -12,6 +12,7 @@ import (
 )
 
 func TestParseRequire(t *testing.T) {
+	t.Parallel()
 	got, err := ParseRequire("all")
 	if err != nil || strings.Join(got, ",") != "consistency,contract,invariant,liveness,mutex,resource" {
 		t.Errorf("all: %v %v", got, err)
@@ -29,6 +30,7 @@ func TestParseRequire(t *testing.T) {
 // refuses a name that is no check's, as --require does; before, "all"
 // required nothing and a history whose lock broke its contract passed.
 func TestCheckRequiresAsTheCLIDoes(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join("..", "histories", "testdata", "overwritten-key.jsonl")
 	res, err := Check(path, CheckOptions{Required: []string{"all"}})
 	if err != nil {
@@ -47,6 +49,7 @@ func TestCheckRequiresAsTheCLIDoes(t *testing.T) {
 // run invalid though resource is unknown; an invariant that cannot judge
 // leaves the verdict to resource.
 func TestDamagedDataDecides(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		history  string
 		required []string
@@ -75,6 +78,7 @@ func TestDamagedDataDecides(t *testing.T) {
 // it writes each check's visualization as NAME.html, and its stories word
 // the faults as the nemesis describes them.
 func TestCheckVisualizesAndWordsFaults(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	history := filepath.Join("..", "histories", "curated", "paused-holder-unfenced.jsonl")
 	res, err := Check(history, CheckOptions{VisualizationDir: dir, Required: checker.Names()})
@@ -113,6 +117,7 @@ func TestCheckVisualizesAndWordsFaults(t *testing.T) {
 // for its client but that the resource accepted with a stale token is a
 // violation; a malformed log is a warning naming its line, not a failure.
 func TestCheckUsesTheResourceLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	history := filepath.Join(dir, "history.jsonl")
 	h := strings.Join([]string{
@@ -159,6 +164,7 @@ func TestCheckUsesTheResourceLog(t *testing.T) {
 // A scenario's expectations are judged against the checks: a check that
 // came out otherwise, or was not run, is a miss.
 func TestScenarioJudge(t *testing.T) {
+	t.Parallel()
 	sc := &Scenario{Name: "s", Expect: map[string]string{"resource": "invalid", "invariant": "valid", "contract": "valid"}}
 	got := sc.judge([]checker.Result{{Name: "resource", Verdict: checker.Valid}, {Name: "invariant", Verdict: checker.Valid}})
 	if got.Met == nil || *got.Met {
@@ -184,6 +190,7 @@ func TestScenarioJudge(t *testing.T) {
 // otherwise, 2 when one was unknown or not checked; a definite miss
 // outweighs an unknown one.
 func TestScenarioExit(t *testing.T) {
+	t.Parallel()
 	sc := &Scenario{Name: "s", Expect: map[string]string{"resource": "invalid", "contract": "valid"}}
 	for _, tc := range []struct {
 		name   string
@@ -209,6 +216,7 @@ func TestScenarioExit(t *testing.T) {
 // A run whose TTL is as long as the liveness bound is warned that a
 // violation may be the TTL's; the default run is not.
 func TestBoundUnderTTLWarned(t *testing.T) {
+	t.Parallel()
 	o := Options{LivenessBound: DefaultLivenessBound}
 	o.Nemesis.Faults = []string{"crash"}
 	o.Workload.TTL, o.Workload.OpTimeout = 2, 5*time.Second

@@ -15,6 +15,7 @@ import (
 // backends' servers by their names, and nothing made up where the build
 // recorded nothing.
 func TestBuildVersions(t *testing.T) {
+	t.Parallel()
 	info := &debug.BuildInfo{
 		Main: debug.Module{Path: "github.com/locktest/locktest", Version: "v0.0.0-20261124210318-6eadce4aa12b+dirty"},
 		Deps: []*debug.Module{

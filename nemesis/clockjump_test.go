@@ -28,6 +28,7 @@ func (x *expirer) ExpireEarly(_ context.Context, i int) ([]string, error) {
 // holds the lock at that instant (a short section releases its key first:
 // the jump then expired nothing).
 func TestClockJumpAimsAtAHolderWithWorkAhead(t *testing.T) {
+	t.Parallel()
 	fc := &fakeClients{names: []string{"c0", "c1", "c2"}, holder: "c0", entering: "c2", think: 3 * time.Second}
 	x := &expirer{keys: map[int][]string{1: {"lock"}}}
 	env := &Env{Sys: x, Clients: fc}

@@ -12,6 +12,7 @@ import (
 // unique name and kinds, sane default durations, entries it draws that it
 // accepts, and a story phrase naming its targets.
 func TestRegistry(t *testing.T) {
+	t.Parallel()
 	kinds := map[string]string{}
 	for _, f := range families {
 		if f.Spec().Name == "" || slices.Contains(Categories()[:slices.Index(Categories(), f.Spec().Name)], f.Spec().Name) {
@@ -64,6 +65,7 @@ func (bare) Endpoints(string) ([]string, error) {
 func (bare) LogDir() string { return "" }
 
 func TestRefuseNamesTheMissingCapability(t *testing.T) {
+	t.Parallel()
 	err := Refuse(bare{}, []string{"clock", "partition"})
 	if err == nil || !strings.Contains(err.Error(), "partition") || !strings.Contains(err.Error(), "a bare system") {
 		t.Fatalf("Refuse = %v, want an error naming the partition capability and the system", err)

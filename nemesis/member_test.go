@@ -14,6 +14,7 @@ import (
 // member, and heals a member left removed. The members stay consistent
 // throughout.
 func TestRunMember(t *testing.T) {
+	t.Parallel()
 	c, ctx := startCluster(t)
 	oldIndex, err := c.Leader(ctx)
 	if err != nil {
@@ -87,6 +88,7 @@ func TestRunMember(t *testing.T) {
 }
 
 func TestDescribeMember(t *testing.T) {
+	t.Parallel()
 	for kind, want := range map[string]string{
 		MemberRemove:  "member m1 was removed from the cluster",
 		MemberReplace: "member m1 was replaced with a fresh one",

@@ -321,6 +321,7 @@ func checkPairs(t *testing.T, ops []histories.Op, kinds ...string) {
 // TestRunClientFaults checks our own scheduling of the faults carried out
 // by the workload (clocks, pauses, client crashes) against a fake.
 func TestRunClientFaults(t *testing.T) {
+	t.Parallel()
 	c, _ := startCluster(t)
 	fc := &fakeClients{names: []string{"c0", "c1", "c2", "c3"}, holder: "c3"}
 	ms := 20 * time.Millisecond
@@ -383,6 +384,7 @@ func TestRunClientFaults(t *testing.T) {
 // the majority elects a new leader, the client on the majority side
 // commits, the one with the old leader cannot; heal restores everything.
 func TestRunPartitionLeader(t *testing.T) {
+	t.Parallel()
 	c, ctx := startCluster(t)
 	oldIndex, err := c.Leader(ctx)
 	if err != nil {
@@ -453,6 +455,7 @@ func TestRunPartitionLeader(t *testing.T) {
 // TestRunCrashLeader crashes the leader, writes while it is down, and checks
 // it restarted and caught up.
 func TestRunCrashLeader(t *testing.T) {
+	t.Parallel()
 	c, ctx := startCluster(t)
 	oldIndex, err := c.Leader(ctx)
 	if err != nil {
@@ -498,6 +501,7 @@ func TestRunCrashLeader(t *testing.T) {
 // another session's keepalives until the server expires it, while a second
 // client waits for the lock.
 func TestRunLease(t *testing.T) {
+	t.Parallel()
 	c, ctx := startCluster(t)
 	admin, err := c.AdminClient()
 	if err != nil {
@@ -607,6 +611,7 @@ func TestRunLease(t *testing.T) {
 // crashed member, toxics, a disabled proxy) and checks that the heal at the
 // end of Run clears all of it.
 func TestHealRestoresEverything(t *testing.T) {
+	t.Parallel()
 	c, ctx := startCluster(t)
 	if err := c.Partition([][]int{{0}, {1, 2}}); err != nil {
 		t.Fatal(err)
@@ -654,6 +659,7 @@ func TestHealRestoresEverything(t *testing.T) {
 // TestRunFiveMemberRing runs a majorities ring and a bridge on five members;
 // the cluster keeps a leader and commits through both.
 func TestRunFiveMemberRing(t *testing.T) {
+	t.Parallel()
 	ctx, cancelCtx := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancelCtx()
 	c, err := cluster.Start(ctx, cluster.Config{Members: 5, Dir: t.TempDir()})
@@ -705,6 +711,7 @@ func TestRunFiveMemberRing(t *testing.T) {
 // cluster and checks that each started and stopped without error and that
 // the heal leaves a sound cluster.
 func TestRunEveryKind(t *testing.T) {
+	t.Parallel()
 	ctx, cancelCtx := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancelCtx()
 	c, err := cluster.Start(ctx, cluster.Config{Members: 5, Dir: t.TempDir()})
@@ -803,6 +810,7 @@ func hex(l clientv3.LeaseID) string { return strconv.FormatInt(int64(l), 16) }
 // sees an error soon after the cut, not at its own timeout, and the key is
 // gone on the server. The fault's params say what the client saw.
 func TestRunLostReply(t *testing.T) {
+	t.Parallel()
 	c, ctx := startCluster(t)
 	cli, err := c.Client("c0")
 	if err != nil {

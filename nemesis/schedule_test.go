@@ -15,6 +15,7 @@ import (
 )
 
 func TestParseFaults(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string][]string{
 		"":                     {},
 		"none":                 {},
@@ -42,6 +43,7 @@ func TestParseFaults(t *testing.T) {
 
 // All is every family the system offers, but those asked for by name only.
 func TestExpand(t *testing.T) {
+	t.Parallel()
 	every := []string{"partition", "isolate", "lease", "clock", "pause", "crash", "slow", "member", "lost-reply"}
 	if got := Expand([]string{All}, nil); !slices.Equal(got, every) {
 		t.Errorf("all of every family: %v, want %v", got, every)
@@ -97,6 +99,7 @@ func genConfig(members int) Config {
 }
 
 func TestGenerateIsPureAndSeeded(t *testing.T) {
+	t.Parallel()
 	cfg := genConfig(3)
 	a, err := Generate(42, cfg)
 	if err != nil {
@@ -165,6 +168,7 @@ func TestGenerateIsPureAndSeeded(t *testing.T) {
 }
 
 func TestScheduleRoundTrip(t *testing.T) {
+	t.Parallel()
 	s, err := Generate(9, genConfig(5))
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +195,7 @@ func TestScheduleRoundTrip(t *testing.T) {
 }
 
 func TestReach(t *testing.T) {
+	t.Parallel()
 	ring := Reach(PartitionMajoritiesRing, [][]int{{3, 0, 4, 1, 2}}, 5)
 	views := map[string]bool{}
 	for x := range 5 {
@@ -227,6 +232,7 @@ func TestReach(t *testing.T) {
 // renewals strike waiters too, and only those kinds do; a waiter entry has
 // a fallback for when nobody waits.
 func TestGenerateStrikesWaiters(t *testing.T) {
+	t.Parallel()
 	cfg := Config{Faults: Categories(), Members: 3, Clients: []string{"c0", "c1", "c2"}, Time: 10 * time.Minute}
 	kinds := map[string]bool{}
 	for seed := range int64(5) {
@@ -253,6 +259,7 @@ func TestGenerateStrikesWaiters(t *testing.T) {
 // A weighted family's kinds come in proportion to their weights: four
 // client pauses to one member pause.
 func TestGenerateWeighsKinds(t *testing.T) {
+	t.Parallel()
 	cfg := Config{Faults: []string{"pause"}, Members: 3, Clients: []string{"c0", "c1"}, Time: 10 * time.Hour}
 	s, err := Generate(1, cfg)
 	if err != nil {
@@ -272,6 +279,7 @@ func TestGenerateWeighsKinds(t *testing.T) {
 // the two other members until a grant goes first, at the same time, the
 // target not among them; without a quorum, no such pause is drawn.
 func TestGenerateBareQuorum(t *testing.T) {
+	t.Parallel()
 	names := []string{"r0", "r1", "r2", "r3", "r4"}
 	cfg := Config{Faults: []string{"crash", ClockJumpEmulated}, Members: 5, MemberNames: names,
 		Clients: []string{"c0", "c1", "c2"}, Time: 20 * time.Minute, TTL: 2 * time.Second}

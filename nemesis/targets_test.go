@@ -12,6 +12,7 @@ import (
 // An entry aimed at a holder with work ahead strikes the holder entering a
 // section of the asked length, not whoever holds the lock now.
 func TestAimStrikesAHolderEnteringASlowSection(t *testing.T) {
+	t.Parallel()
 	fc := &fakeClients{names: []string{"c0", "c1", "c2"}, holder: "c0", entering: "c2", think: 3 * time.Second}
 	env := &Env{Clients: fc}
 	e := Entry{Fault: Isolate, Target: TargetHolder, Fallback: "c1", Params: map[string]string{"ahead": "2.5s-"}}
@@ -33,6 +34,7 @@ func TestAimStrikesAHolderEnteringASlowSection(t *testing.T) {
 }
 
 func TestGenerateAimsLeaseFaultsAtSlowSections(t *testing.T) {
+	t.Parallel()
 	cfg := Config{Faults: []string{"isolate", "lease", "clock"}, Members: 3, Clients: []string{"c0", "c1", "c2"}, Time: 10 * time.Minute, TTL: 2 * time.Second}
 	s, err := Generate(7, cfg)
 	if err != nil {
@@ -73,6 +75,7 @@ func TestGenerateAimsLeaseFaultsAtSlowSections(t *testing.T) {
 }
 
 func TestValidateAhead(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		e    Entry
 		want string
@@ -125,6 +128,7 @@ func (s *stalledClients) Entering(min, max, within time.Duration) (string, bool)
 // again: with a fixed window of the last 50 ms, a look 200 ms late missed
 // it, and the fault waited for another until the run's end.
 func TestAimSeesSectionsBegunWhileItWasLate(t *testing.T) {
+	t.Parallel()
 	fc := &stalledClients{fakeClients: &fakeClients{names: []string{"c0", "c1", "c2"}, entering: "c2", think: 3 * time.Second}}
 	env := &Env{Clients: fc}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -103,7 +103,8 @@ func TestNotInstalled(t *testing.T) {
 
 // A run of zk-lock under every fault ZooKeeper takes keeps the resource
 // safe and the lock's contract, speaks of znodes and sessions, and leaves
-// no server behind; a fault it cannot take is refused by name.
+// no server behind; a fault it cannot take is refused by name. (It counts
+// this process's children: not in parallel with the others.)
 func TestRun(t *testing.T) {
 	zkserver.ForTest(t)
 	out := t.TempDir()
@@ -147,9 +148,11 @@ func TestRun(t *testing.T) {
 // A run stopped part way, by Ctrl-C (SIGINT) and by SIGKILL, leaves no
 // server process behind, and its history on disk, checkable.
 func TestStoppedRun(t *testing.T) {
+	t.Parallel()
 	zkserver.ForTest(t)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
 			out := t.TempDir()
 			cmd := exec.Command(locktest(t), "run", "--recipe", "zk-lock", "--nemesis", "pause,crash", "--time", "30s", "--seed", "4", "--out", out)
 			if err := cmd.Start(); err != nil {
@@ -180,6 +183,7 @@ func TestStoppedRun(t *testing.T) {
 // that takes the lock when the waiter ahead of it goes holds it beside the
 // holder, whose znode was still there (contract, promise 3).
 func TestNoRecheckCaught(t *testing.T) {
+	t.Parallel()
 	zkserver.ForTest(t)
 	out := t.TempDir()
 	code, stdout, stderr := run(t, "run", "--recipe", "zk-no-recheck", "--require", "contract", "--time", "10s", "--quiet", "4s", "--seed", "1", "--out", out)
@@ -190,12 +194,15 @@ func TestNoRecheckCaught(t *testing.T) {
 
 // zk-session-expiry: the resource is damaged unfenced, safe fenced.
 func TestSessionExpiry(t *testing.T) {
+	t.Parallel()
 	zkserver.ForTest(t)
 	for _, mode := range []string{"unfenced", "fenced"} {
-		out := t.TempDir()
-		_, stdout, stderr := run(t, "scenario", "run", "zk-session-expiry", "--resource", mode, "--seed", "3", "--out", out)
-		if !strings.Contains(stdout, "scenario zk-session-expiry: as expected") {
-			t.Fatalf("%s:\nstdout:\n%s\nstderr:\n%s", mode, stdout, stderr)
-		}
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			_, stdout, stderr := run(t, "scenario", "run", "zk-session-expiry", "--resource", mode, "--seed", "3", "--out", t.TempDir())
+			if !strings.Contains(stdout, "scenario zk-session-expiry: as expected") {
+				t.Fatalf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+			}
+		})
 	}
 }

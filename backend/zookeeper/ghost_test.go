@@ -31,12 +31,14 @@ func TestNemesisAll(t *testing.T) {
 // its protected name and leaves none behind (liveness valid). Each is what
 // the scenario expects of its recipe: exit 0.
 func TestGhostNode(t *testing.T) {
+	t.Parallel()
 	zkserver.ForTest(t)
 	for _, c := range []struct {
 		recipe string
 		ghost  bool
 	}{{"zk-unprotected", true}, {"zk-lock", false}} {
 		t.Run(c.recipe, func(t *testing.T) {
+			t.Parallel()
 			out := t.TempDir()
 			code, stdout, stderr := run(t, "scenario", "run", "zk-ghost-node", "--recipe", c.recipe, "--seed", "1", "--out", out)
 			if code != 0 {

@@ -115,6 +115,7 @@ func child(h *zklock.Held) string { return filepath.Base(h.Key()) }
 // and why: the holder's release, an acquire's clean-up, another client's
 // delete, its session's expiry, its client's close.
 func TestObserver(t *testing.T) {
+	t.Parallel()
 	b, obs, rec := observe(t)
 	ctx := context.Background()
 	cs := make([]*testClient, 5)
@@ -225,6 +226,7 @@ func TestObserver(t *testing.T) {
 // Sync waits for what was committed before it, however far the logs are
 // behind: a deletion made just before Sync is recorded when it returns.
 func TestObserverSync(t *testing.T) {
+	t.Parallel()
 	b, obs, rec := observe(t)
 	ctx := context.Background()
 	c := newTestClient(t, b, "c0", 0, 20)

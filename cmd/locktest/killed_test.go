@@ -15,14 +15,14 @@ import (
 	"github.com/locktest/locktest/internal/scratch"
 )
 
-// TestKilledRuns kills real runs with SIGKILL part way, under faults, as a
+// testKilledRuns kills real runs with SIGKILL part way, under faults, as a
 // CI job past its time limit is killed: embedded members, member processes,
 // Redis. Nothing of a run is left outside its run directory (the run's
 // TMPDIR, HOME and working directory stay empty), the killed run's history
 // re-checks as cut short (one line saying where, exit 2, or 1 with a
 // violation), and the next run removes what the killed ones left in their
 // run directories.
-func TestKilledRuns(t *testing.T) {
+func testKilledRuns(t *testing.T) {
 	out := t.TempDir()
 	cases := []struct {
 		name  string
@@ -55,7 +55,7 @@ func TestKilledRuns(t *testing.T) {
 				return ""
 			}
 			tmp, home, cwd := t.TempDir(), t.TempDir(), t.TempDir()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestKilledRuns$")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestRuns$")
 			cmd.Dir = cwd
 			cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "HOME="+home,
 				"LOCKTEST_CLI_ARGS=run "+tc.args+" --time 30s --seed "+strconv.Itoa(i+1)+" --out "+out)

@@ -13,13 +13,13 @@ import (
 	"time"
 )
 
-// TestRunLive plays a scenario for real with --live (in a child process,
+// testRunLive plays a scenario for real with --live (in a child process,
 // on embedded etcd): its page is served on 127.0.0.1 while the run goes
 // and draws the history as it grows; when the run ends, the page leads to
 // the report, which stays served until Ctrl-C; the exit status is the
 // scenario's (its harm shown as expected: 0), and the summary says how it
 // differs from the run's own.
-func TestRunLive(t *testing.T) {
+func testRunLive(t *testing.T) {
 	out := t.TempDir()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "LOCKTEST_CLI_ARGS=scenario run paused-holder --resource unfenced --seed 1 --live --live-addr 127.0.0.1:0 --out "+out)

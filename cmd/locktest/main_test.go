@@ -41,6 +41,18 @@ func TestMain(m *testing.M) {
 	if os.Getenv(mark) != "" {
 		os.Exit(m.Run())
 	}
+	// The end-to-end runs (TestRuns) mostly wait on their servers and
+	// their runs' clocks, not on the CPU: run more of them at once than
+	// there are cores, unless -parallel says otherwise.
+	flag.Parse()
+	parallel := false
+	flag.Visit(func(f *flag.Flag) { parallel = parallel || f.Name == "test.parallel" })
+	if !parallel {
+		if err := flag.Set("test.parallel", "4"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
 	tmp, err := os.MkdirTemp("", "cmd-locktest-tests-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -379,10 +391,10 @@ func TestCheckExitStatus(t *testing.T) {
 	}
 }
 
-// TestRunWithFaults runs a short faulty run against the fenced resource: the
+// testRunWithFaults runs a short faulty run against the fenced resource: the
 // resource must stay safe whatever the faults do, every fault is recorded and
 // healed, the members agree at the end, and the stored schedule replays.
-func TestRunWithFaults(t *testing.T) {
+func testRunWithFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real etcd cluster")
 	}

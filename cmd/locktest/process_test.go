@@ -37,9 +37,9 @@ func readResults(t *testing.T, out string) *harness.Results {
 	return &res
 }
 
-// TestRunProcessCluster runs members as processes of the built-in etcd,
-// with member faults, and checks that none outlives the run.
-func TestRunProcessCluster(t *testing.T) {
+// testRunProcessCluster runs members as processes of the built-in etcd,
+// with member faults (that none outlives the run, TestRuns checks).
+func testRunProcessCluster(t *testing.T) {
 	out := t.TempDir()
 	code, stdout, stderr := runMain(t, "run", "--cluster", "process", "--nemesis", "pause,crash,partition", "--time", "6s",
 		"--quiet", "3s", "--seed", "3", "--out", out)
@@ -58,37 +58,41 @@ func TestRunProcessCluster(t *testing.T) {
 			t.Errorf("consistency %s: %v", c.Verdict, c.Explanation)
 		}
 	}
-	if !eventually(t, 5*time.Second, func() bool { return len(proc.Children(os.Getpid())) == 0 }) {
-		t.Fatalf("processes outlived the run: %v", proc.Children(os.Getpid()))
-	}
 }
 
-// TestEtcd11456 finds etcd#11456 in Debian's etcd 3.4 (when installed) and
+// testEtcd11456 finds etcd#11456 in Debian's etcd 3.4 (when installed) and
 // not in the built-in etcd.
-func TestEtcd11456(t *testing.T) {
+func testEtcd11456(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/etcd"); err != nil {
 		t.Skipf("skipped: /usr/bin/etcd not installed (apt-get install etcd-server): %v", err)
 	}
-	out := t.TempDir()
-	code, stdout, stderr := runMain(t, "scenario", "run", "etcd-11456", "--seed", "1", "--out", filepath.Join(out, "34"))
-	if code != exitValid || !strings.Contains(stdout, "scenario etcd-11456: as expected") ||
-		!strings.Contains(stdout, "it was granted a lock whose key was already gone") {
-		t.Fatalf("etcd 3.4: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
-	}
-	if res := readResults(t, filepath.Join(out, "34")); !strings.HasPrefix(res.Run.Version, "3.4.") {
-		t.Errorf("etcd version %q, want 3.4", res.Run.Version)
-	}
+	// The two runs side by side: each mostly waits out its sections.
+	t.Run("3.4", func(t *testing.T) {
+		t.Parallel()
+		out := t.TempDir()
+		code, stdout, stderr := runMain(t, "scenario", "run", "etcd-11456", "--seed", "1", "--out", out)
+		if code != exitValid || !strings.Contains(stdout, "scenario etcd-11456: as expected") ||
+			!strings.Contains(stdout, "it was granted a lock whose key was already gone") {
+			t.Fatalf("etcd 3.4: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+		if res := readResults(t, out); !strings.HasPrefix(res.Run.Version, "3.4.") {
+			t.Errorf("etcd version %q, want 3.4", res.Run.Version)
+		}
+	})
 	// The built-in etcd has the fix: contract valid, not the bug the
 	// scenario expects, and a scenario exits on its expectations.
-	code, stdout, stderr = runMain(t, "scenario", "run", "etcd-11456", "--etcd-bin=", "--seed", "1", "--out", filepath.Join(out, "builtin"))
-	if code != exitInvalid || !strings.Contains(stdout, "contract    valid") || !strings.Contains(stdout, "scenario etcd-11456: NOT as expected: contract is valid, expected invalid") {
-		t.Fatalf("built-in etcd: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
-	}
+	t.Run("built-in", func(t *testing.T) {
+		t.Parallel()
+		code, stdout, stderr := runMain(t, "scenario", "run", "etcd-11456", "--etcd-bin=", "--seed", "1", "--out", t.TempDir())
+		if code != exitInvalid || !strings.Contains(stdout, "contract    valid") || !strings.Contains(stdout, "scenario etcd-11456: NOT as expected: contract is valid, expected invalid") {
+			t.Fatalf("built-in etcd: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+	})
 }
 
-// TestRunExternal runs against "someone else's cluster": a process cluster
+// testRunExternal runs against "someone else's cluster": a process cluster
 // this test starts and hands over by its client URLs only.
-func TestRunExternal(t *testing.T) {
+func testRunExternal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := cluster.Start(ctx, cluster.Config{Processes: true, Dir: t.TempDir()})
@@ -155,14 +159,14 @@ func TestRunExternal(t *testing.T) {
 	}
 }
 
-// TestStoppedProcessRun stops a locktest run with member processes part way,
+// testStoppedProcessRun stops a locktest run with member processes part way,
 // by Ctrl-C (SIGINT) and by SIGKILL: no member outlives it, and the history
 // recorded so far is on disk and checkable.
-func TestStoppedProcessRun(t *testing.T) {
+func testStoppedProcessRun(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			out := t.TempDir()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestStoppedProcessRun$")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestRuns$")
 			cmd.Env = append(os.Environ(), "LOCKTEST_CLI_ARGS=run --cluster process --nemesis pause --time 30s --seed 4 --out "+out)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)

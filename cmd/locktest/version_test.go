@@ -95,8 +95,8 @@ func TestVersion(t *testing.T) {
 
 // A locktest built from a git checkout prints the commit it was built from,
 // as the build recorded it (go build stamps it; go run and -buildvcs=false
-// do not).
-func TestVersionCommit(t *testing.T) {
+// do not). It builds locktest: a subtest of TestRuns, beside the runs.
+func testVersionCommit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds locktest")
 	}

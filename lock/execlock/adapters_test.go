@@ -22,6 +22,7 @@ var javaClasspath = []string{"/usr/share/java/curator-recipes.jar", "/usr/share/
 // installed (.ci/run installs them: adapters/apt-packages, and npm ci in
 // adapters/), and skips saying what is missing where they are not.
 func TestAdapters(t *testing.T) {
+	t.Parallel()
 	dir, err := filepath.Abs("adapters")
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +72,10 @@ func TestAdapters(t *testing.T) {
 			return []string{bin}
 		}},
 	} {
-		t.Run(a.name, func(t *testing.T) { conform(t, a.backend, a.command(t)) })
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			conform(t, a.backend, a.command(t))
+		})
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 // machine has. It drives the processes itself, on a real system without
 // faults, then has contending clients judged by a short run.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	if spec := os.Getenv("LOCKTEST_CONFORMANCE"); spec != "" {
 		r, err := execlock.Parse(execlock.Prefix + spec)
 		if err != nil {
@@ -41,7 +42,10 @@ func TestConformance(t *testing.T) {
 		return
 	}
 	for _, backend := range []string{"etcd", "redis"} {
-		t.Run(backend, func(t *testing.T) { conform(t, backend, testClient(t)) })
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			conform(t, backend, testClient(t))
+		})
 	}
 }
 

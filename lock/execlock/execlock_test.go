@@ -139,6 +139,7 @@ func explain(res *harness.Results) string {
 // TTL while it holds the lock: its keepalives stop, its lease expires, the
 // fence keeps the data safe, and the lock keeps its contract.
 func TestPausedProcessLosesItsLease(t *testing.T) {
+	t.Parallel()
 	res := run(t, "etcd", testClient(t), func(o *runOptions) {
 		o.faults = []string{"pause"}
 		o.slow = workload.DefaultConfig().SlowShare
@@ -166,6 +167,7 @@ func TestPausedProcessLosesItsLease(t *testing.T) {
 
 // Broken locks are caught, each by the check its breakage breaks.
 func TestBrokenClientsCaught(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		flag  string
 		check string
@@ -174,6 +176,7 @@ func TestBrokenClientsCaught(t *testing.T) {
 		{"--stale-token", histories.CheckContract}, // tokens that do not grow
 	} {
 		t.Run(c.flag, func(t *testing.T) {
+			t.Parallel()
 			res := run(t, "etcd", testClient(t, c.flag))
 			if v := verdicts(res)[c.check]; v != checker.Invalid {
 				t.Errorf("%s: check %s is %s, want invalid:%s", c.flag, c.check, v, explain(res))
@@ -186,6 +189,7 @@ func TestBrokenClientsCaught(t *testing.T) {
 // sections: the resource check cannot judge writes that nothing could
 // fence (unknown, not valid), and the lock itself is judged as any lock.
 func TestUntokenedLock(t *testing.T) {
+	t.Parallel()
 	res := run(t, "redis", testClient(t))
 	v := verdicts(res)
 	if v[histories.CheckResource] != checker.Unknown || v[histories.CheckMutex] != checker.Valid {
@@ -196,6 +200,7 @@ func TestUntokenedLock(t *testing.T) {
 // A command that exits at once stops the run before it starts, naming the
 // client and the command's stderr.
 func TestCommandExitsAtOnce(t *testing.T) {
+	t.Parallel()
 	began := time.Now()
 	_, _, err := tryRun(t, "etcd", testClient(t, "--exit-at-once"), func(o *runOptions) { o.faults = []string{"pause"} })
 	if err == nil || !strings.Contains(err.Error(), "c0") || !strings.Contains(err.Error(), "told to exit at once") {
@@ -216,6 +221,7 @@ func TestCommandExitsAtOnce(t *testing.T) {
 // part of its first operation, whose time counts against the lock. One
 // still busy when the harness's deadline comes is taken to be up.
 func TestNewWaitsForASlowStart(t *testing.T) {
+	t.Parallel()
 	r := execlock.New(testClient(t, "--slow-start")...)
 	env := lock.Env{Name: "c0", Backend: "etcd", Prefix: "/locktest/", TTL: 2,
 		Endpoints: []string{"127.0.0.1:1"}, Vars: map[string]string{"LOCKTEST_ETCD_URLS": "http://127.0.0.1:1"}}
@@ -242,6 +248,7 @@ func TestNewWaitsForASlowStart(t *testing.T) {
 // reads the faked time, from its start and after a bump. (Its timed waits
 // run on real time: README.md, Faults on a client process.)
 func TestJavaClockFaked(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("javac"); err != nil {
 		t.Skip("javac not on PATH (apt-get install openjdk-17-jdk-headless)")
 	}
@@ -285,8 +292,10 @@ func TestJavaClockFaked(t *testing.T) {
 // and the line; its operation has an unknown outcome, the process is
 // replaced (a new history process), and the run goes on.
 func TestBadReplyReplacesTheProcess(t *testing.T) {
+	t.Parallel()
 	for _, flag := range []string{"--garbage", "--bad-id", "--out-of-turn", "--crash-reply"} {
 		t.Run(flag, func(t *testing.T) {
+			t.Parallel()
 			res, log, err := tryRun(t, "etcd", testClient(t, flag), func(o *runOptions) { o.clients = 2; o.time = 2 * time.Second })
 			if err != nil {
 				t.Fatal(err)
@@ -315,6 +324,7 @@ func needRedis(t *testing.T) {
 // SIGKILL (this test binary stands in for it): the test client, and the
 // JVM of the Java adapter.
 func TestClientsDieWithLocktest(t *testing.T) {
+	t.Parallel()
 	if kind := os.Getenv("EXECLOCK_TEST_PARENT"); kind != "" {
 		startAndWait(t, kind)
 		return
@@ -367,6 +377,7 @@ func startAndWait(t *testing.T, kind string) {
 // API (harness.Play): its schedule strikes, and its expectations are
 // judged against this lock's verdicts.
 func TestPlayScenario(t *testing.T) {
+	t.Parallel()
 	sc, err := registry.Catalog().Lookup("paused-holder")
 	if err != nil {
 		t.Fatal(err)
@@ -394,6 +405,7 @@ func TestPlayScenario(t *testing.T) {
 // (unknown outcomes, the process replaced), and liveness says the lock
 // granted nothing.
 func TestSilentClient(t *testing.T) {
+	t.Parallel()
 	res := run(t, "etcd", testClient(t, "--silent"), func(o *runOptions) {
 		o.clients = 2
 		o.time = 2 * time.Second
@@ -413,6 +425,7 @@ func TestSilentClient(t *testing.T) {
 // without faults, where every overlap began while the earlier holder's key
 // was on the server.
 func TestImpatientClientCaught(t *testing.T) {
+	t.Parallel()
 	impatient := func(t *testing.T, backend string, command []string) {
 		res := run(t, backend, command, func(o *runOptions) {
 			o.slow = workload.DefaultConfig().SlowShare
@@ -429,7 +442,10 @@ func TestImpatientClientCaught(t *testing.T) {
 				backend, contract.LeaseRaces, contract.LockBugs, contract.Undecided, explain(res))
 		}
 	}
-	t.Run("etcd", func(t *testing.T) { impatient(t, "etcd", testClient(t, "--impatient")) })
+	t.Run("etcd", func(t *testing.T) {
+		t.Parallel()
+		impatient(t, "etcd", testClient(t, "--impatient"))
+	})
 	kazoo := func(t *testing.T, flags ...string) []string {
 		if err := exec.Command("/usr/bin/python3", "-c", "import kazoo").Run(); err != nil {
 			t.Skipf("/usr/bin/python3 cannot import kazoo (apt-get install python3-kazoo; .ci/run installs adapters/apt-packages): %v", err)
@@ -440,15 +456,22 @@ func TestImpatientClientCaught(t *testing.T) {
 		}
 		return append([]string{"/usr/bin/python3", script}, flags...)
 	}
-	t.Run("zookeeper", func(t *testing.T) { impatient(t, "zookeeper", kazoo(t)) })
+	t.Run("zookeeper", func(t *testing.T) {
+		t.Parallel()
+		impatient(t, "zookeeper", kazoo(t))
+	})
 	// Without a token, as kazoo's own Lock: judged by its znode's czxid,
 	// read from the servers.
-	t.Run("zookeeper-no-token", func(t *testing.T) { impatient(t, "zookeeper", kazoo(t, "--no-token")) })
+	t.Run("zookeeper-no-token", func(t *testing.T) {
+		t.Parallel()
+		impatient(t, "zookeeper", kazoo(t, "--no-token"))
+	})
 }
 
 // A correct client without the revision (the protocol's minimum) keeps its
 // contract under pauses: the bounds never make a race a bug.
 func TestCorrectClientWithoutRevision(t *testing.T) {
+	t.Parallel()
 	res := run(t, "etcd", testClient(t, "--no-revision"), func(o *runOptions) {
 		o.faults = []string{"pause"}
 		o.slow = workload.DefaultConfig().SlowShare

@@ -283,6 +283,7 @@ func TestFailedStartCleansUp(t *testing.T) {
 }
 
 func TestFiveMembers(t *testing.T) {
+	t.Parallel()
 	c, err := Start(context.Background(), Config{Members: 5, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -301,6 +302,7 @@ func TestFiveMembers(t *testing.T) {
 // nothing but the test framework's "PASS" reaches stdout or stderr: etcd,
 // grpc and toxiproxy must log only to files.
 func TestNoTerminalOutput(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperScenario$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "LOCKTEST_CLUSTER_HELPER=1")
 	var stdout, stderr bytes.Buffer
@@ -312,6 +314,7 @@ func TestNoTerminalOutput(t *testing.T) {
 }
 
 func TestHelperScenario(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("LOCKTEST_CLUSTER_HELPER") == "" {
 		t.Skip("helper for TestNoTerminalOutput")
 	}

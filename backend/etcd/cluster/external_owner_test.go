@@ -18,6 +18,7 @@ import (
 // removes them, and says so, and touches nothing else: not a live run's,
 // not keys no run marked.
 func TestExternalSweepsKilledRuns(t *testing.T) {
+	t.Parallel()
 	c, ctx := startProcesses(t, Config{})
 	remote, err := links.Start(nil)
 	if err != nil {

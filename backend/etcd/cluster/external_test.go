@@ -257,6 +257,7 @@ func TestExternal(t *testing.T) {
 // are untouched by a run that writes, locks and cleans up under the prefix;
 // nothing under it is left.
 func TestExternalIsolation(t *testing.T) {
+	t.Parallel()
 	c, ctx := startProcesses(t, Config{})
 	d, err := c.DirectClient()
 	if err != nil {
@@ -465,6 +466,7 @@ func TestExternalTLS(t *testing.T) {
 // against the CA and accepts a certificate valid for any of the
 // endpoints' hosts, which the dialled proxy address is not.
 func TestVerifyAnyHost(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	f := writeTLS(t, dir, "etcd-0.example")
 	other := writeTLS(t, t.TempDir(), "etcd-0.example")
@@ -608,6 +610,7 @@ func TestExternalBadInput(t *testing.T) {
 // made there and deleted at Close, and nobody else's proxies are touched;
 // the resource links stay in this process.
 func TestExternalRemoteToxiproxy(t *testing.T) {
+	t.Parallel()
 	cfg := Config{}
 	if _, err := os.Stat(debianEtcd); err == nil {
 		cfg.EtcdBin = debianEtcd

@@ -105,6 +105,7 @@ func checkConsistent(t *testing.T, ctx context.Context, c *Cluster) []checker.Me
 // TestPartitionLeader isolates the leader: the majority elects a new leader
 // and commits, the old leader cannot commit, and Heal brings everything back.
 func TestPartitionLeader(t *testing.T) {
+	t.Parallel()
 	c, ctx := startCluster(t, 3)
 	leadIndex, err := c.Leader(ctx)
 	if err != nil {
@@ -164,6 +165,7 @@ func TestPartitionLeader(t *testing.T) {
 // while each is down, restarts it from its data directory and checks it
 // caught up.
 func TestCrashRestart(t *testing.T) {
+	t.Parallel()
 	c, ctx := startCluster(t, 3)
 	admin, err := c.AdminClient()
 	if err != nil {
@@ -220,6 +222,7 @@ func TestCrashRestart(t *testing.T) {
 // TestPauseMember pauses a member: a client pinned to it through its proxy
 // cannot commit, the others can; after ResumeMember it can again.
 func TestPauseMember(t *testing.T) {
+	t.Parallel()
 	c, ctx := startCluster(t, 3)
 	leadIndex, err := c.Leader(ctx)
 	if err != nil {
@@ -275,6 +278,7 @@ func TestPauseMember(t *testing.T) {
 // TestFiveMemberCuts cuts a majorities ring in a 5-member cluster: every
 // member still sees a majority, so the cluster keeps committing.
 func TestFiveMemberCuts(t *testing.T) {
+	t.Parallel()
 	c, ctx := startCluster(t, 5)
 	var pairs [][2]int
 	for i := range 5 {

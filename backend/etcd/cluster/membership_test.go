@@ -158,6 +158,7 @@ func TestRemoveAndAddMember(t *testing.T) {
 // replaces a member (removed and added back at once): the cluster stays
 // healthy and consistent.
 func TestRemoveRefusedWithoutQuorum(t *testing.T) {
+	t.Parallel()
 	c, ctx := startCluster(t, 3)
 	refused := func(what string, i int, want string) {
 		t.Helper()
@@ -219,6 +220,7 @@ func TestRemoveRefusedWithoutQuorum(t *testing.T) {
 // apply to the new member under its new ID, so it cannot catch up until
 // they are mended.
 func TestAddedMemberIsCut(t *testing.T) {
+	t.Parallel()
 	c, ctx := startCluster(t, 3)
 	removeTimed(t, ctx, c, 2)
 	if err := c.SetCuts([][2]int{{0, 2}, {1, 2}}); err != nil {

@@ -66,6 +66,7 @@ func putVia(ctx context.Context, cl *clientv3.Client, k, v string, timeout time.
 }
 
 func TestProcessCluster(t *testing.T) {
+	t.Parallel()
 	c, ctx := startProcesses(t, Config{})
 	if !strings.Contains(c.Describe(), "member processes") {
 		t.Fatalf("Describe = %q", c.Describe())
@@ -104,6 +105,7 @@ func TestProcessCluster(t *testing.T) {
 // TestProcessPause: a paused member's process is stopped (state T), not
 // merely slowed; the others go on; resumed, it serves again.
 func TestProcessPause(t *testing.T) {
+	t.Parallel()
 	c, ctx := startProcesses(t, Config{})
 	l, err := c.Leader(ctx)
 	if err != nil {
@@ -158,6 +160,7 @@ func TestProcessPause(t *testing.T) {
 // TestProcessCrash: a crashed member's process is gone; after the restart
 // a new process serves, from the old data.
 func TestProcessCrash(t *testing.T) {
+	t.Parallel()
 	c, ctx := startProcesses(t, Config{})
 	a, err := c.Client("a")
 	if err != nil {
@@ -207,6 +210,7 @@ func TestProcessCrash(t *testing.T) {
 // election timeout sets the majority's two members campaigning again, and
 // in one suite of ten (load 13) they agreed on no leader within 5 s.
 func TestProcessPartition(t *testing.T) {
+	t.Parallel()
 	c, ctx := startProcesses(t, Config{TickMs: 100, ElectionMs: 1000})
 	l, err := c.Leader(ctx)
 	if err != nil {
@@ -269,6 +273,7 @@ func TestProcessPartition(t *testing.T) {
 // cut pair's members are not each other's raft peers meanwhile (neither
 // of them leads both).
 func TestProcessPairCut(t *testing.T) {
+	t.Parallel()
 	c, ctx := startProcesses(t, Config{})
 	l, err := c.Leader(ctx)
 	if err != nil {
@@ -299,6 +304,7 @@ func TestProcessPairCut(t *testing.T) {
 // TestProcessMembersDieWithLocktest kills a process that started a cluster
 // (this test binary, run again) with SIGKILL: no member outlives it.
 func TestProcessMembersDieWithLocktest(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("CLUSTER_TEST_PARENT") == "1" {
 		c, err := Start(context.Background(), Config{Processes: true, Dir: os.Getenv("CLUSTER_TEST_DIR")})
 		if err != nil {
@@ -312,6 +318,7 @@ func TestProcessMembersDieWithLocktest(t *testing.T) {
 }
 
 func TestFindEtcd(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	notExec := filepath.Join(dir, "etcd")
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
@@ -347,6 +354,7 @@ func TestFindEtcd(t *testing.T) {
 
 // TestProcessEtcdBin runs the members as Debian's etcd 3.4, when installed.
 func TestProcessEtcdBin(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(debianEtcd); err != nil {
 		t.Skipf("skipped: %s not installed (apt-get install etcd-server): %v", debianEtcd, err)
 	}
@@ -375,6 +383,7 @@ func TestProcessEtcdBin(t *testing.T) {
 // TestProcessMembership removes a member process from the cluster and adds
 // it back as a new member: a new process with a new ID and fresh data.
 func TestProcessMembership(t *testing.T) {
+	t.Parallel()
 	c, ctx := startProcesses(t, Config{})
 	a, err := c.Client("a")
 	if err != nil {

@@ -102,6 +102,7 @@ func tryAcquire(ctx context.Context, t *testing.T, l lock.Locker, name string, d
 // Each recipe, two clients: the second waits while the first holds, gets
 // the lock once it is released, with a higher token.
 func TestMutualExclusion(t *testing.T) {
+	t.Parallel()
 	for _, b := range redislock.Builtins {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx, d := deploy(t, topology(b.Name))
@@ -132,6 +133,7 @@ func TestMutualExclusion(t *testing.T) {
 
 // redis-setnx's tokens grow with every grant, whoever takes it.
 func TestSetNXTokensGrow(t *testing.T) {
+	t.Parallel()
 	ctx, d := deploy(t, redisserver.Single)
 	ls := lockers(ctx, t, d, redislock.SetNX(0), "/tokens/", 2, "a", "b", "c")
 	var last int64
@@ -154,6 +156,7 @@ func TestSetNXTokensGrow(t *testing.T) {
 // took the lock: redis-setnx's compare-and-delete leaves the new holder's
 // key; redis-del deletes it. The old holder's watchdog learns of the loss.
 func TestLateRelease(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		recipe  lock.Recipe
 		deletes bool
@@ -206,6 +209,7 @@ func TestLateRelease(t *testing.T) {
 // the test process stood still, and b took it). That is the lease race
 // itself, which is not what this test is about.
 func TestWatchdogKeepsLock(t *testing.T) {
+	t.Parallel()
 	const ttl = 4
 	for _, tc := range []struct {
 		recipe lock.Recipe
@@ -265,6 +269,7 @@ func TestWatchdogKeepsLock(t *testing.T) {
 // passed; resumed, the server has expired the key, and another client
 // takes it.
 func TestPausedServerLosesLock(t *testing.T) {
+	t.Parallel()
 	ctx, d := deploy(t, redisserver.Single)
 	ls := lockers(ctx, t, d, redislock.SetNX(0), "/paused/", 1, "a", "b")
 	h, err := ls[0].Acquire(ctx, "x")
@@ -301,6 +306,7 @@ func TestPausedServerLosesLock(t *testing.T) {
 // learns within a TTL of its clock that it lost the lock, which another
 // client then takes.
 func TestIsolatedHolderLosesLock(t *testing.T) {
+	t.Parallel()
 	ctx, d := deploy(t, redisserver.Single)
 	ls := lockers(ctx, t, d, redislock.SetNX(0), "/isolated/", 1, "a", "b")
 	h, err := ls[0].Acquire(ctx, "x")
@@ -331,6 +337,7 @@ func TestIsolatedHolderLosesLock(t *testing.T) {
 // client takes the lock while the holder still believes it holds it, until
 // its late renewal finds the key gone.
 func TestSlowClockLosesLock(t *testing.T) {
+	t.Parallel()
 	ctx, d := deploy(t, redisserver.Single)
 	slow := clock.New()
 	slow.SetRate(0.2)
@@ -369,6 +376,7 @@ func TestSlowClockLosesLock(t *testing.T) {
 // Redlock grants with a majority of its masters up, promptly with one
 // paused, and not without a majority.
 func TestRedlockQuorum(t *testing.T) {
+	t.Parallel()
 	ctx, d := deploy(t, redisserver.Independent(5))
 	ls := lockers(ctx, t, d, redislock.Redlock(0), "/quorum/", 2, "a")
 	if err := d.Pause(4); err != nil {
@@ -414,6 +422,7 @@ func TestRedlockQuorum(t *testing.T) {
 // second time while its first holder still holds it, with a token no
 // higher: the fencing counter went back with the data.
 func TestSetNXFailoverGrantsTwice(t *testing.T) {
+	t.Parallel()
 	ctx, d := deploy(t, redisserver.Replicated)
 	ls := lockers(ctx, t, d, redislock.SetNX(0), "/failover/", 30, "a", "b")
 	if err := d.CutReplication(); err != nil {
@@ -448,6 +457,7 @@ func TestSetNXFailoverGrantsTwice(t *testing.T) {
 }
 
 func TestRecipeFuncRefusesOtherConns(t *testing.T) {
+	t.Parallel()
 	r := redislock.SetNX(0)
 	if _, err := r.New(context.Background(), lock.Env{Conn: "not redis", Clock: clock.New()}); err == nil || !strings.Contains(err.Error(), "*redislock.Conn") {
 		t.Fatalf("New with a string for a Conn: %v", err)

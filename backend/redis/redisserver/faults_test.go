@@ -18,6 +18,7 @@ import (
 // A paused server is stopped ('T') and answers nothing; resumed, it
 // answers again, and a key whose TTL ran out meanwhile is gone.
 func TestPauseResume(t *testing.T) {
+	t.Parallel()
 	ctx, d := start(t, Single)
 	eps, err := d.Endpoints("c1")
 	if err != nil {
@@ -52,6 +53,7 @@ func TestPauseResume(t *testing.T) {
 
 // A crashed server is gone; restarted, it listens where it did, empty.
 func TestCrashRestart(t *testing.T) {
+	t.Parallel()
 	ctx, d := start(t, Single)
 	eps, err := d.Endpoints("c1")
 	if err != nil {
@@ -89,6 +91,7 @@ func TestCrashRestart(t *testing.T) {
 // ExpireEarly expires keys with a TTL, reported as expired, and leaves the
 // others.
 func TestExpireEarly(t *testing.T) {
+	t.Parallel()
 	ctx, d := start(t, Single)
 	c := d.Servers()[0].Client()
 	evctx, cancel := context.WithCancel(ctx)
@@ -140,6 +143,7 @@ func TestExpireEarly(t *testing.T) {
 // lost with it; Sentinel promotes the replica, and a client that follows
 // Sentinel over its own links reaches the new master.
 func TestFailover(t *testing.T) {
+	t.Parallel()
 	ctx, d := start(t, Replicated)
 	dial, err := d.Dialer("c1")
 	if err != nil {
@@ -221,6 +225,7 @@ func TestFailover(t *testing.T) {
 // failover up, not fails it: its settings are asked for again until it
 // answers, and the replica is promoted.
 func TestFailoverWaitsForASlowSentinel(t *testing.T) {
+	t.Parallel()
 	ctx, d := start(t, Replicated)
 	if err := d.CutReplication(); err != nil {
 		t.Fatal(err)
@@ -249,6 +254,7 @@ func TestFailoverWaitsForASlowSentinel(t *testing.T) {
 // whose master address is not the one it monitors once failover-timeout
 // has passed, and a cut of the link it left would cut nothing.
 func TestReplicationStaysOnItsLink(t *testing.T) {
+	t.Parallel()
 	ctx, d := start(t, Replicated)
 	since := time.Now().Add(3 * time.Second)
 	for _, s := range d.Sentinels() {

@@ -83,6 +83,7 @@ func TestFind(t *testing.T) {
 // Each topology starts ready, serves over a client's proxies, and leaves
 // nothing behind when it closes.
 func TestTopologies(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		topo               Topology
 		servers, sentinels int
@@ -166,6 +167,7 @@ func TestTopologies(t *testing.T) {
 // loaded machine, the Sentinels declared the master down before it
 // listened and failed it over before any test began.
 func TestSentinelsStartOnceTheServersAnswer(t *testing.T) {
+	t.Parallel()
 	_, d := start(t, Replicated)
 	logs := filepath.Join(filepath.Dir(d.DataDir()), "logs")
 	ready := logTime(t, filepath.Join(logs, "redis-r0.log"), "Ready to accept connections")
@@ -209,6 +211,7 @@ func logTime(t *testing.T, path, what string) time.Time {
 // that started a Replicated deployment with SIGKILL, and checks that none of
 // its redis-server processes is left.
 func TestNothingOutlivesParent(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("REDISSERVER_TEST_PARENT") == "1" {
 		d, err := Start(context.Background(), Config{Topology: Replicated, Dir: os.Getenv("REDISSERVER_TEST_DIR")})
 		if err != nil {

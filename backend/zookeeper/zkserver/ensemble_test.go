@@ -64,6 +64,7 @@ func noBypass(t *testing.T, e *Ensemble, when string) {
 // paused server is stopped; a crashed leader restarts from its data and
 // rejoins; Close leaves no process and no scratch directory.
 func TestEnsemble(t *testing.T) {
+	t.Parallel()
 	ctx, e := start(t, 3)
 	if v := e.Version(); !strings.HasPrefix(v, "3.") {
 		t.Errorf("version %q", v)
@@ -160,6 +161,7 @@ func TestEnsemble(t *testing.T) {
 
 // No server outlives the process that started it, however it dies.
 func TestNothingOutlivesParent(t *testing.T) {
+	t.Parallel()
 	if dir := os.Getenv("ZKSERVER_TEST_DIR"); dir != "" {
 		e, err := Start(context.Background(), Config{Servers: 3, Dir: dir})
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestReadHeaderElection(t *testing.T) {
+	t.Parallel()
 	// 3.5+ form: version, sid, address length, address.
 	var v1 bytes.Buffer
 	binary.Write(&v1, binary.BigEndian, int64(-65536))
@@ -35,6 +36,7 @@ func TestReadHeaderElection(t *testing.T) {
 }
 
 func TestReadHeaderQuorum(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	binary.Write(&b, binary.BigEndian, int32(11)) // FOLLOWERINFO
 	binary.Write(&b, binary.BigEndian, int64(0x100000000))

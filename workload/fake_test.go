@@ -1,0 +1,230 @@
+package workload_test
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/workload"
+)
+
+// A fake of the seam to a lock service (backend.go), in memory: one
+// lock table that every client's connection shares, a grant's token
+// counting up per lock, no leases, nothing on the network but the
+// resource's own links. It tests the workload's own logic (what a client
+// records, its controls, the final reads) without a server; what a real
+// service does under faults is the backends' tests' to show.
+
+// table is the fake service's state: each lock's holder and its last
+// token.
+type table struct {
+	mu      sync.Mutex
+	changed chan struct{} // closed at each release
+	holder  map[string]*fakeLocker
+	tokens  map[string]int64
+}
+
+func newTable() *table {
+	return &table{changed: make(chan struct{}), holder: map[string]*fakeLocker{}, tokens: map[string]int64{}}
+}
+
+// fakeBackend is a workload.Backend on a table.
+type fakeBackend struct{ t *table }
+
+func (b fakeBackend) Name() string { return "fake" }
+
+// ResourceProxy puts no proxy in front of the resource: no fault here
+// acts on a client's links.
+func (b fakeBackend) ResourceProxy(_, upstream string) (string, error) { return upstream, nil }
+
+func (b fakeBackend) Connect(workload.Client) (workload.Conn, error) { return fakeConn{b.t}, nil }
+
+func (b fakeBackend) Observe(context.Context, workload.Keys, workload.Recorder) (workload.Observer, error) {
+	return fakeObserver{}, nil
+}
+
+type fakeConn struct{ t *table }
+
+func (c fakeConn) Env() any                                     { return c.t }
+func (c fakeConn) Endpoints() []string                          { return nil }
+func (c fakeConn) Locker(lock.Locker, histories.Process) string { return "" }
+func (c fakeConn) CloseLocker(l lock.Locker) error              { return l.Close() }
+func (c fakeConn) Acquiring()                                   {}
+func (c fakeConn) Close() error                                 { return nil }
+func (c fakeConn) Granted(_ lock.Locker, held lock.Held, _ histories.Process) workload.Grant {
+	return fakeGrant{workload.Claim{Key: held.(*fakeHeld).key}}
+}
+
+type fakeGrant struct{ claim workload.Claim }
+
+func (g fakeGrant) Claim() workload.Claim { return g.claim }
+func (g fakeGrant) Releasing()            {}
+func (g fakeGrant) Released(error)        {}
+
+// fakeObserver sees no deletion: the fake has no keys that expire.
+type fakeObserver struct{}
+
+func (fakeObserver) Sync(context.Context) error { return nil }
+func (fakeObserver) RecordObserved()            {}
+func (fakeObserver) Err() error                 { return nil }
+func (fakeObserver) Close()                     {}
+
+// fakeRecipe is a correct lock on the table: one holder per lock, each
+// grant's token above the last.
+type fakeRecipe struct{}
+
+func (fakeRecipe) Name() string { return "fake-mutex" }
+
+func (fakeRecipe) New(_ context.Context, env lock.Env) (lock.Locker, error) {
+	return &fakeLocker{t: env.Conn.(*table), name: env.Name}, nil
+}
+
+type fakeLocker struct {
+	t    *table
+	name string
+}
+
+func (l *fakeLocker) Acquire(ctx context.Context, name string) (lock.Held, error) {
+	for {
+		l.t.mu.Lock()
+		if l.t.holder[name] == nil {
+			l.t.holder[name] = l
+			l.t.tokens[name]++
+			h := &fakeHeld{l: l, lock: name, token: l.t.tokens[name], key: name + "/" + strconv.FormatInt(l.t.tokens[name], 10)}
+			l.t.mu.Unlock()
+			return h, nil
+		}
+		changed := l.t.changed
+		l.t.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Close lets go of every lock l holds, as a session's end would.
+func (l *fakeLocker) Close() error {
+	l.t.mu.Lock()
+	defer l.t.mu.Unlock()
+	for name, h := range l.t.holder {
+		if h == l {
+			l.t.release(name)
+		}
+	}
+	return nil
+}
+
+// Orphan is a crash's: the fake service expires the orphaned session at
+// once, freeing its locks, as a server would at the end of its TTL.
+func (l *fakeLocker) Orphan() { l.Close() }
+
+// Done never closes: a session here ends only by being orphaned, and an
+// orphaned locker is no client's any more.
+func (l *fakeLocker) Done() <-chan struct{} { return nil }
+
+// release frees lock name; the caller holds t.mu.
+func (t *table) release(name string) {
+	delete(t.holder, name)
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+type fakeHeld struct {
+	l         *fakeLocker
+	lock, key string
+	token     int64
+}
+
+func (h *fakeHeld) Token() int64 { return h.token }
+func (h *fakeHeld) Key() string  { return h.key }
+
+func (h *fakeHeld) Release(context.Context) error {
+	h.l.t.mu.Lock()
+	defer h.l.t.mu.Unlock()
+	if h.l.t.holder[h.lock] == h.l && h.l.t.tokens[h.lock] == h.token {
+		h.l.t.release(h.lock)
+	}
+	return nil
+}
+
+// memRecorder records in memory, numbering ops as a history does, and
+// lets a test wait for an op.
+type memRecorder struct {
+	path    string
+	w       *histories.Writer
+	rec     *histories.Recorder
+	mu      sync.Mutex
+	ops     []histories.Op
+	changed chan struct{}
+}
+
+func newMemRecorder(t *testing.T) *memRecorder {
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	w, err := histories.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return &memRecorder{path: path, w: w, rec: histories.NewRecorder(w, time.Now()), changed: make(chan struct{})}
+}
+
+// read closes the history and reads it back, which checks that it is
+// well-formed.
+func (r *memRecorder) read(t *testing.T) []histories.Op {
+	t.Helper()
+	if err := r.w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ops, err := histories.ReadFile(r.path)
+	if err != nil {
+		t.Fatalf("the history is not well-formed: %v", err)
+	}
+	return ops
+}
+
+func (r *memRecorder) Record(op histories.Op) (histories.Op, error) {
+	op, err := r.rec.Record(op)
+	if err != nil {
+		return op, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, op)
+	close(r.changed)
+	r.changed = make(chan struct{})
+	return op, nil
+}
+
+func (r *memRecorder) snapshot() ([]histories.Op, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]histories.Op(nil), r.ops...), r.changed
+}
+
+// waitFor waits until an op at or after index from satisfies pred and
+// returns it; it fails the test if none comes within a minute (a bound
+// for a stuck workload, not a timing the test asserts).
+func (r *memRecorder) waitFor(t *testing.T, from int, what string, pred func(histories.Op) bool) histories.Op {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		ops, changed := r.snapshot()
+		for _, op := range ops[min(from, len(ops)):] {
+			if pred(op) {
+				return op
+			}
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("no %s within a minute", what)
+		}
+	}
+}
