@@ -93,10 +93,14 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 			fams = append(fams, f)
 		}
 	}
+	if cfg.Swarm {
+		fams = swarm(seed, fams)
+	}
 	s.Entries = []Entry{}
 	if len(fams) == 0 {
 		return s, nil
 	}
+
 	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg}
 	for at := cfg.Interval; at < cfg.Time; {
 		f := fams[g.rng.IntN(len(fams))]
@@ -122,6 +126,9 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 			}
 		}
 		at += e.Duration + cfg.Interval
+	}
+	if cfg.Aim {
+		aimAt(seed, &s, cfg.TTL)
 	}
 	return s, nil
 }

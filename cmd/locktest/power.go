@@ -204,8 +204,8 @@ func powerCmd(args []string, stdout io.Writer) (int, error) {
 			if ctx.Err() != nil {
 				break
 			}
-			*rf.seed = *first + int64(i)
 			o, err := rf.options()
+			o.Workload.Seed = *first + int64(i)
 			if err == nil {
 				o, err = harness.Plan(o)
 			}

@@ -55,6 +55,7 @@ type runFlags struct {
 	faults       *string
 	interval     *time.Duration
 	durations    *string
+	mix          *string
 	quiet        *time.Duration
 	schedule     *string
 	checkTimeout *time.Duration
@@ -96,6 +97,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		faults:       fs.String("nemesis", defaultNemesis, "faults: a comma list of "+strings.Join(nemesis.Categories(), ", ")+", or all, or none"),
 		interval:     fs.Duration("nemesis-interval", nemesis.DefaultInterval, "quiet time before each fault"),
 		durations:    fs.String("fault-durations", "", "fault durations, e.g. pause=3s-5s,partition=2s-4s (kinds: "+strings.Join(nemesis.Categories(), ", ")+")"),
+		mix:          fs.String("nemesis-mix", "even", "how a schedule draws its faults: even (every family alike), or a comma list of swarm (each seed draws from a random half of the families) and aim (half the client faults that end a lease strike a waiter queued behind a long section)"),
 		quiet:        fs.Duration("quiet", harness.DefaultQuiet, "how long clients go on after the final heal (liveness is judged there; keep it above --liveness-bound)"),
 		schedule:     fs.String("schedule", "", "replay the fault schedule in this file (a run's schedule.json) instead of drawing one"),
 		checkTimeout: fs.Duration("check-timeout", time.Minute, "time limit for each check; a check that hits it is unknown"),
@@ -180,6 +182,9 @@ func (f *runFlags) options() (harness.Options, error) {
 	}
 	o.DefaultFaults = !f.set("nemesis")
 	o.Nemesis.Interval = *f.interval
+	if o.Nemesis.Swarm, o.Nemesis.Aim, err = nemesis.ParseMix(*f.mix); err != nil {
+		return o, fmt.Errorf("--nemesis-mix: %w", err)
+	}
 	if o.Nemesis.Durations, err = nemesis.ParseDurations(*f.durations); err != nil {
 		return o, fmt.Errorf("--fault-durations: %w", err)
 	}

@@ -1,0 +1,124 @@
+package nemesis
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Swarm testing (Groce et al., "Swarm Testing", ISSTA 2012): a run that
+// draws every fault from every family spreads its few faults thin; one that
+// draws from a random subset of them concentrates on those, so that across
+// runs some strike the same kind of moment again and again. Each family is
+// kept with probability swarmKeep, at least one; the subset is drawn from
+// the seed on a stream of its own, so that with Swarm off a seed's schedule
+// is what it always was.
+const swarmKeep = 0.5
+
+// swarmStream and aimStream are the PCG streams of the swarm's and the
+// aim's draws.
+const (
+	swarmStream = 0x737761726d
+	aimStream   = 0x61696d
+)
+
+// swarm is the subset of fams a swarm run draws from.
+func swarm(seed int64, fams []Family) []Family {
+	if len(fams) < 2 {
+		return fams
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), swarmStream))
+	var keep []Family
+	for _, f := range fams {
+		if rng.Float64() < swarmKeep {
+			keep = append(keep, f)
+		}
+	}
+	if len(keep) == 0 {
+		keep = []Family{fams[rng.IntN(len(fams))]}
+	}
+	return keep
+}
+
+// SwarmFamilies names the families a swarm run of seed draws from, of
+// those cfg offers (all of them when cfg.Swarm is off).
+func SwarmFamilies(seed int64, cfg Config) []string {
+	cfg = cfg.WithDefaults()
+	faults := Expand(cfg.Faults, cfg.Offers)
+	clients := len(cfg.Clients) > 0
+	var fams []Family
+	for _, f := range families {
+		if slices.Contains(faults, f.Name()) && len(cfg.kinds(f, clients)) > 0 {
+			fams = append(fams, f)
+		}
+	}
+	if cfg.Swarm {
+		fams = swarm(seed, fams)
+	}
+	out := make([]string, len(fams))
+	for i, f := range fams {
+		out[i] = f.Name()
+	}
+	return out
+}
+
+// waiterAim is the share of the client faults that can outlast a lease
+// (isolation, lease starvation, a pause of a client) that an aimed
+// schedule turns on a waiter queued behind a long section: the moment the
+// lock bugs of the queue live in (etcd#11456: a waiter whose lease expired
+// in line is granted; ZooKeeper's ghost znode blocks the queue behind it).
+const waiterAim = 0.5
+
+// aimAt turns some client faults of s on the moments where locks break,
+// from the seed on a stream of its own: a share of the faults that can
+// outlast a lease strike a waiter queued behind a long section, with the
+// client first drawn as the fallback. Faults on the holder keep their
+// target.
+func aimAt(seed int64, s *Schedule, ttl time.Duration) {
+	rng := rand.New(rand.NewPCG(uint64(seed), aimStream))
+	for i := range s.Entries {
+		e := &s.Entries[i]
+		if !aimable(e.Fault) || e.Target == TargetHolder || e.Target == TargetWaiter || e.Target == "" {
+			continue
+		}
+		if !slices.Contains(s.Clients, e.Target) || rng.Float64() >= waiterAim {
+			continue
+		}
+		e.Target, e.Fallback = TargetWaiter, e.Target
+		if e.Params == nil {
+			e.Params = map[string]string{}
+		}
+		e.Params["ahead"] = (ttl + ttl/4).String() + "-"
+	}
+}
+
+// aimable are the fault kinds that end a client's lease (or strike it for
+// longer than its lease), so that a waiter's claim lapses while it queues.
+func aimable(kind string) bool {
+	switch kind {
+	case Isolate, LeaseStarve, LeaseRevoke, PauseClient:
+		return true
+	}
+	return false
+}
+
+// ParseMix reads --nemesis-mix: "even", or a comma list of "swarm" and
+// "aim".
+func ParseMix(s string) (swarm, aim bool, err error) {
+	if s == "even" || s == "" {
+		return false, false, nil
+	}
+	for _, m := range strings.Split(s, ",") {
+		switch strings.TrimSpace(m) {
+		case "swarm":
+			swarm = true
+		case "aim":
+			aim = true
+		default:
+			return false, false, fmt.Errorf("%q: want even, or a comma list of swarm and aim", m)
+		}
+	}
+	return swarm, aim, nil
+}

@@ -1,0 +1,121 @@
+package nemesis
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+func swarmConfig() Config {
+	return Config{Faults: []string{All}, Time: 60 * time.Second, Members: 3, Clients: []string{"c0", "c1", "c2"}}
+}
+
+// A swarm schedule draws only from its seed's subset, which is never
+// empty, differs between seeds, and is the same for the same seed.
+func TestSwarmConcentrates(t *testing.T) {
+	every := SwarmFamilies(1, swarmConfig())
+	cfg := swarmConfig()
+	cfg.Swarm = true
+	sizes := map[int]bool{}
+	for seed := int64(1); seed <= 40; seed++ {
+		sub := SwarmFamilies(seed, cfg)
+		if len(sub) == 0 || len(sub) > len(every) {
+			t.Fatalf("seed %d: subset %v of %v", seed, sub, every)
+		}
+		sizes[len(sub)] = true
+		s, err := Generate(seed, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range s.Families() {
+			// pause-member entries staged by a bare quorum are not
+			// drawn here: Quorum is unset.
+			if !slices.Contains(sub, f) {
+				t.Errorf("seed %d: schedule has %s, outside its subset %v", seed, f, sub)
+			}
+		}
+		again, _ := Generate(seed, cfg)
+		if !reflect.DeepEqual(s, again) {
+			t.Errorf("seed %d: two schedules differ", seed)
+		}
+	}
+	if len(sizes) < 3 {
+		t.Errorf("40 seeds drew subsets of sizes %v only", sizes)
+	}
+}
+
+// Aim turns some faults that end a lease on an aimed waiter, the client
+// drawn kept as its fallback, and touches no other entry.
+func TestAimTurnsFaultsOnWaiters(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Faults = []string{"isolate", "lease", "pause", "crash"}
+	turned, kept := 0, 0
+	for seed := int64(1); seed <= 30; seed++ {
+		plain, _ := Generate(seed, cfg)
+		aimed := cfg
+		aimed.Aim = true
+		s, _ := Generate(seed, aimed)
+		if len(s.Entries) != len(plain.Entries) {
+			t.Fatalf("seed %d: %d entries aimed, %d plain", seed, len(s.Entries), len(plain.Entries))
+		}
+		for i, e := range s.Entries {
+			p := plain.Entries[i]
+			if reflect.DeepEqual(e, p) {
+				kept++
+				continue
+			}
+			if !aimable(p.Fault) || !slices.Contains(cfg.Clients, p.Target) {
+				t.Errorf("seed %d: entry %d (%s on %s) was changed", seed, i, p.Fault, p.Target)
+			}
+			if e.Target != TargetWaiter || e.Fallback != p.Target || e.Params["ahead"] != "2.5s-" {
+				t.Errorf("seed %d: entry %d aimed as %+v", seed, i, e)
+			}
+			turned++
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("seed %d: %v", seed, err)
+		}
+	}
+	if turned == 0 || kept == 0 {
+		t.Errorf("aim turned %d entries and kept %d", turned, kept)
+	}
+}
+
+func TestParseMix(t *testing.T) {
+	for in, want := range map[string][2]bool{"even": {}, "swarm": {true, false}, "aim": {false, true}, "swarm, aim": {true, true}} {
+		s, a, err := ParseMix(in)
+		if err != nil || s != want[0] || a != want[1] {
+			t.Errorf("ParseMix(%q) = %v, %v, %v; want %v", in, s, a, err, want)
+		}
+	}
+	if _, _, err := ParseMix("swarm,even"); err == nil {
+		t.Error("ParseMix accepted even in a list")
+	}
+}
+
+// A fired fault's cell: the state it struck in, by its kind, its
+// client's role or its member, and its family; failed faults strike none.
+func TestCellsOf(t *testing.T) {
+	fired := []Fired{
+		{Fault: PauseClient, Targets: []string{"c1"}, Params: map[string]string{"role": "waiter"}},
+		{Fault: PauseClient, Targets: []string{"c2"}, Params: map[string]string{"role": "waiter"}},
+		{Fault: Isolate, Targets: []string{"c0"}, Params: map[string]string{"role": "holder", "aimed": "true"}},
+		{Fault: LostReplyRelease, Targets: []string{"c0"}, Params: map[string]string{"role": "holder"}},
+		{Fault: PauseMember, Targets: []string{"m0"}, Params: map[string]string{"selector": TargetLeader}},
+		{Fault: PauseMember, Targets: []string{"m1"}, Params: map[string]string{"selector": TargetLeader, "resolved": "fallback"}},
+		{Fault: "partition-majority", Params: map[string]string{}},
+		{Fault: PauseClient, Targets: []string{"c1"}, Params: map[string]string{"role": "idle"}, Error: "boom"},
+	}
+	want := []Cell{
+		{StateMidSection, "isolate", 1},
+		{StateRelease, "lost-reply", 1},
+		{StateCluster, "partition", 1},
+		{StateLeader, "pause", 1},
+		{StateMember, "pause", 1},
+		{StateWaiter, "pause", 2},
+	}
+	if got := CellsOf(fired); !reflect.DeepEqual(got, want) {
+		t.Errorf("CellsOf = %v\nwant %v", got, want)
+	}
+}
