@@ -125,7 +125,7 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 				break
 			}
 		}
-		at += e.Duration + cfg.Interval
+		at += e.Duration + cfg.gap(e)
 	}
 	if cfg.Aim {
 		aimAt(seed, &s, cfg.TTL)

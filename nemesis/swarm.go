@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -71,15 +72,27 @@ func SwarmFamilies(seed int64, cfg Config) []string {
 // in line is granted; ZooKeeper's ghost znode blocks the queue behind it).
 const waiterAim = 0.5
 
+// holderAim is the share of lost acquire replies that an aimed schedule
+// turns on the holder's next acquire.
+const holderAim = 0.5
+
 // aimAt turns some client faults of s on the moments where locks break,
 // from the seed on a stream of its own: a share of the faults that can
 // outlast a lease strike a waiter queued behind a long section, with the
-// client first drawn as the fallback. Faults on the holder keep their
+// client first drawn as the fallback, and a share of lost acquire replies
+// strike the holder's next acquire. Faults on the holder keep their
 // target.
 func aimAt(seed int64, s *Schedule, ttl time.Duration) {
 	rng := rand.New(rand.NewPCG(uint64(seed), aimStream))
 	for i := range s.Entries {
 		e := &s.Entries[i]
+		if e.Fault == LostReplyAcquire && e.Target != TargetHolder && rng.Float64() < holderAim {
+			// The holder's next acquire: its request creates its claim
+			// (a znode, a key) and the lost reply leaves it in doubt
+			// (ZOOKEEPER-1262's ghost znode).
+			e.Target, e.Fallback = TargetHolder, cmp.Or(e.Fallback, e.Target)
+			continue
+		}
 		if !aimable(e.Fault) || e.Target == TargetHolder || e.Target == TargetWaiter || e.Target == "" {
 			continue
 		}
@@ -104,21 +117,40 @@ func aimable(kind string) bool {
 	return false
 }
 
-// ParseMix reads --nemesis-mix: "even", or a comma list of "swarm" and
-// "aim".
-func ParseMix(s string) (swarm, aim bool, err error) {
+// Mixes are the words of --nemesis-mix besides "even".
+var Mixes = []string{"swarm", "aim", "dense"}
+
+// ParseMix reads --nemesis-mix into c: "even", or a comma list of Mixes.
+func (c *Config) ParseMix(s string) error {
+	c.Swarm, c.Aim, c.Dense = false, false, false
 	if s == "even" || s == "" {
-		return false, false, nil
+		return nil
 	}
 	for _, m := range strings.Split(s, ",") {
 		switch strings.TrimSpace(m) {
 		case "swarm":
-			swarm = true
+			c.Swarm = true
 		case "aim":
-			aim = true
+			c.Aim = true
+		case "dense":
+			c.Dense = true
 		default:
-			return false, false, fmt.Errorf("%q: want even, or a comma list of swarm and aim", m)
+			return fmt.Errorf("%q: want even, or a comma list of %s", m, strings.Join(Mixes, ", "))
 		}
 	}
-	return swarm, aim, nil
+	return nil
+}
+
+// shortFault is the longest fault after which a dense schedule waits only
+// a quarter of the interval: a lost reply, a revoked lease, a crashed
+// client strike one moment, and the bugs they find (a retried release, a
+// ghost znode) need many such moments, not long ones.
+func (c Config) shortFault() time.Duration { return c.TTL / 2 }
+
+// gap is the quiet time after e.
+func (c Config) gap(e Entry) time.Duration {
+	if c.Dense && e.Duration <= c.shortFault() {
+		return c.Interval / 4
+	}
+	return c.Interval
 }

@@ -49,7 +49,7 @@ func TestSwarmConcentrates(t *testing.T) {
 // drawn kept as its fallback, and touches no other entry.
 func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 	cfg := swarmConfig()
-	cfg.Faults = []string{"isolate", "lease", "pause", "crash"}
+	cfg.Faults = []string{"isolate", "lease", "pause", "crash", "lost-reply"}
 	turned, kept := 0, 0
 	for seed := int64(1); seed <= 30; seed++ {
 		plain, _ := Generate(seed, cfg)
@@ -63,6 +63,13 @@ func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 			p := plain.Entries[i]
 			if reflect.DeepEqual(e, p) {
 				kept++
+				continue
+			}
+			if p.Fault == LostReplyAcquire {
+				if e.Target != TargetHolder {
+					t.Errorf("seed %d: entry %d aimed as %+v", seed, i, e)
+				}
+				turned++
 				continue
 			}
 			if !aimable(p.Fault) || !slices.Contains(cfg.Clients, p.Target) {
@@ -83,14 +90,40 @@ func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 }
 
 func TestParseMix(t *testing.T) {
-	for in, want := range map[string][2]bool{"even": {}, "swarm": {true, false}, "aim": {false, true}, "swarm, aim": {true, true}} {
-		s, a, err := ParseMix(in)
-		if err != nil || s != want[0] || a != want[1] {
-			t.Errorf("ParseMix(%q) = %v, %v, %v; want %v", in, s, a, err, want)
+	for in, want := range map[string][3]bool{"even": {}, "swarm": {true, false, false}, "aim": {false, true, false}, "swarm, aim,dense": {true, true, true}} {
+		var c Config
+		err := c.ParseMix(in)
+		if got := [3]bool{c.Swarm, c.Aim, c.Dense}; err != nil || got != want {
+			t.Errorf("ParseMix(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	if _, _, err := ParseMix("swarm,even"); err == nil {
+	var c Config
+	if err := c.ParseMix("swarm,even"); err == nil {
 		t.Error("ParseMix accepted even in a list")
+	}
+}
+
+// Dense: a quarter of the interval after a short fault, the whole after
+// a long one.
+func TestDenseGap(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Faults = []string{"lost-reply", "isolate"}
+	plain, _ := Generate(3, cfg)
+	cfg.Dense = true
+	dense, _ := Generate(3, cfg)
+	if len(dense.Entries) <= len(plain.Entries) {
+		t.Errorf("dense: %d faults in a minute, plain %d", len(dense.Entries), len(plain.Entries))
+	}
+	c := cfg.WithDefaults()
+	for i, e := range dense.Entries[1:] {
+		prev := dense.Entries[i]
+		want := c.Interval
+		if prev.Duration <= c.TTL/2 {
+			want = c.Interval / 4
+		}
+		if got := e.At - prev.At - prev.Duration; got != want {
+			t.Errorf("after %s of %s: %s quiet, want %s", prev.Fault, prev.Duration, got, want)
+		}
 	}
 }
 

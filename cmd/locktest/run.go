@@ -97,7 +97,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		faults:       fs.String("nemesis", defaultNemesis, "faults: a comma list of "+strings.Join(nemesis.Categories(), ", ")+", or all, or none"),
 		interval:     fs.Duration("nemesis-interval", nemesis.DefaultInterval, "quiet time before each fault"),
 		durations:    fs.String("fault-durations", "", "fault durations, e.g. pause=3s-5s,partition=2s-4s (kinds: "+strings.Join(nemesis.Categories(), ", ")+")"),
-		mix:          fs.String("nemesis-mix", "even", "how a schedule draws its faults: even (every family alike), or a comma list of swarm (each seed draws from a random half of the families) and aim (half the client faults that end a lease strike a waiter queued behind a long section)"),
+		mix:          fs.String("nemesis-mix", "even", "how a schedule draws its faults: even (every family alike), or a comma list of swarm (each seed draws from a random half of the families), aim (half the client faults that end a lease strike a waiter queued behind a long section, half the lost acquire replies the holder's next acquire) and dense (a quarter of --nemesis-interval after a fault shorter than half the TTL)"),
 		quiet:        fs.Duration("quiet", harness.DefaultQuiet, "how long clients go on after the final heal (liveness is judged there; keep it above --liveness-bound)"),
 		schedule:     fs.String("schedule", "", "replay the fault schedule in this file (a run's schedule.json) instead of drawing one"),
 		checkTimeout: fs.Duration("check-timeout", time.Minute, "time limit for each check; a check that hits it is unknown"),
@@ -182,7 +182,7 @@ func (f *runFlags) options() (harness.Options, error) {
 	}
 	o.DefaultFaults = !f.set("nemesis")
 	o.Nemesis.Interval = *f.interval
-	if o.Nemesis.Swarm, o.Nemesis.Aim, err = nemesis.ParseMix(*f.mix); err != nil {
+	if err := o.Nemesis.ParseMix(*f.mix); err != nil {
 		return o, fmt.Errorf("--nemesis-mix: %w", err)
 	}
 	if o.Nemesis.Durations, err = nemesis.ParseDurations(*f.durations); err != nil {
