@@ -69,12 +69,15 @@ func (f Fired) State() string {
 func CellsOf(faults []Fired) []Cell {
 	n := map[Cell]int{}
 	for _, f := range faults {
-		fam := FamilyOf(f.Fault)
-		if f.Error != "" || fam == "" {
-			continue
+		if fam := FamilyOf(f.Fault); f.Error == "" && fam != "" {
+			n[Cell{State: f.State(), Fault: fam}]++
 		}
-		n[Cell{State: f.State(), Fault: fam}]++
 	}
+	return counted(n)
+}
+
+// counted lists the cells of n with their counts, by fault, then state.
+func counted(n map[Cell]int) []Cell {
 	out := make([]Cell, 0, len(n))
 	for c, k := range n {
 		c.Count = k
@@ -84,4 +87,46 @@ func CellsOf(faults []Fired) []Cell {
 		return cmp.Or(cmp.Compare(a.Fault, b.Fault), cmp.Compare(a.State, b.State))
 	})
 	return out
+}
+
+// plannedState is the lock state e, an entry of s, is drawn to strike
+// in, as far as the entry says before the run: "" when it strikes a client
+// drawn by name, whose state then is chance.
+func (s Schedule) plannedState(e Entry) string {
+	switch e.Fault {
+	case LostReplyRelease:
+		return StateRelease
+	case LostReplyAcquire:
+		return StateAcquire
+	case LostReplyRenew:
+		return StateRenew
+	}
+	switch {
+	case e.Target == TargetHolder && e.Params["ahead"] != "":
+		return StateMidSection
+	case e.Target == TargetHolder:
+		return StateHolder
+	case e.Target == TargetWaiter:
+		return StateWaiter
+	case e.Target == TargetLeader:
+		return StateLeader
+	case e.Target == "":
+		return StateCluster
+	case slices.Contains(s.Clients, e.Target):
+		return ""
+	}
+	return StateMember
+}
+
+// PlannedCells are the cells s's entries are drawn to strike, with how
+// many entries each (those that leave their state to chance left out).
+// Sorted as CellsOf's.
+func PlannedCells(s Schedule) []Cell {
+	n := map[Cell]int{}
+	for _, e := range s.Entries {
+		if st, fam := s.plannedState(e), FamilyOf(e.Fault); st != "" && fam != "" {
+			n[Cell{State: st, Fault: fam}]++
+		}
+	}
+	return counted(n)
 }
