@@ -147,6 +147,16 @@ func (c *Config) ParseMix(s string) error {
 // ghost znode) need many such moments, not long ones.
 func (c Config) shortFault() time.Duration { return c.TTL / 2 }
 
+// first is when the first fault starts: after the interval, or in a dense
+// schedule a quarter of it, so that the clients' first grants, not an
+// idle start, take the first strike.
+func (c Config) first() time.Duration {
+	if c.Dense {
+		return c.Interval / 4
+	}
+	return c.Interval
+}
+
 // gap is the quiet time after e.
 func (c Config) gap(e Entry) time.Duration {
 	if c.Dense && e.Duration <= c.shortFault() {

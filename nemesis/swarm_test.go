@@ -103,8 +103,8 @@ func TestParseMix(t *testing.T) {
 	}
 }
 
-// Dense: a quarter of the interval after a short fault, the whole after
-// a long one.
+// Dense: the first fault after a quarter of the interval, and a quarter
+// of the interval after a short fault, the whole after a long one.
 func TestDenseGap(t *testing.T) {
 	cfg := swarmConfig()
 	cfg.Faults = []string{"lost-reply", "isolate"}
@@ -115,6 +115,9 @@ func TestDenseGap(t *testing.T) {
 		t.Errorf("dense: %d faults in a minute, plain %d", len(dense.Entries), len(plain.Entries))
 	}
 	c := cfg.WithDefaults()
+	if dense.Entries[0].At != c.Interval/4 || plain.Entries[0].At != c.Interval {
+		t.Errorf("first faults at %s dense, %s plain", dense.Entries[0].At, plain.Entries[0].At)
+	}
 	for i, e := range dense.Entries[1:] {
 		prev := dense.Entries[i]
 		want := c.Interval
