@@ -103,7 +103,7 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 
 	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg}
 	for at := cfg.first(); at < cfg.Time; {
-		f := fams[g.rng.IntN(len(fams))]
+		f := g.family(fams)
 		e := Entry{Fault: g.kind(f, cfg.kinds(f, clients)), Params: map[string]string{}}
 		f.Draw(g, &e, cfg.Durations[f.Name()])
 		if len(e.Params) == 0 {

@@ -157,6 +157,33 @@ func (c Config) first() time.Duration {
 	return c.Interval
 }
 
+// family draws the family of the next fault: uniformly, or in a dense
+// schedule in proportion to how many of its faults fit in a given time (1
+// over its mean duration and the quiet time after it), so that each family
+// has about an equal share of the run's time: a lost reply, over in a
+// fraction of a second, is drawn several times as often as an isolation
+// that outlasts the lease.
+func (g *Gen) family(fams []Family) Family {
+	if !g.cfg.Dense {
+		return fams[g.rng.IntN(len(fams))]
+	}
+	w := make([]float64, len(fams))
+	total := 0.0
+	for i, f := range fams {
+		r := g.cfg.Durations[f.Name()]
+		mean := (r.Min + r.Max) / 2
+		w[i] = 1 / (mean + g.cfg.gap(Entry{Duration: mean})).Seconds()
+		total += w[i]
+	}
+	u := g.rng.Float64() * total
+	for i, f := range fams {
+		if u -= w[i]; u < 0 {
+			return f
+		}
+	}
+	return fams[len(fams)-1]
+}
+
 // gap is the quiet time after e.
 func (c Config) gap(e Entry) time.Duration {
 	if c.Dense && e.Duration <= c.shortFault() {

@@ -180,3 +180,30 @@ func TestPlannedCells(t *testing.T) {
 		t.Errorf("PlannedCells = %v\nwant %v", got, want)
 	}
 }
+
+// Dense: each family has about an equal share of the run's time, so short
+// faults are drawn more often than long ones.
+func TestDenseSharesTime(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Faults = []string{"lost-reply", "isolate"}
+	cfg.Dense = true
+	cfg.Time = 10 * time.Minute
+	s, err := Generate(1, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	took := map[string]time.Duration{}
+	for _, e := range s.Entries {
+		n[FamilyOf(e.Fault)]++
+		took[FamilyOf(e.Fault)] += e.Duration
+	}
+	if n["lost-reply"] < 3*n["isolate"] {
+		t.Errorf("%d lost replies, %d isolations: want the short fault several times as often", n["lost-reply"], n["isolate"])
+	}
+	c := cfg.WithDefaults()
+	share := func(f string) time.Duration { return took[f] + time.Duration(n[f])*c.gap(Entry{Duration: took[f] / time.Duration(n[f])}) }
+	if a, b := share("lost-reply"), share("isolate"); a < b/2 || b < a/2 {
+		t.Errorf("time: lost replies %s, isolations %s; want about equal", a, b)
+	}
+}
