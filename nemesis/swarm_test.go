@@ -202,7 +202,9 @@ func TestDenseSharesTime(t *testing.T) {
 		t.Errorf("%d lost replies, %d isolations: want the short fault several times as often", n["lost-reply"], n["isolate"])
 	}
 	c := cfg.WithDefaults()
-	share := func(f string) time.Duration { return took[f] + time.Duration(n[f])*c.gap(Entry{Duration: took[f] / time.Duration(n[f])}) }
+	share := func(f string) time.Duration {
+		return took[f] + time.Duration(n[f])*c.gap(Entry{Duration: took[f] / time.Duration(n[f])})
+	}
 	if a, b := share("lost-reply"), share("isolate"); a < b/2 || b < a/2 {
 		t.Errorf("time: lost replies %s, isolations %s; want about equal", a, b)
 	}
