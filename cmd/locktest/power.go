@@ -188,8 +188,8 @@ func powerCmd(args []string, stdout io.Writer) (int, error) {
 	if err := os.MkdirAll(*rf.out, 0o755); err != nil {
 		return exitUnknown, fmt.Errorf("--out: %w", err)
 	}
-	fmt.Fprintf(stdout, "locktest power: %d recipes, seeds %d-%d, --nemesis %s, --time %s\n",
-		len(targets), *first, *first+int64(*seeds)-1, *rf.faults, *rf.runTime)
+	fmt.Fprintf(stdout, "locktest power: %d recipes, seeds %d-%d, --nemesis %s, --nemesis-mix %s, --time %s\n",
+		len(targets), *first, *first+int64(*seeds)-1, *rf.faults, *rf.mix, *rf.runTime)
 	ctx, stop := signalContext()
 	defer stop()
 	var rows []powerRow
