@@ -43,28 +43,6 @@ func swarm(seed int64, fams []Family) []Family {
 	return keep
 }
 
-// SwarmFamilies names the families a swarm run of seed draws from, of
-// those cfg offers (all of them when cfg.Swarm is off).
-func SwarmFamilies(seed int64, cfg Config) []string {
-	cfg = cfg.WithDefaults()
-	faults := Expand(cfg.Faults, cfg.Offers)
-	clients := len(cfg.Clients) > 0
-	var fams []Family
-	for _, f := range families {
-		if slices.Contains(faults, f.Name()) && len(cfg.kinds(f, clients)) > 0 {
-			fams = append(fams, f)
-		}
-	}
-	if cfg.Swarm {
-		fams = swarm(seed, fams)
-	}
-	out := make([]string, len(fams))
-	for i, f := range fams {
-		out[i] = f.Name()
-	}
-	return out
-}
-
 // waiterAim is the share of the client faults that can outlast a lease
 // (isolation, lease starvation, a pause of a client) that an aimed
 // schedule turns on a waiter queued behind a long section: the moment the
