@@ -70,7 +70,8 @@ type Schedule struct {
 // starts Interval after the previous one's drawn end; the family is drawn
 // uniformly from cfg.Faults, then the kind within it (by the family's
 // weights, if it has them). Targets favour the
-// lock holder and the leader.
+// lock holder and the leader. cfg.Swarm, cfg.Aim and cfg.Dense change the
+// draw (swarm.go); without them a seed draws what it always drew.
 func Generate(seed int64, cfg Config) (Schedule, error) {
 	cfg = cfg.WithDefaults()
 	cfg.Faults = Expand(cfg.Faults, cfg.Offers)

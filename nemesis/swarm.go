@@ -43,8 +43,8 @@ func swarm(seed int64, fams []Family) []Family {
 	return keep
 }
 
-// waiterAim is the share of the client faults that can outlast a lease
-// (isolation, lease starvation, a pause of a client) that an aimed
+// waiterAim is the share of the client faults that end a lease (isolation,
+// lease starvation and revocation, a pause of a client) that an aimed
 // schedule turns on a waiter queued behind a long section: the moment the
 // lock bugs of the queue live in (etcd#11456: a waiter whose lease expired
 // in line is granted; ZooKeeper's ghost znode blocks the queue behind it).
