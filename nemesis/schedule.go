@@ -128,9 +128,6 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 		}
 		at += e.Duration + cfg.gap(e)
 	}
-	if cfg.Dense {
-		tighten(&s, cfg.TTL)
-	}
 	if cfg.Aim {
 		aimAt(seed, &s, cfg.TTL)
 	}

@@ -162,27 +162,6 @@ func (g *Gen) family(fams []Family) Family {
 	return fams[len(fams)-1]
 }
 
-// tightenBy bounds the sections a dense schedule's faults on the holder
-// wait for: at most this much longer than the least they need.
-func tightenBy(ttl time.Duration) time.Duration { return ttl / 2 }
-
-// tighten bounds the sections that s's faults on the holder wait for
-// (param ahead "MIN-": no bound) to MIN plus tightenBy: the holder writes
-// soon after its lease is gone, not up to a TTL later, so that the harm
-// comes sooner after the strike.
-func tighten(s *Schedule, ttl time.Duration) {
-	for i := range s.Entries {
-		e := &s.Entries[i]
-		a, ok := e.Params["ahead"]
-		if !ok || e.Target != TargetHolder || !strings.HasSuffix(a, "-") {
-			continue
-		}
-		if lo, _, err := parseAhead(a); err == nil {
-			e.Params["ahead"] = a + (lo + tightenBy(ttl)).String()
-		}
-	}
-}
-
 // gap is the quiet time after e.
 func (c Config) gap(e Entry) time.Duration {
 	if c.Dense && e.Duration <= c.shortFault() {

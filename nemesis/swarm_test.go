@@ -220,29 +220,3 @@ func TestDenseSharesTime(t *testing.T) {
 		t.Errorf("time: lost replies %s, isolations %s; want about equal", a, b)
 	}
 }
-
-// Dense: a fault on the holder waits for a section at most half a TTL
-// longer than the least it needs; others keep their params.
-func TestDenseTightens(t *testing.T) {
-	cfg := swarmConfig()
-	cfg.Faults = []string{"isolate", "lease"}
-	cfg.Dense = true
-	tightened := 0
-	for seed := int64(1); seed <= 10; seed++ {
-		s, _ := Generate(seed, cfg)
-		for _, e := range s.Entries {
-			a, ok := e.Params["ahead"]
-			if !ok {
-				continue
-			}
-			lo, hi, err := parseAhead(a)
-			if err != nil || hi != lo+time.Second {
-				t.Errorf("seed %d: %s on %s ahead %q", seed, e.Fault, e.Target, a)
-			}
-			tightened++
-		}
-	}
-	if tightened == 0 {
-		t.Error("no fault aimed at a section in 10 seeds")
-	}
-}
