@@ -185,6 +185,14 @@ type Config struct {
 	// derive from it.
 	TTL time.Duration `json:"ttl_ns"`
 
+	// Swarm has each schedule draw from a random subset of Faults (see
+	// swarm.go); Aim turns a share of its client faults on the moments
+	// where locks break (aimAt). Both draw from the seed.
+	// Dense shortens the quiet time after a short fault (gap).
+	Swarm bool `json:"swarm,omitempty"`
+	Aim   bool `json:"aim,omitempty"`
+	Dense bool `json:"dense,omitempty"`
+
 	// Durations are how long each family's faults last, by family name
 	// (missing: the family's default). For lease, the longest a
 	// lease-starve waits for the server to expire the lease; for crash, the

@@ -29,6 +29,8 @@ type Report struct {
 	Faults    []Fired       `json:"faults"`
 	Heal      time.Duration `json:"heal_ns"` // how long the final heal took
 	HealError string        `json:"heal_error,omitempty"`
+	// Cells are the (lock state × fault family) cells the faults struck.
+	Cells []Cell `json:"cells"`
 }
 
 // Run carries out sched against the system under test and the workload's
@@ -66,6 +68,7 @@ func Run(ctx context.Context, cfg Config, sys system.System, cl Clients, rec Rec
 	}
 	<-ctx.Done()
 	err := r.heal()
+	r.rep.Cells = CellsOf(r.rep.Faults)
 	return r.rep, err
 }
 

@@ -70,7 +70,8 @@ type Schedule struct {
 // starts Interval after the previous one's drawn end; the family is drawn
 // uniformly from cfg.Faults, then the kind within it (by the family's
 // weights, if it has them). Targets favour the
-// lock holder and the leader.
+// lock holder and the leader. cfg.Swarm, cfg.Aim and cfg.Dense change the
+// draw (swarm.go); without them a seed draws what it always drew.
 func Generate(seed int64, cfg Config) (Schedule, error) {
 	cfg = cfg.WithDefaults()
 	cfg.Faults = Expand(cfg.Faults, cfg.Offers)
@@ -93,13 +94,17 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 			fams = append(fams, f)
 		}
 	}
+	if cfg.Swarm {
+		fams = swarm(seed, fams)
+	}
 	s.Entries = []Entry{}
 	if len(fams) == 0 {
 		return s, nil
 	}
+
 	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg}
-	for at := cfg.Interval; at < cfg.Time; {
-		f := fams[g.rng.IntN(len(fams))]
+	for at := cfg.first(); at < cfg.Time; {
+		f := g.family(fams)
 		e := Entry{Fault: g.kind(cfg.kinds(f, clients)), Params: map[string]string{}}
 		f.Draw(g, &e, cfg.Durations[f.Spec().Name])
 		if len(e.Params) == 0 {
@@ -121,7 +126,10 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 				break
 			}
 		}
-		at += e.Duration + cfg.Interval
+		at += e.Duration + cfg.gap(e)
+	}
+	if cfg.Aim {
+		aimAt(seed, &s, cfg.TTL)
 	}
 	return s, nil
 }

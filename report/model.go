@@ -12,6 +12,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/nemesis"
 )
 
 // model is what the page draws, as compact JSON: times in milliseconds
@@ -59,6 +60,8 @@ type meta struct {
 	CutShort string            `json:"cut_short,omitempty"`
 	Scenario *harness.Scenario `json:"scenario,omitempty"`
 	Shrunk   *harness.Shrunk   `json:"shrunk,omitempty"`
+	// Cells are the (lock state × fault) cells the faults struck.
+	Cells []nemesis.Cell `json:"cells,omitempty"`
 	// Live is where a live page asks for the history recorded since
 	// (LiveJSON); empty in a report.
 	Live string `json:"live,omitempty"`

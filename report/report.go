@@ -18,8 +18,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/nemesis"
 )
 
 var (
@@ -61,6 +63,7 @@ func Write(out string, res *harness.Results) error {
 	if m.Meta.Setup == nil {
 		m.Meta.Setup = map[string]string{}
 	}
+	m.Meta.Cells = cells(res, h)
 	if res.CutShort != nil {
 		m.Meta.CutShort = res.CutShort.Summary
 	}
@@ -113,4 +116,17 @@ func Write(out string, res *harness.Results) error {
 // safeJSON keeps a JSON text from closing the script element it sits in.
 func safeJSON(b []byte) string {
 	return strings.NewReplacer("</", `<\/`, "<!--", `<\!--`).Replace(string(b))
+}
+
+// cells are the (lock state × fault) cells the run's faults struck: as the
+// run counted them, or, for a history checked again, from its faults.
+func cells(res *harness.Results, h *checker.History) []nemesis.Cell {
+	if res.Run != nil && res.Run.Nemesis != nil {
+		return res.Run.Nemesis.Cells
+	}
+	var fired []nemesis.Fired
+	for _, f := range h.Faults() {
+		fired = append(fired, nemesis.Fired{Fault: f.Fault, Targets: f.Targets, Params: f.Params})
+	}
+	return nemesis.CellsOf(fired)
 }

@@ -160,12 +160,13 @@ func TestReportLostReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, errs := browsertest.Start(t)
-	var said, lost string
+	var said, lost, cells string
 	err := chromedp.Run(ctx,
 		chromedp.Navigate("file://"+out),
 		chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
 		chromedp.Text(`#flist li[data-fault="lost-reply-release"] .lost-reply`, &said, chromedp.ByQuery),
 		chromedp.AttributeValue("#canvas", "data-lost", &lost, nil),
+		chromedp.Text(`#cells`, &cells, chromedp.ByQuery),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +179,10 @@ func TestReportLostReply(t *testing.T) {
 	}
 	if lost != "c1" {
 		t.Errorf("lost replies drawn on lanes %q, want c1's", lost)
+	}
+	// The cell the lost release struck, from the history's faults.
+	if !strings.Contains(cells, "release-in-flight×lost-reply") {
+		t.Errorf("cells line %q names no release-in-flight×lost-reply", cells)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/scenario"
 )
 
@@ -23,6 +24,10 @@ type nightlyRun struct {
 	// Bugs are the upstream bugs its scenario reproduces (each with the
 	// recipes that show it).
 	Bugs []scenario.Bug
+	// Cells are the (lock state × fault) cells its faults struck, and
+	// Families the fault families its schedule played.
+	Cells    []nemesis.Cell
+	Families []string
 }
 
 type junitSuites struct {

@@ -40,6 +40,7 @@ Usage:
   locktest nightly [flags]        the CI job: every scenario, then random faults, within a budget
   locktest shrink RUNDIR [flags]  shrink a failing run's schedule to the fewest faults that still fail it
   locktest sweep [flags]          run one configuration over many seeds and summarise
+  locktest power [flags]          how often random faults find the catalogued bugs, and how soon
   locktest compare [flags]        run several recipes, resources, client counts side by side
   locktest report DIR             write DIR/index.html over the run directories under DIR
   locktest serve DIR [flags]      serve DIR's reports read-only on 127.0.0.1:8080
@@ -53,7 +54,7 @@ run's is its expectations': 0 when every verdict is the one it expects, harm inc
 `
 
 // commands are locktest's commands, for the nearest to a mistyped one.
-var commands = []string{"run", "check", "scenario", "nightly", "shrink", "sweep", "compare", "report", "serve", "docs", "version", "help"}
+var commands = []string{"run", "check", "scenario", "nightly", "shrink", "sweep", "power", "compare", "report", "serve", "docs", "version", "help"}
 
 // backendNames are the registered backends' names, as a phrase: "etcd, redis and zookeeper".
 func backendNames() string {
@@ -88,6 +89,8 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		code, err = shrinkCmd(args[1:], stdout, stderr)
 	case "sweep":
 		code, err = sweepCmd(args[1:], stdout)
+	case "power":
+		code, err = powerCmd(args[1:], stdout)
 	case "scenario":
 		code, err = scenarioCmd(args[1:], stdout)
 	case "nightly":
@@ -106,7 +109,7 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitValid
 	default:
-		err = fmt.Errorf("unknown command %q%s (want run, check, scenario, nightly, shrink, sweep, compare, report, serve, docs or version)", args[0], words.DidYouMean(args[0], commands))
+		err = fmt.Errorf("unknown command %q%s (want run, check, scenario, nightly, shrink, sweep, power, compare, report, serve, docs or version)", args[0], words.DidYouMean(args[0], commands))
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return exitValid

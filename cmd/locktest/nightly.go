@@ -17,6 +17,7 @@ import (
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/lock/execlock"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/report"
 	"github.com/locktest/locktest/scenario"
 	"github.com/locktest/locktest/workload"
@@ -108,6 +109,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	defer stop()
 	began := time.Now()
 	var runs []nightlyRun
+	cov := newCoverage()
 	var failed, unknown bool
 	for i, p := range nightlyPlan(recipes, *rf.backend, seed, randomRuns) {
 		if !sh.mine(i) || ctx.Err() != nil {
@@ -128,6 +130,9 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			}
 			continue
 		}
+		if p.Scenario == "" {
+			p.Seed = cov.steer(candidates(p.Seed), func(seed int64) ([]nemesis.Cell, error) { return plannedCells(p, given, seed) })
+		}
 		stopBar := startBar(stderr, began, *budget, fmt.Sprintf("run %d: %s", len(runs)+1, p.name()))
 		r, err := nightlyOne(p, given, stdout)
 		stopBar()
@@ -137,6 +142,8 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			r = nightlyRun{Name: p.name(), Error: words.OneLine(err)}
 		}
 		runs = append(runs, r)
+		cov.strike(r.Cells)
+		cov.offer(r.Families)
 		status := "held"
 		switch {
 		case r.Failed != "":
@@ -166,8 +173,16 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			return exitUnknown, fmt.Errorf("--junit: %w", err)
 		}
 	}
+	cov.write(stderr)
 	if summary != nil {
-		if err := writeSummary(summary, runs); err != nil {
+		err := writeSummary(summary, runs)
+		if err == nil {
+			_, err = fmt.Fprint(summary, "\n## Coverage\n\n")
+		}
+		if err == nil {
+			cov.write(summary)
+		}
+		if err != nil {
 			return exitUnknown, fmt.Errorf("--summary: %w", err)
 		}
 	}
@@ -215,6 +230,67 @@ func scenarioCost(sc scenario.Scenario, given map[string]string) time.Duration {
 // random runs'), then the command line's flags, then the plan's recipe,
 // resource and seed.
 func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRun, error) {
+	o, out, err := nightlyOptions(p, given)
+	if err != nil {
+		return nightlyRun{}, err
+	}
+	if o.Dir, err = harness.NewRunDir(out, p.Seed); err != nil {
+		return nightlyRun{}, err
+	}
+	o.Args, o.Command = reproduce(o)
+	began := time.Now()
+	ctx, stop := signalContext()
+	defer stop()
+	res, err := harness.Run(ctx, o)
+	if err != nil {
+		return nightlyRun{}, err
+	}
+	writeReport(io.Discard, filepath.Join(o.Dir, "report.html"), res)
+	r := nightlyRun{Name: p.name(), Dir: o.Dir, Command: o.Command, Seconds: time.Since(began).Seconds(),
+		Verdicts: map[string]string{}, Exit: res.Exit}
+	if res.Run != nil && res.Run.Nemesis != nil {
+		r.Cells = res.Run.Nemesis.Cells
+		for _, f := range res.Run.Nemesis.Faults {
+			if fam := nemesis.FamilyOf(f.Fault); !slices.Contains(r.Families, fam) {
+				r.Families = append(r.Families, fam)
+			}
+		}
+	}
+	for _, c := range res.Checks {
+		r.Verdicts[c.Name] = string(c.Verdict)
+	}
+	if sc := res.Scenario; sc != nil {
+		r.Bugs = sc.Bugs
+		r.Failed, r.Error = expectationMet(sc, res)
+		return r, nil
+	}
+	switch res.Exit {
+	case exitInvalid:
+		r.Failed, r.Shrink = firstFailure(res), shrinkHint(o, res)
+	case exitUnknown:
+		r.Error = firstUnknown(res)
+	}
+	return r, nil
+}
+
+// plannedCells are the cells the schedule of a random run with seed would
+// plan (on a system that offers every fault: see harness.DrawSchedule).
+func plannedCells(p planned, given map[string]string, seed int64) ([]nemesis.Cell, error) {
+	p.Seed = seed
+	o, _, err := nightlyOptions(p, given)
+	if err != nil {
+		return nil, err
+	}
+	s, err := harness.DrawSchedule(o)
+	if err != nil || s == nil {
+		return nil, err
+	}
+	return nemesis.PlannedCells(*s), nil
+}
+
+// nightlyOptions are a planned run's options, and the directory its run
+// directory goes under.
+func nightlyOptions(p planned, given map[string]string) (harness.Options, string, error) {
 	fs := flag.NewFlagSet("nightly run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	rf := addRunFlags(fs)
@@ -247,11 +323,11 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	set("resource", p.Resource)
 	set("seed", strconv.FormatInt(p.Seed, 10))
 	if setErr != nil {
-		return nightlyRun{}, setErr
+		return harness.Options{}, "", setErr
 	}
 	if p.Scenario != "" {
 		if err := rf.play(sc); err != nil {
-			return nightlyRun{}, err
+			return harness.Options{}, "", err
 		}
 	}
 	o, err := rf.build()
@@ -263,40 +339,12 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 		err = o.Workload.Validate()
 	}
 	if err != nil {
-		return nightlyRun{}, err
+		return harness.Options{}, "", err
 	}
 	if o, err = harness.Plan(o); err != nil {
-		return nightlyRun{}, err
+		return harness.Options{}, "", err
 	}
-	if o.Dir, err = harness.NewRunDir(*rf.out, p.Seed); err != nil {
-		return nightlyRun{}, err
-	}
-	o.Args, o.Command = reproduce(o)
-	began := time.Now()
-	ctx, stop := signalContext()
-	defer stop()
-	res, err := harness.Run(ctx, o)
-	if err != nil {
-		return nightlyRun{}, err
-	}
-	writeReport(io.Discard, filepath.Join(o.Dir, "report.html"), res)
-	r := nightlyRun{Name: p.name(), Dir: o.Dir, Command: o.Command, Seconds: time.Since(began).Seconds(),
-		Verdicts: map[string]string{}, Exit: res.Exit}
-	for _, c := range res.Checks {
-		r.Verdicts[c.Name] = string(c.Verdict)
-	}
-	if sc := res.Scenario; sc != nil {
-		r.Bugs = sc.Bugs
-		r.Failed, r.Error = expectationMet(sc, res)
-		return r, nil
-	}
-	switch res.Exit {
-	case exitInvalid:
-		r.Failed, r.Shrink = firstFailure(res), shrinkHint(o, res)
-	case exitUnknown:
-		r.Error = firstUnknown(res)
-	}
-	return r, nil
+	return o, *rf.out, nil
 }
 
 // expectationMet says how a scenario run missed what its scenario

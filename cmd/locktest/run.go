@@ -55,6 +55,7 @@ type runFlags struct {
 	faults       *string
 	interval     *time.Duration
 	durations    *string
+	mix          *string
 	quiet        *time.Duration
 	schedule     *string
 	checkTimeout *time.Duration
@@ -96,6 +97,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		faults:       fs.String("nemesis", defaultNemesis, "faults: a comma list of "+strings.Join(nemesis.Categories(), ", ")+", or all, or none"),
 		interval:     fs.Duration("nemesis-interval", nemesis.DefaultInterval, "quiet time before each fault"),
 		durations:    fs.String("fault-durations", "", "fault durations, e.g. pause=3s-5s,partition=2s-4s (kinds: "+strings.Join(nemesis.Categories(), ", ")+")"),
+		mix:          fs.String("nemesis-mix", "even", "how a schedule draws its faults: even (every family alike), or a comma list of swarm (each seed draws from a random half of the families), aim (half the client faults that end a lease strike a waiter queued behind a long section, half the lost acquire replies the holder's next acquire) and dense (the first fault, and each after one shorter than half the TTL, after a quarter of --nemesis-interval)"),
 		quiet:        fs.Duration("quiet", harness.DefaultQuiet, "how long clients go on after the final heal (liveness is judged there; keep it above --liveness-bound)"),
 		schedule:     fs.String("schedule", "", "replay the fault schedule in this file (a run's schedule.json) instead of drawing one"),
 		checkTimeout: fs.Duration("check-timeout", time.Minute, "time limit for each check; a check that hits it is unknown"),
@@ -187,6 +189,9 @@ func (f *runFlags) build() (harness.Options, error) {
 	}
 	o.DefaultFaults = !f.set("nemesis")
 	o.Nemesis.Interval = *f.interval
+	if err := o.Nemesis.ParseMix(*f.mix); err != nil {
+		return o, fmt.Errorf("--nemesis-mix: %w", err)
+	}
 	if o.Nemesis.Durations, err = nemesis.ParseDurations(*f.durations); err != nil {
 		return o, fmt.Errorf("--fault-durations: %w", err)
 	}

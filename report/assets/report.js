@@ -91,6 +91,10 @@
           "run " + sec(D.end - D.start), M.live ? "" : "required: " + (M.required || []).join(", ")].filter(Boolean).join(" · ")),
     );
     if (!M.live) $("head").append(el("div", { class: "meta" }, "versions: " + Object.entries(M.versions || {}).map(([k, v]) => k + " " + v).join(", ")));
+    if ((M.cells || []).length) {
+      $("head").append(el("div", { class: "meta", id: "cells" }, "cells struck (lock state × fault): " +
+        M.cells.map((c) => `${c.state}×${c.fault}` + (c.count > 1 ? ` (${c.count})` : "")).join(", ")));
+    }
     if (M.cut_short) $("head").append(el("div", { class: "unknown", id: "cut" }, M.cut_short));
     if (M.scenario) {
       const sc = M.scenario, expect = Object.keys(sc.expect || {}).sort().map((k) => k + " " + sc.expect[k]).join(", ");

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"github.com/locktest/locktest/internal/words"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/backend/registry"
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/lock/execlock"
+	"github.com/locktest/locktest/scenario"
+)
+
+// powerTarget is a buggy recipe whose bug a random run should find: the
+// check its bug breaks, and where the catalog says so.
+type powerTarget struct {
+	Recipe  string `json:"recipe"`
+	Backend string `json:"backend,omitempty"` // for an exec: recipe
+	Check   string `json:"check"`
+	Bug     string `json:"bug"` // the upstream bug, or "broken on purpose"
+}
+
+// powerRun is one seed of one target.
+type powerRun struct {
+	Seed int64  `json:"seed"`
+	Dir  string `json:"dir"`
+	// Verdict is the target's check's.
+	Verdict checker.Verdict `json:"verdict"`
+	// First is when the check's first violation began, in the history
+	// (which starts as the clients do); 0 when it held.
+	First time.Duration `json:"first_violation_ns,omitempty"`
+	Cells int           `json:"cells"`
+}
+
+// powerRow is a target's line of the table.
+type powerRow struct {
+	powerTarget
+	Runs   []powerRun     `json:"runs"`
+	Caught int            `json:"caught"`
+	Median *time.Duration `json:"median_first_ns,omitempty"`
+}
+
+// powerTargets are the catalog's buggy recipes: each upstream bug's recipes
+// with the check its scenario expects to fail on the fenced resource, then
+// the recipes broken on purpose that no bug names, with the contract check
+// (or the check a scenario expects of them to fail).
+func powerTargets(cat scenario.Catalog, broken []string) []powerTarget {
+	var out []powerTarget
+	seen := map[string]bool{}
+	add := func(t powerTarget) {
+		if t.Check != "" && !seen[t.Recipe] {
+			seen[t.Recipe] = true
+			out = append(out, t)
+		}
+	}
+	for _, sc := range cat {
+		for _, b := range sc.Bugs {
+			for _, r := range b.Recipes {
+				add(powerTarget{Recipe: r, Backend: sc.Run.Backend, Check: failing(sc.Expected(r, scenario.Fenced)), Bug: b.Ref})
+			}
+		}
+	}
+	for _, r := range broken {
+		check := "contract"
+		for _, sc := range cat {
+			if _, ok := sc.ByRecipe[r]; ok {
+				if c := failing(sc.Expected(r, scenario.Fenced)); c != "" {
+					check = c
+					break
+				}
+			}
+		}
+		add(powerTarget{Recipe: r, Check: check, Bug: "broken on purpose"})
+	}
+	return out
+}
+
+// failing is the check an expectation wants invalid (the first by name).
+func failing(expect map[string]string) string {
+	var out []string
+	for c, v := range expect {
+		if v == scenario.Invalid {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	if len(out) == 0 {
+		return ""
+	}
+	return out[0]
+}
+
+// brokenRecipes are the built-in recipes broken on purpose.
+func brokenRecipes() []string {
+	var out []string
+	for _, b := range registry.All() {
+		for _, r := range b.Recipes {
+			if r.Broken {
+				out = append(out, r.Name)
+			}
+		}
+	}
+	return out
+}
+
+// firstViolation is when the first of res's violations of check began.
+func firstViolation(c checker.Result) time.Duration {
+	var first int64 = -1
+	for _, v := range c.Violations {
+		if first < 0 || v.From < first {
+			first = v.From
+		}
+	}
+	return time.Duration(max(first, 0))
+}
+
+// tally counts a row's caught runs and the median time to the first
+// violation among them.
+func (r *powerRow) tally() {
+	r.Caught, r.Median = 0, nil
+	var firsts []time.Duration
+	for _, run := range r.Runs {
+		if run.Verdict == checker.Invalid {
+			r.Caught++
+			firsts = append(firsts, run.First)
+		}
+	}
+	if len(firsts) > 0 {
+		slices.Sort(firsts)
+		m := firsts[len(firsts)/2]
+		r.Median = &m
+	}
+}
+
+func powerCmd(args []string, stdout io.Writer) (int, error) {
+	fs := newFlags("power", "power [flags]\n\nHow often random faults find the bugs locktest knows: each catalogued buggy recipe (an upstream\nbug's recipe, and every recipe broken on purpose) runs over --seeds seeds, one run at a time,\nand the table says in how many runs the check its bug breaks failed, and how soon. Defaults:\n--nemesis all, --time 30s. Takes every flag of run but --recipe.", stdout)
+	rf := addRunFlags(fs)
+	seeds := fs.Int("seeds", 5, "number of seeds per recipe")
+	first := fs.Int64("first-seed", 1, "first seed; the others follow it")
+	only := fs.String("recipes", "", "comma list of the catalogued buggy recipes to run (default: all of them)")
+	list := fs.Bool("list", false, "list the catalogued buggy recipes and their checks, and run nothing")
+	if err := parseFlags(fs, args); err != nil {
+		return exitUnknown, err
+	}
+	if fs.NArg() > 0 {
+		return exitUnknown, fmt.Errorf("power: unexpected argument %q (see locktest power --help)", fs.Arg(0))
+	}
+	if rf.set("recipe") {
+		return exitUnknown, fmt.Errorf("power: --recipe is not for power; use --recipes")
+	}
+	if *seeds < 1 {
+		return exitUnknown, fmt.Errorf("--seeds must be at least 1, got %d", *seeds)
+	}
+	if !rf.set("nemesis") {
+		*rf.faults = "all"
+	}
+	if !rf.set("time") {
+		*rf.runTime = 30 * time.Second
+	}
+	targets := powerTargets(registry.Catalog(), brokenRecipes())
+	if *only != "" {
+		var keep []powerTarget
+		for _, r := range splitList(*only) {
+			i := slices.IndexFunc(targets, func(t powerTarget) bool { return t.Recipe == r })
+			if i < 0 {
+				var names []string
+				for _, t := range targets {
+					names = append(names, t.Recipe)
+				}
+				return exitUnknown, fmt.Errorf("--recipes: %q is not a catalogued buggy recipe (want one of %s)", r, strings.Join(names, ", "))
+			}
+			keep = append(keep, targets[i])
+		}
+		targets = keep
+	}
+	if *list {
+		for _, t := range targets {
+			fmt.Fprintf(stdout, "%-40s %-10s %s\n", t.Recipe, t.Check, t.Bug)
+		}
+		return exitValid, nil
+	}
+	if err := os.MkdirAll(*rf.out, 0o755); err != nil {
+		return exitUnknown, fmt.Errorf("--out: %w", err)
+	}
+	fmt.Fprintf(stdout, "locktest power: %d recipes, seeds %d-%d, --nemesis %s, --nemesis-mix %s, --time %s\n",
+		len(targets), *first, *first+int64(*seeds)-1, *rf.faults, *rf.mix, *rf.runTime)
+	ctx, stop := signalContext()
+	defer stop()
+	var rows []powerRow
+	code := exitValid
+	for _, t := range targets {
+		row := powerRow{powerTarget: t}
+		*rf.recipe, *rf.backend = t.Recipe, ""
+		if execlock.IsSpec(t.Recipe) {
+			*rf.backend = t.Backend
+		}
+		for i := range *seeds {
+			if ctx.Err() != nil {
+				break
+			}
+			o, err := rf.options()
+			o.Workload.Seed = *first + int64(i)
+			if err == nil {
+				o, err = harness.Plan(o)
+			}
+			if err != nil {
+				fmt.Fprintf(stdout, "%s: skipped: %s\n", t.Recipe, words.OneLine(err))
+				code = exitUnknown
+				break
+			}
+			if o.Dir, err = harness.NewRunDir(*rf.out, o.Workload.Seed); err != nil {
+				return exitUnknown, err
+			}
+			o.Args, o.Command = reproduce(o)
+			res, err := harness.Run(ctx, o)
+			if err != nil {
+				fmt.Fprintf(stdout, "%s seed %d: %s\n", t.Recipe, o.Workload.Seed, words.OneLine(err))
+				code = exitUnknown
+				continue
+			}
+			run := powerRun{Seed: o.Workload.Seed, Dir: o.Dir, Verdict: checker.Unknown}
+			for _, c := range res.Checks {
+				if c.Name == t.Check {
+					run.Verdict = c.Verdict
+					if c.Verdict == checker.Invalid {
+						run.First = firstViolation(c)
+					}
+				}
+			}
+			if res.Run != nil && res.Run.Nemesis != nil {
+				run.Cells = len(res.Run.Nemesis.Cells)
+			}
+			row.Runs = append(row.Runs, run)
+			at := "-"
+			if run.Verdict == checker.Invalid {
+				at = fmt.Sprintf("%.1fs", run.First.Seconds())
+			}
+			fmt.Fprintf(stdout, "  %s seed %d: %s %s (first at %s, %d cells) %s\n", t.Recipe, run.Seed, t.Check, run.Verdict, at, run.Cells, relPath(run.Dir))
+		}
+		row.tally()
+		rows = append(rows, row)
+	}
+	printPower(stdout, rows)
+	b, err := json.MarshalIndent(rows, "", "  ")
+	if err != nil {
+		return exitUnknown, err
+	}
+	path := filepath.Join(*rf.out, fmt.Sprintf("power-%s.json", time.Now().Format("20060102-150405")))
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return exitUnknown, err
+	}
+	fmt.Fprintf(stdout, "power results: %s\n", relPath(path))
+	if ctx.Err() != nil {
+		return exitUnknown, nil
+	}
+	return code, nil
+}
+
+// printPower prints the table: per recipe, its bug, its check, the runs
+// that caught it and the median time to the first violation.
+func printPower(w io.Writer, rows []powerRow) {
+	fmt.Fprintf(w, "%-40s %-20s %-10s %-8s %s\n", "recipe", "bug", "check", "caught", "median first violation")
+	for _, r := range rows {
+		med := "-"
+		if r.Median != nil {
+			med = fmt.Sprintf("%.1f s", r.Median.Seconds())
+		}
+		fmt.Fprintf(w, "%-40s %-20s %-10s %-8s %s\n", r.Recipe, r.Bug, r.Check, fmt.Sprintf("%d/%d", r.Caught, len(r.Runs)), med)
+	}
+}

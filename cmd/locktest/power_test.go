@@ -1,0 +1,92 @@
+package main
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/backend/registry"
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/scenario"
+)
+
+// The targets: each upstream bug's recipes with the check their scenario
+// expects to fail on the fenced resource, once each, then the recipes
+// broken on purpose no bug names, with the contract check or the one a
+// scenario expects of them.
+func TestPowerTargets(t *testing.T) {
+	cat := scenario.Catalog{
+		{Name: "a", Run: scenario.Settings{Recipe: "exec:x", Backend: "redis"},
+			Bugs:   []scenario.Bug{{Ref: "x#1", Recipes: []string{"exec:x"}}},
+			Expect: map[string]map[string]string{scenario.Fenced: {"liveness": scenario.Invalid, "resource": scenario.Valid}}},
+		{Name: "b", Bugs: []scenario.Bug{{Ref: "y#2", Recipes: []string{"old", "exec:x"}}},
+			ByRecipe: map[string]map[string]string{"old": {"contract": scenario.Invalid}, "fixed": {"contract": scenario.Valid},
+				"broken2": {"mutex": scenario.Invalid}}},
+	}
+	got := powerTargets(cat, []string{"old", "broken1", "broken2"})
+	want := []powerTarget{
+		{Recipe: "exec:x", Backend: "redis", Check: "liveness", Bug: "x#1"},
+		{Recipe: "old", Check: "contract", Bug: "y#2"},
+		{Recipe: "broken1", Check: "contract", Bug: "broken on purpose"},
+		{Recipe: "broken2", Check: "mutex", Bug: "broken on purpose"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("powerTargets =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// The real catalog names the etcd bugs the issue measures, with contract.
+func TestPowerTargetsOfTheCatalog(t *testing.T) {
+	checks := map[string]string{}
+	for _, tg := range powerTargets(registry.Catalog(), brokenRecipes()) {
+		checks[tg.Recipe] = tg.Check
+	}
+	for r, c := range map[string]string{"mutex-3.4": "contract", "election": "contract", "mutex-retry": "contract", "zk-unprotected": "liveness", "unlock-any": "contract"} {
+		if checks[r] != c {
+			t.Errorf("%s: check %q, want %q", r, checks[r], c)
+		}
+	}
+}
+
+// A row counts the runs whose check failed, and the median time to their
+// first violation; the first violation is the earliest to begin.
+func TestPowerTally(t *testing.T) {
+	r := powerRow{Runs: []powerRun{
+		{Verdict: checker.Invalid, First: 9 * time.Second},
+		{Verdict: checker.Valid},
+		{Verdict: checker.Invalid, First: 3 * time.Second},
+		{Verdict: checker.Unknown},
+		{Verdict: checker.Invalid, First: 5 * time.Second},
+	}}
+	r.tally()
+	if r.Caught != 3 || r.Median == nil || *r.Median != 5*time.Second {
+		t.Errorf("tally: caught %d, median %v", r.Caught, r.Median)
+	}
+	c := checker.Result{Violations: []checker.Violation{{From: int64(4 * time.Second)}, {From: int64(2 * time.Second)}}}
+	if got := firstViolation(c); got != 2*time.Second {
+		t.Errorf("firstViolation = %v", got)
+	}
+	var b strings.Builder
+	r.Recipe, r.Bug, r.Check = "mutex-3.4", "etcd#11456", "contract"
+	printPower(&b, []powerRow{r})
+	if !strings.Contains(b.String(), "3/5") || !strings.Contains(b.String(), "5.0 s") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}
+
+// --recipe is refused (power runs its own), and so is a recipe the
+// catalog does not name as buggy; --list runs nothing.
+func TestPowerFlags(t *testing.T) {
+	var out strings.Builder
+	if _, err := powerCmd([]string{"--recipe", "mutex"}, &out); err == nil || !strings.Contains(err.Error(), "--recipes") {
+		t.Errorf("--recipe: %v", err)
+	}
+	if _, err := powerCmd([]string{"--recipes", "mutex", "--out", t.TempDir()}, &out); err == nil || !strings.Contains(err.Error(), "not a catalogued buggy recipe") {
+		t.Errorf("--recipes mutex: %v", err)
+	}
+	out.Reset()
+	if code, err := powerCmd([]string{"--list", "--recipes", "mutex-retry"}, &out); code != exitValid || err != nil || !strings.HasPrefix(out.String(), "mutex-retry") {
+		t.Errorf("--list: %d, %v, %q", code, err, out.String())
+	}
+}

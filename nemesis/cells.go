@@ -1,0 +1,132 @@
+package nemesis
+
+import (
+	"cmp"
+	"slices"
+)
+
+// The lock states a fault can strike in, as the run saw them when it
+// struck: the first of a coverage cell's two coordinates (the other is the
+// fault's family).
+const (
+	StateHolder     = "holder"             // a client holding a lock
+	StateMidSection = "holder-mid-section" // a holder entering a section with work ahead
+	StateWaiter     = "waiter"             // a client queued in Acquire
+	StateIdle       = "idle"               // a client neither holding nor waiting
+	StateRelease    = "release-in-flight"  // a holder's release on its way
+	StateAcquire    = "acquire-in-flight"  // an acquire on its way: a grant being decided
+	StateRenew      = "renewing"           // a session's renewal on its way
+	StateLeader     = "leader"             // the members' leader
+	StateMember     = "member"             // a member that is not known to lead
+	StateCluster    = "cluster"            // the cluster's links (partitions)
+)
+
+// Cell is one (lock state × fault family) pair, and how often a run's
+// faults struck it.
+type Cell struct {
+	State string `json:"state"`
+	Fault string `json:"fault"` // the family
+	Count int    `json:"count,omitempty"`
+}
+
+// Key names the cell: "waiter×pause".
+func (c Cell) Key() string { return c.State + "×" + c.Fault }
+
+// State is the lock state a fired fault struck in: by the kind (a lost
+// reply strikes one operation), the role its client had, or the member it
+// struck.
+func (f Fired) State() string {
+	switch f.Fault {
+	case LostReplyRelease:
+		return StateRelease
+	case LostReplyAcquire:
+		return StateAcquire
+	case LostReplyRenew:
+		return StateRenew
+	}
+	switch f.Params["role"] {
+	case "holder":
+		if f.Params["aimed"] == "true" {
+			return StateMidSection
+		}
+		return StateHolder
+	case "waiter":
+		return StateWaiter
+	case "idle":
+		return StateIdle
+	}
+	if f.Params["selector"] == TargetLeader && f.Params["resolved"] != "fallback" {
+		return StateLeader
+	}
+	if len(f.Targets) > 0 {
+		return StateMember
+	}
+	return StateCluster
+}
+
+// CellsOf counts the cells that faults struck: those that started without
+// an error. Sorted by fault, then state.
+func CellsOf(faults []Fired) []Cell {
+	n := map[Cell]int{}
+	for _, f := range faults {
+		if fam := FamilyOf(f.Fault); f.Error == "" && fam != "" {
+			n[Cell{State: f.State(), Fault: fam}]++
+		}
+	}
+	return counted(n)
+}
+
+// counted lists the cells of n with their counts, by fault, then state.
+func counted(n map[Cell]int) []Cell {
+	out := make([]Cell, 0, len(n))
+	for c, k := range n {
+		c.Count = k
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b Cell) int {
+		return cmp.Or(cmp.Compare(a.Fault, b.Fault), cmp.Compare(a.State, b.State))
+	})
+	return out
+}
+
+// plannedState is the lock state e, an entry of s, is drawn to strike
+// in, as far as the entry says before the run: "" when it strikes a client
+// drawn by name, whose state then is chance.
+func (s Schedule) plannedState(e Entry) string {
+	switch e.Fault {
+	case LostReplyRelease:
+		return StateRelease
+	case LostReplyAcquire:
+		return StateAcquire
+	case LostReplyRenew:
+		return StateRenew
+	}
+	switch {
+	case e.Target == TargetHolder && e.Params["ahead"] != "":
+		return StateMidSection
+	case e.Target == TargetHolder:
+		return StateHolder
+	case e.Target == TargetWaiter:
+		return StateWaiter
+	case e.Target == TargetLeader:
+		return StateLeader
+	case e.Target == "":
+		return StateCluster
+	case slices.Contains(s.Clients, e.Target):
+		return ""
+	}
+	return StateMember
+}
+
+// PlannedCells are the cells s's entries are drawn to strike, with how
+// many entries each (those that leave their state to chance left out).
+// Sorted as CellsOf's.
+func PlannedCells(s Schedule) []Cell {
+	n := map[Cell]int{}
+	for _, e := range s.Entries {
+		if st, fam := s.plannedState(e), FamilyOf(e.Fault); st != "" && fam != "" {
+			n[Cell{State: st, Fault: fam}]++
+		}
+	}
+	return counted(n)
+}

@@ -1,0 +1,171 @@
+package nemesis
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Swarm testing (Groce et al., "Swarm Testing", ISSTA 2012): a run that
+// draws every fault from every family spreads its few faults thin; one that
+// draws from a random subset of them concentrates on those, so that across
+// runs some strike the same kind of moment again and again. Each family is
+// kept with probability swarmKeep, at least one; the subset is drawn from
+// the seed on a stream of its own, so that with Swarm off a seed's schedule
+// is what it always was.
+const swarmKeep = 0.5
+
+// swarmStream and aimStream are the PCG streams of the swarm's and the
+// aim's draws.
+const (
+	swarmStream = 0x737761726d
+	aimStream   = 0x61696d
+)
+
+// swarm is the subset of fams a swarm run draws from.
+func swarm(seed int64, fams []Family) []Family {
+	if len(fams) < 2 {
+		return fams
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), swarmStream))
+	var keep []Family
+	for _, f := range fams {
+		if rng.Float64() < swarmKeep {
+			keep = append(keep, f)
+		}
+	}
+	if len(keep) == 0 {
+		keep = []Family{fams[rng.IntN(len(fams))]}
+	}
+	return keep
+}
+
+// waiterAim is the share of the client faults that end a lease (isolation,
+// lease starvation and revocation, a pause of a client) that an aimed
+// schedule turns on a waiter queued behind a long section: the moment the
+// lock bugs of the queue live in (etcd#11456: a waiter whose lease expired
+// in line is granted; ZooKeeper's ghost znode blocks the queue behind it).
+const waiterAim = 0.5
+
+// holderAim is the share of lost acquire replies that an aimed schedule
+// turns on the holder's next acquire.
+const holderAim = 0.5
+
+// aimAt turns some client faults of s on the moments where locks break,
+// from the seed on a stream of its own: a share of the faults that can
+// outlast a lease strike a waiter queued behind a long section, with the
+// client first drawn as the fallback, and a share of lost acquire replies
+// strike the holder's next acquire. Faults on the holder keep their
+// target.
+func aimAt(seed int64, s *Schedule, ttl time.Duration) {
+	rng := rand.New(rand.NewPCG(uint64(seed), aimStream))
+	for i := range s.Entries {
+		e := &s.Entries[i]
+		if e.Fault == LostReplyAcquire && e.Target != TargetHolder && rng.Float64() < holderAim {
+			// The holder's next acquire: its request creates its claim
+			// (a znode, a key) and the lost reply leaves it in doubt
+			// (ZOOKEEPER-1262's ghost znode).
+			e.Target, e.Fallback = TargetHolder, cmp.Or(e.Fallback, e.Target)
+			continue
+		}
+		if !aimable(e.Fault) || e.Target == TargetHolder || e.Target == TargetWaiter || e.Target == "" {
+			continue
+		}
+		if !slices.Contains(s.Clients, e.Target) || rng.Float64() >= waiterAim {
+			continue
+		}
+		e.Target, e.Fallback = TargetWaiter, e.Target
+		if e.Params == nil {
+			e.Params = map[string]string{}
+		}
+		e.Params["ahead"] = (ttl + ttl/4).String() + "-"
+	}
+}
+
+// aimable are the fault kinds that end a client's lease (or strike it for
+// longer than its lease), so that a waiter's claim lapses while it queues.
+func aimable(kind string) bool {
+	switch kind {
+	case Isolate, LeaseStarve, LeaseRevoke, PauseClient:
+		return true
+	}
+	return false
+}
+
+// Mixes are the words of --nemesis-mix besides "even".
+var Mixes = []string{"swarm", "aim", "dense"}
+
+// ParseMix reads --nemesis-mix into c: "even", or a comma list of Mixes.
+func (c *Config) ParseMix(s string) error {
+	c.Swarm, c.Aim, c.Dense = false, false, false
+	if s == "even" || s == "" {
+		return nil
+	}
+	for _, m := range strings.Split(s, ",") {
+		switch strings.TrimSpace(m) {
+		case "swarm":
+			c.Swarm = true
+		case "aim":
+			c.Aim = true
+		case "dense":
+			c.Dense = true
+		default:
+			return fmt.Errorf("%q: want even, or a comma list of %s", m, strings.Join(Mixes, ", "))
+		}
+	}
+	return nil
+}
+
+// shortFault is the longest fault after which a dense schedule waits only
+// a quarter of the interval: a lost reply, a revoked lease, a crashed
+// client strike one moment, and the bugs they find (a retried release, a
+// ghost znode) need many such moments, not long ones.
+func (c Config) shortFault() time.Duration { return c.TTL / 2 }
+
+// first is when the first fault starts: after the interval, or in a dense
+// schedule a quarter of it, so that the clients' first grants, not an
+// idle start, take the first strike.
+func (c Config) first() time.Duration {
+	if c.Dense {
+		return c.Interval / 4
+	}
+	return c.Interval
+}
+
+// family draws the family of the next fault: uniformly, or in a dense
+// schedule in proportion to how many of its faults fit in a given time (1
+// over its mean duration and the quiet time after it), so that each family
+// has about an equal share of the run's time: a lost reply, over in a
+// fraction of a second, is drawn several times as often as an isolation
+// that outlasts the lease.
+func (g *Gen) family(fams []Family) Family {
+	if !g.cfg.Dense {
+		return fams[g.rng.IntN(len(fams))]
+	}
+	w := make([]float64, len(fams))
+	total := 0.0
+	for i, f := range fams {
+		r := g.cfg.Durations[f.Spec().Name]
+		mean := (r.Min + r.Max) / 2
+		w[i] = 1 / (mean + g.cfg.gap(Entry{Duration: mean})).Seconds()
+		total += w[i]
+	}
+	u := g.rng.Float64() * total
+	for i, f := range fams {
+		if u -= w[i]; u < 0 {
+			return f
+		}
+	}
+	return fams[len(fams)-1]
+}
+
+// gap is the quiet time after e.
+func (c Config) gap(e Entry) time.Duration {
+	if c.Dense && e.Duration <= c.shortFault() {
+		return c.Interval / 4
+	}
+	return c.Interval
+}

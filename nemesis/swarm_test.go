@@ -1,0 +1,222 @@
+package nemesis
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+func swarmConfig() Config {
+	return Config{Faults: []string{All}, Time: 60 * time.Second, Members: 3, Clients: []string{"c0", "c1", "c2"}}
+}
+
+// A swarm schedule draws only from its seed's subset of the families,
+// which is never empty, differs between seeds, and is the same for the
+// same seed.
+func TestSwarmConcentrates(t *testing.T) {
+	// What Generate draws from without the swarm: every family --nemesis
+	// all takes.
+	var every []Family
+	for _, f := range families {
+		if !f.Spec().ByNameOnly {
+			every = append(every, f)
+		}
+	}
+	cfg := swarmConfig()
+	cfg.Swarm = true
+	sizes := map[int]bool{}
+	for seed := int64(1); seed <= 40; seed++ {
+		var sub []string
+		for _, f := range swarm(seed, every) {
+			sub = append(sub, f.Spec().Name)
+		}
+		if len(sub) == 0 || len(sub) > len(every) {
+			t.Fatalf("seed %d: subset %v", seed, sub)
+		}
+		sizes[len(sub)] = true
+		s, err := Generate(seed, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range s.Families() {
+			// Generate keeps of the offered families those in the
+			// subset: a family outside it is never drawn.
+			if !slices.Contains(sub, f) {
+				t.Errorf("seed %d: schedule has %s, outside its subset %v", seed, f, sub)
+			}
+		}
+		again, _ := Generate(seed, cfg)
+		if !reflect.DeepEqual(s, again) {
+			t.Errorf("seed %d: two schedules differ", seed)
+		}
+	}
+	if len(sizes) < 3 {
+		t.Errorf("40 seeds drew subsets of sizes %v only", sizes)
+	}
+}
+
+// Aim turns some faults that end a lease on an aimed waiter, the client
+// drawn kept as its fallback, and touches no other entry.
+func TestAimTurnsFaultsOnWaiters(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Faults = []string{"isolate", "lease", "pause", "crash", "lost-reply"}
+	turned, kept := 0, 0
+	for seed := int64(1); seed <= 30; seed++ {
+		plain, _ := Generate(seed, cfg)
+		aimed := cfg
+		aimed.Aim = true
+		s, _ := Generate(seed, aimed)
+		if len(s.Entries) != len(plain.Entries) {
+			t.Fatalf("seed %d: %d entries aimed, %d plain", seed, len(s.Entries), len(plain.Entries))
+		}
+		for i, e := range s.Entries {
+			p := plain.Entries[i]
+			if reflect.DeepEqual(e, p) {
+				kept++
+				continue
+			}
+			if p.Fault == LostReplyAcquire {
+				if e.Target != TargetHolder {
+					t.Errorf("seed %d: entry %d aimed as %+v", seed, i, e)
+				}
+				turned++
+				continue
+			}
+			if !aimable(p.Fault) || !slices.Contains(cfg.Clients, p.Target) {
+				t.Errorf("seed %d: entry %d (%s on %s) was changed", seed, i, p.Fault, p.Target)
+			}
+			if e.Target != TargetWaiter || e.Fallback != p.Target || e.Params["ahead"] != "2.5s-" {
+				t.Errorf("seed %d: entry %d aimed as %+v", seed, i, e)
+			}
+			turned++
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("seed %d: %v", seed, err)
+		}
+	}
+	if turned == 0 || kept == 0 {
+		t.Errorf("aim turned %d entries and kept %d", turned, kept)
+	}
+}
+
+func TestParseMix(t *testing.T) {
+	for in, want := range map[string][3]bool{"even": {}, "swarm": {true, false, false}, "aim": {false, true, false}, "swarm, aim,dense": {true, true, true}} {
+		var c Config
+		err := c.ParseMix(in)
+		if got := [3]bool{c.Swarm, c.Aim, c.Dense}; err != nil || got != want {
+			t.Errorf("ParseMix(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	var c Config
+	if err := c.ParseMix("swarm,even"); err == nil {
+		t.Error("ParseMix accepted even in a list")
+	}
+}
+
+// Dense: the first fault after a quarter of the interval, and a quarter
+// of the interval after a short fault, the whole after a long one.
+func TestDenseGap(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Faults = []string{"lost-reply", "isolate"}
+	plain, _ := Generate(3, cfg)
+	cfg.Dense = true
+	dense, _ := Generate(3, cfg)
+	if len(dense.Entries) <= len(plain.Entries) {
+		t.Errorf("dense: %d faults in a minute, plain %d", len(dense.Entries), len(plain.Entries))
+	}
+	c := cfg.WithDefaults()
+	if dense.Entries[0].At != c.Interval/4 || plain.Entries[0].At != c.Interval {
+		t.Errorf("first faults at %s dense, %s plain", dense.Entries[0].At, plain.Entries[0].At)
+	}
+	for i, e := range dense.Entries[1:] {
+		prev := dense.Entries[i]
+		want := c.Interval
+		if prev.Duration <= c.TTL/2 {
+			want = c.Interval / 4
+		}
+		if got := e.At - prev.At - prev.Duration; got != want {
+			t.Errorf("after %s of %s: %s quiet, want %s", prev.Fault, prev.Duration, got, want)
+		}
+	}
+}
+
+// A fired fault's cell: the state it struck in, by its kind, its
+// client's role or its member, and its family; failed faults strike none.
+func TestCellsOf(t *testing.T) {
+	fired := []Fired{
+		{Fault: PauseClient, Targets: []string{"c1"}, Params: map[string]string{"role": "waiter"}},
+		{Fault: PauseClient, Targets: []string{"c2"}, Params: map[string]string{"role": "waiter"}},
+		{Fault: Isolate, Targets: []string{"c0"}, Params: map[string]string{"role": "holder", "aimed": "true"}},
+		{Fault: LostReplyRelease, Targets: []string{"c0"}, Params: map[string]string{"role": "holder"}},
+		{Fault: PauseMember, Targets: []string{"m0"}, Params: map[string]string{"selector": TargetLeader}},
+		{Fault: PauseMember, Targets: []string{"m1"}, Params: map[string]string{"selector": TargetLeader, "resolved": "fallback"}},
+		{Fault: "partition-majority", Params: map[string]string{}},
+		{Fault: PauseClient, Targets: []string{"c1"}, Params: map[string]string{"role": "idle"}, Error: "boom"},
+	}
+	want := []Cell{
+		{StateMidSection, "isolate", 1},
+		{StateRelease, "lost-reply", 1},
+		{StateCluster, "partition", 1},
+		{StateLeader, "pause", 1},
+		{StateMember, "pause", 1},
+		{StateWaiter, "pause", 2},
+	}
+	if got := CellsOf(fired); !reflect.DeepEqual(got, want) {
+		t.Errorf("CellsOf = %v\nwant %v", got, want)
+	}
+}
+
+// The cells a schedule plans: by its entries' kinds and selectors; a
+// client drawn by name leaves its state to chance.
+func TestPlannedCells(t *testing.T) {
+	s := Schedule{Members: 3, Clients: []string{"c0", "c1"}, Entries: []Entry{
+		{Fault: PauseClient, Target: TargetWaiter, Fallback: "c0"},
+		{Fault: PauseClient, Target: "c1"},
+		{Fault: Isolate, Target: TargetHolder, Params: map[string]string{"ahead": "2.5s-"}},
+		{Fault: LostReplyAcquire, Target: "c0"},
+		{Fault: PauseMember, Target: TargetLeader, Fallback: "m1"},
+		{Fault: "crash-member", Target: "m2"},
+		{Fault: PartitionMajority, Groups: [][]int{{0}, {1, 2}}},
+	}}
+	want := []Cell{
+		{StateMember, "crash", 1},
+		{StateMidSection, "isolate", 1},
+		{StateAcquire, "lost-reply", 1},
+		{StateCluster, "partition", 1},
+		{StateLeader, "pause", 1},
+		{StateWaiter, "pause", 1},
+	}
+	if got := PlannedCells(s); !reflect.DeepEqual(got, want) {
+		t.Errorf("PlannedCells = %v\nwant %v", got, want)
+	}
+}
+
+// Dense: each family has about an equal share of the run's time, so short
+// faults are drawn more often than long ones.
+func TestDenseSharesTime(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Faults = []string{"lost-reply", "isolate"}
+	cfg.Dense = true
+	cfg.Time = 10 * time.Minute
+	s, err := Generate(1, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	took := map[string]time.Duration{}
+	for _, e := range s.Entries {
+		n[FamilyOf(e.Fault)]++
+		took[FamilyOf(e.Fault)] += e.Duration
+	}
+	if n["lost-reply"] < 3*n["isolate"] {
+		t.Errorf("%d lost replies, %d isolations: want the short fault several times as often", n["lost-reply"], n["isolate"])
+	}
+	c := cfg.WithDefaults()
+	share := func(f string) time.Duration {
+		return took[f] + time.Duration(n[f])*c.gap(Entry{Duration: took[f] / time.Duration(n[f])})
+	}
+	if a, b := share("lost-reply"), share("isolate"); a < b/2 || b < a/2 {
+		t.Errorf("time: lost replies %s, isolations %s; want about equal", a, b)
+	}
+}
