@@ -78,15 +78,24 @@ var _ backend.Options = (*Options)(nil)
 
 func (o *Options) Backend() string { return Name }
 
-// Plan checks that PostgreSQL is there: one member, the primary.
-func (o *Options) Plan(backend.Plan) (int, error) {
+// Plan checks that PostgreSQL is there: one member, the primary, and its
+// replica when the run fails over.
+func (o *Options) Plan(p backend.Plan) (int, error) {
 	if _, err := pgserver.Find(o.Bin); err != nil {
 		return 0, err
+	}
+	if replicated(p) {
+		return 2, nil
 	}
 	return 1, nil
 }
 
-func (o *Options) Prototype(backend.Plan) system.System { return (*pgSystem)(nil) }
+func (o *Options) Prototype(p backend.Plan) system.System {
+	if replicated(p) {
+		return (*replicatedPG)(nil)
+	}
+	return (*pgSystem)(nil)
+}
 
 func (o *Options) Args(int) []string {
 	var args []string
@@ -106,13 +115,14 @@ func (o *Options) idleTimeout() time.Duration {
 	return o.IdleTimeout
 }
 
-// Start makes the primary's data directory and starts it.
+// Start makes the primary's data directory and starts it, and its
+// replica when the run fails over.
 func (o *Options) Start(ctx context.Context, p backend.Plan) (*backend.Started, error) {
 	b, err := pgserver.Find(o.Bin)
 	if err != nil {
 		return nil, err
 	}
-	s, err := pgserver.Start(ctx, pgserver.Config{Binary: b, Dir: p.Dir, LogDir: p.LogDir, IdleTimeout: o.idleTimeout(), Setup: pglock.Schema})
+	s, err := pgserver.Start(ctx, pgserver.Config{Binary: b, Dir: p.Dir, LogDir: p.LogDir, IdleTimeout: o.idleTimeout(), Setup: pglock.Schema, Replica: replicated(p)})
 	if err != nil {
 		return nil, fmt.Errorf("starting postgres: %w", err)
 	}
