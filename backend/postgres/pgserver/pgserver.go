@@ -544,6 +544,7 @@ func (s *Server) Crash(i int) error {
 	defer unlock()
 	return kill(s.process(m))
 }
+
 // signalAll sends sig to the postmaster and to each of its children's
 // process groups: PostgreSQL makes every child a group leader of its own
 // (setsid in InitPostmasterChild), so a signal to the postmaster's group
