@@ -160,6 +160,26 @@ var scenarios = []scenario.Scenario{
 		},
 	},
 	{
+		Name:    "pg-failover",
+		Summary: "pg-advisory on a primary with a streaming replica: the primary is lost mid-section and the replica promoted; the holder's advisory lock did not follow, and the next client is granted it there while the first still works",
+		Topic:   scenario.ServerLoss,
+		Lesson: "Advisory locks live in the primary's memory: they are not written to the WAL, so no replica ever has " +
+			"them. When the primary is lost and its replica promoted (pg_promote(), as Patroni or an operator does), " +
+			"every advisory lock is gone at once, and the clients, moved to the new primary, are granted the locks " +
+			"their holders still believe they hold. The holder's session went with the old primary, but nothing tells " +
+			"it before its next statement: it goes on and writes. The token, nextval of a sequence, is replicated (a " +
+			"sequence logs 32 values ahead): it grows past the failover, and the fenced resource refuses the late write. " +
+			"pg-advisory-xact loses its lock the same way; a token from a sequence can repeat only if the replica had " +
+			"not received the sequence's last WAL record.",
+		Run: scenario.Settings{Time: 10 * time.Second, Recipe: pglock.AdvisoryName, Think: 3 * time.Second, ThinkMin: 3 * time.Second,
+			Clients: 3, Require: []string{histories.CheckResource}},
+		Expect: scenario.Damage,
+		Faults: func(s scenario.Shape) []nemesis.Entry {
+			return []nemesis.Entry{{At: time.Second, Fault: nemesis.Failover, Target: nemesis.TargetHolder, Fallback: "c0",
+				Duration: 2 * time.Second, Params: map[string]string{"ahead": (s.TTL + s.TTL/4).String() + "-"}}}
+		},
+	},
+	{
 		Name:    "pg-lease-clock-ahead",
 		Summary: "pg-lease-client-clock: a waiter's clock jumps 3 s ahead (past the 2 s TTL); comparing the lease row's expiry on its own clock, it takes the lease its holder still has",
 		Topic:   scenario.Fencing,

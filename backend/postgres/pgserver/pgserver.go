@@ -345,6 +345,16 @@ func (s *Server) Connect(ctx context.Context) (*pgx.Conn, error) {
 	return connect(ctx, s.current().addr)
 }
 
+// ConnectMember makes a direct connection to member i, the replica too
+// (read-only while it replicates).
+func (s *Server) ConnectMember(ctx context.Context, i int) (*pgx.Conn, error) {
+	m, err := s.member(i)
+	if err != nil {
+		return nil, err
+	}
+	return connect(ctx, m.addr)
+}
+
 func connect(ctx context.Context, addr string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(ConnString(addr))
 	if err != nil {

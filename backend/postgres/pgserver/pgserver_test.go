@@ -156,16 +156,16 @@ func TestFailoverLosesAdvisoryLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The replica has the sequence's WAL (a nextval logs 32 ahead) before the cut.
-	admin, err := s.Connect(ctx)
+	replica, err := s.ConnectMember(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	polltest.Until(t, 10*time.Second, "the replica to replay the primary's WAL", func() bool {
+	defer replica.Close(context.Background())
+	polltest.Until(t, 30*time.Second, "the replica to replay the token's nextval", func() bool {
 		var caught bool
-		err := admin.QueryRow(ctx, "SELECT count(*) = 1 FROM pg_stat_replication WHERE replay_lsn >= pg_current_wal_lsn()").Scan(&caught)
+		err := replica.QueryRow(ctx, "SELECT is_called AND last_value >= $1 FROM fence", held).Scan(&caught)
 		return err == nil && caught
 	})
-	admin.Close(ctx)
 	if err := s.CutReplication(); err != nil {
 		t.Fatal(err)
 	}
