@@ -168,9 +168,13 @@ var scenarios = []scenario.Scenario{
 			"every advisory lock is gone at once, and the clients, moved to the new primary, are granted the locks " +
 			"their holders still believe they hold. The holder's session went with the old primary, but nothing tells " +
 			"it before its next statement: it goes on and writes. The token, nextval of a sequence, is replicated (a " +
-			"sequence logs 32 values ahead): it grows past the failover, and the fenced resource refuses the late write. " +
-			"pg-advisory-xact loses its lock the same way; a token from a sequence can repeat only if the replica had " +
-			"not received the sequence's last WAL record.",
+			"sequence logs 32 values ahead, and pg-advisory's statement commits at once, which flushes it): it grows past " +
+			"the failover, and the fenced resource refuses the late write. Not so with --recipe pg-advisory-xact: its " +
+			"nextval's WAL record waits with the holder's open transaction, flushed (in a database this quiet) only when " +
+			"it commits; the failover " +
+			"takes it, and the promoted replica hands out the same tokens again (the fenced resource accepts two " +
+			"holders' writes with one token: invariant invalid). --recipe pg-lease likewise: the lease row granted " +
+			"after the replication's cut is lost with the primary, and its fence is granted again.",
 		Run: scenario.Settings{Time: 10 * time.Second, Recipe: pglock.AdvisoryName, Think: 3 * time.Second, ThinkMin: 3 * time.Second,
 			Clients: 3, Require: []string{histories.CheckResource}},
 		Expect: scenario.Damage,
