@@ -163,18 +163,16 @@ var scenarios = []scenario.Scenario{
 		Name:    "pg-failover",
 		Summary: "pg-advisory on a primary with a streaming replica: the primary is lost mid-section and the replica promoted; the holder's advisory lock did not follow, and the next client is granted it there while the first still works",
 		Topic:   scenario.ServerLoss,
-		Lesson: "Advisory locks live in the primary's memory: they are not written to the WAL, so no replica ever has " +
-			"them. When the primary is lost and its replica promoted (pg_promote(), as Patroni or an operator does), " +
-			"every advisory lock is gone at once, and the clients, moved to the new primary, are granted the locks " +
-			"their holders still believe they hold. The holder's session went with the old primary, but nothing tells " +
-			"it before its next statement: it goes on and writes. The token, nextval of a sequence, is replicated (a " +
-			"sequence logs 32 values ahead, and pg-advisory's statement commits at once, which flushes it): it grows past " +
-			"the failover, and the fenced resource refuses the late write. Not so with --recipe pg-advisory-xact: its " +
-			"nextval's WAL record waits with the holder's open transaction, flushed (in a database this quiet) only when " +
-			"it commits; the failover " +
-			"takes it, and the promoted replica hands out the same tokens again (the fenced resource accepts two " +
-			"holders' writes with one token: invariant invalid). --recipe pg-lease likewise: the lease row granted " +
-			"after the replication's cut is lost with the primary, and its fence is granted again.",
+		Lesson: "Advisory locks live in the primary's memory and are never written to the WAL: when the primary is lost " +
+			"and its replica promoted (pg_promote(), as Patroni or an operator does), every one is gone, and the clients, " +
+			"moved to the new primary, are granted the locks their holders still believe they hold. The holder's session " +
+			"went with the old primary, but nothing tells it before its next statement: it goes on and writes. " +
+			"pg-advisory's token, nextval of a sequence in a statement that commits at once, had reached the replica (a " +
+			"sequence logs 32 values ahead): it grows past the failover, and the fenced resource refuses the late write. " +
+			"Not so with --recipe pg-advisory-xact, whose nextval's WAL record waits (in a database this quiet) for the " +
+			"holder's commit, nor with --recipe pg-lease, whose lease row granted after the replication's cut is lost " +
+			"with the primary: the promoted replica grants the same tokens again, and the fenced resource accepts two " +
+			"holders' writes with one (invariant invalid).",
 		Run: scenario.Settings{Time: 10 * time.Second, Recipe: pglock.AdvisoryName, Think: 3 * time.Second, ThinkMin: 3 * time.Second,
 			Clients: 3, Require: []string{histories.CheckResource}},
 		Expect: scenario.Damage,
