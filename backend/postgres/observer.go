@@ -47,6 +47,7 @@ type observer struct {
 	holders map[string]uint32     // lock name → pid holding its advisory lock
 	leases  map[string]leaseState // lock name → its lease row
 	ended   map[uint32]string     // pids the server ended, and why
+	logPath string                // the log read: the primary's, the promoted replica's after a failover
 	logPos  int64
 	events  int
 	err     error
@@ -179,7 +180,10 @@ WHERE locktype = 'advisory' AND granted AND objsubid = 1`)
 // readLog reads the server's log from where it left off, noting the
 // sessions the server ended for their silence.
 func (o *observer) readLog() {
-	f, err := os.Open(o.s.LogPath())
+	if path := o.s.LogPath(); path != o.logPath {
+		o.logPath, o.logPos = path, 0
+	}
+	f, err := os.Open(o.logPath)
 	if err != nil {
 		return
 	}
@@ -248,7 +252,7 @@ func (o *observer) leaseEnded(name string, fence int64, how leaseEnd) {
 func (o *observer) record(name string, g *grant, params map[string]string) {
 	o.events++
 	params["key"] = name
-	params["server"] = pgserver.Name
+	params["server"] = o.s.Primary()
 	params["process"] = g.process.String()
 	// The contract check reads a deleted claim's token where etcd's
 	// observer writes its create revision.

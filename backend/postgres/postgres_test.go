@@ -12,7 +12,9 @@ import (
 	"github.com/locktest/locktest/backend/postgres/pgserver"
 	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/polltest"
 	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/system"
 	"github.com/locktest/locktest/workload"
 )
@@ -160,4 +162,93 @@ func pglockBuiltin(name string) (lock.Recipe, bool, error) {
 		}
 	}
 	return nil, false, nil
+}
+
+// A run that fails over gets the replica, and only such a run: after the
+// failover the next client is granted, on the promoted replica, the lock
+// the first still holds, with a greater token, and the observer, which
+// follows the new primary, records the first grant's end.
+func TestFailoverThroughTheSeam(t *testing.T) {
+	pgserver.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	opts := &Options{IdleTimeout: 10 * time.Second}
+	plain := backend.Plan{Recipe: pglock.AdvisoryName, Families: []string{"pause", "crash", nemesis.Isolate}}
+	if n, err := opts.Plan(plain); err != nil || n != 1 || system.Has(opts.Prototype(plain), system.CapFailover) {
+		t.Fatalf("without a failover: %d members (%v), failover offered %v; want one server",
+			n, err, system.Has(opts.Prototype(plain), system.CapFailover))
+	}
+	p := backend.Plan{Recipe: pglock.AdvisoryName, Families: []string{nemesis.Failover}, Dir: t.TempDir()}
+	if n, err := opts.Plan(p); err != nil || n != 2 || !system.Has(opts.Prototype(p), system.CapFailover) {
+		t.Fatalf("with a failover: %d members (%v); want a primary and its replica, failover offered", n, err)
+	}
+	started, err := opts.Start(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer started.Close()
+	if got := started.System.MemberNames(); len(got) != 2 {
+		t.Fatalf("members %v, want pg0 and pg1", got)
+	}
+	rec := &recorder{}
+	keys := workload.Keys{Prefix: "t/", Locks: []string{"L"}}
+	obs, err := started.Workload.Observe(ctx, keys, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	acquire := func(name string) int64 {
+		c, err := started.Workload.Connect(workload.Client{Name: name, Clock: clock.New(), Paused: func(context.Context) error { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _, _ := pglockBuiltin(pglock.AdvisoryName)
+		l, err := r.New(ctx, lock.Env{Conn: c.Env(), Clock: clock.New(), TTL: 10, Prefix: keys.Prefix, Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		h, err := l.Acquire(ctx, "L")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Granted(l, h, 1)
+		return h.Token()
+	}
+	first := acquire("c1")
+	if err := obs.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The replica has the sequence's WAL before the cut: a cut just after
+	// a grant's nextval loses it, and the promoted replica gives its token
+	// again (async replication, as it is).
+	replica, err := started.System.(*replicatedPG).s.ConnectMember(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replica.Close(context.Background())
+	polltest.Until(t, 30*time.Second, "the replica to replay the token's nextval", func() bool {
+		var caught bool
+		err := replica.QueryRow(ctx, "SELECT is_called AND last_value >= $1 FROM locktest_fence", first).Scan(&caught)
+		return err == nil && caught
+	})
+	f := started.System.(system.Failoverer)
+	if err := f.CutReplication(); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := f.Failover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("promoted in %v: %s", pr.Took, pr.How)
+	if f.FailedOver() == "" {
+		t.Error("a second failover is offered")
+	}
+	if second := acquire("c2"); second <= first {
+		t.Errorf("token %d on the promoted replica, not past %d", second, first)
+	}
+	polltest.Until(t, 10*time.Second, "the observer to record c1's lock gone", func() bool {
+		_, ok := rec.deletion(first)
+		return obs.Sync(ctx) == nil && ok
+	})
 }

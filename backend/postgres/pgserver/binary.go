@@ -25,6 +25,9 @@ func (b Binary) Postgres() string { return filepath.Join(b.Dir, "postgres") }
 // Initdb is initdb's path.
 func (b Binary) Initdb() string { return filepath.Join(b.Dir, "initdb") }
 
+// Basebackup is pg_basebackup's path, which makes a replica's data.
+func (b Binary) Basebackup() string { return filepath.Join(b.Dir, "pg_basebackup") }
+
 // Package is what to install when PostgreSQL is missing.
 const Package = "postgresql-15"
 
@@ -58,7 +61,7 @@ func Find(dir string) (Binary, error) {
 		}
 	}
 	b := Binary{Dir: dir}
-	for _, p := range []string{b.Postgres(), b.Initdb()} {
+	for _, p := range []string{b.Postgres(), b.Initdb(), b.Basebackup()} {
 		if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
 			return Binary{}, fmt.Errorf("%s is not an executable file (install PostgreSQL: %s)", p, install)
 		}

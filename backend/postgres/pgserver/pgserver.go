@@ -2,10 +2,14 @@
 // under test of a database lock: one primary, made by initdb in the run
 // directory and started as an OS process (proc: its process group dies
 // with locktest, also after SIGKILL) on 127.0.0.1 and a port of its own,
-// with no Unix socket. Every client reaches it over a link of its own
-// behind toxiproxy; the faults that strike the server itself are methods
-// here: pause (SIGSTOP of the whole process group: the postmaster and
-// every backend), crash (SIGKILL) and restart from its data.
+// with no Unix socket; and, for a failover, a streaming replica made from
+// it by pg_basebackup, on a port of its own, replicating over a link of
+// its own. Every client reaches the primary over a link of its own behind
+// toxiproxy; the faults that strike the servers themselves are methods
+// here: pause (SIGSTOP of the postmaster and every backend), crash
+// (SIGKILL) and restart from its data, the replication's cut, and the
+// failover (the primary killed, the replica promoted, the clients' links
+// moved to it).
 //
 // PostgreSQL refuses to run as root: when locktest is root, initdb and the
 // server run as nobody in a user namespace of their own, where nobody is
@@ -48,8 +52,11 @@ import (
 	"github.com/locktest/locktest/internal/scratch"
 )
 
-// Name is the server's member name.
-const Name = "pg0"
+// Name is the primary's member name, ReplicaName its streaming replica's.
+const (
+	Name        = "pg0"
+	ReplicaName = "pg1"
+)
 
 // User and Database are what every connection uses (trust
 // authentication on loopback).
@@ -62,38 +69,48 @@ const (
 type Config struct {
 	Binary Binary
 	// Dir is where its scratch directory goes (the run directory); LogDir
-	// where its log and toxiproxy's go ("" keeps them in the scratch
+	// where its logs and toxiproxy's go ("" keeps them in the scratch
 	// directory).
 	Dir, LogDir string
 	// IdleTimeout is idle_session_timeout and
 	// idle_in_transaction_session_timeout: how long the server lets a
 	// session be silent before it ends it.
 	IdleTimeout time.Duration
-	// Setup is SQL run once the server is ready (the recipes' tables).
+	// Setup is SQL run once the primary is ready (the recipes' tables).
 	Setup string
+	// Replica adds a streaming replica, pg1, made by pg_basebackup from
+	// the primary once Setup has run, replicating through a link of its
+	// own (CutReplication), for Failover.
+	Replica bool
 }
 
-// Server is a started PostgreSQL server. Its methods are safe for
-// concurrent use.
+// member is one server process: the primary or its replica, each with its
+// own data directory, port and log.
+type member struct {
+	name, data, log string
+	port            []int
+	addr            string
+	p               *proc.Process // guarded by Server.mu
+}
+
+// Server is a started PostgreSQL primary, and its replica if asked for.
+// Its methods are safe for concurrent use.
 type Server struct {
-	cfg  Config
-	dir  string // scratch: data/ beneath
-	data string
-	log  string
-	addr string
-	port []int
+	cfg     Config
+	dir     string // scratch: the members' data directories beneath
+	members []*member
 	// unprivileged: locktest is root, which PostgreSQL refuses.
 	unprivileged bool
 	links        *links.Links
 	tpLog        *logWriter
 
-	// Ready is how long the server took from initdb's start until it took
-	// connections.
+	// Ready is how long the servers took from initdb's start until they
+	// took connections (the replica's base backup and start included).
 	Ready time.Duration
 
 	faultMu sync.Mutex
 	mu      sync.Mutex
-	p       *proc.Process
+	primary int // the member that takes writes: 0, or 1 after Failover
 	closed  bool
 
 	closeOnce sync.Once
@@ -107,9 +124,13 @@ var ErrClosed = errors.New("pgserver: closed")
 // finds its port taken.
 const startAttempts = 5
 
+// replicationLink names the replica's link to the primary.
+const replicationLink = ReplicaName + "->" + Name + " replication"
+
 // Start makes a data directory with initdb, starts the server and
-// toxiproxy, and returns once the server takes connections and Setup has
-// run. On error everything started has been stopped.
+// toxiproxy (and the replica, with Config.Replica), and returns once they
+// take connections and Setup has run. On error everything started has
+// been stopped.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 2 * time.Second
@@ -134,7 +155,6 @@ func (s *Server) start(ctx context.Context) error {
 		return fmt.Errorf("pgserver: %w", err)
 	}
 	s.dir = dir
-	s.data = filepath.Join(dir, "data")
 	s.unprivileged = os.Geteuid() == 0
 	logDir := s.cfg.LogDir
 	if logDir == "" {
@@ -143,9 +163,16 @@ func (s *Server) start(ctx context.Context) error {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return fmt.Errorf("pgserver: %w", err)
 	}
-	s.log = filepath.Join(logDir, "postgres-"+Name+".log")
-	if err := os.WriteFile(s.log, nil, 0o644); err != nil {
-		return fmt.Errorf("pgserver: %w", err)
+	names := []string{Name}
+	if s.cfg.Replica {
+		names = append(names, ReplicaName)
+	}
+	for _, name := range names {
+		m := &member{name: name, data: filepath.Join(dir, "data-"+name), log: filepath.Join(logDir, "postgres-"+name+".log")}
+		if err := os.WriteFile(m.log, nil, 0o644); err != nil {
+			return fmt.Errorf("pgserver: %w", err)
+		}
+		s.members = append(s.members, m)
 	}
 	if s.cfg.LogDir != "" {
 		f, err := os.Create(filepath.Join(logDir, "toxiproxy.log"))
@@ -161,120 +188,145 @@ func (s *Server) start(ctx context.Context) error {
 	if s.links, err = links.Start(logTo); err != nil {
 		return err
 	}
-	if err := s.initdb(ctx); err != nil {
+	primary := s.members[0]
+	if err := s.run(ctx, primary, "initdb", s.cfg.Binary.Initdb(),
+		"-D", primary.data, "-U", User, "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C", "--no-instructions"); err != nil {
 		return err
 	}
-	for attempt := 1; ; attempt++ {
-		err = s.startAttempt(ctx)
-		if err == nil || !errors.Is(err, errAddrInUse) || attempt == startAttempts {
-			break
+	if err := s.startMember(ctx, primary); err != nil {
+		return err
+	}
+	if s.cfg.Setup != "" {
+		c, err := s.Connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(ctx, s.cfg.Setup); err != nil {
+			return fmt.Errorf("pgserver: setup: %w", err)
 		}
 	}
-	if err != nil {
-		return err
+	if s.cfg.Replica {
+		if err := s.startReplica(ctx); err != nil {
+			return err
+		}
 	}
 	s.Ready = time.Since(began)
-	if s.cfg.Setup == "" {
-		return nil
-	}
-	c, err := s.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close(context.Background())
-	if _, err := c.Exec(ctx, s.cfg.Setup); err != nil {
-		return fmt.Errorf("pgserver: setup: %w", err)
-	}
 	return nil
 }
 
-// initdb makes the data directory.
-func (s *Server) initdb(ctx context.Context) error {
-	p, err := proc.Start(proc.Spec{Path: s.cfg.Binary.Initdb(), Dir: s.dir, Log: s.log, Unprivileged: s.unprivileged,
-		Args: []string{"-D", s.data, "-U", User, "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C", "--no-instructions"}})
+// run runs a PostgreSQL program to its end, its output in m's log.
+func (s *Server) run(ctx context.Context, m *member, what, path string, args ...string) error {
+	p, err := proc.Start(proc.Spec{Path: path, Args: args, Dir: s.dir, Log: m.log, Unprivileged: s.unprivileged})
 	if err != nil {
-		return fmt.Errorf("pgserver: initdb: %w", err)
+		return fmt.Errorf("pgserver: %s: %w", what, err)
 	}
 	select {
 	case <-p.Done():
 	case <-ctx.Done():
 		p.Kill()
-		return fmt.Errorf("pgserver: initdb: %w", ctx.Err())
+		return fmt.Errorf("pgserver: %s: %w", what, ctx.Err())
 	}
 	if err := p.Err(); err != nil {
-		return fmt.Errorf("pgserver: initdb failed: %v: %s (its log: %s)", err, lastLine(s.log), s.log)
+		return fmt.Errorf("pgserver: %s failed: %v: %s (its log: %s)", what, err, lastLine(m.log), m.log)
 	}
 	return nil
+}
+
+// startReplica makes pg1's data directory by pg_basebackup from the
+// primary, through the replication link (-R writes standby.signal and the
+// link's address as primary_conninfo), and starts it as a hot standby.
+func (s *Server) startReplica(ctx context.Context) error {
+	via, err := s.links.Proxy(replicationLink, s.members[0].addr)
+	if err != nil {
+		return err
+	}
+	host, port, _ := net.SplitHostPort(via)
+	r := s.members[1]
+	if err := s.run(ctx, r, "pg_basebackup", s.cfg.Binary.Basebackup(),
+		"-h", host, "-p", port, "-U", User, "-D", r.data, "-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
+		return err
+	}
+	return s.startMember(ctx, r)
 }
 
 // errAddrInUse marks a start that failed because its port was taken.
 var errAddrInUse = errors.New("address already in use")
 
-func (s *Server) startAttempt(ctx context.Context) error {
-	ports.Release(s.port)
-	ps, err := ports.Reserve(1)
-	if err != nil {
-		return fmt.Errorf("pgserver: %w", err)
+// startMember starts m on a fresh port, and again on another when the
+// port was taken meanwhile.
+func (s *Server) startMember(ctx context.Context, m *member) error {
+	for attempt := 1; ; attempt++ {
+		ports.Release(m.port)
+		ps, err := ports.Reserve(1)
+		if err != nil {
+			return fmt.Errorf("pgserver: %w", err)
+		}
+		m.port = ps
+		m.addr = net.JoinHostPort(ports.Host, strconv.Itoa(ps[0]))
+		if err := s.startProcess(m); err != nil {
+			return err
+		}
+		err = s.waitReady(ctx, m)
+		if err == nil || !errors.Is(err, errAddrInUse) || attempt == startAttempts {
+			return err
+		}
 	}
-	s.port = ps
-	s.addr = net.JoinHostPort(ports.Host, strconv.Itoa(ps[0]))
-	if err := s.startProcess(); err != nil {
-		return err
-	}
-	return s.waitReady(ctx)
 }
 
-// args is how the server runs: on loopback only, no Unix socket, nothing
+// args is how a member runs: on loopback only, no Unix socket, nothing
 // synced to disk (a crash here kills the processes, not the machine: the
 // kernel keeps what they wrote), every session's end logged with its pid,
 // and silent sessions ended after IdleTimeout.
-func (s *Server) args() []string {
+func (s *Server) args(m *member) []string {
 	idle := strconv.FormatInt(s.cfg.IdleTimeout.Milliseconds(), 10)
-	args := []string{"-D", s.data, "-p", strconv.Itoa(s.port[0])}
+	args := []string{"-D", m.data, "-p", strconv.Itoa(m.port[0])}
 	for _, kv := range []string{
 		"listen_addresses=" + ports.Host, "unix_socket_directories=",
 		"fsync=off", "synchronous_commit=off", "full_page_writes=off",
 		"shared_buffers=16MB", "max_connections=200", "autovacuum=off",
 		"logging_collector=off", "log_line_prefix=%m [%p] %a ", "log_disconnections=on",
 		"idle_session_timeout=" + idle, "idle_in_transaction_session_timeout=" + idle,
+		// A replica that loses its primary asks again soon (default 5 s).
+		"wal_retrieve_retry_interval=200ms",
 	} {
 		args = append(args, "-c", kv)
 	}
 	return args
 }
 
-func (s *Server) startProcess() error {
-	p, err := proc.Start(proc.Spec{Path: s.cfg.Binary.Postgres(), Args: s.args(), Dir: s.dir, Log: s.log, Unprivileged: s.unprivileged})
+func (s *Server) startProcess(m *member) error {
+	p, err := proc.Start(proc.Spec{Path: s.cfg.Binary.Postgres(), Args: s.args(m), Dir: s.dir, Log: m.log, Unprivileged: s.unprivileged})
 	if err != nil {
 		return fmt.Errorf("pgserver: %w", err)
 	}
 	s.mu.Lock()
-	s.p = p
+	m.p = p
 	s.mu.Unlock()
 	return nil
 }
 
-// waitReady polls until the server takes a connection, or its process
-// exits (the error quotes its log), or ctx ends.
-func (s *Server) waitReady(ctx context.Context) error {
+// waitReady polls until m takes a connection, or its process exits (the
+// error quotes its log), or ctx ends.
+func (s *Server) waitReady(ctx context.Context, m *member) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
-		c, err := s.Connect(ctx)
+		c, err := connect(ctx, m.addr)
 		if err == nil {
 			c.Close(context.Background())
 			return nil
 		}
-		if p := s.process(); p == nil || p.Exited() {
-			last := lastLine(s.log)
+		if p := s.process(m); p == nil || p.Exited() {
+			last := lastLine(m.log)
 			if strings.Contains(last, "Address already in use") || strings.Contains(last, "could not bind") {
 				return fmt.Errorf("pgserver: %s: %w", last, errAddrInUse)
 			}
-			return fmt.Errorf("pgserver: postgres exited while starting: %s (its log: %s)", last, s.log)
+			return fmt.Errorf("pgserver: postgres %s exited while starting: %s (its log: %s)", m.name, last, m.log)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("pgserver: waiting for postgres to take connections: %v: %w", err, ctx.Err())
+			return fmt.Errorf("pgserver: waiting for postgres %s to take connections: %v: %w", m.name, err, ctx.Err())
 		case <-t.C:
 		}
 	}
@@ -286,11 +338,25 @@ func ConnString(addr string) string {
 	return fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable connect_timeout=2", host, port, User, Database)
 }
 
-// Connect makes a direct connection to the server (no link, so no fault
-// touches it), for observers and admin: the server does not end it when
-// it is silent.
+// Connect makes a direct connection to the primary (the promoted replica
+// after Failover; no link, so no fault touches it), for observers and
+// admin: the server does not end it when it is silent.
 func (s *Server) Connect(ctx context.Context) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(ConnString(s.addr))
+	return connect(ctx, s.current().addr)
+}
+
+// ConnectMember makes a direct connection to member i, the replica too
+// (read-only while it replicates).
+func (s *Server) ConnectMember(ctx context.Context, i int) (*pgx.Conn, error) {
+	m, err := s.member(i)
+	if err != nil {
+		return nil, err
+	}
+	return connect(ctx, m.addr)
+}
+
+func connect(ctx context.Context, addr string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(ConnString(addr))
 	if err != nil {
 		return nil, err
 	}
@@ -300,25 +366,55 @@ func (s *Server) Connect(ctx context.Context) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
-func (s *Server) process() *proc.Process {
+func (s *Server) process(m *member) *proc.Process {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.p
+	return m.p
 }
 
-// Pid is the postmaster's process ID (after a restart, the new one's).
-func (s *Server) Pid() int {
-	if p := s.process(); p != nil {
-		return p.Pid()
+// current is the member that takes writes.
+func (s *Server) current() *member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.members[s.primary]
+}
+
+// Members names the members: pg0, and pg1 with a replica.
+func (s *Server) Members() []string {
+	names := make([]string, len(s.members))
+	for i, m := range s.members {
+		names[i] = m.name
+	}
+	return names
+}
+
+// member returns member i, or an error naming it.
+func (s *Server) member(i int) (*member, error) {
+	if i < 0 || i >= len(s.members) {
+		return nil, fmt.Errorf("pgserver: no member %d", i)
+	}
+	return s.members[i], nil
+}
+
+// Pid is member i's postmaster's process ID (after a restart, the new
+// one's); 0 when there is none.
+func (s *Server) Pid(i int) int {
+	if m, err := s.member(i); err == nil {
+		if p := s.process(m); p != nil {
+			return p.Pid()
+		}
 	}
 	return 0
 }
 
-// Addr is the direct address, for admin.
-func (s *Server) Addr() string { return s.addr }
+// Primary names the member that takes writes: pg0, or pg1 after Failover.
+func (s *Server) Primary() string { return s.current().name }
 
-// LogPath is the server's log.
-func (s *Server) LogPath() string { return s.log }
+// Addr is the primary's direct address, for admin.
+func (s *Server) Addr() string { return s.current().addr }
+
+// LogPath is the primary's log (the promoted replica's after Failover).
+func (s *Server) LogPath() string { return s.current().log }
 
 // IdleTimeout is how long the server lets a session be silent.
 func (s *Server) IdleTimeout() time.Duration { return s.cfg.IdleTimeout }
@@ -332,11 +428,12 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-// LinkName is the proxy between client and the server: "c1->pg0".
+// LinkName is the proxy between client and the server: "c1->pg0". After
+// Failover it leads to the promoted replica, under the same name.
 func LinkName(client string) string { return client + "->" + Name }
 
-// Endpoint returns the address of client's link to the server, creating
-// it on first use.
+// Endpoint returns the address of client's link to the primary, creating
+// it on first use (to the promoted replica after Failover).
 func (s *Server) Endpoint(client string) (string, error) {
 	if err := links.CheckName(client); err != nil {
 		return "", err
@@ -344,7 +441,35 @@ func (s *Server) Endpoint(client string) (string, error) {
 	if s.isClosed() {
 		return "", ErrClosed
 	}
-	return s.links.Proxy(LinkName(client), s.addr)
+	// Every link is registered with pg0's address; Failover moves them.
+	ep, err := s.links.Proxy(LinkName(client), s.members[0].addr)
+	if err != nil {
+		return "", err
+	}
+	if cur := s.current(); cur != s.members[0] {
+		if err := s.retarget(LinkName(client), cur.addr); err != nil {
+			return "", err
+		}
+	}
+	return ep, nil
+}
+
+// retarget points proxy name at upstream, if it points elsewhere:
+// toxiproxy closes its connections and listens again on the same address,
+// its toxics kept.
+func (s *Server) retarget(name, upstream string) error {
+	p, err := s.links.Get(name)
+	if err != nil {
+		return err
+	}
+	if p.Upstream == upstream {
+		return nil
+	}
+	p.Upstream = upstream
+	if err := p.Save(); err != nil {
+		return fmt.Errorf("pgserver: moving %s to %s: %w", name, upstream, err)
+	}
+	return nil
 }
 
 // Links returns client's link to the server, fetched fresh.
@@ -375,7 +500,7 @@ func (s *Server) ResourceLink(client string) (*toxiclient.Proxy, error) {
 	return s.links.Get(links.ResourceName(client))
 }
 
-// ClearToxics heals every link.
+// ClearToxics heals every link (the replication link too).
 func (s *Server) ClearToxics() error {
 	if s.isClosed() {
 		return ErrClosed
@@ -393,37 +518,41 @@ func (s *Server) fault() (func(), error) {
 	return s.faultMu.Unlock, nil
 }
 
-// Pause freezes the server (SIGSTOP): the postmaster and every backend
-// (signalAll). Its timers stop with it: a silent session
-// is ended only once it resumes.
-func (s *Server) Pause() error {
+// Pause freezes member i (SIGSTOP): the postmaster and every backend
+// (signalAll). Its timers stop with it: a silent session is ended only
+// once it resumes.
+func (s *Server) Pause(i int) error { return s.signal(i, syscall.SIGSTOP) }
+
+// Resume continues member i after Pause.
+func (s *Server) Resume(i int) error { return s.signal(i, syscall.SIGCONT) }
+
+func (s *Server) signal(i int, sig syscall.Signal) error {
+	m, err := s.member(i)
+	if err != nil {
+		return err
+	}
 	unlock, err := s.fault()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return signalAll(s.process(), syscall.SIGSTOP)
+	return signalAll(s.process(m), sig)
 }
 
-// Resume continues the server after Pause.
-func (s *Server) Resume() error {
+// Crash kills member i (SIGKILL of its postmaster and every backend) and
+// waits until it has exited: every session ends, and with it every
+// advisory lock.
+func (s *Server) Crash(i int) error {
+	m, err := s.member(i)
+	if err != nil {
+		return err
+	}
 	unlock, err := s.fault()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return signalAll(s.process(), syscall.SIGCONT)
-}
-
-// Crash kills the server (SIGKILL of the process group) and waits until it
-// has exited: every session ends, and with it every advisory lock.
-func (s *Server) Crash() error {
-	unlock, err := s.fault()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	return kill(s.process())
+	return kill(s.process(m))
 }
 
 // signalAll sends sig to the postmaster and to each of its children's
@@ -481,48 +610,141 @@ func kill(p *proc.Process) error {
 	return nil
 }
 
-// Running reports whether the server's process is alive (maybe paused).
-func (s *Server) Running() bool {
-	p := s.process()
+// Running reports whether member i's process is alive (maybe paused).
+func (s *Server) Running(i int) bool {
+	m, err := s.member(i)
+	if err != nil {
+		return false
+	}
+	p := s.process(m)
 	return p != nil && !p.Exited()
 }
 
-// Restart starts the server again from its data on its port, killing it
+// Restart starts member i again from its data on its port, killing it
 // first if it runs, and returns once it takes connections: it recovers its
 // tables and sequences from its WAL; advisory locks, which live in memory
-// only, are gone.
-func (s *Server) Restart(ctx context.Context) error {
+// only, are gone. A replica goes on streaming from the primary; a primary
+// lost to Failover comes back on its own, a primary no link leads to.
+func (s *Server) Restart(ctx context.Context, i int) error {
+	m, err := s.member(i)
+	if err != nil {
+		return err
+	}
 	unlock, err := s.fault()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := kill(s.process()); err != nil {
+	if err := kill(s.process(m)); err != nil {
 		return err
 	}
-	if err := s.startProcess(); err != nil {
+	if err := s.startProcess(m); err != nil {
 		return err
 	}
-	return s.waitReady(ctx)
+	return s.waitReady(ctx, m)
 }
 
-// Close kills the server, closes the links and removes the data.
+// CutReplication holds the replication link's data both ways, its
+// connection left open: what the primary writes from then on (rows,
+// sequences' WAL) does not reach the replica. Advisory locks never do.
+func (s *Server) CutReplication() error {
+	if !s.cfg.Replica {
+		return errors.New("pgserver: no replica")
+	}
+	unlock, err := s.fault()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	p, err := s.links.Get(replicationLink)
+	if err != nil {
+		return err
+	}
+	for _, dir := range []string{"upstream", "downstream"} {
+		name := "replication-cut-" + dir
+		if slices.ContainsFunc(p.ActiveToxics, func(t toxiclient.Toxic) bool { return t.Name == name }) {
+			continue
+		}
+		if _, err := p.AddToxic(name, "timeout", dir, 1, toxiclient.Attributes{"timeout": 0}); err != nil {
+			return fmt.Errorf("pgserver: cutting replication: %w", err)
+		}
+	}
+	return nil
+}
+
+// Failover kills the primary pg0 (SIGKILL, every backend with it), has
+// the replica pg1 promoted (pg_promote(), which returns once it has left
+// recovery and takes writes), and moves every client's link to it. It
+// returns how long from the kill until the links were moved. Once only:
+// pg1 has no replica of its own.
+func (s *Server) Failover(ctx context.Context) (time.Duration, error) {
+	if !s.cfg.Replica {
+		return 0, errors.New("pgserver: no replica to fail over to")
+	}
+	unlock, err := s.fault()
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	if s.current() != s.members[0] {
+		return 0, errors.New("pgserver: failed over already")
+	}
+	old, replica := s.members[0], s.members[1]
+	began := time.Now()
+	if err := kill(s.process(old)); err != nil {
+		return 0, err
+	}
+	c, err := connect(ctx, replica.addr)
+	if err != nil {
+		return 0, fmt.Errorf("pgserver: failover: reaching %s: %w", replica.name, err)
+	}
+	defer c.Close(context.Background())
+	var promoted bool
+	if err := c.QueryRow(ctx, "SELECT pg_promote(true, 30)").Scan(&promoted); err != nil {
+		return 0, fmt.Errorf("pgserver: failover: pg_promote on %s: %w", replica.name, err)
+	}
+	if !promoted {
+		return 0, fmt.Errorf("pgserver: failover: %s was not promoted within 30 s (its log: %s)", replica.name, replica.log)
+	}
+	s.mu.Lock()
+	s.primary = 1
+	s.mu.Unlock()
+	var errs []error
+	for _, name := range s.links.To(old.addr) {
+		if name != replicationLink {
+			errs = append(errs, s.retarget(name, replica.addr))
+		}
+	}
+	return time.Since(began), errors.Join(errs...)
+}
+
+// FailedOver reports whether Failover promoted the replica.
+func (s *Server) FailedOver() bool { return s.current() != s.members[0] }
+
+// Close kills the servers, closes the links and removes the data.
 // Idempotent; safe after a failed Start.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.faultMu.Lock()
 		s.mu.Lock()
 		s.closed = true
-		p := s.p
+		var ps []*proc.Process
+		for _, m := range s.members {
+			if m.p != nil {
+				ps = append(ps, m.p)
+			}
+		}
 		s.mu.Unlock()
 		var errs []error
-		if p != nil {
+		for _, p := range ps {
 			errs = append(errs, kill(p))
 		}
 		if s.links != nil {
 			s.links.Close()
 		}
-		ports.Release(s.port)
+		for _, m := range s.members {
+			ports.Release(m.port)
+		}
 		s.faultMu.Unlock()
 		if s.tpLog != nil {
 			errs = append(errs, s.tpLog.Close())

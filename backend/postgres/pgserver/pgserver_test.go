@@ -61,10 +61,10 @@ func TestCutOffSessionEnds(t *testing.T) {
 	}
 	t.Logf("the cut-off session's lock was granted to another after %v", time.Since(began))
 
-	if err := s.Crash(); err != nil {
+	if err := s.Crash(0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Restart(ctx); err != nil {
+	if err := s.Restart(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	admin2, err := s.Connect(ctx)
@@ -99,7 +99,7 @@ func TestPauseFreezesBackends(t *testing.T) {
 	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Pause(); err != nil {
+	if err := s.Pause(0); err != nil {
 		t.Fatal(err)
 	}
 	// A signal takes effect as the process next runs: a moment after kill.
@@ -107,16 +107,93 @@ func TestPauseFreezesBackends(t *testing.T) {
 		st, err := proc.State(backend)
 		return err == nil && st == 'T'
 	})
-	if err := s.Resume(); err != nil {
+	if err := s.Resume(0); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
 		t.Fatalf("after Resume: %v", err)
 	}
-	if err := s.Crash(); err != nil {
+	if err := s.Crash(0); err != nil {
 		t.Fatal(err)
 	}
 	if proc.Alive(backend) {
 		t.Errorf("the backend %d outlived the crash", backend)
+	}
+}
+
+// After a failover every advisory lock is gone: a client that held one on
+// the primary finds its session broken, and another client, whose link now
+// leads to the promoted replica, is granted the same lock at once. The
+// sequence replicated before the cut: its values grow past the failover.
+func TestFailoverLosesAdvisoryLocks(t *testing.T) {
+	b := ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	s, err := Start(ctx, Config{Binary: b, Dir: t.TempDir(), IdleTimeout: 10 * time.Second, Setup: "CREATE SEQUENCE fence", Replica: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t.Logf("PostgreSQL %s, primary and replica ready in %v", b.Version, s.Ready)
+	if got := s.Members(); len(got) != 2 {
+		t.Fatalf("members %v, want a primary and a replica", got)
+	}
+	dial := func(client string) *pgx.Conn {
+		ep, err := s.Endpoint(client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := pgx.Connect(ctx, ConnString(ep))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		return c
+	}
+	c1 := dial("c1")
+	var held int64
+	if err := c1.QueryRow(ctx, "SELECT nextval('fence') FROM pg_advisory_lock(7)").Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	// The replica has the sequence's WAL (a nextval logs 32 ahead) before the cut.
+	replica, err := s.ConnectMember(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replica.Close(context.Background())
+	polltest.Until(t, 30*time.Second, "the replica to replay the token's nextval", func() bool {
+		var caught bool
+		err := replica.QueryRow(ctx, "SELECT is_called AND last_value >= $1 FROM fence", held).Scan(&caught)
+		return err == nil && caught
+	})
+	if err := s.CutReplication(); err != nil {
+		t.Fatal(err)
+	}
+	took, err := s.Failover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("failed over in %v", took)
+	if s.Primary() != ReplicaName || !s.FailedOver() {
+		t.Fatalf("primary %s after the failover, want %s", s.Primary(), ReplicaName)
+	}
+	if err := c1.QueryRow(ctx, "SELECT 1").Scan(new(int)); err == nil {
+		t.Error("the holder's session to the lost primary still answers")
+	}
+	c2 := dial("c2")
+	var got bool
+	var token int64
+	var recovering bool
+	if err := c2.QueryRow(ctx, "SELECT pg_try_advisory_lock(7), nextval('fence'), pg_is_in_recovery()").Scan(&got, &token, &recovering); err != nil {
+		t.Fatal(err)
+	}
+	if !got || recovering {
+		t.Fatalf("on the promoted replica: lock granted %v, in recovery %v; want the lock free and writes taken", got, recovering)
+	}
+	if token <= held {
+		t.Errorf("token %d after the failover, not past the %d given before it", token, held)
+	}
+	if _, err := s.Failover(ctx); err == nil {
+		t.Error("a second failover was not refused")
 	}
 }
