@@ -10,6 +10,13 @@
 //   writelock      ZooKeeper's own recipe (org.apache.zookeeper.recipes.lock.WriteLock) on a plain
 //                  ZooKeeper handle: lock(), then its LockListener's lockAcquired; unlock().
 //
+// leader-latch --fix=500 applies Curator pull request 500 (CURATOR-696, in Curator 5.7.0) to the
+// installed LeaderLatch: a latch whose node is first in line takes the leadership only if the node is
+// its current session's (its ephemeralOwner); a node of an earlier session makes it reset (delete
+// that node, create another). The fix is inside LeaderLatch's private checkLeadership; the adapter
+// checks the same when await returns and calls the latch's own reset() (package-private: by
+// reflection) as the fix does, then waits on.
+//
 // The session timeout is LOCKTEST_TTL (a ZooKeeper session is the lock's lease). Curator's retry
 // policy is the one its getting-started page shows (ExponentialBackoffRetry(1000, 3)).
 // token: the czxid of the node the grant holds (a read of the node's Stat after the grant: the
@@ -97,10 +104,10 @@ public class ZkLocks {
         String mode = args.length > 0 ? args[0] : "";
         Lock lk = switch (mode) {
             case "curator-mutex" -> new Mutex(curator());
-            case "leader-latch" -> new Latch(curator());
+            case "leader-latch" -> new Latch(curator(), java.util.Arrays.asList(args).contains("--fix=500"));
             case "writelock" -> new Write();
             default -> {
-                System.err.println("usage: ZkLocks curator-mutex|leader-latch|writelock");
+                System.err.println("usage: ZkLocks curator-mutex|leader-latch [--fix=500]|writelock");
                 System.exit(2);
                 yield null;
             }
@@ -237,10 +244,45 @@ public class ZkLocks {
 
     static class Latch implements Lock {
         final CuratorFramework c;
+        final boolean fix500;
         final Map<String, LeaderLatch> latches = new java.util.concurrent.ConcurrentHashMap<>();
 
-        Latch(CuratorFramework c) {
+        Latch(CuratorFramework c, boolean fix500) {
             this.c = c;
+            this.fix500 = fix500;
+        }
+
+        /**
+         * Curator pull request 500's check (CURATOR-696): the leadership of l stands only on a node of the
+         * client's current session. A node of an earlier session (Curator declared it lost and made a new
+         * one; the servers expire the old one later) makes the latch reset, as the fix does; false then.
+         */
+        boolean ownNode(LeaderLatch l) throws Exception {
+            String node = l.getOurPath();
+            if (node == null) { // resetting already: not leader
+                return false;
+            }
+            Stat st = c.checkExists().forPath(node);
+            if (st != null && st.getEphemeralOwner() == c.getZookeeperClient().getZooKeeper().getSessionId()) {
+                return true;
+            }
+            java.lang.reflect.Method reset = LeaderLatch.class.getDeclaredMethod("reset");
+            reset.setAccessible(true);
+            reset.invoke(l);
+            return false;
+        }
+
+        /** await, with pull request 500's check where --fix=500 asks for it. */
+        boolean await(LeaderLatch l, long timeoutMs) throws Exception {
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            for (;;) {
+                if (!l.await(Math.max(0, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS)) {
+                    return false;
+                }
+                if (!fix500 || ownNode(l)) {
+                    return true;
+                }
+            }
         }
 
         public Grant acquire(String name, long timeoutMs) throws Exception {
@@ -250,7 +292,7 @@ public class ZkLocks {
                 l.start();
                 latches.put(name, l);
             }
-            if (!l.await(timeoutMs, TimeUnit.MILLISECONDS)) {
+            if (!await(l, timeoutMs)) {
                 withdraw(name);
                 throw new Fail("timeout: no leadership in " + timeoutMs + " ms", true);
             }
