@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/locktest/locktest/system"
@@ -104,10 +105,12 @@ func crashAll(env *Env, c crasher, inj *Injected) (*Injected, error) {
 	inj.Targets = env.Sys.MemberNames()
 	inj.Stop = func(ctx context.Context) error {
 		began := time.Now()
-		var errs []error
+		errs := make([]error, len(inj.Targets))
+		var wg sync.WaitGroup
 		for i := range inj.Targets {
-			errs = append(errs, c.RestartMember(ctx, i))
+			wg.Go(func() { errs[i] = c.RestartMember(ctx, i) })
 		}
+		wg.Wait()
 		inj.Params["restart_took"] = time.Since(began).Round(time.Millisecond).String()
 		return errors.Join(errs...)
 	}

@@ -25,7 +25,6 @@ var (
 	curatorLatchFixed = curator("leader-latch", "--fix=500")
 )
 
-
 // curator696 is Curator's LeaderLatch, which after a reconnect on a new
 // session takes the leadership on its node of the old session, which the
 // servers still hold and delete later.
@@ -35,7 +34,7 @@ var curator696 = scenario.Scenario{
 	Topic:   scenario.LockBugs,
 	Bugs: []scenario.Bug{{Ref: "CURATOR-696", URL: "https://github.com/apache/curator/issues/1211",
 		Seen: "Curator 5.4.0 (Debian's libcurator-recipes-java)", Fixed: true,
-		Status:  "fixed in Curator 5.7.0 (pull request 500)",
+		Status:  "fixed in Curator 5.7.0 by pull request 500",
 		Recipes: []string{curatorLatch}, Ecosystem: "Java: Apache Curator (LeaderLatch)",
 		Affected: "LeaderLatch since Curator 5.4.0 (CURATOR-644/645), until 5.7.0"}},
 	Lesson: "When Curator's connection has been suspended for the session timeout it declares the session lost and makes a " +
@@ -45,13 +44,13 @@ var curator696 = scenario.Scenario{
 		"delete the node; the latch watches only the node before its own, so it never learns, and the next candidate is " +
 		"elected beside it: the resource check names the double leadership. Curator pull request 500 (5.7.0) takes the " +
 		"leadership only on a node of the current session and resets otherwise; with it applied (--fix=500) there is one leader.",
-	// A 4 s session: the ensemble is down 6 s, past the session timeout
-	// (Curator declares the session lost 4 s after it suspended), and
-	// restarts with the old sessions alive for 4 s more, the window in
+	// A 3 s session: the ensemble is down 3.5 s, past the session
+	// timeout (Curator declares the session lost 3 s after it suspended),
+	// and restarts with the old sessions alive for 3 s more, the window in
 	// which the waiter reconnects. Sections outlast the old session's
 	// expiry; the waiter waits through the outage.
-	Run: scenario.Settings{Recipe: curatorLatch, Backend: Name, Time: 8 * time.Second, Clients: 2, TTL: 4,
-		ThinkMin: 7 * time.Second, Think: 8 * time.Second, OpTimeout: 20 * time.Second,
+	Run: scenario.Settings{Recipe: curatorLatch, Backend: Name, Time: 6 * time.Second, Quiet: 3 * time.Second, Clients: 2, TTL: 3,
+		ThinkMin: 4 * time.Second, Think: 5 * time.Second, OpTimeout: 15 * time.Second,
 		Require: []string{histories.CheckResource}},
 	Expect: map[string]map[string]string{
 		scenario.Unfenced: {histories.CheckResource: scenario.Invalid},
@@ -61,8 +60,9 @@ var curator696 = scenario.Scenario{
 		curatorLatchFixed: {histories.CheckResource: scenario.Valid},
 	},
 	Faults: func(scenario.Shape) []nemesis.Entry {
-		// The whole ensemble is down 6 s; it restarts from its data and
-		// gives every session it restores a fresh timeout.
-		return []nemesis.Entry{{At: time.Second, Fault: nemesis.CrashMember, Target: nemesis.AllMembers, Duration: 6 * time.Second}}
+		// The whole ensemble is down while the first holder works and the
+		// other waits; it restarts from its data and gives every session
+		// it restores a fresh timeout.
+		return []nemesis.Entry{{At: time.Second, Fault: nemesis.CrashMember, Target: nemesis.AllMembers, Duration: 3500 * time.Millisecond}}
 	},
 }

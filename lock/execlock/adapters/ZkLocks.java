@@ -266,6 +266,8 @@ public class ZkLocks {
             if (st != null && st.getEphemeralOwner() == c.getZookeeperClient().getZooKeeper().getSessionId()) {
                 return true;
             }
+            System.err.println("ZkLocks --fix=500: " + node + " is not of session 0x" + Long.toHexString(c.getZookeeperClient().getZooKeeper().getSessionId())
+                    + (st == null ? " (gone)" : " but of 0x" + Long.toHexString(st.getEphemeralOwner())) + ": the latch resets");
             java.lang.reflect.Method reset = LeaderLatch.class.getDeclaredMethod("reset");
             reset.setAccessible(true);
             reset.invoke(l);
