@@ -25,6 +25,55 @@ var (
 	curatorLatchFixed = curator("leader-latch", "--fix=500")
 )
 
+// Curator's InterProcessMutex as the scenario of CURATOR-604 runs it, with
+// the installed Curator and with the check of Curator pull request 500
+// applied to its grant.
+var (
+	curatorMutex      = curator("curator-mutex")
+	curatorMutexFixed = curator("curator-mutex", "--fix=604")
+)
+
+// curator604 is Curator's InterProcessMutex, which after a reconnect on a
+// new session grants the lock on its contender node of the old session,
+// which the servers still hold and delete later.
+var curator604 = scenario.Scenario{
+	Name:    "curator-604",
+	Summary: "the ZooKeeper ensemble is down past the session timeout; Curator gives up the session and makes a new one; a waiting InterProcessMutex is granted on its old session's node, which the servers delete: two holders",
+	Topic:   scenario.LockBugs,
+	Bugs: []scenario.Bug{{Ref: "CURATOR-604", URL: "https://github.com/apache/curator/issues/1121",
+		Seen:    "Curator 5.4.0 (Debian's libcurator-recipes-java)",
+		Status:  "open",
+		Recipes: []string{curatorMutex}, Ecosystem: "Java: Apache Curator (InterProcessMutex)",
+		Affected: "InterProcessMutex, reported against Curator 5.1.0; open upstream"}},
+	Lesson: "When Curator's connection has been suspended for the session timeout it declares the session lost and makes a " +
+		"new one, but an InterProcessMutex waiting in acquire keeps its contender node's path: once reconnected it lists " +
+		"the lock's children, and while the servers still hold the old session (a restarted ensemble gives every session " +
+		"it restores a fresh timeout) its old node is there, and first in line once the holder has let go: acquire returns " +
+		"the lock on it. The servers then expire the old session and delete the node; nothing tells the holder, and the next " +
+		"waiter is granted beside it: the mutex check names the two holders. Upstream has no fix; the contrast (--fix=604) " +
+		"applies to the mutex's grant the check Curator pull request 500 gave LeaderLatch for the same mechanism " +
+		"(CURATOR-696): a node not of the current session is let go and the acquire goes on, and there is one holder.",
+	Run: scenario.Settings{Recipe: curatorMutex, Backend: Name, Time: 6 * time.Second, Quiet: 3 * time.Second, Clients: 2, TTL: 3,
+		ThinkMin: 4 * time.Second, Think: 5 * time.Second, OpTimeout: 15 * time.Second,
+		Require: []string{histories.CheckMutex}},
+	Expect: map[string]map[string]string{
+		scenario.Unfenced: {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Invalid},
+		scenario.Fenced:   {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Valid},
+	},
+	ByRecipe: map[string]map[string]string{
+		curatorMutexFixed: {histories.CheckMutex: scenario.Valid, histories.CheckResource: scenario.Valid},
+	},
+	Faults: ensembleDown,
+}
+
+// ensembleDown is the outage of the Curator scenarios: the whole ensemble
+// is down while the first holder works and the other client waits, past
+// the session timeout; it restarts from its data and gives every session
+// it restores a fresh timeout.
+func ensembleDown(scenario.Shape) []nemesis.Entry {
+	return []nemesis.Entry{{At: time.Second, Fault: nemesis.CrashMember, Target: nemesis.AllMembers, Duration: 3500 * time.Millisecond}}
+}
+
 // curator696 is Curator's LeaderLatch, which after a reconnect on a new
 // session takes the leadership on its node of the old session, which the
 // servers still hold and delete later.
@@ -59,10 +108,5 @@ var curator696 = scenario.Scenario{
 	ByRecipe: map[string]map[string]string{
 		curatorLatchFixed: {histories.CheckResource: scenario.Valid},
 	},
-	Faults: func(scenario.Shape) []nemesis.Entry {
-		// The whole ensemble is down while the first holder works and the
-		// other waits; it restarts from its data and gives every session
-		// it restores a fresh timeout.
-		return []nemesis.Entry{{At: time.Second, Fault: nemesis.CrashMember, Target: nemesis.AllMembers, Duration: 3500 * time.Millisecond}}
-	},
+	Faults: ensembleDown,
 }
