@@ -44,17 +44,18 @@ var curator604 = scenario.Scenario{
 		Seen:    "Curator 5.4.0 (Debian's libcurator-recipes-java)",
 		Status:  "open",
 		Recipes: []string{curatorMutex}, Ecosystem: "Java: Apache Curator (InterProcessMutex)",
-		Affected: "InterProcessMutex, reported against Curator 5.1.0; open upstream"}},
+		Affected: "InterProcessMutex as in Curator 5.4.0 (reported in 2021; a maintainer calls it the mutex version of CURATOR-696); open upstream"}},
 	Lesson: "When Curator's connection has been suspended for the session timeout it declares the session lost and makes a " +
 		"new one, but an InterProcessMutex waiting in acquire keeps its contender node's path: once reconnected it lists " +
 		"the lock's children, and while the servers still hold the old session (a restarted ensemble gives every session " +
 		"it restores a fresh timeout) its old node is there, and first in line once the holder has let go: acquire returns " +
 		"the lock on it. The servers then expire the old session and delete the node; nothing tells the holder, and the next " +
-		"waiter is granted beside it: the mutex check names the two holders. Upstream has no fix; the contrast (--fix=604) " +
-		"applies to the mutex's grant the check Curator pull request 500 gave LeaderLatch for the same mechanism " +
-		"(CURATOR-696): a node not of the current session is let go and the acquire goes on, and there is one holder.",
+		"waiter is granted beside it: the mutex check names the two holders. Upstream has no fix (a maintainer calls it the " +
+		"mutex version of CURATOR-696); the contrast (--fix=604, in the adapter) applies to the mutex's grant the check " +
+		"Curator pull request 500 gave LeaderLatch: a node not of the current session is let go and the acquire goes on, " +
+		"and there is one holder.",
 	Run: scenario.Settings{Recipe: curatorMutex, Backend: Name, Time: 6 * time.Second, Quiet: 3 * time.Second, Clients: 2, TTL: 3,
-		ThinkMin: 4 * time.Second, Think: 5 * time.Second, OpTimeout: 15 * time.Second,
+		ThinkMin: 4 * time.Second, Think: 5 * time.Second, OpTimeout: 20 * time.Second,
 		Require: []string{histories.CheckMutex}},
 	Expect: map[string]map[string]string{
 		scenario.Unfenced: {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Invalid},
@@ -85,28 +86,29 @@ var curator696 = scenario.Scenario{
 		Seen: "Curator 5.4.0 (Debian's libcurator-recipes-java)", Fixed: true,
 		Status:  "fixed in Curator 5.7.0 by pull request 500",
 		Recipes: []string{curatorLatch}, Ecosystem: "Java: Apache Curator (LeaderLatch)",
-		Affected: "LeaderLatch since Curator 5.4.0 (CURATOR-644/645), until 5.7.0"}},
+		Affected: "LeaderLatch from Curator 5.4.0 (its reconnect handling since CURATOR-644/645) until 5.7.0"}},
 	Lesson: "When Curator's connection has been suspended for the session timeout it declares the session lost and makes a " +
 		"new one, but a LeaderLatch keeps its node's path: on reconnecting it lists the latch's children, and while the " +
 		"servers still hold the old session (a restarted ensemble gives every session it restores a fresh timeout) its old " +
 		"node is there, first in line, and the latch takes the leadership on it. The servers then expire the old session and " +
 		"delete the node; the latch watches only the node before its own, so it never learns, and the next candidate is " +
-		"elected beside it: the resource check names the double leadership. Curator pull request 500 (5.7.0) takes the " +
-		"leadership only on a node of the current session and resets otherwise; with it applied (--fix=500) there is one leader.",
+		"elected beside it: the mutex check names the two leaders. Curator pull request 500 (5.7.0) takes the " +
+		"leadership only on a node of the current session and resets otherwise; the contrast applies it to 5.4.0's latch in " +
+		"the adapter (--fix=500: the same check when await returns, then the latch's own reset), and there is one leader.",
 	// A 3 s session: the ensemble is down 3.5 s, past the session
 	// timeout (Curator declares the session lost 3 s after it suspended),
 	// and restarts with the old sessions alive for 3 s more, the window in
 	// which the waiter reconnects. Sections outlast the old session's
 	// expiry; the waiter waits through the outage.
 	Run: scenario.Settings{Recipe: curatorLatch, Backend: Name, Time: 6 * time.Second, Quiet: 3 * time.Second, Clients: 2, TTL: 3,
-		ThinkMin: 4 * time.Second, Think: 5 * time.Second, OpTimeout: 15 * time.Second,
-		Require: []string{histories.CheckResource}},
+		ThinkMin: 4 * time.Second, Think: 5 * time.Second, OpTimeout: 20 * time.Second,
+		Require: []string{histories.CheckMutex}},
 	Expect: map[string]map[string]string{
-		scenario.Unfenced: {histories.CheckResource: scenario.Invalid},
-		scenario.Fenced:   {histories.CheckResource: scenario.Valid},
+		scenario.Unfenced: {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Invalid},
+		scenario.Fenced:   {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Valid},
 	},
 	ByRecipe: map[string]map[string]string{
-		curatorLatchFixed: {histories.CheckResource: scenario.Valid},
+		curatorLatchFixed: {histories.CheckMutex: scenario.Valid, histories.CheckResource: scenario.Valid},
 	},
 	Faults: ensembleDown,
 }
