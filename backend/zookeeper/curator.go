@@ -56,6 +56,8 @@ var curator604 = scenario.Scenario{
 		"mutex version of CURATOR-696); the contrast (--fix=604, in the adapter) applies to the mutex's grant the check " +
 		"Curator pull request 500 gave LeaderLatch: a node not of the current session is let go and the acquire goes on, " +
 		"and there is one holder.",
+	// curator-696's settings: the waiter waits through the outage, and
+	// the sections outlast the old session's expiry.
 	Run: scenario.Settings{Recipe: curatorMutex, Backend: Name, Time: 6 * time.Second, Quiet: 3 * time.Second, Clients: 2, TTL: 3,
 		ThinkMin: 4 * time.Second, Think: 5 * time.Second, OpTimeout: 20 * time.Second,
 		Require: []string{histories.CheckMutex}},
