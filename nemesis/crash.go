@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/locktest/locktest/system"
@@ -15,13 +16,18 @@ const (
 	CrashClient = "crash-client" // a client: it drops its session without closing it and goes on as a new process
 )
 
+// AllMembers as the target of a crash-member crashes every member at once,
+// restarted together after the fault's duration: an outage of the whole
+// cluster, which schedules ask for (random draws do not).
+const AllMembers = "all"
+
 type crash struct{}
 
 // Spec says what the family is, as data.
 func (crash) Spec() Spec {
 	return Spec{
 		Name: "crash",
-		Doc:  "Kills a member (or the leader) without a leader hand-off, SIGKILL for a process, and restarts it from its data dir; or crashes a client, whose session is abandoned, not closed.",
+		Doc:  "Kills a member (or the leader) without a leader hand-off, SIGKILL for a process, and restarts it from its data dir; or crashes a client, whose session is abandoned, not closed. A schedule's `crash-member` with target `all` kills every member at once and restarts them together.",
 		Kinds: []Kind{
 			{Name: CrashMember, Needs: []system.Capability{system.CapCrashMember}, Says: says("was crashed")},
 			{Name: CrashLeader, Needs: []system.Capability{system.CapCrashMember, system.CapLeader}, Says: says("was crashed")},
@@ -64,6 +70,9 @@ func (crash) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	if err != nil {
 		return inj, err
 	}
+	if e.Fault == CrashMember && e.Target == AllMembers {
+		return crashAll(env, c, inj)
+	}
 	i, err := env.member(ctx, e, inj)
 	if err != nil {
 		return inj, err
@@ -75,6 +84,27 @@ func (crash) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 		return err
 	}
 	return inj, c.HardStopMember(i)
+}
+
+// crashAll kills every member, and restarts them all when the fault stops.
+func crashAll(env *Env, c crasher, inj *Injected) (*Injected, error) {
+	inj.Targets = env.Sys.MemberNames()
+	inj.Stop = func(ctx context.Context) error {
+		began := time.Now()
+		errs := make([]error, len(inj.Targets))
+		var wg sync.WaitGroup
+		for i := range inj.Targets {
+			wg.Go(func() { errs[i] = c.RestartMember(ctx, i) })
+		}
+		wg.Wait()
+		inj.Params["restart_took"] = time.Since(began).Round(time.Millisecond).String()
+		return errors.Join(errs...)
+	}
+	var errs []error
+	for i := range inj.Targets {
+		errs = append(errs, c.HardStopMember(i))
+	}
+	return inj, errors.Join(errs...)
 }
 
 // Heal restarts every member that is down, but those removed from the

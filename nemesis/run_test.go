@@ -497,6 +497,38 @@ func TestRunCrashLeader(t *testing.T) {
 	checkHealed(t, ctx, c, "c0")
 }
 
+// TestRunCrashAll crashes every member at once (crash-member with target
+// all) and checks that none runs until the fault stops, then that all
+// restarted together and the cluster serves again.
+func TestRunCrashAll(t *testing.T) {
+	c, ctx := startCluster(t)
+	sched := Schedule{Members: 3, Entries: []Entry{{Fault: CrashMember, Target: AllMembers, Duration: 700 * time.Millisecond}}}
+	rec := newRec()
+	cancel := goRun(c, nil, rec, sched)
+	start := rec.wait(t, histories.FStart, CrashMember, 5*time.Second)
+	if got := start.Value.Targets; len(got) != 3 {
+		t.Errorf("targets %v, want the 3 members", got)
+	}
+	for _, m := range c.Members() {
+		if c.Running(m.Index) {
+			t.Errorf("member %d still running under crash-member all", m.Index)
+		}
+	}
+	stop := rec.wait(t, histories.FStop, CrashMember, 30*time.Second)
+	if stop.Error != "" || stop.Value.Params["restart_took"] == "" {
+		t.Fatalf("stop: %+v", stop)
+	}
+	for _, m := range c.Members() {
+		if !c.Running(m.Index) {
+			t.Errorf("member %d not restarted when the fault stopped", m.Index)
+		}
+	}
+	if res := cancel(); res.err != nil {
+		t.Fatal(res.err)
+	}
+	checkHealed(t, ctx, c, "c0")
+}
+
 // TestRunLease revokes a real session's lease from outside, then starves
 // another session's keepalives until the server expires it, while a second
 // client waits for the lock.

@@ -160,6 +160,8 @@ var scenarios = []scenario.Scenario{
 	},
 	ghostNode,
 	kazoo732,
+	curator696,
+	curator604,
 	{
 		Name:    "zk-leader-loss",
 		Summary: "the ZooKeeper leader is partitioned away, and later crashed, while a client holds the lock: what ZooKeeper gets right",

@@ -52,6 +52,9 @@ func TestAdapters(t *testing.T) {
 		{"kazoo", "zookeeper", func(t *testing.T) []string { return python(t, "kazoo", "python3-kazoo", "kazoo_py.py") }},
 		{"curator-mutex", "zookeeper", func(t *testing.T) []string { return javaCommand(t, dir, "curator-mutex") }},
 		{"curator-leader-latch", "zookeeper", func(t *testing.T) []string { return javaCommand(t, dir, "leader-latch") }},
+		// The upstream fixes the Curator scenarios' contrasts apply.
+		{"curator-mutex-fix-604", "zookeeper", func(t *testing.T) []string { return javaCommand(t, dir, "curator-mutex", "--fix=604") }},
+		{"curator-leader-latch-fix-500", "zookeeper", func(t *testing.T) []string { return javaCommand(t, dir, "leader-latch", "--fix=500") }},
 		{"zk-writelock", "zookeeper", func(t *testing.T) []string { return javaCommand(t, dir, "writelock") }},
 		{"redlock", "redis", func(t *testing.T) []string { return node(t, "@sesamecare-oss/redlock", "redlock.js") }},
 		{"etcd3-node", "etcd", func(t *testing.T) []string { return node(t, "etcd3", "etcd3_node.js") }},
@@ -80,9 +83,9 @@ func TestAdapters(t *testing.T) {
 }
 
 // javaCommand is the command of the Java adapter (ZkLocks.java in dir) for
-// one of its locks; it skips, saying what to install, where javac or a
-// jar is missing.
-func javaCommand(t testing.TB, dir, mode string) []string {
+// one of its locks, with flags; it skips, saying what to install, where
+// javac or a jar is missing.
+func javaCommand(t testing.TB, dir, mode string, flags ...string) []string {
 	if _, err := exec.LookPath("javac"); err != nil {
 		t.Skip("javac not on PATH: the adapter is a Java source, compiled by locktest (apt-get install openjdk-17-jdk-headless)")
 	}
@@ -91,7 +94,7 @@ func javaCommand(t testing.TB, dir, mode string) []string {
 			t.Skipf("%s is missing (apt-get install libcurator-recipes-java zookeeper libslf4j-java; .ci/run installs adapters/apt-packages): %v", j, err)
 		}
 	}
-	return []string{"java", "-cp", strings.Join(javaClasspath, ":"), filepath.Join(dir, "ZkLocks.java"), mode}
+	return append([]string{"java", "-cp", strings.Join(javaClasspath, ":"), filepath.Join(dir, "ZkLocks.java"), mode}, flags...)
 }
 
 // BenchmarkJavaStart measures what a Java client's start costs, on one

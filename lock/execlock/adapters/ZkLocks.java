@@ -10,6 +10,17 @@
 //   writelock      ZooKeeper's own recipe (org.apache.zookeeper.recipes.lock.WriteLock) on a plain
 //                  ZooKeeper handle: lock(), then its LockListener's lockAcquired; unlock().
 //
+// curator-mutex --fix=604 applies the same check to InterProcessMutex's grant (CURATOR-604, open
+// upstream, has no fix of its own): a grant on a node that is not the current session's is let go
+// (release() deletes that node) and the acquire goes on for the time left.
+//
+// leader-latch --fix=500 applies Curator pull request 500 (CURATOR-696, in Curator 5.7.0) to the
+// installed LeaderLatch: a latch whose node is first in line takes the leadership only if the node is
+// its current session's (its ephemeralOwner); a node of an earlier session makes it reset (delete
+// that node, create another). The fix is inside LeaderLatch's private checkLeadership; the adapter
+// checks the same when await returns and calls the latch's own reset() (package-private: by
+// reflection) as the fix does, then waits on.
+//
 // The session timeout is LOCKTEST_TTL (a ZooKeeper session is the lock's lease). Curator's retry
 // policy is the one its getting-started page shows (ExponentialBackoffRetry(1000, 3)).
 // token: the czxid of the node the grant holds (a read of the node's Stat after the grant: the
@@ -96,11 +107,11 @@ public class ZkLocks {
     public static void main(String[] args) throws Exception {
         String mode = args.length > 0 ? args[0] : "";
         Lock lk = switch (mode) {
-            case "curator-mutex" -> new Mutex(curator());
-            case "leader-latch" -> new Latch(curator());
+            case "curator-mutex" -> new Mutex(curator(), java.util.Arrays.asList(args).contains("--fix=604"));
+            case "leader-latch" -> new Latch(curator(), java.util.Arrays.asList(args).contains("--fix=500"));
             case "writelock" -> new Write();
             default -> {
-                System.err.println("usage: ZkLocks curator-mutex|leader-latch|writelock");
+                System.err.println("usage: ZkLocks curator-mutex [--fix=604]|leader-latch [--fix=500]|writelock");
                 System.exit(2);
                 yield null;
             }
@@ -168,15 +179,36 @@ public class ZkLocks {
 
     static Grant confirm(CuratorFramework c, String node) throws Exception {
         Stat st = c.checkExists().forPath(node);
+        long session = c.getZookeeperClient().getZooKeeper().getSessionId();
+        if (st != null && st.getEphemeralOwner() != session) { // what CURATOR-604 and CURATOR-696 grant on: said, for the logs
+            System.err.println("ZkLocks: granted on " + node + ", a node of session 0x" + Long.toHexString(st.getEphemeralOwner())
+                    + ", not of the current session 0x" + Long.toHexString(session));
+        }
         Stat parent = new Stat();
         List<String> children = c.getChildren().storingStatIn(parent).forPath(node.substring(0, node.lastIndexOf('/')));
         return confirm(node, st, children, parent);
+    }
+
+    /**
+     * Curator pull request 500's check: node is the current session's (its ephemeralOwner), not one of an
+     * earlier session that Curator gave up, which the servers still hold and will delete. Says so on stderr.
+     */
+    static boolean ownNode(CuratorFramework c, String node) throws Exception {
+        Stat st = c.checkExists().forPath(node);
+        long session = c.getZookeeperClient().getZooKeeper().getSessionId();
+        if (st != null && st.getEphemeralOwner() == session) {
+            return true;
+        }
+        System.err.println("ZkLocks --fix: " + node + " is not of the current session 0x" + Long.toHexString(session)
+                + (st == null ? " (gone)" : " but of 0x" + Long.toHexString(st.getEphemeralOwner())) + ": let go");
+        return false;
     }
 
     // ---- InterProcessMutex
 
     static class Mutex implements Lock {
         final CuratorFramework c;
+        final boolean fix604;
         final Map<String, Node> locks = new HashMap<>();
         final Map<String, Boolean> held = new java.util.concurrent.ConcurrentHashMap<>();
 
@@ -191,8 +223,9 @@ public class ZkLocks {
             }
         }
 
-        Mutex(CuratorFramework c) {
+        Mutex(CuratorFramework c, boolean fix604) {
             this.c = c;
+            this.fix604 = fix604;
             c.getConnectionStateListenable().addListener((client, state) -> {
                 if (state == ConnectionState.LOST) {
                     for (String name : held.keySet()) {
@@ -206,8 +239,15 @@ public class ZkLocks {
 
         public Grant acquire(String name, long timeoutMs) throws Exception {
             Node m = locks.computeIfAbsent(name, n -> new Node(c, prefix + n));
-            if (!m.acquire(timeoutMs, TimeUnit.MILLISECONDS)) {
-                throw new Fail("timeout: not acquired in " + timeoutMs + " ms", true); // Curator deleted its node
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            for (;;) {
+                if (!m.acquire(Math.max(0, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS)) {
+                    throw new Fail("timeout: not acquired in " + timeoutMs + " ms", true); // Curator deleted its node
+                }
+                if (!fix604 || ownNode(c, m.node())) {
+                    break;
+                }
+                m.release();
             }
             held.put(name, true);
             try {
@@ -237,10 +277,44 @@ public class ZkLocks {
 
     static class Latch implements Lock {
         final CuratorFramework c;
+        final boolean fix500;
         final Map<String, LeaderLatch> latches = new java.util.concurrent.ConcurrentHashMap<>();
 
-        Latch(CuratorFramework c) {
+        Latch(CuratorFramework c, boolean fix500) {
             this.c = c;
+            this.fix500 = fix500;
+        }
+
+        /**
+         * Curator pull request 500's check (CURATOR-696): the leadership of l stands only on a node of the
+         * client's current session. A node of an earlier session (Curator declared it lost and made a new
+         * one; the servers expire the old one later) makes the latch reset, as the fix does; false then.
+         */
+        boolean ownNode(LeaderLatch l) throws Exception {
+            String node = l.getOurPath();
+            if (node == null) { // resetting already: not leader
+                return false;
+            }
+            if (ZkLocks.ownNode(c, node)) {
+                return true;
+            }
+            java.lang.reflect.Method reset = LeaderLatch.class.getDeclaredMethod("reset");
+            reset.setAccessible(true);
+            reset.invoke(l);
+            return false;
+        }
+
+        /** await, with pull request 500's check where --fix=500 asks for it. */
+        boolean await(LeaderLatch l, long timeoutMs) throws Exception {
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            for (;;) {
+                if (!l.await(Math.max(0, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS)) {
+                    return false;
+                }
+                if (!fix500 || ownNode(l)) {
+                    return true;
+                }
+            }
         }
 
         public Grant acquire(String name, long timeoutMs) throws Exception {
@@ -250,7 +324,7 @@ public class ZkLocks {
                 l.start();
                 latches.put(name, l);
             }
-            if (!l.await(timeoutMs, TimeUnit.MILLISECONDS)) {
+            if (!await(l, timeoutMs)) {
                 withdraw(name);
                 throw new Fail("timeout: no leadership in " + timeoutMs + " ms", true);
             }
