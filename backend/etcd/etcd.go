@@ -224,6 +224,7 @@ var scenarios = []scenario.Scenario{
 			}
 		},
 	},
+	etcd3Node176,
 }
 
 // The etcdmutex adapter on etcd 3.4.13's client (its own module) and on
