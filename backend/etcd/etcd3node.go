@@ -33,10 +33,10 @@ var etcd3Node176 = scenario.Scenario{
 		"leader still holds its key and leads. Two leaders at once: the contract check's promise 3 (an overlap that no " +
 		"loss explains). etcd3 1.1.1 waits again after each deletion until no older key is left; the same adapter on " +
 		"1.1.2 keeps the contract.",
-	// Three candidates, terms of 4 s (the second term's follower is
+	// Three candidates, terms of 3.5 s (the second term's follower is
 	// paused on its start: see pauseSecondInLine).
-	Run: scenario.Settings{Recipe: etcd3Election110, Backend: Name, Time: 8500 * time.Millisecond, Quiet: 3 * time.Second,
-		ThinkMin: 4 * time.Second, Think: 4 * time.Second, Clients: 3, OpTimeout: 12 * time.Second, Require: []string{histories.CheckContract}},
+	Run: scenario.Settings{Recipe: etcd3Election110, Backend: Name, Time: 8 * time.Second, Quiet: 3 * time.Second,
+		ThinkMin: 3500 * time.Millisecond, Think: 3500 * time.Millisecond, Clients: 3, OpTimeout: 12 * time.Second, Require: []string{histories.CheckContract}},
 	Expect: map[string]map[string]string{
 		scenario.Unfenced: {histories.CheckContract: scenario.Invalid},
 		scenario.Fenced:   {histories.CheckContract: scenario.Invalid},
