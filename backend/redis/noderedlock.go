@@ -27,7 +27,7 @@ var nodeRedlock296 = scenario.Scenario{
 	Topic:   scenario.LockBugs,
 	Bugs: []scenario.Bug{{Ref: "node-redlock#296", URL: "https://github.com/mike-marcacci/node-redlock/issues/296",
 		Seen:    "redlock 5.0.0-beta.2 (npm, pinned as redlock-5.0.0-beta.2 by " + execlock.Adapters + "/package.json)",
-		Status:  "open; fixed in the repository (node-redlock pull request 276) but in no release (node-redlock#299); @sesamecare-oss/redlock, its fork, dates the expiration from the winning attempt",
+		Status:  "open; fixed in the repository (node-redlock pull request 274 for acquire, 276 for extend) but in no release: 5.0.0-beta.2 has neither (node-redlock#299); @sesamecare-oss/redlock, its fork, has the fix",
 		Recipes: []string{redlockUsing5beta}, Ecosystem: "Node: redlock (Redlock.using)",
 		Affected: "redlock 5.0.0-beta.1 and 5.0.0-beta.2 (npm), the releases of the v5 code; 4.2.0 (npm's latest) dates it from each attempt"}},
 	Lesson: "redlock 5.0.0-beta.2 reads the clock once, before its first attempt, and sets the lock's expiration to that " +
