@@ -26,7 +26,8 @@ var etcd3Node176 = scenario.Scenario{
 	Bugs: []scenario.Bug{{Ref: "microsoft/etcd3#176", URL: "https://github.com/microsoft/etcd3/issues/176", Fixed: true,
 		Seen:    "etcd3 1.1.0 (npm, pinned as etcd3-1.1.0 by " + execlock.Adapters + "/package.json)",
 		Status:  "closed; fixed in etcd3 1.1.1 (its published code waits again after each deletion until no older key is left)",
-		Recipes: []string{etcd3Election110}, Ecosystem: "Node: etcd3 (Election)", Affected: "etcd3 1.1.0 (npm), the release that brought elections"}},
+		Recipes: []string{etcd3Election110}, Ecosystem: "Node: etcd3 (Election)", Affected: "etcd3 1.1.0 (npm), the release that brought elections",
+		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (25.8 s mean, 29.5 s max, at a load average of 20-36 on 2 cores); the contrast 10 of 10 (25.5 s max)"}},
 	Lesson: "A campaign of the Node etcd3 package 1.1.0 looks up the one key created just before its own, waits for it " +
 		"to be deleted, and then leads, without looking again: when the candidate queued behind the leader dies (here " +
 		"its process stops past its lease, and etcd deletes its key), the candidate behind it is elected while the " +
