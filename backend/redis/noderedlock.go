@@ -29,7 +29,7 @@ var nodeRedlock296 = scenario.Scenario{
 		Seen:    "redlock 5.0.0-beta.2 (npm, pinned as redlock-5.0.0-beta.2 by " + execlock.Adapters + "/package.json)",
 		Status:  "open; fixed in the repository (node-redlock pull request 274 for acquire, 276 for extend) but in no release: 5.0.0-beta.2 has neither (node-redlock#299); @sesamecare-oss/redlock, its fork, has the fix",
 		Recipes: []string{redlockUsing5beta}, Ecosystem: "Node: redlock (Redlock.using)",
-		Affected: "redlock 5.0.0-beta.1 and 5.0.0-beta.2 (npm), the releases of the v5 code; 4.2.0 (npm's latest) dates it from each attempt",
+		Affected:   "redlock 5.0.0-beta.1 and 5.0.0-beta.2 (npm), the releases of the v5 code; 4.2.0 (npm's latest) dates it from each attempt",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (13.6 s mean, 15.4 s max, at a load average of 20-36 on 2 cores); the contrast 10 of 10 (15.8 s max)"}},
 	Lesson: "redlock 5.0.0-beta.2 reads the clock once, before its first attempt, and sets the lock's expiration to that " +
 		"time plus the duration, however long its retries took. A client that waited longer than the duration for the " +
