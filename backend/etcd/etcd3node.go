@@ -21,7 +21,7 @@ var (
 // waits for the one key just before its own and then leads.
 var etcd3Node176 = scenario.Scenario{
 	Name:    "etcd3-node-176",
-	Summary: "the Node etcd3 package's Election (1.1.0): the candidate behind the leader's follower dies, and the next one leads while the leader still leads",
+	Summary: "the Node etcd3 package's Election (1.1.0): the candidate next in line stops past its lease, and the one behind it leads while the leader still leads",
 	Topic:   scenario.LockBugs,
 	Bugs: []scenario.Bug{{Ref: "microsoft/etcd3#176", URL: "https://github.com/microsoft/etcd3/issues/176", Fixed: true,
 		Seen:    "etcd3 1.1.0 (npm, pinned as etcd3-1.1.0 by " + execlock.Adapters + "/package.json)",
