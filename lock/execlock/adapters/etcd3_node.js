@@ -13,7 +13,7 @@
 // again until no older key is left).
 'use strict';
 const version = process.argv.find((a) => a.startsWith('--etcd3='))?.slice('--etcd3='.length);
-const { Etcd3, EtcdLockFailedError } = require(version ? `etcd3-${version}` : 'etcd3');
+const { Etcd3, EtcdLockFailedError, Election } = require(version ? `etcd3-${version}` : 'etcd3');
 const p = require('./_proto');
 
 const cfg = p.env();
@@ -46,10 +46,16 @@ async function acquire(name, timeoutMs) {
   }
 }
 
+// An election's keys are PREFIX + 'election/' + name + '/' + lease; the observer reads the lock a key
+// belongs to from PREFIX + name + '/…', as etcd's Go Election names them: the package's prefix for
+// elections is set empty, and the namespace is PREFIX without its slash.
+if (election) Election.prefix = '';
+const electionNamespace = client.namespace(cfg.prefix.replace(/\/$/, ''));
+
 // campaign runs for name's election until elected or timeoutMs; a campaign given up resigns, which
 // revokes its lease and with it its key.
 async function campaign(name, timeoutMs) {
-  const c = client.namespace(cfg.prefix).election(name, Math.max(1, Math.round(cfg.ttl))).campaign(cfg.client);
+  const c = electionNamespace.election(name, Math.max(1, Math.round(cfg.ttl))).campaign(cfg.client);
   let timer;
   const timeout = new Promise((_, refuse) => {
     timer = setTimeout(() => refuse(new Error(`timeout: ${name} not elected`)), timeoutMs);
