@@ -27,7 +27,7 @@ var etcd3Node176 = scenario.Scenario{
 		Seen:    "etcd3 1.1.0 (npm, pinned as etcd3-1.1.0 by " + execlock.Adapters + "/package.json)",
 		Status:  "closed; fixed in etcd3 1.1.1 (its published code waits again after each deletion until no older key is left)",
 		Recipes: []string{etcd3Election110}, Ecosystem: "Node: etcd3 (Election)", Affected: "etcd3 1.1.0 (npm), the release that brought elections",
-		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (25.8 s mean, 29.5 s max, at a load average of 20-36 on 2 cores); the contrast 10 of 10 (25.5 s max)"}},
+		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (25.3 s mean, 28.7 s max); the contrast 10 of 10 (27.1 s mean, 33.4 s max: 3 runs over 30 s at a load average of 40-46 on 2 cores, beside another run)"}},
 	Lesson: "A campaign of the Node etcd3 package 1.1.0 looks up the one key created just before its own, waits for it " +
 		"to be deleted, and then leads, without looking again: when the candidate queued behind the leader dies (here " +
 		"its process stops past its lease, and etcd deletes its key), the candidate behind it is elected while the " +
