@@ -204,4 +204,5 @@ var scenarios = []scenario.Scenario{
 		},
 	},
 	redisPy3847,
+	nodeRedlock296,
 }

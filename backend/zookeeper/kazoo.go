@@ -29,7 +29,9 @@ var kazoo732 = scenario.Scenario{
 		Status:  "open; a fix is proposed in kazoo pull request 760",
 		Recipes: []string{kazooPerAcquire}, Ecosystem: "Python: kazoo (Lock)", Affected: "kazoo 2.8.0 (the code the report links); open upstream",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (20.9 s mean, 23.6 s max); the contrast 10 of 10 (25.5 s max)",
-		Random:     "0 of 5 known (seeds 1-5, the scenario's settings, no script): one liveness failure (seed 5) not traced to an orphan node"}},
+		Random: "0 of 10 (seeds 1-10, the scenario's settings, --nemesis all --time 30s, no script): liveness invalid in 4 " +
+			"(seeds 4, 5, 6, 8), none the orphan node's stall: the lock was never free and ungranted after the final heal " +
+			"for longer than the 7 s bound (4.3 s at most); the waits were behind 6 s sections"}},
 	Lesson: "When a kazoo Lock's acquire fails (its timeout ran out, or a non-blocking acquire found the lock held), it " +
 		"deletes its contender node \"best effort\": an error of the connection (here the waiter's links are cut as its " +
 		"wait runs out) is swallowed, and the acquire reports a plain timeout. The session lives on once the connection " +

@@ -334,6 +334,9 @@ func TestScenarioBugs(t *testing.T) {
 		"| [redis-py#3847](https://github.com/redis/redis-py/issues/3847) | Python: redis-py (Lock) |",
 		"| redis-py-3847 | --recipe 'exec:/usr/bin/python3 lock/execlock/adapters/redis_py.py --retry-release' | --recipe 'exec:/usr/bin/python3 lock/execlock/adapters/redis_py.py --retry-release --fix=4258' |",
 		"| etcd-22123 | --recipe election-retry | --recipe election-retry-kept |",
+		"| [microsoft/etcd3#176](https://github.com/microsoft/etcd3/issues/176) | Node: etcd3 (Election) |",
+		"| etcd3-node-176 | --recipe 'exec:node lock/execlock/adapters/etcd3_node.js --election --etcd3=1.1.0' | --recipe 'exec:node lock/execlock/adapters/etcd3_node.js --election' |",
+		"| node-redlock-296 | --recipe 'exec:node lock/execlock/adapters/redlock.js --using --redlock=5.0.0-beta.2' | --recipe 'exec:node lock/execlock/adapters/redlock.js --using' |",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("the table lacks %q:\n%s", want, stdout)

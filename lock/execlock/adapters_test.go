@@ -58,6 +58,15 @@ func TestAdapters(t *testing.T) {
 		{"zk-writelock", "zookeeper", func(t *testing.T) []string { return javaCommand(t, dir, "writelock") }},
 		{"redlock", "redis", func(t *testing.T) []string { return node(t, "@sesamecare-oss/redlock", "redlock.js") }},
 		{"etcd3-node", "etcd", func(t *testing.T) []string { return node(t, "etcd3", "etcd3_node.js") }},
+		// The pinned releases of the catalog's Node bugs (etcd3-node-176,
+		// node-redlock-296) keep the protocol when no fault strikes.
+		{"etcd3-node-election", "etcd", func(t *testing.T) []string { return append(node(t, "etcd3", "etcd3_node.js"), "--election") }},
+		{"etcd3-node-election-1.1.0", "etcd", func(t *testing.T) []string {
+			return append(node(t, "etcd3-1.1.0", "etcd3_node.js"), "--election", "--etcd3=1.1.0")
+		}},
+		{"redlock-5.0.0-beta.2", "redis", func(t *testing.T) []string {
+			return append(node(t, "redlock-5.0.0-beta.2", "redlock.js"), "--using", "--redlock=5.0.0-beta.2")
+		}},
 		{"etcdmutex", "etcd", func(t *testing.T) []string {
 			bin := filepath.Join(t.TempDir(), "etcdmutex")
 			if out, err := exec.Command("go", "build", "-o", bin, "./adapters/etcdmutex").CombinedOutput(); err != nil {

@@ -5,17 +5,26 @@
 // the key exists; this adapter retries it every 100 ms until timeout_ms. The lease is kept alive
 // (keepalive every TTL/3). No fencing token: the Lock hides the Txn's revision; it exposes only
 // leaseId(). Lost: the Lock has no event; its (TypeScript-private) lease emits 'lost'.
+// `--election`: the package's Election instead, as its docs say: election(name, TTL).campaign(value),
+// wait() for 'elected', resign() to release (it revokes the campaign's lease); the token is the
+// campaign key's create revision, as etcd's Go Election uses it. `--etcd3=1.1.0`: the package's
+// 1.1.0 release (installed as etcd3-1.1.0), whose campaign waits for the one key just before its own
+// and then leads, though an older key, the leader's, still stands (microsoft/etcd3#176; 1.1.1 waits
+// again until no older key is left).
 'use strict';
-const { Etcd3, EtcdLockFailedError } = require('etcd3');
+const version = process.argv.find((a) => a.startsWith('--etcd3='))?.slice('--etcd3='.length);
+const { Etcd3, EtcdLockFailedError, Election } = require(version ? `etcd3-${version}` : 'etcd3');
 const p = require('./_proto');
 
 const cfg = p.env();
+const election = process.argv.includes('--election');
 const urls = cfg.etcdUrls.length ? cfg.etcdUrls : cfg.endpoints.map((h) => `http://${h}`);
 const client = new Etcd3({ hosts: urls }); // defaults: 3 retries, no call deadline
 const held = new Map();
 const RETRY_MS = 100;
 
 async function acquire(name, timeoutMs) {
+  if (election) return campaign(name, timeoutMs);
   const key = cfg.prefix + name;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -37,12 +46,39 @@ async function acquire(name, timeoutMs) {
   }
 }
 
+// An election's keys are PREFIX + 'election/' + name + '/' + lease; the observer reads the lock a key
+// belongs to from PREFIX + name + '/…', as etcd's Go Election names them: the package's prefix for
+// elections is set empty, and the namespace is PREFIX without its slash.
+if (election) Election.prefix = '';
+const electionNamespace = client.namespace(cfg.prefix.replace(/\/$/, ''));
+
+// campaign runs for name's election until elected or timeoutMs; a campaign given up resigns, which
+// revokes its lease and with it its key.
+async function campaign(name, timeoutMs) {
+  const c = electionNamespace.election(name, Math.max(1, Math.round(cfg.ttl))).campaign(cfg.client);
+  let timer;
+  const timeout = new Promise((_, refuse) => {
+    timer = setTimeout(() => refuse(new Error(`timeout: ${name} not elected`)), timeoutMs);
+  });
+  try {
+    await Promise.race([c.wait(), timeout]);
+  } catch (err) {
+    const revoked = await c.resign().then(() => true, () => false);
+    throw new p.Fail(`${err.name}: ${err.message}`, revoked);
+  } finally {
+    clearTimeout(timer);
+  }
+  held.set(name, c);
+  c.on('error', () => held.get(name) === c && p.lost(name)); // the lease was lost
+  return { key: await c.getCampaignKey(), token: Number(c.keyRevision) };
+}
+
 async function release(name) {
   const lock = held.get(name);
   if (!lock) throw new p.Fail(`not held: ${name}`, true);
   held.delete(name);
   try {
-    await lock.release(); // revokes the lease; an already expired lease is ignored silently
+    await (election ? lock.resign() : lock.release()); // revokes the lease; an already expired lease is ignored silently
   } catch (err) {
     throw new p.Fail(`${err.name}: ${err.message}`, false);
   }

@@ -6,9 +6,15 @@
 // signal when an extension fails: that abort is reported as lost. No fencing token (the value is
 // 16 random bytes); key = the Redis key. acquire takes no timeout: timeout_ms is mapped to the
 // documented retryCount (retryDelay 200 ms apart), the one knob the library has for it.
+// `--redlock=5.0.0-beta.2`: mike-marcacci's redlock 5.0.0-beta.2 (installed as redlock-5.0.0-beta.2),
+// the code @sesamecare-oss/redlock forked, instead: its acquire dates the lock's expiration from the
+// start of its first attempt, however many retries it took (node-redlock#296).
 'use strict';
 const Redis = require('ioredis');
-const { Redlock, ExecutionError, ResourceLockedError } = require('@sesamecare-oss/redlock');
+const version = process.argv.find((a) => a.startsWith('--redlock='))?.slice('--redlock='.length);
+const lib = version ? require(`redlock-${version}`) : require('@sesamecare-oss/redlock');
+const { ExecutionError, ResourceLockedError } = lib;
+const Redlock = version ? lib.default : lib.Redlock;
 const p = require('./_proto');
 
 const cfg = p.env();
