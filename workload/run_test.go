@@ -101,7 +101,7 @@ func TestRunOnAFake(t *testing.T) {
 	if !okOp(histories.Read)(last) || last.Process != histories.Process(cfg.Clients) || *last.Value.Value != written {
 		t.Errorf("last op %+v: want the final read, by process %d, of the %d accepted writes", last, cfg.Clients, written)
 	}
-	for _, c := range checker.All(ops, checker.Options{}) {
+	for _, c := range checker.Linearizable(ops, checker.Options{}) {
 		if c.Verdict != checker.Valid {
 			t.Errorf("%s %s: %s", c.Name, c.Verdict, c.Explanation)
 		}

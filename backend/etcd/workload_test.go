@@ -22,7 +22,7 @@ import (
 
 func verdicts(ops []histories.Op) map[string]checker.Verdict {
 	v := map[string]checker.Verdict{}
-	for _, r := range checker.All(ops, checker.Options{Timeout: 20 * time.Second}) {
+	for _, r := range checker.Linearizable(ops, checker.Options{Timeout: 20 * time.Second}) {
 		v[r.Name] = r.Verdict
 	}
 	return v
