@@ -46,9 +46,9 @@ async function acquire(name, timeoutMs) {
   }
 }
 
-// An election's keys are PREFIX + 'election/' + name + '/' + lease; the observer reads the lock a key
-// belongs to from PREFIX + name + '/…', as etcd's Go Election names them: the package's prefix for
-// elections is set empty, and the namespace is PREFIX without its slash.
+// The package names an election's keys NAMESPACE + 'election/' + name + '/' + lease; the observer
+// reads a key's lock from PREFIX + name + '/…' (as etcd's Go Election names them). So the package's
+// election prefix is set empty and the namespace is PREFIX without its slash.
 if (election) Election.prefix = '';
 const electionNamespace = client.namespace(cfg.prefix.replace(/\/$/, ''));
 
