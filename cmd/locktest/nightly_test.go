@@ -11,7 +11,7 @@ import (
 // A nightly run on a budget for one scenario run: the budget decides what
 // runs, the JUnit file and the summary say what happened, a passing run's
 // directory is removed, and with nothing kept no index is written.
-func testNightlyOnABudget(t *testing.T) {
+func TestNightlyOnABudget(t *testing.T) {
 	dir := t.TempDir()
 	// Output paths in directories that do not exist yet, as CI jobs give.
 	ci := filepath.Join(dir, "ci")
