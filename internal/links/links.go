@@ -160,21 +160,9 @@ func (l *Links) Proxy(name, upstream string) (string, error) {
 		}
 		return p.listen, nil
 	}
-	listen := net.JoinHostPort(l.host, "0")
-	if l.server != nil {
-		// A port below the ephemeral range: a proxy that a fault disables
-		// and re-enables listens on it again, and an outgoing connection
-		// could have taken an ephemeral one in between.
-		ps, err := ports.Reserve(1)
-		if err != nil {
-			return "", fmt.Errorf("links: a port for proxy %s: %w", name, err)
-		}
-		l.ports = append(l.ports, ps...)
-		listen = net.JoinHostPort(l.host, strconv.Itoa(ps[0]))
-	}
-	p, err := l.api.CreateProxy(name, listen, upstream)
+	p, err := l.create(name, upstream)
 	if err != nil {
-		return "", fmt.Errorf("links: creating proxy %s: %w", name, err)
+		return "", err
 	}
 	addr := p.Listen
 	if h, port, err := net.SplitHostPort(addr); err == nil && (h == "" || net.ParseIP(h).IsUnspecified()) {
@@ -182,6 +170,43 @@ func (l *Links) Proxy(name, upstream string) (string, error) {
 	}
 	l.proxies[name] = proxyInfo{listen: addr, upstream: upstream}
 	return addr, nil
+}
+
+// portAttempts bounds how many reserved ports create tries for one proxy.
+const portAttempts = 5
+
+// reserve is ports.Reserve; a test hands out a port taken meanwhile.
+var reserve = ports.Reserve
+
+// create creates proxy name. With the in-process server it listens on a
+// port below the ephemeral range: a proxy that a fault disables and
+// re-enables listens on it again, and an outgoing connection could have
+// taken an ephemeral one in between. A port bound by someone else after
+// ports.Reserve checked it is given back and another one tried, as the
+// servers' starts do. Called with l.mu held.
+func (l *Links) create(name, upstream string) (*toxiclient.Proxy, error) {
+	if l.server == nil {
+		p, err := l.api.CreateProxy(name, net.JoinHostPort(l.host, "0"), upstream)
+		if err != nil {
+			return nil, fmt.Errorf("links: creating proxy %s: %w", name, err)
+		}
+		return p, nil
+	}
+	for attempt := 1; ; attempt++ {
+		ps, err := reserve(1)
+		if err != nil {
+			return nil, fmt.Errorf("links: a port for proxy %s: %w", name, err)
+		}
+		p, err := l.api.CreateProxy(name, net.JoinHostPort(l.host, strconv.Itoa(ps[0])), upstream)
+		if err == nil {
+			l.ports = append(l.ports, ps...)
+			return p, nil
+		}
+		ports.Release(ps)
+		if !ports.IsAddrInUse(err) || attempt == portAttempts {
+			return nil, fmt.Errorf("links: creating proxy %s: %w", name, err)
+		}
+	}
 }
 
 // Get fetches proxy name fresh from the API, so that its Enabled and
