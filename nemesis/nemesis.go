@@ -185,10 +185,11 @@ type Config struct {
 	// derive from it.
 	TTL time.Duration `json:"ttl_ns"`
 
-	// Swarm has each schedule draw from a random subset of Faults (see
-	// swarm.go); Aim turns a share of its client faults on the moments
-	// where locks break (aimAt). Both draw from the seed.
-	// Dense shortens the quiet time after a short fault (gap).
+	// The mix (--nemesis-mix, swarm.go), all of it drawn from the seed:
+	// Swarm has each schedule draw from a random subset of Faults; Aim
+	// turns a share of its client faults on the moments where locks break
+	// (aimAt); Dense starts sooner, waits less after short faults and
+	// draws families by their share of time (first, gap, Gen.family).
 	Swarm bool `json:"swarm,omitempty"`
 	Aim   bool `json:"aim,omitempty"`
 	Dense bool `json:"dense,omitempty"`
