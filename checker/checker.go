@@ -129,12 +129,6 @@ func (h *History) Linearizable(opt Options) []Result {
 	return []Result{h.Mutex(opt), h.Resource(opt)}
 }
 
-// All is Linearizable under its old name.
-//
-// Deprecated: use Linearizable, or Judge for every check. It stays only
-// until backend/etcd's tests, which call it, are moved to Linearizable.
-func (h *History) All(opt Options) []Result { return h.Linearizable(opt) }
-
 // spec is what a check hands to porcupine.
 type spec struct {
 	model porcupine.Model

@@ -42,7 +42,7 @@ func (b fakeBackend) Name() string { return "fake" }
 // acts on a client's links.
 func (b fakeBackend) ResourceProxy(_, upstream string) (string, error) { return upstream, nil }
 
-func (b fakeBackend) Connect(workload.Client) (workload.Conn, error) { return fakeConn{b.t}, nil }
+func (b fakeBackend) Connect(workload.Client) (workload.Conn, error) { return fakeConn(b), nil }
 
 func (b fakeBackend) Observe(context.Context, workload.Keys, workload.Recorder) (workload.Observer, error) {
 	return fakeObserver{}, nil

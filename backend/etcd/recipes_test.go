@@ -19,7 +19,7 @@ import (
 func results(ops []histories.Op) map[string]checker.Result {
 	h := checker.Build(ops)
 	out := map[string]checker.Result{}
-	for _, r := range append(h.All(checker.Options{Timeout: 20 * time.Second}), h.Invariant(), h.Contract()) {
+	for _, r := range append(h.Linearizable(checker.Options{Timeout: 20 * time.Second}), h.Invariant(), h.Contract()) {
 		out[r.Name] = r
 	}
 	return out
