@@ -56,19 +56,10 @@ var curator604 = scenario.Scenario{
 		"mutex version of CURATOR-696); the contrast (--fix=604, in the adapter) applies to the mutex's grant the check " +
 		"Curator pull request 500 gave LeaderLatch: a node not of the current session is let go and the acquire goes on, " +
 		"and there is one holder.",
-	// curator-696's settings: the waiter waits through the outage, and
-	// the sections outlast the old session's expiry.
-	Run: scenario.Settings{Recipe: curatorMutex, Backend: Name, Time: 6 * time.Second, Quiet: 3 * time.Second, Clients: 2, TTL: 3,
-		ThinkMin: 4 * time.Second, Think: 5 * time.Second, OpTimeout: 20 * time.Second,
-		Require: []string{histories.CheckMutex}},
-	Expect: map[string]map[string]string{
-		scenario.Unfenced: {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Invalid},
-		scenario.Fenced:   {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Valid},
-	},
-	ByRecipe: map[string]map[string]string{
-		curatorMutexFixed: {histories.CheckMutex: scenario.Valid, histories.CheckResource: scenario.Valid},
-	},
-	Faults: ensembleDown,
+	Run:      outageSettings(curatorMutex),
+	Expect:   twoHolders,
+	ByRecipe: map[string]map[string]string{curatorMutexFixed: oneHolder},
+	Faults:   ensembleDown,
 }
 
 // ensembleDown is the outage of the Curator scenarios: the whole ensemble
@@ -101,20 +92,31 @@ var curator696 = scenario.Scenario{
 		"elected beside it: the mutex check names the two leaders. Curator pull request 500 (5.7.0) takes the " +
 		"leadership only on a node of the current session and resets otherwise; the contrast applies it to 5.4.0's latch in " +
 		"the adapter (--fix=500: the same check when await returns, then the latch's own reset), and there is one leader.",
-	// A 3 s session: the ensemble is down 3.5 s, past the session
-	// timeout (Curator declares the session lost 3 s after it suspended),
-	// and restarts with the old sessions alive for 3 s more, the window in
-	// which the waiter reconnects. Sections outlast the old session's
-	// expiry; the waiter waits through the outage.
-	Run: scenario.Settings{Recipe: curatorLatch, Backend: Name, Time: 6 * time.Second, Quiet: 3 * time.Second, Clients: 2, TTL: 3,
-		ThinkMin: 4 * time.Second, Think: 5 * time.Second, OpTimeout: 20 * time.Second,
-		Require: []string{histories.CheckMutex}},
-	Expect: map[string]map[string]string{
-		scenario.Unfenced: {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Invalid},
-		scenario.Fenced:   {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Valid},
-	},
-	ByRecipe: map[string]map[string]string{
-		curatorLatchFixed: {histories.CheckMutex: scenario.Valid, histories.CheckResource: scenario.Valid},
-	},
-	Faults: ensembleDown,
+	Run:      outageSettings(curatorLatch),
+	Expect:   twoHolders,
+	ByRecipe: map[string]map[string]string{curatorLatchFixed: oneHolder},
+	Faults:   ensembleDown,
 }
+
+// outageSettings are both scenarios' settings, for recipe. A 3 s session:
+// the ensemble is down 3.5 s, past the session timeout (Curator declares
+// the session lost 3 s after it suspended), and restarts with the old
+// sessions alive for 3 s more, the window in which the waiter reconnects.
+// Sections outlast the old session's expiry; the waiter waits through the
+// outage.
+func outageSettings(recipe string) scenario.Settings {
+	return scenario.Settings{Recipe: recipe, Backend: Name, Time: 6 * time.Second, Quiet: 3 * time.Second, Clients: 2, TTL: 3,
+		ThinkMin: 4 * time.Second, Think: 5 * time.Second, OpTimeout: 20 * time.Second,
+		Require: []string{histories.CheckMutex}}
+}
+
+// twoHolders is what both scenarios expect of the library as it is: the
+// mutex check names two holders; only a fenced resource refuses the old
+// grant's write.
+var twoHolders = map[string]map[string]string{
+	scenario.Unfenced: {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Invalid},
+	scenario.Fenced:   {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Valid},
+}
+
+// oneHolder is what they expect of a contrast: the fix applied.
+var oneHolder = map[string]string{histories.CheckMutex: scenario.Valid, histories.CheckResource: scenario.Valid}
