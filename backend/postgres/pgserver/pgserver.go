@@ -277,13 +277,16 @@ func (s *Server) startMember(ctx context.Context, m *member) error {
 // args is how a member runs: on loopback only, no Unix socket, nothing
 // synced to disk (a crash here kills the processes, not the machine: the
 // kernel keeps what they wrote), every session's end logged with its pid,
-// and silent sessions ended after IdleTimeout.
+// and silent sessions ended after IdleTimeout. Commits stay synchronous:
+// an asynchronous one is acknowledged before its WAL leaves the server's
+// memory, and a crash lost it (a lease's fence went back, a token was
+// granted twice).
 func (s *Server) args(m *member) []string {
 	idle := strconv.FormatInt(s.cfg.IdleTimeout.Milliseconds(), 10)
 	args := []string{"-D", m.data, "-p", strconv.Itoa(m.port[0])}
 	for _, kv := range []string{
 		"listen_addresses=" + ports.Host, "unix_socket_directories=",
-		"fsync=off", "synchronous_commit=off", "full_page_writes=off",
+		"fsync=off", "full_page_writes=off",
 		"shared_buffers=16MB", "max_connections=200", "autovacuum=off",
 		"logging_collector=off", "log_line_prefix=%m [%p] %a ", "log_disconnections=on",
 		"idle_session_timeout=" + idle, "idle_in_transaction_session_timeout=" + idle,
