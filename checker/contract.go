@@ -111,12 +111,15 @@ type claim struct {
 }
 
 // heldAt says whether the claim was on the server in the state at revision
-// rev (at least the token's); ok is false if the history cannot tell.
+// rev (at least the token's); ok is false if the history cannot tell. Only
+// a deletion ends a claim: without one, hi is no revision (a grant that
+// says it decided at the largest revision, in a history locktest did not
+// write, is not thereby lost).
 func (c claim) heldAt(rev int64) (held, ok bool) {
 	switch {
 	case rev < c.lo:
 		return true, true
-	case rev >= c.hi:
+	case c.del != nil && rev >= c.hi:
 		return false, true
 	}
 	return false, false
