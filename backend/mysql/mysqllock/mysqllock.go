@@ -177,7 +177,7 @@ func (l *getLock) keepalive() {
 		// Patient: a keepalive that gives up closes the session, which
 		// must be the server's to end when the link is cut.
 		kctx, kcancel := l.env.Clock.WithTimeout(ctx, 2*l.env.IdleTimeout)
-		_, err := call(kctx, func(ctx context.Context) (struct{}, error) {
+		_, err := lock.Call(kctx, func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, l.c.PingContext(ctx)
 		})
 		kcancel()
@@ -197,7 +197,7 @@ func (l *getLock) check(err error) {
 }
 
 func exec[T any](ctx context.Context, l *getLock, f func(ctx context.Context, c *sql.Conn) (T, error)) (T, error) {
-	v, err := call(ctx, func(ctx context.Context) (T, error) {
+	v, err := lock.Call(ctx, func(ctx context.Context) (T, error) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return f(ctx, l.c)
@@ -267,25 +267,4 @@ func (h *held) Release(ctx context.Context) error {
 		return fmt.Errorf("RELEASE_LOCK answered %v: the session held no such lock", r)
 	}
 	return err
-}
-
-// call runs f and returns its result, or the cause of ctx's end as soon as
-// ctx ends, leaving f to finish on its own.
-func call[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := f(ctx)
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, context.Cause(ctx)
-	}
 }

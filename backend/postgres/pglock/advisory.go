@@ -77,7 +77,7 @@ func (l *advisory) keepalive() {
 		// Patient: a keepalive that gives up closes the session, which
 		// must be the server's to end when the link is cut.
 		kctx, kcancel := l.env.Clock.WithTimeout(ctx, 2*l.env.IdleTimeout)
-		_, err := call(kctx, func(ctx context.Context) (struct{}, error) {
+		_, err := lock.Call(kctx, func(ctx context.Context) (struct{}, error) {
 			_, err := l.c.Exec(ctx, "SELECT 1")
 			return struct{}{}, err
 		})
@@ -99,7 +99,7 @@ func (l *advisory) check() {
 
 // exec runs f on the session, one statement at a time, bounded by ctx.
 func exec[T any](ctx context.Context, l *advisory, f func(ctx context.Context, c *pgx.Conn) (T, error)) (T, error) {
-	v, err := call(ctx, func(ctx context.Context) (T, error) {
+	v, err := lock.Call(ctx, func(ctx context.Context) (T, error) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return f(ctx, l.c)
@@ -140,7 +140,7 @@ func (l *advisory) Acquire(ctx context.Context, name string) (lock.Held, error) 
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %w (waited on the server)", lock.ErrNotAcquired, context.Cause(ctx))
 		}
-		if err := sleep(ctx, l.env.Clock, time.Millisecond); err != nil {
+		if err := lock.RetryAfter(ctx, l.env.Clock, time.Millisecond); err != nil {
 			return nil, err
 		}
 	}

@@ -87,7 +87,7 @@ func (l *lease) Acquire(ctx context.Context, name string) (lock.Held, error) {
 	ttl := ttlOf(l.env).Milliseconds()
 	for {
 		began := l.env.Clock.Now()
-		fence, err := call(ctx, func(ctx context.Context) (int64, error) {
+		fence, err := lock.Call(ctx, func(ctx context.Context) (int64, error) {
 			var fence int64
 			err := l.p.QueryRow(ctx, leaseAcquire, h.key, h.holder, ttl, l.now()).Scan(&fence)
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -103,7 +103,7 @@ func (l *lease) Acquire(ctx context.Context, name string) (lock.Held, error) {
 			h.dog = startWatchdog(l.ctx, l.env.Clock, ttlOf(l.env), began, h.renew)
 			return h, nil
 		}
-		if err := sleep(ctx, l.env.Clock, pollInterval); err != nil {
+		if err := lock.RetryAfter(ctx, l.env.Clock, pollInterval); err != nil {
 			return nil, err
 		}
 	}
@@ -139,7 +139,7 @@ func (h *leaseHeld) renew(ctx context.Context) (bool, error) {
 // Release ends the lease if it is still this grant's.
 func (h *leaseHeld) Release(ctx context.Context) error {
 	h.dog.halt()
-	_, err := call(ctx, func(ctx context.Context) (struct{}, error) {
+	_, err := lock.Call(ctx, func(ctx context.Context) (struct{}, error) {
 		_, err := h.l.p.Exec(ctx, leaseRelease, h.key, h.holder)
 		return struct{}{}, err
 	})
@@ -195,7 +195,7 @@ func (w *watchdog) run(parent context.Context, clk *clock.Clock, ttl time.Durati
 			go func() {
 				rctx, rcancel := clk.WithTimeout(ctx, period)
 				defer rcancel()
-				ok, err := call(rctx, renew)
+				ok, err := lock.Call(rctx, renew)
 				results <- result{began, ok, err}
 			}()
 		case r := <-results:

@@ -43,7 +43,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/lock"
 )
 
@@ -158,38 +157,6 @@ const lockTimeout = 500 * time.Millisecond
 func notAcquired(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "55P03"
-}
-
-// call runs f and returns its result, or the cause of ctx's end as soon as
-// ctx ends, leaving f to finish on its own (a context of the client's
-// clock has no deadline pgx could see).
-func call[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := f(ctx)
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, context.Cause(ctx)
-	}
-}
-
-// sleep waits d of the client's clock before a waiter tries again; a ctx
-// that ends meanwhile fails the acquire definitely (a waiter holds
-// nothing).
-func sleep(ctx context.Context, clk *clock.Clock, d time.Duration) error {
-	if err := clk.Sleep(ctx, d); err != nil {
-		return fmt.Errorf("%w: %w (waiting to retry)", lock.ErrNotAcquired, context.Cause(ctx))
-	}
-	return nil
 }
 
 // newValue is a grant's own holder value: the client's name and random

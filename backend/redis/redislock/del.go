@@ -38,14 +38,14 @@ func (l *del) Acquire(ctx context.Context, name string) (lock.Held, error) {
 	value := newValue(l.env.Name)
 	for {
 		// SET key value EX ttl NX
-		ok, err := call(ctx, func(ctx context.Context) (bool, error) {
+		ok, err := lock.Call(ctx, func(ctx context.Context) (bool, error) {
 			return l.env.Master.SetNX(ctx, key, value, ttlOf(l.env)).Result()
 		})
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			token, err := call(ctx, func(ctx context.Context) (int64, error) {
+			token, err := lock.Call(ctx, func(ctx context.Context) (int64, error) {
 				return l.env.Master.Incr(ctx, key+fenceSuffix).Result()
 			})
 			if err != nil {
@@ -53,7 +53,7 @@ func (l *del) Acquire(ctx context.Context, name string) (lock.Held, error) {
 			}
 			return &delHeld{env: l.env, key: key, value: value, token: token}, nil
 		}
-		if err := sleep(ctx, l.env.Clock, l.interval); err != nil {
+		if err := lock.RetryAfter(ctx, l.env.Clock, l.interval); err != nil {
 			return nil, err
 		}
 	}
@@ -74,7 +74,7 @@ func (h *delHeld) Value() string { return h.value }
 
 // Release deletes the key: the bug.
 func (h *delHeld) Release(ctx context.Context) error {
-	_, err := call(ctx, func(ctx context.Context) (int64, error) {
+	_, err := lock.Call(ctx, func(ctx context.Context) (int64, error) {
 		return h.env.Master.Del(ctx, h.key).Result()
 	})
 	return err

@@ -23,7 +23,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
-	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/lock"
 )
 
@@ -172,38 +171,3 @@ func newValue(client string) string {
 }
 
 func ttlOf(env Env) time.Duration { return time.Duration(env.TTL) * time.Second }
-
-// call runs f and returns its result, or the cause of ctx's end as soon as
-// ctx ends, leaving f to finish on its own. go-redis bounds a command only
-// by a context's deadline, and a context of the client's clock
-// (clock.WithTimeout) has none: without this, a command to a paused server
-// would hold the recipe for go-redis's read timeout (3 s) whatever its
-// context said.
-func call[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := f(ctx)
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, context.Cause(ctx)
-	}
-}
-
-// sleep waits d of the client's clock before a waiter tries again. A
-// waiter holds nothing, so a ctx that ends meanwhile fails the acquire
-// definitely.
-func sleep(ctx context.Context, clk *clock.Clock, d time.Duration) error {
-	if err := clk.Sleep(ctx, d); err != nil {
-		return fmt.Errorf("%w: %w (waiting to retry)", lock.ErrNotAcquired, context.Cause(ctx))
-	}
-	return nil
-}

@@ -70,7 +70,7 @@ func (l *redlocker) Acquire(ctx context.Context, name string) (lock.Held, error)
 		}
 		// TryLock failed and released what it took: nothing it did grants
 		// the lock.
-		if serr := sleep(ctx, l.env.Clock, l.interval); serr != nil {
+		if serr := lock.RetryAfter(ctx, l.env.Clock, l.interval); serr != nil {
 			return nil, fmt.Errorf("%w; the last attempt: %v", serr, err)
 		}
 	}
@@ -113,7 +113,7 @@ func (l *redlocker) token(ctx context.Context, key string) (int64, error) {
 	)
 	for _, c := range l.env.Servers {
 		wg.Go(func() {
-			n, err := call(ctx, func(ctx context.Context) (int64, error) { return c.Incr(ctx, key).Result() })
+			n, err := lock.Call(ctx, func(ctx context.Context) (int64, error) { return c.Incr(ctx, key).Result() })
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -154,7 +154,7 @@ func (h *redlockHeld) Done() <-chan struct{} { return h.dog.Done() }
 // master failed to answer, what is not unlocked was not ours any more.
 func (h *redlockHeld) Release(ctx context.Context) error {
 	h.dog.halt()
-	ok, err := call(ctx, h.m.UnlockContext)
+	ok, err := lock.Call(ctx, h.m.UnlockContext)
 	var unreachable *redsync.RedisError
 	if !ok && (errors.As(err, &unreachable) || ctx.Err() != nil) {
 		return err

@@ -71,7 +71,7 @@ func (l *setNX) Acquire(ctx context.Context, name string) (lock.Held, error) {
 	ttl := ttlOf(l.env)
 	for {
 		began := l.env.Clock.Now()
-		token, err := call(ctx, func(ctx context.Context) (int64, error) {
+		token, err := lock.Call(ctx, func(ctx context.Context) (int64, error) {
 			return acquireScript.Run(ctx, l.env.Master, []string{h.key, h.key + fenceSuffix}, h.value, ttl.Milliseconds()).Int64()
 		})
 		if err != nil {
@@ -82,7 +82,7 @@ func (l *setNX) Acquire(ctx context.Context, name string) (lock.Held, error) {
 			h.dog = startWatchdog(l.ctx, l.env.Clock, ttl, began, h.renew)
 			return h, nil
 		}
-		if err := sleep(ctx, l.env.Clock, l.interval); err != nil {
+		if err := lock.RetryAfter(ctx, l.env.Clock, l.interval); err != nil {
 			return nil, err
 		}
 	}
@@ -119,7 +119,7 @@ func (h *setNXHeld) renew(ctx context.Context) (bool, error) {
 // is nothing of ours to release.
 func (h *setNXHeld) Release(ctx context.Context) error {
 	h.dog.halt()
-	_, err := call(ctx, func(ctx context.Context) (int64, error) {
+	_, err := lock.Call(ctx, func(ctx context.Context) (int64, error) {
 		return releaseScript.Run(ctx, h.env.Master, []string{h.key}, h.value).Int64()
 	})
 	return err

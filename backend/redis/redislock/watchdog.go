@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clock"
+	"github.com/locktest/locktest/lock"
 )
 
 // renewFunc renews a grant's TTL: true if renewed, false if the lock was
@@ -67,7 +68,7 @@ func (w *watchdog) run(parent context.Context, clk *clock.Clock, ttl time.Durati
 			go func() {
 				rctx, rcancel := clk.WithTimeout(ctx, period)
 				defer rcancel()
-				ok, err := call(rctx, renew)
+				ok, err := lock.Call(rctx, renew)
 				results <- result{began, ok, err}
 			}()
 		case r := <-results:
