@@ -28,17 +28,14 @@
 package pgserver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -46,10 +43,9 @@ import (
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/locktest/locktest/internal/links"
+	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/internal/ports"
 	"github.com/locktest/locktest/internal/proc"
-	"github.com/locktest/locktest/internal/scratch"
 )
 
 // Name is the primary's member name, ReplicaName its streaming replica's.
@@ -84,41 +80,31 @@ type Config struct {
 	Replica bool
 }
 
-// member is one server process: the primary or its replica, each with its
-// own data directory, port and log.
+// member is one server: the primary or its replica, each with its own
+// data directory, port, log and process.
 type member struct {
 	name, data, log string
-	port            []int
+	port            int
 	addr            string
-	p               *proc.Process // guarded by Server.mu
+	proc            serverkit.Proc
 }
 
 // Server is a started PostgreSQL primary, and its replica if asked for.
 // Its methods are safe for concurrent use.
 type Server struct {
+	serverkit.Base
 	cfg     Config
-	dir     string // scratch: the members' data directories beneath
 	members []*member
 	// unprivileged: locktest is root, which PostgreSQL refuses.
 	unprivileged bool
-	links        *links.Links
-	tpLog        *logWriter
 
 	// Ready is how long the servers took from initdb's start until they
 	// took connections (the replica's base backup and start included).
 	Ready time.Duration
 
-	faultMu sync.Mutex
 	mu      sync.Mutex
 	primary int // the member that takes writes: 0, or 1 after Failover
-	closed  bool
-
-	closeOnce sync.Once
-	closeErr  error
 }
-
-// ErrClosed is returned by methods of a closed Server.
-var ErrClosed = errors.New("pgserver: closed")
 
 // startAttempts is how often Start tries a fresh port when the server
 // finds its port taken.
@@ -135,14 +121,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 2 * time.Second
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-	}
-	s := &Server{cfg: cfg}
-	if err := s.start(ctx); err != nil {
-		s.Close()
+	s := &Server{cfg: cfg, Base: serverkit.Base{Name: "pgserver"}}
+	if err := serverkit.Start(ctx, time.Minute, s.start, s.Close); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -150,42 +130,23 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 func (s *Server) start(ctx context.Context) error {
 	began := time.Now()
-	dir, err := scratch.Dir(s.cfg.Dir, "postgres")
-	if err != nil {
-		return fmt.Errorf("pgserver: %w", err)
+	if err := s.Open(s.cfg.Dir, s.cfg.LogDir, "postgres"); err != nil {
+		return err
 	}
-	s.dir = dir
 	s.unprivileged = os.Geteuid() == 0
-	logDir := s.cfg.LogDir
-	if logDir == "" {
-		logDir = dir
-	}
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return fmt.Errorf("pgserver: %w", err)
-	}
 	names := []string{Name}
 	if s.cfg.Replica {
 		names = append(names, ReplicaName)
 	}
 	for _, name := range names {
-		m := &member{name: name, data: filepath.Join(dir, "data-"+name), log: filepath.Join(logDir, "postgres-"+name+".log")}
+		m := &member{name: name, data: filepath.Join(s.Dir, "data-"+name), log: filepath.Join(s.LogDir, "postgres-"+name+".log")}
+		m.proc.Signal = signal
 		if err := os.WriteFile(m.log, nil, 0o644); err != nil {
 			return fmt.Errorf("pgserver: %w", err)
 		}
 		s.members = append(s.members, m)
 	}
-	if s.cfg.LogDir != "" {
-		f, err := os.Create(filepath.Join(logDir, "toxiproxy.log"))
-		if err != nil {
-			return fmt.Errorf("pgserver: %w", err)
-		}
-		s.tpLog = &logWriter{f: f}
-	}
-	var logTo io.Writer
-	if s.tpLog != nil {
-		logTo = s.tpLog
-	}
-	if s.links, err = links.Start(logTo); err != nil {
+	if err := s.StartLinks(s.cfg.LogDir); err != nil {
 		return err
 	}
 	primary := s.members[0]
@@ -217,7 +178,7 @@ func (s *Server) start(ctx context.Context) error {
 
 // run runs a PostgreSQL program to its end, its output in m's log.
 func (s *Server) run(ctx context.Context, m *member, what, path string, args ...string) error {
-	p, err := proc.Start(proc.Spec{Path: path, Args: args, Dir: s.dir, Log: m.log, Unprivileged: s.unprivileged})
+	p, err := proc.Start(proc.Spec{Path: path, Args: args, Dir: s.Dir, Log: m.log, Unprivileged: s.unprivileged})
 	if err != nil {
 		return fmt.Errorf("pgserver: %s: %w", what, err)
 	}
@@ -228,7 +189,7 @@ func (s *Server) run(ctx context.Context, m *member, what, path string, args ...
 		return fmt.Errorf("pgserver: %s: %w", what, ctx.Err())
 	}
 	if err := p.Err(); err != nil {
-		return fmt.Errorf("pgserver: %s failed: %v: %s (its log: %s)", what, err, lastLine(m.log), m.log)
+		return fmt.Errorf("pgserver: %s failed: %v: %s (its log: %s)", what, err, serverkit.LastLine(m.log), m.log)
 	}
 	return nil
 }
@@ -237,7 +198,7 @@ func (s *Server) run(ctx context.Context, m *member, what, path string, args ...
 // primary, through the replication link (-R writes standby.signal and the
 // link's address as primary_conninfo), and starts it as a hot standby.
 func (s *Server) startReplica(ctx context.Context) error {
-	via, err := s.links.Proxy(replicationLink, s.members[0].addr)
+	via, err := s.Proxies.Proxy(replicationLink, s.members[0].addr)
 	if err != nil {
 		return err
 	}
@@ -250,28 +211,22 @@ func (s *Server) startReplica(ctx context.Context) error {
 	return s.startMember(ctx, r)
 }
 
-// errAddrInUse marks a start that failed because its port was taken.
-var errAddrInUse = errors.New("address already in use")
-
 // startMember starts m on a fresh port, and again on another when the
-// port was taken meanwhile.
+// port was taken meanwhile. A port taken stays reserved until Close:
+// ReleasePorts would give back the other member's too.
 func (s *Server) startMember(ctx context.Context, m *member) error {
-	for attempt := 1; ; attempt++ {
-		ports.Release(m.port)
-		ps, err := ports.Reserve(1)
+	return serverkit.Retry(startAttempts, func(int) error {
+		ps, err := s.Reserve(1)
 		if err != nil {
-			return fmt.Errorf("pgserver: %w", err)
+			return err
 		}
-		m.port = ps
-		m.addr = net.JoinHostPort(ports.Host, strconv.Itoa(ps[0]))
+		m.port = ps[0]
+		m.addr = net.JoinHostPort(ports.Host, strconv.Itoa(m.port))
 		if err := s.startProcess(m); err != nil {
 			return err
 		}
-		err = s.waitReady(ctx, m)
-		if err == nil || !errors.Is(err, errAddrInUse) || attempt == startAttempts {
-			return err
-		}
-	}
+		return s.waitReady(ctx, m)
+	}, nil)
 }
 
 // args is how a member runs: on loopback only, no Unix socket, nothing
@@ -283,7 +238,7 @@ func (s *Server) startMember(ctx context.Context, m *member) error {
 // granted twice).
 func (s *Server) args(m *member) []string {
 	idle := strconv.FormatInt(s.cfg.IdleTimeout.Milliseconds(), 10)
-	args := []string{"-D", m.data, "-p", strconv.Itoa(m.port[0])}
+	args := []string{"-D", m.data, "-p", strconv.Itoa(m.port)}
 	for _, kv := range []string{
 		"listen_addresses=" + ports.Host, "unix_socket_directories=",
 		"fsync=off", "full_page_writes=off",
@@ -299,40 +254,24 @@ func (s *Server) args(m *member) []string {
 }
 
 func (s *Server) startProcess(m *member) error {
-	p, err := proc.Start(proc.Spec{Path: s.cfg.Binary.Postgres(), Args: s.args(m), Dir: s.dir, Log: m.log, Unprivileged: s.unprivileged})
-	if err != nil {
+	if err := m.proc.Start(proc.Spec{Path: s.cfg.Binary.Postgres(), Args: s.args(m), Dir: s.Dir, Log: m.log, Unprivileged: s.unprivileged}); err != nil {
 		return fmt.Errorf("pgserver: %w", err)
 	}
-	s.mu.Lock()
-	m.p = p
-	s.mu.Unlock()
 	return nil
 }
 
 // waitReady polls until m takes a connection, or its process exits (the
 // error quotes its log), or ctx ends.
 func (s *Server) waitReady(ctx context.Context, m *member) error {
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for {
+	w := serverkit.Wait{What: "pgserver: waiting for postgres " + m.name + " to take connections",
+		Proc: &m.proc, Who: "pgserver: postgres " + m.name, InUse: []string{"could not bind"}}
+	return w.Until(ctx, func(ctx context.Context) error {
 		c, err := connect(ctx, m.addr)
-		if err == nil {
-			c.Close(context.Background())
-			return nil
+		if err != nil {
+			return err
 		}
-		if p := s.process(m); p == nil || p.Exited() {
-			last := lastLine(m.log)
-			if strings.Contains(last, "Address already in use") || strings.Contains(last, "could not bind") {
-				return fmt.Errorf("pgserver: %s: %w", last, errAddrInUse)
-			}
-			return fmt.Errorf("pgserver: postgres %s exited while starting: %s (its log: %s)", m.name, last, m.log)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("pgserver: waiting for postgres %s to take connections: %v: %w", m.name, err, ctx.Err())
-		case <-t.C:
-		}
-	}
+		return c.Close(context.Background())
+	})
 }
 
 // ConnString is the address of a connection to addr, for pgx.
@@ -369,12 +308,6 @@ func connect(ctx context.Context, addr string) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
-func (s *Server) process(m *member) *proc.Process {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return m.p
-}
-
 // current is the member that takes writes.
 func (s *Server) current() *member {
 	s.mu.Lock()
@@ -403,9 +336,7 @@ func (s *Server) member(i int) (*member, error) {
 // one's); 0 when there is none.
 func (s *Server) Pid(i int) int {
 	if m, err := s.member(i); err == nil {
-		if p := s.process(m); p != nil {
-			return p.Pid()
-		}
+		return m.proc.Pid()
 	}
 	return 0
 }
@@ -425,12 +356,6 @@ func (s *Server) IdleTimeout() time.Duration { return s.cfg.IdleTimeout }
 // Binary is the PostgreSQL it runs.
 func (s *Server) Binary() Binary { return s.cfg.Binary }
 
-func (s *Server) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
 // LinkName is the proxy between client and the server: "c1->pg0". After
 // Failover it leads to the promoted replica, under the same name.
 func LinkName(client string) string { return client + "->" + Name }
@@ -438,14 +363,8 @@ func LinkName(client string) string { return client + "->" + Name }
 // Endpoint returns the address of client's link to the primary, creating
 // it on first use (to the promoted replica after Failover).
 func (s *Server) Endpoint(client string) (string, error) {
-	if err := links.CheckName(client); err != nil {
-		return "", err
-	}
-	if s.isClosed() {
-		return "", ErrClosed
-	}
 	// Every link is registered with pg0's address; Failover moves them.
-	ep, err := s.links.Proxy(LinkName(client), s.members[0].addr)
+	ep, err := s.Proxy(client, LinkName(client), s.members[0].addr)
 	if err != nil {
 		return "", err
 	}
@@ -461,7 +380,7 @@ func (s *Server) Endpoint(client string) (string, error) {
 // toxiproxy closes its connections and listens again on the same address,
 // its toxics kept.
 func (s *Server) retarget(name, upstream string) error {
-	p, err := s.links.Get(name)
+	p, err := s.Proxies.Get(name)
 	if err != nil {
 		return err
 	}
@@ -480,82 +399,54 @@ func (s *Server) Links(client string) ([]*toxiclient.Proxy, error) {
 	if _, err := s.Endpoint(client); err != nil {
 		return nil, err
 	}
-	p, err := s.links.Get(LinkName(client))
+	p, err := s.Proxies.Get(LinkName(client))
 	if err != nil {
 		return nil, err
 	}
 	return []*toxiclient.Proxy{p}, nil
 }
 
-// ResourceProxy creates (once) client's link to the resource at upstream.
-func (s *Server) ResourceProxy(client, upstream string) (string, error) {
-	if err := links.CheckName(client); err != nil {
-		return "", err
-	}
-	if s.isClosed() {
-		return "", ErrClosed
-	}
-	return s.links.Proxy(links.ResourceName(client), upstream)
-}
-
-// ResourceLink returns client's link to the resource.
-func (s *Server) ResourceLink(client string) (*toxiclient.Proxy, error) {
-	return s.links.Get(links.ResourceName(client))
-}
-
-// ClearToxics heals every link (the replication link too).
-func (s *Server) ClearToxics() error {
-	if s.isClosed() {
-		return ErrClosed
-	}
-	return s.links.ClearToxics()
-}
-
-// fault takes the fault lock; it fails on a closed server.
-func (s *Server) fault() (func(), error) {
-	s.faultMu.Lock()
-	if s.isClosed() {
-		s.faultMu.Unlock()
-		return nil, ErrClosed
-	}
-	return s.faultMu.Unlock, nil
-}
-
 // Pause freezes member i (SIGSTOP): the postmaster and every backend
 // (signalAll). Its timers stop with it: a silent session is ended only
 // once it resumes.
-func (s *Server) Pause(i int) error { return s.signal(i, syscall.SIGSTOP) }
-
-// Resume continues member i after Pause.
-func (s *Server) Resume(i int) error { return s.signal(i, syscall.SIGCONT) }
-
-func (s *Server) signal(i int, sig syscall.Signal) error {
-	m, err := s.member(i)
-	if err != nil {
-		return err
-	}
-	unlock, err := s.fault()
+func (s *Server) Pause(i int) error {
+	m, unlock, err := serverkit.FaultOn(&s.Base, s.members, i)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return signalAll(s.process(m), sig)
+	return m.proc.Pause()
+}
+
+// Resume continues member i after Pause.
+func (s *Server) Resume(i int) error {
+	m, unlock, err := serverkit.FaultOn(&s.Base, s.members, i)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return m.proc.Resume()
 }
 
 // Crash kills member i (SIGKILL of its postmaster and every backend) and
 // waits until it has exited: every session ends, and with it every
 // advisory lock.
 func (s *Server) Crash(i int) error {
-	m, err := s.member(i)
-	if err != nil {
-		return err
-	}
-	unlock, err := s.fault()
+	m, unlock, err := serverkit.FaultOn(&s.Base, s.members, i)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return kill(s.process(m))
+	return m.proc.Kill()
+}
+
+// signal is the members' Proc.Signal: SIGKILL by kill, the others by
+// signalAll.
+func signal(p *proc.Process, sig syscall.Signal) error {
+	if sig == syscall.SIGKILL {
+		return kill(p)
+	}
+	return signalAll(p, sig)
 }
 
 // signalAll sends sig to the postmaster and to each of its children's
@@ -616,11 +507,7 @@ func kill(p *proc.Process) error {
 // Running reports whether member i's process is alive (maybe paused).
 func (s *Server) Running(i int) bool {
 	m, err := s.member(i)
-	if err != nil {
-		return false
-	}
-	p := s.process(m)
-	return p != nil && !p.Exited()
+	return err == nil && m.proc.Running()
 }
 
 // Restart starts member i again from its data on its port, killing it
@@ -629,16 +516,12 @@ func (s *Server) Running(i int) bool {
 // only, are gone. A replica goes on streaming from the primary; a primary
 // lost to Failover comes back on its own, a primary no link leads to.
 func (s *Server) Restart(ctx context.Context, i int) error {
-	m, err := s.member(i)
-	if err != nil {
-		return err
-	}
-	unlock, err := s.fault()
+	m, unlock, err := serverkit.FaultOn(&s.Base, s.members, i)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := kill(s.process(m)); err != nil {
+	if err := m.proc.Kill(); err != nil {
 		return err
 	}
 	if err := s.startProcess(m); err != nil {
@@ -654,12 +537,12 @@ func (s *Server) CutReplication() error {
 	if !s.cfg.Replica {
 		return errors.New("pgserver: no replica")
 	}
-	unlock, err := s.fault()
+	unlock, err := s.Fault()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	p, err := s.links.Get(replicationLink)
+	p, err := s.Proxies.Get(replicationLink)
 	if err != nil {
 		return err
 	}
@@ -684,7 +567,7 @@ func (s *Server) Failover(ctx context.Context) (time.Duration, error) {
 	if !s.cfg.Replica {
 		return 0, errors.New("pgserver: no replica to fail over to")
 	}
-	unlock, err := s.fault()
+	unlock, err := s.Fault()
 	if err != nil {
 		return 0, err
 	}
@@ -694,7 +577,7 @@ func (s *Server) Failover(ctx context.Context) (time.Duration, error) {
 	}
 	old, replica := s.members[0], s.members[1]
 	began := time.Now()
-	if err := kill(s.process(old)); err != nil {
+	if err := old.proc.Kill(); err != nil {
 		return 0, err
 	}
 	c, err := connect(ctx, replica.addr)
@@ -713,7 +596,7 @@ func (s *Server) Failover(ctx context.Context) (time.Duration, error) {
 	s.primary = 1
 	s.mu.Unlock()
 	var errs []error
-	for _, name := range s.links.To(old.addr) {
+	for _, name := range s.Proxies.To(old.addr) {
 		if name != replicationLink {
 			errs = append(errs, s.retarget(name, replica.addr))
 		}
@@ -727,72 +610,11 @@ func (s *Server) FailedOver() bool { return s.current() != s.members[0] }
 // Close kills the servers, closes the links and removes the data.
 // Idempotent; safe after a failed Start.
 func (s *Server) Close() error {
-	s.closeOnce.Do(func() {
-		s.faultMu.Lock()
-		s.mu.Lock()
-		s.closed = true
-		var ps []*proc.Process
-		for _, m := range s.members {
-			if m.p != nil {
-				ps = append(ps, m.p)
-			}
-		}
-		s.mu.Unlock()
+	return s.Base.Close(nil, func() error {
 		var errs []error
-		for _, p := range ps {
-			errs = append(errs, kill(p))
-		}
-		if s.links != nil {
-			s.links.Close()
-		}
 		for _, m := range s.members {
-			ports.Release(m.port)
+			errs = append(errs, m.proc.Kill())
 		}
-		s.faultMu.Unlock()
-		if s.tpLog != nil {
-			errs = append(errs, s.tpLog.Close())
-		}
-		if s.dir != "" {
-			errs = append(errs, os.RemoveAll(s.dir))
-		}
-		s.closeErr = errors.Join(errs...)
+		return errors.Join(errs...)
 	})
-	return s.closeErr
-}
-
-// logWriter is toxiproxy's log file; it drops what is written after
-// Close (toxiproxy's goroutines may still log as they wind down).
-type logWriter struct {
-	mu sync.Mutex
-	f  *os.File
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.f == nil {
-		return len(p), nil
-	}
-	return w.f.Write(p)
-}
-
-func (w *logWriter) Close() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	f := w.f
-	w.f = nil
-	return f.Close()
-}
-
-// lastLine is the last non-empty line of a log file.
-func lastLine(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	b = bytes.TrimSpace(b)
-	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-		b = b[i+1:]
-	}
-	return string(b)
 }
