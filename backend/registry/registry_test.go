@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/internal/shellwords"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/scenario"
@@ -149,23 +150,33 @@ func TestCatalog(t *testing.T) {
 
 // adapterOf checks an exec recipe of scenario sc: it runs on the
 // scenario's backend, and its command names an adapter of
-// execlock.Adapters that is there, from the repository's root.
+// execlock.Adapters, which Parse finds from here, a folder below the
+// repository's root (as nightly run elsewhere than at the root would),
+// the recipe's name kept as the catalog spells it.
 func adapterOf(t *testing.T, sc scenario.Scenario, spec string) {
 	t.Helper()
 	if sc.Run.Backend != sc.Backend {
 		t.Errorf("%s, a scenario of %q, runs %s on %q", sc.Name, sc.Backend, spec, sc.Run.Backend)
+	}
+	words, err := shellwords.Split(strings.TrimPrefix(spec, execlock.Prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(words, func(w string) bool { return strings.HasPrefix(w, execlock.Adapters+"/") })
+	if i < 0 {
+		t.Errorf("%s: %s names no adapter of %s", sc.Name, spec, execlock.Adapters)
+		return
 	}
 	r, err := execlock.Parse(spec)
 	if err != nil {
 		t.Errorf("%s: %v", sc.Name, err)
 		return
 	}
-	i := slices.IndexFunc(r.Command, func(w string) bool { return strings.HasPrefix(w, execlock.Adapters+"/") })
-	if i < 0 {
-		t.Errorf("%s: %s names no adapter of %s", sc.Name, spec, execlock.Adapters)
-		return
+	want, _ := filepath.Abs(filepath.Join("..", "..", words[i]))
+	if r.Command[i] != want || r.Name() != spec {
+		t.Errorf("%s: %s runs %s as %s, want %s", sc.Name, r.Name(), words[i], r.Command[i], want)
 	}
-	if _, err := os.Stat(filepath.Join("..", "..", r.Command[i])); err != nil {
+	if _, err := os.Stat(r.Command[i]); err != nil {
 		t.Errorf("%s: %v", sc.Name, err)
 	}
 }

@@ -95,6 +95,13 @@ func Parse(spec string) (*Recipe, error) {
 	if _, err := exec.LookPath(words[0]); err != nil {
 		return nil, fmt.Errorf("%s: command %s", spec, notFound(words[0], err))
 	}
+	for i, w := range words {
+		if strings.HasPrefix(w, Adapters+"/") {
+			if words[i], err = adapter(w); err != nil {
+				return nil, fmt.Errorf("%s: %w", spec, err)
+			}
+		}
+	}
 	return &Recipe{Command: words, spec: text}, nil
 }
 
@@ -268,9 +275,30 @@ func firstLine(path string) []byte {
 }
 
 // Adapters is the folder of the adapters of real libraries, from the
-// repository's root: the catalog's scenarios of a library's bugs run them
-// from there.
+// repository's root. The catalog's scenarios of a library's bugs name them
+// by this path, which Parse resolves against the repository's root
+// (adapter), so that the recipe's name is the same in every checkout and
+// from every working directory.
 const Adapters = "lock/execlock/adapters"
+
+// adapter is the absolute path of path, a file under Adapters, in the
+// first of the working directory and its parents that holds it: the root
+// of the locktest checkout the command runs in.
+func adapter(path string) (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		p := filepath.Join(dir, path)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("%s is an adapter of locktest's repository, found from its root: run locktest inside a checkout of github.com/locktest/locktest (not found in %s nor above it)", path, wd)
+		}
+	}
+}
 
 // Spec is the recipe spec of command: Prefix and its words, quoted as
 // Parse reads them.

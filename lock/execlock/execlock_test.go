@@ -216,6 +216,33 @@ func TestCommandExitsAtOnce(t *testing.T) {
 	}
 }
 
+// The catalog's adapters are named from the repository's root, and found
+// from any folder of the checkout (nightly run from a package's folder);
+// elsewhere Parse says in one line where to run locktest. The recipe's
+// name stays as the catalog spells it.
+func TestAdapterFoundFromTheRoot(t *testing.T) {
+	spec := execlock.Spec("/bin/sh", execlock.Adapters+"/kazoo_py.py", "--lock-per-acquire")
+	want, err := filepath.Abs(filepath.Join("adapters", "kazoo_py.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{".", "adapters"} {
+		t.Chdir(dir)
+		r, err := execlock.Parse(spec)
+		if err != nil {
+			t.Fatalf("from %s: %v", dir, err)
+		}
+		if r.Command[1] != want || r.Name() != spec {
+			t.Errorf("from %s: %s runs %v, want %s", dir, r.Name(), r.Command, want)
+		}
+	}
+	t.Chdir(t.TempDir())
+	_, err = execlock.Parse(spec)
+	if err == nil || !strings.Contains(err.Error(), "run locktest inside a checkout") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("outside a checkout: want one line saying where to run locktest, got %v", err)
+	}
+}
+
 // A new process for a client in the run (a replacement) is watched until
 // it is up, as a first one is: a runtime's slow start (a JVM's) is not
 // part of its first operation, whose time counts against the lock. One
