@@ -229,8 +229,8 @@ func (sc Scenario) Recipes() []string {
 type Settings struct {
 	// Recipe is the recipe the scenario is about ("": any lock's
 	// scenario): a built-in, or an adapter of a real library
-	// ("exec:COMMAND…", run from the repository's root), which runs on
-	// Backend.
+	// ("exec:COMMAND…", its adapter named from the repository's root,
+	// execlock.Adapters), which runs on Backend.
 	Recipe  string
 	Backend string
 	// Workload and Items are the critical section's (histories.Workload*).
