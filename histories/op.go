@@ -158,6 +158,7 @@ type Op struct {
 	Process Process `json:"process"`
 	// Time is nanoseconds since the run started.
 	Time  int64  `json:"time"`
+	// Key is the lock's key, "" for an operation that carries none.
 	Key   string `json:"key,omitempty"`
 	Value *Value `json:"value,omitempty"`
 	Error string `json:"error,omitempty"`
@@ -214,9 +215,6 @@ func WriteValue(token, v int64) *Value { return &Value{Token: &token, Value: &v}
 
 // ReadValue builds the value of a read completion.
 func ReadValue(v int64) *Value { return &Value{Value: &v} }
-
-// DefaultKey is the key of operations that carry none.
-const DefaultKey = ""
 
 // MarshalLine encodes op as one JSON line without the trailing newline.
 func MarshalLine(op Op) ([]byte, error) { return json.Marshal(op) }

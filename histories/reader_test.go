@@ -111,7 +111,7 @@ func TestReaderLenient(t *testing.T) {
 			t.Errorf("op %d: index %d, want %d", i, ops[i].Index, want)
 		}
 	}
-	if ops[0].Key != DefaultKey || ops[1].Process != Nemesis || ops[1].Value.Fault != "kill" {
+	if ops[0].Key != "" || ops[1].Process != Nemesis || ops[1].Value.Fault != "kill" {
 		t.Errorf("ops: %+v", ops)
 	}
 	if tok, ok := ops[2].Token(); !ok || tok != 12 {

@@ -403,10 +403,6 @@ func (c *Cluster) Members() []*Member {
 	return append([]*Member(nil), c.members...)
 }
 
-// DataDir returns the temporary directory holding the members' data
-// directories; Close removes it.
-func (c *Cluster) DataDir() string { return c.Dir }
-
 // Leader returns the index of the running member that every running member
 // names as leader, waiting until they agree. It fails when ctx ends first,
 // reporting what the members last said.

@@ -163,7 +163,7 @@ func TestEndToEnd(t *testing.T) {
 	for _, m := range ms {
 		addrs = append(addrs, m.ClientAddr(), m.PeerAddr(), strings.TrimPrefix(m.peerListen, "http://"))
 	}
-	dataDir := c.DataDir()
+	dataDir := c.Dir
 	start = time.Now()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)

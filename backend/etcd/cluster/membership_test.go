@@ -137,7 +137,7 @@ func TestRemoveAndAddMember(t *testing.T) {
 	for _, m := range c.members {
 		addrs = append(addrs, m.ClientAddr(), m.PeerAddr(), strings.TrimPrefix(m.peerListen, "http://"))
 	}
-	dataDir := c.DataDir()
+	dataDir := c.Dir
 	start = time.Now()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)

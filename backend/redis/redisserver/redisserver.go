@@ -433,7 +433,3 @@ func (d *Deployment) Sentinels() []*Server { return append([]*Server(nil), d.sen
 
 // Binary is the redis-server the deployment runs.
 func (d *Deployment) Binary() Binary { return d.cfg.Binary }
-
-// DataDir is the temporary directory holding the servers' directories;
-// Close removes it.
-func (d *Deployment) DataDir() string { return d.Dir }

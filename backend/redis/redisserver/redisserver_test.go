@@ -135,7 +135,7 @@ func TestTopologies(t *testing.T) {
 					t.Errorf("%s's log: %d bytes, %v", s.Name, len(b), err)
 				}
 			}
-			dataDir := d.DataDir()
+			dataDir := d.Dir
 
 			began = time.Now()
 			if err := d.Close(); err != nil {
@@ -169,7 +169,7 @@ func TestTopologies(t *testing.T) {
 func TestSentinelsStartOnceTheServersAnswer(t *testing.T) {
 	t.Parallel()
 	_, d := start(t, Replicated)
-	logs := filepath.Join(filepath.Dir(d.DataDir()), "logs")
+	logs := filepath.Join(filepath.Dir(d.Dir), "logs")
 	ready := logTime(t, filepath.Join(logs, "redis-r0.log"), "Ready to accept connections")
 	synced := logTime(t, filepath.Join(logs, "redis-r1.log"), "MASTER <-> REPLICA sync: Finished with success")
 	for _, s := range d.Sentinels() {
