@@ -157,7 +157,7 @@ type Op struct {
 	F       string  `json:"f"`
 	Process Process `json:"process"`
 	// Time is nanoseconds since the run started.
-	Time  int64  `json:"time"`
+	Time int64 `json:"time"`
 	// Key is the lock's key, "" for an operation that carries none.
 	Key   string `json:"key,omitempty"`
 	Value *Value `json:"value,omitempty"`
