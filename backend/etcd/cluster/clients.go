@@ -1,6 +1,10 @@
 package cluster
 
-import clientv3 "go.etcd.io/etcd/client/v3"
+import (
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/locktest/locktest/backend/serverkit"
+)
 
 // DirectClient dials the given members (all, if none are given) directly,
 // not through toxiproxy: an operator's or observer's view, which faults on
@@ -20,7 +24,19 @@ func (c *Cluster) DirectClient(members ...int) (*clientv3.Client, error) {
 		}
 		eps = append(eps, m.ClientURL)
 	}
-	return c.track(clientv3.New(c.clientConfig(eps)))
+	return dial(&c.Base, c.clientConfig(eps))
+}
+
+// dial makes a client of cfg that b's Close closes.
+func dial(b *serverkit.Base, cfg clientv3.Config) (*clientv3.Client, error) {
+	cl, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Track(cl); err != nil {
+		return nil, err
+	}
+	return cl, nil
 }
 
 // AdminClient returns a DirectClient to all members, made once and shared.

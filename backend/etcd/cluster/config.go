@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"time"
-
-	"github.com/locktest/locktest/backend/serverkit"
 )
 
 // Config describes the cluster to start. The zero value is usable: a
@@ -151,7 +149,3 @@ func CheckMembers(n int) error {
 	}
 	return nil
 }
-
-// errClosed is returned by methods of a closed External (a Cluster's
-// wrap serverkit.ErrClosed too).
-var errClosed = fmt.Errorf("cluster: %w", serverkit.ErrClosed)

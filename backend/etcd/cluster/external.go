@@ -61,6 +61,10 @@ const (
 // writes lives under the configured prefix, and External itself touches
 // no key outside it. All methods are safe for concurrent use.
 type External struct {
+	// Its Proxies are the toxiproxy in this process: the resource's links
+	// always, the member links too unless they are on a toxiproxy-server
+	// (links). It has no directory, ports or faults of its own.
+	serverkit.Base
 	leases
 	cfg     ExternalConfig
 	version string
@@ -70,19 +74,15 @@ type External struct {
 	// token makes our proxy names unique on a toxiproxy-server that other
 	// runs share.
 	token  string
-	links  *links.Links // the member links
-	res    *links.Links // the resource links, always in this process; links too when that is
-	tpLog  *serverkit.LogWriter
+	links  *links.Links // the member links: Proxies, or a toxiproxy-server's
 	log    *serverkit.LogWriter
 	logger *log.Logger // to log, set once it is open
 
-	mu      sync.Mutex
-	closed  bool
-	clients []*clientv3.Client
-	admin   *clientv3.Client // direct, to every member
-
-	closeOnce sync.Once
-	closeErr  error
+	// admin is a direct client to every member; owned says that Connect
+	// finished, and that Close may delete under the prefix. Both are set
+	// by Connect only.
+	admin *clientv3.Client
+	owned bool
 
 	// stopOwner stops renewing the prefix's alive mark; leftovers says
 	// what Connect removed that killed runs had left (external_owner.go).
@@ -122,7 +122,7 @@ func Connect(ctx context.Context, cfg ExternalConfig) (*External, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &External{cfg: cfg}
+	e := &External{cfg: cfg, Base: serverkit.Base{Name: "cluster"}}
 	e.leases = leases{admin: e.adminClient}
 	if urls[0].Scheme == "https" {
 		if e.direct, e.proxied, err = loadTLS(cfg, urls); err != nil {
@@ -160,10 +160,14 @@ func (e *External) connect(ctx context.Context, urls []*url.URL) error {
 	if err := e.identify(ctx); err != nil {
 		return err
 	}
-	admin, err := e.DirectClient()
-	if err != nil {
+	eps := make([]string, len(urls))
+	for i, u := range urls {
+		eps[i] = u.String()
+	}
+	if e.admin, err = clientv3.New(clientConfigTLS(eps, e.direct)); err != nil {
 		return err
 	}
+	admin := e.admin
 	cctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
 	used, err := admin.Get(cctx, e.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
@@ -174,15 +178,12 @@ func (e *External) connect(ctx context.Context, urls []*url.URL) error {
 		return fmt.Errorf("cluster: prefix %s already holds %d keys; Close deletes what is under it, so give one nothing uses", e.cfg.Prefix, used.Count)
 	}
 
-	if e.tpLog, err = serverkit.OpenLog(e.cfg.LogDir, "toxiproxy.log"); err != nil {
-		return fmt.Errorf("cluster: %w", err)
-	}
 	// The resource listens inside locktest, on loopback, where a remote
 	// toxiproxy cannot reach it: its links are always in this process.
-	if e.res, err = links.Start(e.tpLog); err != nil {
+	if err := e.StartLinks(e.cfg.LogDir); err != nil {
 		return err
 	}
-	e.links = e.res
+	e.links = e.Proxies
 	if e.cfg.Toxiproxy != "" {
 		if e.links, err = links.Connect(e.cfg.Toxiproxy); err != nil {
 			return err
@@ -201,7 +202,7 @@ func (e *External) connect(ctx context.Context, urls []*url.URL) error {
 	}
 	// Only now may Close delete under the prefix: a failed Connect leaves
 	// the keys there, whoever wrote them.
-	e.admin = admin
+	e.owned = true
 	e.logger.Printf("connected to %s; member links on toxiproxy %s, prefix %s", e.Describe(), e.links.Addr(), e.cfg.Prefix)
 	return nil
 }
@@ -333,12 +334,6 @@ func (e *External) MemberNames() []string {
 // log where their owners have them log.
 func (e *External) LogDir() string { return e.cfg.LogDir }
 
-func (e *External) isClosed() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.closed
-}
-
 // linkName names client's proxy to member m.
 func (e *External) linkName(client string, m *externalMember) string {
 	return e.token + client + "->" + m.name
@@ -350,8 +345,8 @@ func (e *External) Endpoints(client string) ([]string, error) {
 	if err := links.CheckName(client); err != nil {
 		return nil, err
 	}
-	if e.isClosed() {
-		return nil, errClosed
+	if err := e.Check(); err != nil {
+		return nil, err
 	}
 	eps := make([]string, len(e.members))
 	for i, m := range e.members {
@@ -381,30 +376,13 @@ func (e *External) Links(client string) ([]*toxiclient.Proxy, error) {
 	return ps, nil
 }
 
-// ResourceProxy creates (once) client's link to the resource at upstream
-// and returns its listen address.
-func (e *External) ResourceProxy(client, upstream string) (string, error) {
-	if err := links.CheckName(client); err != nil {
-		return "", err
-	}
-	return e.res.Proxy(links.ResourceName(client), upstream)
-}
-
-// ResourceLink returns client's link to the resource, made by
-// ResourceProxy.
-func (e *External) ResourceLink(client string) (*toxiclient.Proxy, error) {
-	return e.res.Get(links.ResourceName(client))
-}
-
 // ClearToxics removes every toxic from our links and enables those
-// disabled.
+// disabled: the resource's (Base.ClearToxics) and the members' on a
+// toxiproxy-server.
 func (e *External) ClearToxics() error {
-	if e.isClosed() {
-		return errClosed
-	}
-	err := e.links.ClearToxics()
-	if e.res != e.links {
-		err = errors.Join(err, e.res.ClearToxics())
+	err := e.Base.ClearToxics()
+	if err == nil && e.links != e.Proxies {
+		err = e.links.ClearToxics()
 	}
 	return err
 }
@@ -416,7 +394,7 @@ func (e *External) Client(client string) (*clientv3.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.track(clientv3.New(clientConfigTLS(eps, e.proxied)))
+	return dial(&e.Base, clientConfigTLS(eps, e.proxied))
 }
 
 // DirectClient dials the given members (all, if none are given) at their
@@ -435,27 +413,13 @@ func (e *External) DirectClient(members ...int) (*clientv3.Client, error) {
 		}
 		eps = append(eps, e.members[i].url)
 	}
-	return e.track(clientv3.New(clientConfigTLS(eps, e.direct)))
-}
-
-func (e *External) track(cl *clientv3.Client, err error) (*clientv3.Client, error) {
-	if err != nil {
-		return nil, err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		cl.Close()
-		return nil, errClosed
-	}
-	e.clients = append(e.clients, cl)
-	return cl, nil
+	return dial(&e.Base, clientConfigTLS(eps, e.direct))
 }
 
 // statuses asks every member for its status.
 func (e *External) statuses(ctx context.Context) ([]*pb.StatusResponse, error) {
-	if e.isClosed() {
-		return nil, errClosed
+	if err := e.Check(); err != nil {
+		return nil, err
 	}
 	out := make([]*pb.StatusResponse, len(e.members))
 	for i, m := range e.members {
@@ -502,10 +466,8 @@ func (e *External) leaderNow(ctx context.Context) (int, error) {
 
 // adminClient is the direct client to every member that Connect made.
 func (e *External) adminClient() (*clientv3.Client, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return nil, errClosed
+	if err := e.Check(); err != nil {
+		return nil, err
 	}
 	return e.admin, nil
 }
@@ -556,57 +518,39 @@ func (e *External) Hashes(ctx context.Context) ([]checker.MemberHash, error) {
 // in-process toxiproxy. Leases the clients granted are left to expire.
 // Idempotent; safe after a failed Connect.
 func (e *External) Close() error {
-	e.closeOnce.Do(func() { e.closeErr = e.close() })
-	return e.closeErr
+	var errs []error
+	// Base.Close closes the workload's clients (Track) first, so that none
+	// writes after the cleanup.
+	return e.Base.Close(func() {
+		if e.admin != nil {
+			if e.owned {
+				errs = append(errs, e.deletePrefix())
+			}
+			e.admin.Close()
+		}
+		if e.stopOwner != nil {
+			e.stopOwner()
+		}
+		for _, m := range e.members {
+			m.cli.Close()
+		}
+		if e.links != nil && e.links != e.Proxies {
+			errs = append(errs, e.links.Close())
+		}
+	}, func() error {
+		return errors.Join(append(errs, e.log.Close())...)
+	})
 }
 
-func (e *External) close() error {
-	e.mu.Lock()
-	e.closed = true
-	clients, admin := e.clients, e.admin
-	e.clients = nil
-	e.mu.Unlock()
-
-	var errs []error
-	// The workload's clients go first, so that none writes after the
-	// cleanup.
-	for _, cl := range clients {
-		if cl != admin {
-			cl.Close()
-		}
+// deletePrefix deletes every key under the prefix, and logs how many.
+func (e *External) deletePrefix() error {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanTimeout)
+	defer cancel()
+	resp, err := e.admin.Delete(ctx, e.cfg.Prefix, clientv3.WithPrefix())
+	if err != nil {
+		e.logger.Printf("deleting the keys under %s: %v", e.cfg.Prefix, err)
+		return fmt.Errorf("cluster: deleting the keys under %s: %w", e.cfg.Prefix, err)
 	}
-	if admin != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), cleanTimeout)
-		resp, err := admin.Delete(ctx, e.cfg.Prefix, clientv3.WithPrefix())
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("cluster: deleting the keys under %s: %w", e.cfg.Prefix, err))
-			e.logger.Printf("deleting the keys under %s: %v", e.cfg.Prefix, err)
-		} else {
-			e.logger.Printf("deleted %d keys under %s", resp.Deleted, e.cfg.Prefix)
-		}
-		admin.Close()
-	}
-	if e.stopOwner != nil {
-		e.stopOwner()
-	}
-	for _, m := range e.members {
-		m.cli.Close()
-	}
-	if e.links != nil && e.links != e.res {
-		if err := e.links.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if e.res != nil {
-		if err := e.res.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, lf := range []*serverkit.LogWriter{e.tpLog, e.log} {
-		if err := lf.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	e.logger.Printf("deleted %d keys under %s", resp.Deleted, e.cfg.Prefix)
+	return nil
 }

@@ -122,7 +122,7 @@ func (e *External) sweepDead(ctx context.Context, admin *clientv3.Client) (strin
 		}
 	}
 	proxies := 0
-	if e.links != e.res && len(tokens) > 0 { // a toxiproxy-server of the team's
+	if e.links != e.Proxies && len(tokens) > 0 { // a toxiproxy-server of the team's
 		ps, err := e.links.API().Proxies()
 		if err != nil {
 			return "", fmt.Errorf("cluster: listing the proxies of %s: %v", e.links.Addr(), err)

@@ -45,7 +45,7 @@ func pinned(t *testing.T, c *Cluster, name string, i int) *clientv3.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := c.track(clientv3.New(clientv3.Config{Endpoints: eps[i : i+1], DialTimeout: 2 * time.Second, Logger: zap.NewNop()}))
+	cl, err := dial(&c.Base, clientv3.Config{Endpoints: eps[i : i+1], DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,15 +101,5 @@ func (c *Cluster) Client(client string) (*clientv3.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.track(clientv3.New(cfg))
-}
-
-func (c *Cluster) track(cl *clientv3.Client, err error) (*clientv3.Client, error) {
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Track(cl); err != nil {
-		return nil, err
-	}
-	return cl, nil
+	return dial(&c.Base, cfg)
 }
