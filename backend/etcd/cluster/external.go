@@ -20,7 +20,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/locktest/locktest/backend/serverkit"
-	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/system"
 )
@@ -310,12 +309,12 @@ func (e *External) Describe() string {
 	return fmt.Sprintf("etcd %s, external cluster of %d members (%s)", e.version, len(e.members), strings.Join(ms, ", "))
 }
 
-// Hint says where the member faults an external cluster lacks are to be
-// had.
 // Etcd is the etcd the cluster runs, as its members report it (versions
 // joined by "/" when they differ).
 func (e *External) Etcd() Etcd { return Etcd{Version: e.version} }
 
+// Hint says where the member faults an external cluster lacks are to be
+// had.
 func (e *External) Hint() string {
 	return "faults on members need --cluster process or --cluster embedded, where locktest runs the members"
 }
@@ -470,47 +469,6 @@ func (e *External) adminClient() (*clientv3.Client, error) {
 		return nil, err
 	}
 	return e.admin, nil
-}
-
-// Hashes has every member hash its key-value store (maintenance HashKV) at
-// one revision: the highest any member reported when asked, once every
-// member has applied it. Unlike Cluster.Hashes it does not wait for the
-// members to agree on their current revision, which other users of the
-// cluster may keep moving.
-func (e *External) Hashes(ctx context.Context) ([]checker.MemberHash, error) {
-	sts, err := e.statuses(ctx)
-	if err != nil {
-		return nil, err
-	}
-	revs := make([]int64, len(sts))
-	for i, st := range sts {
-		revs[i] = st.Header.Revision
-	}
-	rev := slices.Max(revs)
-	t := time.NewTicker(pollEvery)
-	defer t.Stop()
-	for slices.Min(revs) < rev {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("cluster: members did not all reach revision %d (%v): %w", rev, revs, ctx.Err())
-		case <-t.C:
-		}
-		if sts, err = e.statuses(ctx); err != nil {
-			return nil, err
-		}
-		for i, st := range sts {
-			revs[i] = st.Header.Revision
-		}
-	}
-	out := make([]checker.MemberHash, len(e.members))
-	for i, m := range e.members {
-		h, err := m.maint.HashKV(ctx, &pb.HashKVRequest{Revision: rev})
-		if err != nil {
-			return nil, fmt.Errorf("cluster: HashKV of %s at %d: %w", m.name, rev, err)
-		}
-		out[i] = checker.MemberHash{Member: m.name, Revision: rev, Hash: h.Hash}
-	}
-	return out, nil
 }
 
 // Close closes the clients, deletes every key under the prefix (through a

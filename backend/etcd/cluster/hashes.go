@@ -7,8 +7,10 @@ import (
 	"slices"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/checker"
 )
 
@@ -93,4 +95,50 @@ func (c *Cluster) Hashes(ctx context.Context) ([]checker.MemberHash, error) {
 		hs[i] = checker.MemberHash{Member: m.Name, Revision: rev, Hash: r.Hash}
 	}
 	return hs, agreeErr
+}
+
+// Hashes has every member hash its key-value store (maintenance HashKV) at
+// one revision: the highest any member reported when asked, once every
+// member has applied it. Unlike Cluster.Hashes it does not wait for the
+// members to agree on their current revision, which other users of the
+// cluster may keep moving.
+func (e *External) Hashes(ctx context.Context) ([]checker.MemberHash, error) {
+	sts, err := e.statuses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	revs := make([]int64, len(sts))
+	for i, st := range sts {
+		revs[i] = st.Header.Revision
+	}
+	rev := slices.Max(revs)
+	w := serverkit.Wait{Every: pollEvery, What: fmt.Sprintf("cluster: waiting for every member to reach revision %d", rev)}
+	err = w.Until(ctx, func(ctx context.Context) error {
+		if slices.Min(revs) >= rev {
+			return nil
+		}
+		sts, err := e.statuses(ctx)
+		if err != nil {
+			return serverkit.Final(err)
+		}
+		for i, st := range sts {
+			revs[i] = st.Header.Revision
+		}
+		if slices.Min(revs) < rev {
+			return fmt.Errorf("at revisions %v", revs)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]checker.MemberHash, len(e.members))
+	for i, m := range e.members {
+		h, err := m.maint.HashKV(ctx, &pb.HashKVRequest{Revision: rev})
+		if err != nil {
+			return nil, fmt.Errorf("cluster: HashKV of %s at %d: %w", m.name, rev, err)
+		}
+		out[i] = checker.MemberHash{Member: m.name, Revision: rev, Hash: h.Hash}
+	}
+	return out, nil
 }
