@@ -43,7 +43,7 @@ func TestRunMember(t *testing.T) {
 	if !c.Removed(oldIndex) {
 		t.Fatal("the leader is still a member")
 	}
-	if err := c.WaitLeader(ctx); err != nil {
+	if _, err := c.Leader(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := putWithin(ctx, admin, 5*time.Second, "k", "two"); err != nil {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/locktest/locktest/backend/etcd/cluster"
+	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
 )
 
@@ -290,7 +291,7 @@ func checkHealed(t *testing.T, ctx context.Context, c *cluster.Cluster, names ..
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cluster.Consistent(hs) {
+	if checker.Consistency(hs).Verdict != checker.Valid {
 		t.Fatalf("members disagree: %+v", hs)
 	}
 }
@@ -477,7 +478,7 @@ func TestRunCrashLeader(t *testing.T) {
 	// server answers only at its request timeout (~5 s): wait for the new
 	// leader first.
 	began := time.Now()
-	if err := c.WaitLeader(ctx); err != nil {
+	if _, err := c.Leader(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("new leader %v after the crash was recorded", time.Since(began).Round(time.Millisecond))

@@ -435,12 +435,6 @@ func awaitLeader(ctx context.Context, every time.Duration, now func(context.Cont
 	}
 }
 
-// WaitLeader waits until all running members agree on a leader.
-func (c *Cluster) WaitLeader(ctx context.Context) error {
-	_, err := c.Leader(ctx)
-	return err
-}
-
 // leaderNow asks every running member whom it names as leader. A process
 // member that is paused cannot answer and is left out.
 func (c *Cluster) leaderNow(ctx context.Context) (*Member, error) {

@@ -65,7 +65,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("%s says leader %x, Leader() says %s (%x)", m.Name, got, leader.Name, leader.ID)
 		}
 	}
-	if err := c.WaitLeader(ctx); err != nil {
+	if _, err := c.Leader(ctx); err != nil {
 		t.Fatal(err)
 	}
 

@@ -96,7 +96,7 @@ func checkConsistent(t *testing.T, ctx context.Context, c *Cluster) []checker.Me
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !Consistent(hs) {
+	if checker.Consistency(hs).Verdict != checker.Valid {
 		t.Fatalf("members disagree: %+v", hs)
 	}
 	return hs
@@ -152,7 +152,7 @@ func TestPartitionLeader(t *testing.T) {
 	if got := c.Cuts(); len(got) != 0 {
 		t.Fatalf("cuts after Heal: %v", got)
 	}
-	if err := c.WaitLeader(ctx); err != nil {
+	if _, err := c.Leader(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := putWithin(ctx, old, 5*time.Second, "k", "healed"); err != nil {
@@ -190,7 +190,7 @@ func TestCrashRestart(t *testing.T) {
 			t.Fatalf("second HardStopMember: %v", err)
 		}
 		start = time.Now()
-		if err := c.WaitLeader(ctx); err != nil {
+		if _, err := c.Leader(ctx); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("leader among the rest after %v", time.Since(start).Round(time.Millisecond))
@@ -207,7 +207,7 @@ func TestCrashRestart(t *testing.T) {
 		if !c.Running(victim) {
 			t.Fatal("member not running after RestartMember")
 		}
-		if err := c.WaitLeader(ctx); err != nil {
+		if _, err := c.Leader(ctx); err != nil {
 			t.Fatal(err)
 		}
 		hs := checkConsistent(t, ctx, c)
@@ -323,7 +323,7 @@ func TestFiveMemberCuts(t *testing.T) {
 	if err := c.Heal(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WaitLeader(ctx); err != nil {
+	if _, err := c.Leader(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := putWithin(ctx, admin, 5*time.Second, "healed", "v"); err != nil {

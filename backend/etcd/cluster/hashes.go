@@ -14,19 +14,6 @@ import (
 	"github.com/locktest/locktest/checker"
 )
 
-// Consistent reports whether every hash is of the same revision and equal.
-func Consistent(hs []checker.MemberHash) bool {
-	if len(hs) == 0 {
-		return false
-	}
-	for _, h := range hs[1:] {
-		if h.Revision != hs[0].Revision || h.Hash != hs[0].Hash {
-			return false
-		}
-	}
-	return true
-}
-
 // Hashes waits until every member reports the same revision and then hashes
 // each member's key-value store at that revision, asking each member
 // directly. Members should be quiet (no writes): with writes going on they

@@ -203,7 +203,7 @@ func TestRemoveRefusedWithoutQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("adding m0 back took %v", time.Since(start).Round(time.Millisecond))
-	if err := c.WaitLeader(ctx); err != nil {
+	if _, err := c.Leader(ctx); err != nil {
 		t.Fatal(err)
 	}
 	admin, err := c.AdminClient()
@@ -258,7 +258,7 @@ func TestAddedMemberIsCut(t *testing.T) {
 		return err == nil && len(r.Kvs) == 1
 	})
 	t.Logf("the added member served %v after the cuts were mended", time.Since(healed).Round(time.Millisecond))
-	if err := c.WaitLeader(ctx); err != nil {
+	if _, err := c.Leader(ctx); err != nil {
 		t.Fatal(err)
 	}
 	checkConsistent(t, ctx, c)

@@ -12,6 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/internal/polltest"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/internal/proctest"
@@ -93,7 +94,7 @@ func TestProcessCluster(t *testing.T) {
 		t.Fatalf("read %q through m2, want v", v)
 	}
 	hs, err := c.Hashes(ctx)
-	if err != nil || !Consistent(hs) {
+	if err != nil || checker.Consistency(hs).Verdict != checker.Valid {
 		t.Fatalf("HashKV: %v, %v", hs, err)
 	}
 	log, err := os.ReadFile(filepath.Join(c.cfg.LogDir, "etcd-m0.log"))
@@ -375,7 +376,7 @@ func TestProcessEtcdBin(t *testing.T) {
 	if err := c.RestartMember(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	if hs, err := c.Hashes(ctx); err != nil || !Consistent(hs) {
+	if hs, err := c.Hashes(ctx); err != nil || checker.Consistency(hs).Verdict != checker.Valid {
 		t.Fatalf("HashKV: %v, %v", hs, err)
 	}
 }
@@ -416,7 +417,7 @@ func TestProcessMembership(t *testing.T) {
 	if v := get(ctx, t, d, "k"); v != "while removed" {
 		t.Fatalf("the new member reads %q", v)
 	}
-	if hs, err := c.Hashes(ctx); err != nil || len(hs) != 3 || !Consistent(hs) {
+	if hs, err := c.Hashes(ctx); err != nil || len(hs) != 3 || checker.Consistency(hs).Verdict != checker.Valid {
 		t.Fatalf("HashKV: %v, %v", hs, err)
 	}
 }
