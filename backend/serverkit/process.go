@@ -164,6 +164,26 @@ func (s *Proc) Exited(who string, inUse ...string) error {
 	return fmt.Errorf("%s exited as it started (%v): %s (its log: %s)", who, err, lastLine(b), s.log)
 }
 
+// Run runs the program spec describes to its end (a setup step: initdb,
+// mariadb-install-db), killing it if ctx ends first. who names it in the
+// error ("pgserver: initdb"), which quotes the last line of spec.Log.
+func Run(ctx context.Context, who string, spec proc.Spec) error {
+	p, err := proc.Start(spec)
+	if err != nil {
+		return fmt.Errorf("%s: %w", who, err)
+	}
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		p.Kill()
+		return fmt.Errorf("%s: %w", who, ctx.Err())
+	}
+	if err := p.Err(); err != nil {
+		return fmt.Errorf("%s failed: %v: %s (its log: %s)", who, err, LastLine(spec.Log), spec.Log)
+	}
+	return nil
+}
+
 // Retry runs start, numbering its attempts from 1, until it succeeds, it
 // fails for another reason than a port taken after ports.Reserve checked
 // it (ports.IsAddrInUse), or attempts have failed. After each failure undo

@@ -1,7 +1,7 @@
 // Package serverkit is the plumbing a backend's servers share: a scratch
 // directory and log files in the run directory, a start retried on fresh
-// loopback ports when one was taken, waiting until a server is ready, its
-// OS process (internal/proc: nothing outlives locktest, also after its
+// loopback ports when one was taken, waiting until a server is ready, a
+// setup program run to its end, its OS process (internal/proc: nothing outlives locktest, also after its
 // SIGKILL; a pause and a resume are signals), the clients' toxiproxy links,
 // and a Close that stops everything once. What a server is, how it is
 // configured and when it is ready stay in the backend's own folder.

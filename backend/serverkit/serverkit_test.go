@@ -142,6 +142,25 @@ func TestWaitEndsWhenTheProcessExits(t *testing.T) {
 	}
 }
 
+// Run waits for a program's end; a failure quotes its log's last line,
+// and one still running when ctx ends is killed.
+func TestRunToTheEnd(t *testing.T) {
+	ctx := context.Background()
+	log := filepath.Join(t.TempDir(), "setup.log")
+	if err := Run(ctx, "test: setup", proc.Spec{Path: "true", Log: log}); err != nil {
+		t.Errorf("a program that succeeds: %v", err)
+	}
+	err := Run(ctx, "test: setup", proc.Spec{Path: "sh", Args: []string{"-c", "echo starting; echo no space left >&2; exit 3"}, Log: log})
+	if err == nil || !strings.Contains(err.Error(), "test: setup failed") || !strings.Contains(err.Error(), "no space left") {
+		t.Errorf("a program that fails: Run = %v, want who failed and its log's last line", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := Run(cctx, "test: setup", proc.Spec{Path: "sleep", Args: []string{"60"}, Log: log}); !errors.Is(err, context.Canceled) {
+		t.Errorf("ctx ended: Run = %v, want context.Canceled", err)
+	}
+}
+
 func TestWaitFinalAndDeadline(t *testing.T) {
 	bad := errors.New("the server says no")
 	tries := 0

@@ -152,19 +152,9 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.StartLinks(""); err != nil {
 		return err
 	}
-	p, err := proc.Start(proc.Spec{Path: s.cfg.Binary.InstallDB, Dir: s.Dir, Log: s.out, Args: []string{"--no-defaults",
-		"--user=" + currentUser(), "--datadir=" + s.data(), "--auth-root-authentication-method=normal", "--skip-test-db"}})
-	if err != nil {
-		return fmt.Errorf("mysqlserver: mariadb-install-db: %w", err)
-	}
-	select {
-	case <-p.Done():
-	case <-ctx.Done():
-		p.Kill()
-		return fmt.Errorf("mysqlserver: mariadb-install-db: %w", ctx.Err())
-	}
-	if err := p.Err(); err != nil {
-		return fmt.Errorf("mysqlserver: mariadb-install-db failed: %v (its log: %s)", err, s.out)
+	if err := serverkit.Run(ctx, "mysqlserver: mariadb-install-db", proc.Spec{Path: s.cfg.Binary.InstallDB, Dir: s.Dir, Log: s.out, Args: []string{"--no-defaults",
+		"--user=" + currentUser(), "--datadir=" + s.data(), "--auth-root-authentication-method=normal", "--skip-test-db"}}); err != nil {
+		return err
 	}
 	if err := serverkit.Retry(5, func(int) error { return s.startAttempt(ctx) }, nil); err != nil {
 		return err

@@ -178,20 +178,7 @@ func (s *Server) start(ctx context.Context) error {
 
 // run runs a PostgreSQL program to its end, its output in m's log.
 func (s *Server) run(ctx context.Context, m *member, what, path string, args ...string) error {
-	p, err := proc.Start(proc.Spec{Path: path, Args: args, Dir: s.Dir, Log: m.log, Unprivileged: s.unprivileged})
-	if err != nil {
-		return fmt.Errorf("pgserver: %s: %w", what, err)
-	}
-	select {
-	case <-p.Done():
-	case <-ctx.Done():
-		p.Kill()
-		return fmt.Errorf("pgserver: %s: %w", what, ctx.Err())
-	}
-	if err := p.Err(); err != nil {
-		return fmt.Errorf("pgserver: %s failed: %v: %s (its log: %s)", what, err, serverkit.LastLine(m.log), m.log)
-	}
-	return nil
+	return serverkit.Run(ctx, "pgserver: "+what, proc.Spec{Path: path, Args: args, Dir: s.Dir, Log: m.log, Unprivileged: s.unprivileged})
 }
 
 // startReplica makes pg1's data directory by pg_basebackup from the
