@@ -4,7 +4,8 @@
 // (zk.Conn) per process, a zk.NewLock per acquire, Lock and Unlock as the
 // package documents them.
 //
-// zk.Lock exposes no node, so a grant carries no token. Lock takes no
+// zk.Lock exposes no node, so a grant tells neither a token nor a key (the
+// lock's own znode is no claim: it outlives every holder). Lock takes no
 // deadline: an acquire that outlives its timeout is answered as of
 // unknown outcome (the Lock still runs, and unlocks once it returns).
 // A failed Lock is answered as the library says it: not acquired (it keeps
@@ -35,7 +36,6 @@ type request struct {
 type reply struct {
 	ID       int64  `json:"id"`
 	OK       bool   `json:"ok"`
-	Key      string `json:"key,omitempty"`
 	Error    string `json:"error,omitempty"`
 	Definite bool   `json:"definite"`
 }
@@ -88,7 +88,7 @@ func (c *client) acquire(name string, timeout time.Duration) reply {
 	mu.Lock()
 	c.held[name] = l
 	mu.Unlock()
-	return reply{OK: true, Key: c.path(name)}
+	return reply{OK: true}
 }
 
 func (c *client) release(name string) reply {
