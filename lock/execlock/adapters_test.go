@@ -74,6 +74,13 @@ func TestAdapters(t *testing.T) {
 			}
 			return []string{bin}
 		}},
+		{"gozklock", "zookeeper", func(t *testing.T) []string {
+			bin := filepath.Join(t.TempDir(), "gozklock")
+			if out, err := exec.Command("go", "build", "-o", bin, "./adapters/gozklock").CombinedOutput(); err != nil {
+				t.Fatalf("go build ./adapters/gozklock: %v\n%s", err, out)
+			}
+			return []string{bin}
+		}},
 		{"etcdmutex-3.4", "etcd", func(t *testing.T) []string {
 			// Its own module, pinning etcd 3.4.13's client: the first
 			// build downloads and compiles it.
