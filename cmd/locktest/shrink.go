@@ -190,9 +190,15 @@ func shrinkRun(ctx context.Context, run *shrink.Run, args []string, set shrink.S
 	set.ReplayedAgain = func(c shrink.Candidate, o shrink.Outcome) {
 		fmt.Fprintf(stderr, "shrink     %6s  replayed again: %s: failed in %d of %d\n", time.Since(began).Round(time.Second), c, o.Failed(), len(o.Runs))
 	}
+	// Each replay runs on the servers (harness.Run), or on the fake
+	// system a test gives in set.Replay.
+	replay := set.Replay
+	if replay == nil {
+		replay = harness.Run
+	}
 	set.Replay = func(ctx context.Context, o harness.Options) (*harness.Results, error) {
 		o.Args, o.Command = reproduce(o)
-		res, err := harness.Run(ctx, o)
+		res, err := replay(ctx, o)
 		if err == nil {
 			writeReport(io.Discard, filepath.Join(o.Dir, "report.html"), res)
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func conform(t *testing.T, backend string, command []string) {
 		t.Fatal(err)
 	}
 	env := system(t, backend)
-	prefix := "/locktest/conformance/"
+	prefix := "/locktest/conformance/" + strings.ReplaceAll(t.Name(), "/", "-") + "/"
 	env = append(env, "LOCKTEST_PROTOCOL=1", "LOCKTEST_BACKEND="+backend, "LOCKTEST_PREFIX="+prefix,
 		"LOCKTEST_TTL=2", "LOCKTEST_SEED=1")
 	c0 := startClient(t, command, append(env, "LOCKTEST_CLIENT=c0"))
@@ -132,37 +133,87 @@ func conform(t *testing.T, backend string, command []string) {
 	}
 }
 
-// system starts a real system of backend for the test, and returns the
-// client environment naming it.
+// shared is a real system the conformance drives of one backend share
+// (a ZooKeeper server is a JVM to start): started by the first drive that
+// needs it, closed by TestMain. Each drive keeps to a prefix of its own,
+// as the test client and every adapter here keep their keys under
+// LOCKTEST_PREFIX (a command given in LOCKTEST_CONFORMANCE is the only
+// drive).
+type shared struct {
+	once  sync.Once
+	env   []string
+	err   error
+	close func()
+}
+
+var systems = map[string]*shared{"etcd": {}, "redis": {}, "zookeeper": {}}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, s := range systems {
+		if s.close != nil {
+			s.close()
+		}
+	}
+	os.Exit(code)
+}
+
+// system returns the client environment naming the real system of backend
+// that the drives share.
 func system(t testing.TB, backend string) []string {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	s, ok := systems[backend]
+	if !ok {
+		t.Fatalf("LOCKTEST_CONFORMANCE_BACKEND: want etcd, redis or zookeeper, got %q", backend)
+	}
+	var start func(ctx context.Context, dir string) ([]string, func(), error)
 	switch backend {
 	case "etcd":
-		c, err := cluster.Start(ctx, cluster.Config{Members: 3, Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
+		start = func(ctx context.Context, dir string) ([]string, func(), error) {
+			c, err := cluster.Start(ctx, cluster.Config{Members: 3, Dir: dir})
+			if err != nil {
+				return nil, nil, err
+			}
+			m := c.Members()[0]
+			return []string{"LOCKTEST_ENDPOINTS=" + m.ClientAddr(), "LOCKTEST_ETCD_URLS=" + m.ClientURL}, func() { c.Close() }, nil
 		}
-		t.Cleanup(func() { c.Close() })
-		m := c.Members()[0]
-		return []string{"LOCKTEST_ENDPOINTS=" + m.ClientAddr(), "LOCKTEST_ETCD_URLS=" + m.ClientURL}
 	case "redis":
-		d, err := redisserver.Start(ctx, redisserver.Config{Binary: redisserver.ForTest(t), Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
+		bin := redisserver.ForTest(t)
+		start = func(ctx context.Context, dir string) ([]string, func(), error) {
+			d, err := redisserver.Start(ctx, redisserver.Config{Binary: bin, Dir: dir})
+			if err != nil {
+				return nil, nil, err
+			}
+			return []string{"LOCKTEST_ENDPOINTS=" + d.Servers()[0].Addr}, func() { d.Close() }, nil
 		}
-		t.Cleanup(func() { d.Close() })
-		return []string{"LOCKTEST_ENDPOINTS=" + d.Servers()[0].Addr}
 	case "zookeeper":
-		e, err := zkserver.Start(ctx, zkserver.Config{Servers: 1, Dir: t.TempDir(), Install: zkserver.ForTest(t)})
-		if err != nil {
-			t.Fatal(err)
+		install := zkserver.ForTest(t)
+		start = func(ctx context.Context, dir string) ([]string, func(), error) {
+			e, err := zkserver.Start(ctx, zkserver.Config{Servers: 1, Dir: dir, Install: install})
+			if err != nil {
+				return nil, nil, err
+			}
+			return []string{"LOCKTEST_ENDPOINTS=" + e.ClientAddrs()[0]}, func() { e.Close() }, nil
 		}
-		t.Cleanup(func() { e.Close() })
-		return []string{"LOCKTEST_ENDPOINTS=" + e.ClientAddrs()[0]}
 	}
-	t.Fatalf("LOCKTEST_CONFORMANCE_BACKEND: want etcd, redis or zookeeper, got %q", backend)
-	return nil
+	s.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		dir, err := os.MkdirTemp("", "execlock-conformance-"+backend+"-")
+		if err != nil {
+			s.err = err
+			return
+		}
+		var stop func()
+		if s.env, stop, s.err = start(ctx, dir); s.err != nil {
+			os.RemoveAll(dir)
+			return
+		}
+		s.close = func() { stop(); os.RemoveAll(dir) }
+	})
+	if s.err != nil {
+		t.Fatalf("starting %s: %v", backend, s.err)
+	}
+	return s.env
 }
 
 // client is a client process driven by the test.
