@@ -54,6 +54,7 @@ type runOptions struct {
 	seed    int64
 	slow    float64 // share of slow sections (default none)
 	bound   time.Duration
+	ttl     int // the locks' TTL in seconds (default the workload's)
 }
 
 // logBuffer collects the run's log lines.
@@ -103,6 +104,9 @@ func tryRun(t *testing.T, backend string, command []string, opts ...func(*runOpt
 	cfg.Clients = o.clients
 	cfg.Seed = o.seed
 	cfg.SlowShare = o.slow
+	if o.ttl > 0 {
+		cfg.TTL = o.ttl
+	}
 	var log logBuffer
 	res, err := harness.Run(context.Background(), harness.Options{
 		Dir:      t.TempDir(),
