@@ -37,7 +37,6 @@ func Play(o Options, sc scenario.Scenario) (Options, error) {
 func (o *Options) Stage(sc scenario.Scenario) {
 	o.play = &sc
 	o.Scenario = &Scenario{Name: sc.Name, Lesson: sc.Lesson, Bugs: sc.Bugs}
-	o.planned = false
 }
 
 // Apply sets what s sets, as the command line's flags would: the run's
@@ -127,7 +126,6 @@ func (o *Options) Apply(s scenario.Settings) error {
 		}
 		w.Recipe = r
 	}
-	o.planned = false
 	return nil
 }
 

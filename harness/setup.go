@@ -93,11 +93,11 @@ func (o *Options) nemesisConfig(clients []string, fl fleet) nemesis.Config {
 	return c
 }
 
-// schedule is the replayed schedule, or one drawn from the seed; nil when
-// there are no faults.
-func (o *Options) schedule(clients []string, fl fleet) (*nemesis.Schedule, error) {
-	if o.Schedule != nil {
-		return o.Schedule, nil
+// schedule is the replayed schedule (as fitted to the system), or one
+// drawn from the seed; nil when there are no faults.
+func (o *Options) schedule(replay *nemesis.Schedule, clients []string, fl fleet) (*nemesis.Schedule, error) {
+	if replay != nil {
+		return replay, nil
 	}
 	if len(o.Nemesis.Faults) == 0 {
 		return nil, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/backend/registry"
@@ -14,22 +15,76 @@ import (
 	"github.com/locktest/locktest/system"
 )
 
-// Plan returns o as Run carries it out, planned before anything starts:
-// the backend of its recipe and the backend's options (its defaults where
-// o has none) checked, the default recipe and resource filled in, the
-// system sized (Members) and --nemesis all resolved to the families the
-// backend's system offers. An error says what is wrong, in the CLI's flag
-// names where it can. The CLI prints a run's plan before starting it.
-func Plan(o Options) (Options, error) {
-	err := o.plan()
-	return o, err
+// Plan is one run as Run carries it out, computed once by NewPlan from
+// Options before anything starts, and handed down unchanged: the system
+// is started, the clients made, the faults drawn and the history checked
+// from it. The results record its Options as the run's config and the
+// command that reproduces it.
+type Plan struct {
+	// Options are the run's options resolved: the backend of its recipe
+	// and the backend's options (its defaults where none were given), the
+	// default recipe and resource, the system's size (Members), --nemesis
+	// all resolved to the families the system offers, the required checks
+	// expanded, and every other default filled in. Dir and Log say where
+	// and how this run is carried out, and are not planned: a caller sets
+	// them on a plan.
+	Options
+	// system is the run as its backend's options plan it.
+	system backend.Plan
 }
 
-// plan plans o once (see Plan).
-func (o *Options) plan() error {
-	if o.planned {
-		return nil
+// NewPlan plans a run of o before anything starts: the backend of its
+// recipe and the backend's options (its defaults where o has none)
+// checked, the default recipe and resource filled in, the system sized,
+// --nemesis all resolved to the families the backend's system offers, a
+// scenario's schedule drawn, the required checks expanded ("all" is every
+// check) and the other defaults filled in. An error says what is wrong, in
+// the CLI's flag names where it can. The CLI prints a run's plan before
+// starting it. o itself is left as it was.
+func NewPlan(o Options) (*Plan, error) {
+	if err := o.plan(); err != nil {
+		return nil, err
 	}
+	if o.Time <= 0 {
+		return nil, fmt.Errorf("time must be positive, got %v", o.Time)
+	}
+	o.Workload.Resource = o.Resource
+	if err := o.Workload.Validate(); err != nil {
+		return nil, err
+	}
+	if len(o.Nemesis.Faults) > 0 && o.Quiet == 0 {
+		o.Quiet = DefaultQuiet
+	}
+	if o.Quiet < 0 {
+		return nil, fmt.Errorf("quiet period must not be negative, got %v", o.Quiet)
+	}
+	if o.Schedule != nil {
+		if err := o.Schedule.Validate(); err != nil {
+			return nil, err
+		}
+		if o.Schedule.Members != o.Members && !o.FitSchedule {
+			return nil, fmt.Errorf("the schedule is for %d members, the run has %d", o.Schedule.Members, o.Members)
+		}
+	}
+	if o.Required == nil {
+		o.Required = []string{RequireData}
+	}
+	required, err := expandRequire(o.Required)
+	if err != nil {
+		return nil, err
+	}
+	o.Required = required
+	if o.CheckTimeout == 0 {
+		o.CheckTimeout = time.Minute
+	}
+	if o.LivenessBound == 0 {
+		o.LivenessBound = DefaultLivenessBound
+	}
+	return &Plan{Options: o, system: o.backendPlan()}, nil
+}
+
+// plan resolves o's recipe, backend, system and faults (see NewPlan).
+func (o *Options) plan() error {
 	b, err := o.chooseBackend()
 	if err != nil {
 		return err
@@ -85,7 +140,6 @@ func (o *Options) plan() error {
 		}
 	}
 	o.Nemesis.Faults = nemesis.Expand(o.Nemesis.Faults, offers)
-	o.planned = true
 	return nil
 }
 
@@ -192,19 +246,12 @@ func (o *Options) faultFamilies() []string {
 	return fs
 }
 
-// startSystem starts the system under test of the run's backend; the
-// workload's lock keys go where the system says, if it does.
-func (o *Options) startSystem(ctx context.Context, logs string) (*backend.Started, error) {
-	p := o.backendPlan()
-	p.Dir, p.LogDir, p.Logf = o.Dir, logs, o.logf
-	st, err := o.System.Start(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if st.Prefix != "" {
-		o.Workload.Prefix = st.Prefix
-	}
-	return st, nil
+// startSystem starts the system under test of the run's backend, as
+// planned.
+func (p *Plan) startSystem(ctx context.Context, logs string) (*backend.Started, error) {
+	bp := p.system
+	bp.Dir, bp.LogDir, bp.Logf = p.Dir, logs, p.logf
+	return p.System.Start(ctx, bp)
 }
 
 // grantQuorum is how many of a run's members a grant takes when each holds

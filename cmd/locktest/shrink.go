@@ -191,7 +191,6 @@ func shrinkRun(ctx context.Context, run *shrink.Run, args []string, set shrink.S
 		fmt.Fprintf(stderr, "shrink     %6s  replayed again: %s: failed in %d of %d\n", time.Since(began).Round(time.Second), c, o.Failed(), len(o.Runs))
 	}
 	set.Replay = func(ctx context.Context, o harness.Options) (*harness.Results, error) {
-		o.Args, o.Command = reproduce(o)
 		res, err := harness.Run(ctx, o)
 		if err == nil {
 			writeReport(io.Discard, filepath.Join(o.Dir, "report.html"), res)
