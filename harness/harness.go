@@ -259,7 +259,8 @@ func execute(ctx context.Context, p *Plan, history string) (*runStats, error) {
 	// recorded: by family when the schedule is to be drawn, else by the
 	// kinds the schedule holds (a schedule replayed replaces drawing from
 	// --nemesis); a fitted schedule drops them instead, and says so.
-	fl := fleet{offers: o.recipeOffers(nemesis.Offered(cl)), members: cl.MemberNames()}
+	members := cl.MemberNames()
+	fl := fleet{offers: o.recipeOffers(nemesis.Offered(cl)), members: members, quorum: grantQuorum(p.system.Majority, len(members))}
 	replay := o.Schedule
 	if replay != nil && o.FitSchedule {
 		var fitted nemesis.Schedule

@@ -255,11 +255,11 @@ func (p *Plan) startSystem(ctx context.Context, logs string) (*backend.Started, 
 }
 
 // grantQuorum is how many of a run's members a grant takes when each holds
-// its own copy of the lock (lock.Builtin.Majority: Redlock's majority of
-// its masters); 0 for every other recipe, whose members replicate one
-// lock.
-func grantQuorum(recipe string, members int) int {
-	if r, _, ok := registry.Builtin(recipe); !ok || !r.Majority {
+// its own copy of the lock (majority: lock.Builtin.Majority, Redlock's
+// majority of its masters, as planned); 0 for every other recipe, whose
+// members replicate one lock.
+func grantQuorum(majority bool, members int) int {
+	if !majority {
 		return 0
 	}
 	return members/2 + 1
