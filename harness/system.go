@@ -27,7 +27,8 @@ type Plan struct {
 	// all resolved to the families the system offers, the required checks
 	// expanded, and every other default filled in. Dir and Log say where
 	// and how this run is carried out, and are not planned: a caller sets
-	// them on a plan.
+	// them on a plan. Any other change (another seed, a scenario staged)
+	// is one to the options, planned again.
 	Options
 	// system is the run as its backend's options plan it.
 	system backend.Plan
