@@ -86,17 +86,17 @@ func NewPlan(o Options) (*Plan, error) {
 
 // plan resolves o's recipe, backend, system and faults (see NewPlan).
 func (o *Options) plan() error {
-	b, err := o.chooseBackend()
+	b, builtin, isBuiltin, err := o.chooseBackend()
 	if err != nil {
 		return err
 	}
 	if o.Workload.Recipe == nil {
-		if o.Workload.Recipe, err = registry.NewRecipe(b.Recipes[0].Name, o.System); err != nil {
+		if o.Workload.Recipe, err = registry.NewRecipe(builtin.Name, o.System); err != nil {
 			return err
 		}
 	}
 	o.RecipeName = o.Workload.Recipe.Name()
-	if registry.NoFencingToken(o.RecipeName) {
+	if isBuiltin && builtin.NoFencingToken {
 		// A built-in's word, for a recipe made without the registry.
 		o.Workload.Recipe = lock.MarkUnfenced(o.Workload.Recipe)
 	}
@@ -182,40 +182,53 @@ func (o *Options) recipeOffers(offers func(kind string) bool) func(kind string) 
 // o.Backend if set (a recipe that is not a built-in runs on any backend:
 // a team's own, a lock in another process), else the recipe's (the
 // default backend's for one that is not a built-in); its default options
-// where o has none.
-func (o *Options) chooseBackend() (backend.Backend, error) {
-	recipe := ""
+// where o has none. builtin is the run's recipe as a built-in (the
+// backend's first when o names none); ok is false for a recipe that is no
+// built-in.
+func (o *Options) chooseBackend() (b backend.Backend, builtin lock.Builtin, ok bool, err error) {
+	recipe, system := "", ""
 	if o.Workload.Recipe != nil {
 		recipe = o.Workload.Recipe.Name()
 	}
-	b := registry.Of(recipe)
+	if o.System != nil {
+		system = o.System.Backend()
+	}
+	// The registry, asked at once of every name the run gives.
+	builtin, own, ok := registry.Builtin(recipe)
+	named, namedOK := registry.Named(o.Backend)
+	ofSystem, systemOK := registry.Named(system)
+	b = registry.Default()
+	if ok {
+		b = own
+	}
 	if o.Backend != "" {
-		named, ok := registry.Named(o.Backend)
-		if !ok {
-			return b, fmt.Errorf("unknown backend %q (want one of %s)", o.Backend, strings.Join(registry.Names(), ", "))
+		if !namedOK {
+			return b, builtin, ok, fmt.Errorf("unknown backend %q (want one of %s)", o.Backend, strings.Join(registry.Names(), ", "))
 		}
-		if _, of, builtin := registry.Builtin(recipe); builtin && of.Name != named.Name {
-			return b, fmt.Errorf("recipe %s runs on %s, not %s", recipe, of.Name, named.Name)
+		if ok && own.Name != named.Name {
+			return b, builtin, ok, fmt.Errorf("recipe %s runs on %s, not %s", recipe, own.Name, named.Name)
 		}
 		b = named
 	}
 	if o.System != nil {
-		named, ok := registry.Named(o.System.Backend())
-		if !ok {
-			return b, fmt.Errorf("harness: options of a backend locktest does not know: %q", o.System.Backend())
+		if !systemOK {
+			return b, builtin, ok, fmt.Errorf("harness: options of a backend locktest does not know: %q", system)
 		}
-		if _, of, builtin := registry.Builtin(recipe); builtin && of.Name != named.Name {
-			return b, fmt.Errorf("recipe %s runs on %s; the options are %s's", recipe, of.Name, named.Name)
+		if ok && own.Name != ofSystem.Name {
+			return b, builtin, ok, fmt.Errorf("recipe %s runs on %s; the options are %s's", recipe, own.Name, ofSystem.Name)
 		}
-		if named.Name != b.Name && o.Backend != "" {
-			return b, fmt.Errorf("the run's backend is %s; the options are %s's", b.Name, named.Name)
+		if ofSystem.Name != b.Name && o.Backend != "" {
+			return b, builtin, ok, fmt.Errorf("the run's backend is %s; the options are %s's", b.Name, ofSystem.Name)
 		}
-		b = named
+		b = ofSystem
 	} else {
 		o.System = b.Defaults()
 	}
 	o.Backend = b.Name
-	return b, nil
+	if recipe == "" {
+		builtin, ok = b.Recipes[0], true
+	}
+	return b, builtin, ok, nil
 }
 
 // checkResource refuses a resource mode the run's backend does not keep:
