@@ -66,7 +66,7 @@ func TestPlan(t *testing.T) {
 			t.Logf("%s not planned: %v (its servers are not installed?)", b.Name, err)
 			continue
 		}
-		leases := system.Has(o.System.Prototype(o.backendPlan()), system.CapLeases)
+		leases := system.Has(o.System.Prototype(o.system), system.CapLeases)
 		if slices.Contains(o.Nemesis.Faults, "lease") != leases || !slices.Contains(o.Nemesis.Faults, "pause") {
 			t.Errorf("%s (leases %v): default faults planned as %v", b.Name, leases, o.Nemesis.Faults)
 		}
@@ -76,7 +76,7 @@ func TestPlan(t *testing.T) {
 		for _, f := range nemesis.Categories() {
 			o, err := NewPlan(Options{Workload: cfg, Time: time.Second, Nemesis: nemesis.Config{Faults: []string{f}}})
 			switch {
-			case err == nil && len(nemesis.Offering([]string{f}, nemesis.Offered(o.System.Prototype(o.backendPlan())))) == 0:
+			case err == nil && len(nemesis.Offering([]string{f}, nemesis.Offered(o.System.Prototype(o.system)))) == 0:
 				t.Errorf("%s planned with --nemesis %s, which its system does not offer", b.Name, f)
 			case err != nil && (!strings.Contains(err.Error(), "--nemesis: fault "+f+" needs ") || !strings.Contains(err.Error(), "which "+b.Name+" does not offer")):
 				t.Errorf("%s with --nemesis %s: %v", b.Name, f, err)

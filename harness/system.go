@@ -43,7 +43,8 @@ type Plan struct {
 // the CLI's flag names where it can. The CLI prints a run's plan before
 // starting it. o itself is left as it was.
 func NewPlan(o Options) (*Plan, error) {
-	if err := o.plan(); err != nil {
+	system, err := o.plan()
+	if err != nil {
 		return nil, err
 	}
 	if o.Time <= 0 {
@@ -70,29 +71,29 @@ func NewPlan(o Options) (*Plan, error) {
 	if o.Required == nil {
 		o.Required = []string{RequireData}
 	}
-	required, err := expandRequire(o.Required)
+	o.Required, err = expandRequire(o.Required)
 	if err != nil {
 		return nil, err
 	}
-	o.Required = required
 	if o.CheckTimeout == 0 {
 		o.CheckTimeout = time.Minute
 	}
 	if o.LivenessBound == 0 {
 		o.LivenessBound = DefaultLivenessBound
 	}
-	return &Plan{Options: o, system: o.backendPlan()}, nil
+	return &Plan{Options: o, system: system}, nil
 }
 
-// plan resolves o's recipe, backend, system and faults (see NewPlan).
-func (o *Options) plan() error {
+// plan resolves o's recipe, backend, system and faults (see NewPlan), and
+// returns the run as its backend's options plan it.
+func (o *Options) plan() (backend.Plan, error) {
 	b, builtin, isBuiltin, err := o.chooseBackend()
 	if err != nil {
-		return err
+		return backend.Plan{}, err
 	}
 	if o.Workload.Recipe == nil {
 		if o.Workload.Recipe, err = registry.NewRecipe(builtin.Name, o.System); err != nil {
-			return err
+			return backend.Plan{}, err
 		}
 	}
 	o.RecipeName = o.Workload.Recipe.Name()
@@ -104,20 +105,20 @@ func (o *Options) plan() error {
 		o.Resource = resource.Fenced
 	}
 	if err := o.checkResource(b); err != nil {
-		return err
+		return backend.Plan{}, err
 	}
-	p := o.backendPlan()
+	p := backend.Plan{Recipe: o.RecipeName, Majority: isBuiltin && builtin.Majority, Families: o.faultFamilies(), Members: o.Members, Resource: o.Resource}
 	if o.Members, err = o.System.Plan(p); err != nil {
-		return err
+		return backend.Plan{}, err
 	}
 	if o.play != nil {
-		if o.Members, err = o.stage(o.Members); err != nil {
-			return err
+		if o.Members, err = o.stage(p, o.Members); err != nil {
+			return backend.Plan{}, err
 		}
 	}
 	p.Members = o.Members
 	if err := o.refuseByRecipe(); err != nil {
-		return err
+		return backend.Plan{}, err
 	}
 	proto := o.System.Prototype(p)
 	offers := o.recipeOffers(nemesis.Offered(proto))
@@ -137,11 +138,12 @@ func (o *Options) plan() error {
 			if h, ok := proto.(system.Hinter); ok {
 				where = "; " + h.Hint()
 			}
-			return fmt.Errorf("--nemesis: fault %s needs %s, which %s does not offer%s", name, capNames(lacks), b.Name, where)
+			return backend.Plan{}, fmt.Errorf("--nemesis: fault %s needs %s, which %s does not offer%s", name, capNames(lacks), b.Name, where)
 		}
 	}
 	o.Nemesis.Faults = nemesis.Expand(o.Nemesis.Faults, offers)
-	return nil
+	p.Families = o.faultFamilies()
+	return p, nil
 }
 
 // refuseByRecipe refuses, by name, a fault family that the recipe under
@@ -242,12 +244,6 @@ func (o *Options) checkResource(b backend.Backend) error {
 	}
 	_, err := registry.ParseResource(string(o.Resource))
 	return err
-}
-
-// backendPlan is the run as its backend's options plan it.
-func (o *Options) backendPlan() backend.Plan {
-	r, _, _ := registry.Builtin(o.RecipeName)
-	return backend.Plan{Recipe: o.RecipeName, Majority: r.Majority, Families: o.faultFamilies(), Members: o.Members, Resource: o.Resource}
 }
 
 // faultFamilies are the fault families the run may inject: those of
