@@ -242,13 +242,14 @@ func execute(ctx context.Context, p *Plan, history string) (*runStats, error) {
 		sut.Close()
 		st.ClusterClose = time.Since(closing)
 	}()
-	if !system.Has(cl, system.CapHash) {
-		st.noHashes = fmt.Sprintf("%s offers no consistency read (no state its servers should share), so nothing was compared.", st.System)
-	}
+	members := cl.MemberNames()
 	if l, ok := cl.(system.Leaderer); ok {
 		if i, err := l.Leader(ctx); err == nil {
-			st.Leader = cl.MemberNames()[i]
+			st.Leader = members[i]
 		}
+	}
+	if !system.Has(cl, system.CapHash) {
+		st.noHashes = fmt.Sprintf("%s offers no consistency read (no state its servers should share), so nothing was compared.", st.System)
 	}
 	leader := ""
 	if st.Leader != "" {
@@ -259,7 +260,6 @@ func execute(ctx context.Context, p *Plan, history string) (*runStats, error) {
 	// recorded: by family when the schedule is to be drawn, else by the
 	// kinds the schedule holds (a schedule replayed replaces drawing from
 	// --nemesis); a fitted schedule drops them instead, and says so.
-	members := cl.MemberNames()
 	fl := fleet{offers: o.recipeOffers(nemesis.Offered(cl)), members: members, quorum: grantQuorum(p.system.Majority, len(members))}
 	replay := o.Schedule
 	if replay != nil && o.FitSchedule {
