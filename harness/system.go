@@ -96,7 +96,6 @@ func (o *Options) plan() (backend.Plan, error) {
 			return backend.Plan{}, err
 		}
 	}
-	o.RecipeName = o.Workload.Recipe.Name()
 	if isBuiltin && builtin.NoFencingToken {
 		// A built-in's word, for a recipe made without the registry.
 		o.Workload.Recipe = lock.MarkUnfenced(o.Workload.Recipe)
@@ -184,9 +183,9 @@ func (o *Options) recipeOffers(offers func(kind string) bool) func(kind string) 
 // o.Backend if set (a recipe that is not a built-in runs on any backend:
 // a team's own, a lock in another process), else the recipe's (the
 // default backend's for one that is not a built-in); its default options
-// where o has none. builtin is the run's recipe as a built-in (the
-// backend's first when o names none); ok is false for a recipe that is no
-// built-in.
+// where o has none. It names the run's backend and recipe (Backend,
+// RecipeName: the backend's first when o has none); builtin is that recipe
+// as a built-in, ok false for a recipe that is no built-in.
 func (o *Options) chooseBackend() (b backend.Backend, builtin lock.Builtin, ok bool, err error) {
 	recipe, system := "", ""
 	if o.Workload.Recipe != nil {
@@ -226,9 +225,10 @@ func (o *Options) chooseBackend() (b backend.Backend, builtin lock.Builtin, ok b
 	} else {
 		o.System = b.Defaults()
 	}
-	o.Backend = b.Name
+	o.Backend, o.RecipeName = b.Name, recipe
 	if recipe == "" {
 		builtin, ok = b.Recipes[0], true
+		o.RecipeName = builtin.Name
 	}
 	return b, builtin, ok, nil
 }
