@@ -43,15 +43,15 @@ type Options struct {
 	// Backend names the backend the run is on: the one of System if set,
 	// else this (a recipe that is not a built-in, a team's own or a lock
 	// in another process, runs on any backend), else the recipe's (the
-	// default backend for one that is not a built-in). Run fills it in.
+	// default backend for one that is not a built-in). The plan has it.
 	Backend string `json:"backend"`
 	// Members is the system's size, where its backend lets it be chosen:
-	// 3 (default) or 5. Run fills in the size its backend starts.
+	// 3 (default) or 5. The plan has the size its backend starts.
 	Members int `json:"members"`
 	// Workload configures the clients; its Seed is the run's seed, its
 	// Recipe the lock under test (nil: the default backend's first).
 	Workload workload.Config `json:"workload"`
-	// RecipeName is filled in by Run from Workload.Recipe, for the record.
+	// RecipeName is the plan's, from Workload.Recipe, for the record.
 	RecipeName string `json:"recipe"`
 	// Resource is the protected resource's mode (default fenced): the
 	// HTTP store's, or one the backend keeps in its system (etcd's
@@ -59,8 +59,9 @@ type Options struct {
 	Resource resource.Mode `json:"resource"`
 	// Time is how long the clients contend, under faults if any.
 	Time time.Duration `json:"time_ns"`
-	// Nemesis configures the faults; no Faults means none. Members, Clients,
-	// TTL and Time are filled in by Run.
+	// Nemesis configures the faults; no Faults means none. The plan has
+	// them resolved (--nemesis all: the families the system offers); the
+	// run's facts (members, clients, TTL, time) complete it as it starts.
 	Nemesis nemesis.Config `json:"nemesis"`
 	// DefaultFaults says that Nemesis.Faults are a plain run's defaults,
 	// not the user's choice: a family the backend does not offer is left
@@ -92,60 +93,10 @@ type Options struct {
 	// Shrunk says, for a replay of a shrunk schedule, what it was shrunk
 	// from.
 	Shrunk *Shrunk `json:"shrunk,omitempty"`
-	// Command is the command line that reproduces the run, for the results
-	// (the CLI fills it in), and Args its words after "locktest".
-	Command string   `json:"-"`
-	Args    []string `json:"-"`
 	// Log, if set, receives a line as each phase starts and each fault fires.
 	Log io.Writer `json:"-"`
 
-	play    *scenario.Scenario // the scenario staged (Stage), completed when planned
-	planned bool               // plan has run
-}
-
-func (o *Options) defaults() error {
-	if o.Dir == "" {
-		return errors.New("harness: Options.Dir is required")
-	}
-	if err := o.plan(); err != nil {
-		return err
-	}
-	if o.Time <= 0 {
-		return fmt.Errorf("time must be positive, got %v", o.Time)
-	}
-	o.Workload.Resource = o.Resource
-	if err := o.Workload.Validate(); err != nil {
-		return err
-	}
-	if len(o.Nemesis.Faults) > 0 && o.Quiet == 0 {
-		o.Quiet = DefaultQuiet
-	}
-	if o.Quiet < 0 {
-		return fmt.Errorf("quiet period must not be negative, got %v", o.Quiet)
-	}
-	if o.Schedule != nil {
-		if err := o.Schedule.Validate(); err != nil {
-			return err
-		}
-		if o.Schedule.Members != o.Members && !o.FitSchedule {
-			return fmt.Errorf("the schedule is for %d members, the run has %d", o.Schedule.Members, o.Members)
-		}
-	}
-	if o.Required == nil {
-		o.Required = []string{RequireData}
-	}
-	required, err := expandRequire(o.Required)
-	if err != nil {
-		return err
-	}
-	o.Required = required
-	if o.CheckTimeout == 0 {
-		o.CheckTimeout = time.Minute
-	}
-	if o.LivenessBound == 0 {
-		o.LivenessBound = DefaultLivenessBound
-	}
-	return nil
+	play *scenario.Scenario // the scenario staged (Stage), completed when planned
 }
 
 // RunStats are the figures of the run itself.
@@ -182,25 +133,35 @@ type RunStats struct {
 	FirstViolation time.Duration `json:"first_violation_ns,omitempty"`
 }
 
-// Run carries out one run in o.Dir and checks it. Everything it starts is
-// stopped before it returns. Cancelling ctx interrupts the run: the history
-// recorded so far is kept and checked, and the results say so. A run that
-// fails part way (a heal that failed, a history write that failed) is
-// checked too, with the error in its results: exit 1 if a required check
-// found a violation, else 2. The error is for a run that could not be
-// carried out at all: bad options, or no history to check.
+// Run plans a run of o (NewPlan) and carries it out (Plan.Run).
 func Run(ctx context.Context, o Options) (*Results, error) {
-	if err := o.defaults(); err != nil {
+	p, err := NewPlan(o)
+	if err != nil {
 		return nil, err
 	}
-	o.sweepBeside()
-	history := filepath.Join(o.Dir, "history.jsonl")
-	st, runErr := execute(ctx, &o, history)
+	return p.Run(ctx)
+}
+
+// Run carries out the planned run in p.Dir and checks it. Everything it
+// starts is stopped before it returns. Cancelling ctx interrupts the run:
+// the history recorded so far is kept and checked, and the results say so.
+// A run that fails part way (a heal that failed, a history write that
+// failed) is checked too, with the error in its results: exit 1 if a
+// required check found a violation, else 2. The error is for a run that
+// could not be carried out at all: no Dir, or no history to check. p is
+// not changed; the results record it (Results.Config, Results.Command).
+func (p *Plan) Run(ctx context.Context) (*Results, error) {
+	if p.Dir == "" {
+		return nil, errors.New("harness: Options.Dir is required")
+	}
+	p.sweepBeside()
+	history := filepath.Join(p.Dir, "history.jsonl")
+	st, runErr := execute(ctx, p, history)
 	interrupted := ctx.Err() != nil
 	if _, err := os.Stat(history); runErr != nil && err != nil {
 		return nil, runErr
 	}
-	co := CheckOptions{VisualizationDir: o.Dir, Timeout: o.CheckTimeout, Required: o.Required, LivenessBound: o.LivenessBound}
+	co := CheckOptions{VisualizationDir: p.Dir, Timeout: p.CheckTimeout, Required: p.Required, LivenessBound: p.LivenessBound}
 	if st != nil {
 		co.Hashes = st.hashes
 	}
@@ -208,10 +169,19 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checking %s: %w", history, err)
 	}
-	seed := o.Workload.Seed
-	res.Seed, res.Config, res.Interrupted, res.Command, res.Args = &seed, &o, interrupted, o.Command, o.Args
-	res.Shrunk = o.Shrunk
-	if w := o.boundUnderTTL(); w != "" {
+	// The config recorded is the plan as run: its workload's run
+	// directory, and its lock keys where the system put them.
+	config := p.Options
+	config.Workload.Dir = p.Dir
+	if st != nil && st.prefix != "" {
+		config.Workload.Prefix = st.prefix
+	}
+	seed := p.Workload.Seed
+	res.Seed, res.Config, res.Interrupted, res.Shrunk = &seed, &config, interrupted, p.Shrunk
+	if reproducible(p.RecipeName) {
+		res.Args, res.Command = Reproduce(p.Options)
+	}
+	if w := p.boundUnderTTL(); w != "" {
 		res.Warnings = append(res.Warnings, w)
 	}
 	if st != nil {
@@ -222,14 +192,14 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			}
 		}
 	}
-	res.Scenario = o.Scenario.judge(res.Checks)
+	res.Scenario = p.Scenario.judge(res.Checks)
 	if runErr != nil && !interrupted {
 		res.Error = runErr.Error()
 	}
 	if (interrupted || res.Error != "") && res.Exit == ExitValid {
 		res.Verdict, res.Exit = checker.Unknown, ExitUnknown
 	}
-	if err := res.WriteFile(filepath.Join(o.Dir, "results.json")); err != nil {
+	if err := res.WriteFile(filepath.Join(p.Dir, "results.json")); err != nil {
 		return nil, fmt.Errorf("writing results: %w", err)
 	}
 	return res, nil
@@ -242,6 +212,8 @@ type runStats struct {
 	// noHashes says why a system without a consistency read
 	// (system.Hasher) left consistency unjudged.
 	noHashes string
+	// prefix is where the system put the lock keys, if it decides that.
+	prefix string
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -252,14 +224,16 @@ func (o *Options) logf(format string, args ...any) {
 
 // execute runs the cluster, the resource, the workload and the nemesis,
 // recording into history.
-func execute(ctx context.Context, o *Options, history string) (*runStats, error) {
+func execute(ctx context.Context, p *Plan, history string) (*runStats, error) {
+	o := &p.Options
 	st := &runStats{}
 	began := time.Now()
 	logs := filepath.Join(o.Dir, "logs")
-	sut, err := o.startSystem(ctx, logs)
+	sut, err := p.startSystem(ctx, logs)
 	if err != nil {
 		return nil, err
 	}
+	st.prefix = sut.Prefix
 	cl := sut.System
 	st.ClusterStart = time.Since(began)
 	st.System, st.Version = cl.Describe(), sut.Version
@@ -268,13 +242,14 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 		sut.Close()
 		st.ClusterClose = time.Since(closing)
 	}()
-	if !system.Has(cl, system.CapHash) {
-		st.noHashes = fmt.Sprintf("%s offers no consistency read (no state its servers should share), so nothing was compared.", st.System)
-	}
+	members := cl.MemberNames()
 	if l, ok := cl.(system.Leaderer); ok {
 		if i, err := l.Leader(ctx); err == nil {
-			st.Leader = cl.MemberNames()[i]
+			st.Leader = members[i]
 		}
+	}
+	if !system.Has(cl, system.CapHash) {
+		st.noHashes = fmt.Sprintf("%s offers no consistency read (no state its servers should share), so nothing was compared.", st.System)
 	}
 	leader := ""
 	if st.Leader != "" {
@@ -285,14 +260,15 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	// recorded: by family when the schedule is to be drawn, else by the
 	// kinds the schedule holds (a schedule replayed replaces drawing from
 	// --nemesis); a fitted schedule drops them instead, and says so.
-	fl := fleet{offers: o.recipeOffers(nemesis.Offered(cl)), members: cl.MemberNames()}
-	if o.Schedule != nil && o.FitSchedule {
+	fl := fleet{offers: o.recipeOffers(nemesis.Offered(cl)), members: members, quorum: grantQuorum(p.system.Majority, len(members))}
+	replay := o.Schedule
+	if replay != nil && o.FitSchedule {
 		var fitted nemesis.Schedule
-		fitted, st.Dropped = fitSchedule(*o.Schedule, fl.offers, fl.members)
-		o.Schedule = &fitted
+		fitted, st.Dropped = fitSchedule(*replay, fl.offers, fl.members)
+		replay = &fitted
 	}
-	if o.Schedule != nil {
-		if err := nemesis.RefuseSchedule(cl, *o.Schedule); err != nil {
+	if replay != nil {
+		if err := nemesis.RefuseSchedule(cl, *replay); err != nil {
 			return nil, err
 		}
 	} else if err := nemesis.Refuse(cl, o.Nemesis.Faults); err != nil {
@@ -328,8 +304,12 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	}
 
 	rec := histories.NewRecorder(w, time.Now())
-	o.Workload.Dir, o.Workload.Logf = o.Dir, o.logf
-	wl, err := workload.New(ctx, o.Workload, sut.Workload, resAddr, rec)
+	wcfg := o.Workload
+	wcfg.Dir, wcfg.Logf = o.Dir, o.logf
+	if sut.Prefix != "" {
+		wcfg.Prefix = sut.Prefix
+	}
+	wl, err := workload.New(ctx, wcfg, sut.Workload, resAddr, rec)
 	if err != nil {
 		// Nothing was recorded: the run could not start its clients, and
 		// leaves no history to check.
@@ -339,7 +319,7 @@ func execute(ctx context.Context, o *Options, history string) (*runStats, error)
 	}
 	defer wl.Close()
 
-	sched, err := o.schedule(wl.Names(), fl)
+	sched, err := o.schedule(replay, wl.Names(), fl)
 	if err != nil {
 		return nil, err
 	}

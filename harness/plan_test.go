@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/backend/registry"
+	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/scenario"
@@ -21,7 +22,7 @@ import (
 func TestPlan(t *testing.T) {
 	t.Parallel()
 	def := registry.Default()
-	o, err := Plan(Options{Workload: workload.DefaultConfig(), Time: time.Second, Nemesis: nemesis.Config{Faults: []string{nemesis.All}}})
+	o, err := NewPlan(Options{Workload: workload.DefaultConfig(), Time: time.Second, Nemesis: nemesis.Config{Faults: []string{nemesis.All}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func TestPlan(t *testing.T) {
 	if slices.Contains(o.Nemesis.Faults, nemesis.All) || len(o.Nemesis.Faults) == 0 {
 		t.Errorf("--nemesis all planned as %v", o.Nemesis.Faults)
 	}
-	again, err := Plan(o)
+	again, err := NewPlan(o.Options)
 	if err != nil || !slices.Equal(again.Nemesis.Faults, o.Nemesis.Faults) || again.Members != o.Members {
 		t.Errorf("planning twice: %v, %v", again.Nemesis.Faults, err)
 	}
@@ -43,7 +44,7 @@ func TestPlan(t *testing.T) {
 			}
 			cfg := workload.DefaultConfig()
 			cfg.Recipe = r.New()
-			o, err := Plan(Options{Workload: cfg, Time: time.Second})
+			o, err := NewPlan(Options{Workload: cfg, Time: time.Second})
 			if err != nil {
 				t.Logf("%s not planned: %v (its servers are not installed?)", r.Name, err)
 				continue
@@ -59,13 +60,13 @@ func TestPlan(t *testing.T) {
 	for _, b := range registry.All() {
 		cfg := workload.DefaultConfig()
 		cfg.Recipe = b.Recipes[0].New()
-		o, err := Plan(Options{Workload: cfg, Time: time.Second, DefaultFaults: true,
+		o, err := NewPlan(Options{Workload: cfg, Time: time.Second, DefaultFaults: true,
 			Nemesis: nemesis.Config{Faults: []string{"pause", "lease", "isolate"}}})
 		if err != nil {
 			t.Logf("%s not planned: %v (its servers are not installed?)", b.Name, err)
 			continue
 		}
-		leases := system.Has(o.System.Prototype(o.backendPlan()), system.CapLeases)
+		leases := system.Has(o.System.Prototype(o.system), system.CapLeases)
 		if slices.Contains(o.Nemesis.Faults, "lease") != leases || !slices.Contains(o.Nemesis.Faults, "pause") {
 			t.Errorf("%s (leases %v): default faults planned as %v", b.Name, leases, o.Nemesis.Faults)
 		}
@@ -73,9 +74,9 @@ func TestPlan(t *testing.T) {
 		// A family it cannot carry out, asked for by name, is refused
 		// by name before anything starts.
 		for _, f := range nemesis.Categories() {
-			o, err := Plan(Options{Workload: cfg, Time: time.Second, Nemesis: nemesis.Config{Faults: []string{f}}})
+			o, err := NewPlan(Options{Workload: cfg, Time: time.Second, Nemesis: nemesis.Config{Faults: []string{f}}})
 			switch {
-			case err == nil && len(nemesis.Offering([]string{f}, nemesis.Offered(o.System.Prototype(o.backendPlan())))) == 0:
+			case err == nil && len(nemesis.Offering([]string{f}, nemesis.Offered(o.System.Prototype(o.system)))) == 0:
 				t.Errorf("%s planned with --nemesis %s, which its system does not offer", b.Name, f)
 			case err != nil && (!strings.Contains(err.Error(), "--nemesis: fault "+f+" needs ") || !strings.Contains(err.Error(), "which "+b.Name+" does not offer")):
 				t.Errorf("%s with --nemesis %s: %v", b.Name, f, err)
@@ -84,7 +85,7 @@ func TestPlan(t *testing.T) {
 		if leases {
 			continue
 		}
-		if _, err := Plan(Options{Workload: cfg, Time: time.Second, Nemesis: nemesis.Config{Faults: []string{"lease"}}}); err == nil {
+		if _, err := NewPlan(Options{Workload: cfg, Time: time.Second, Nemesis: nemesis.Config{Faults: []string{"lease"}}}); err == nil {
 			t.Errorf("%s, without leases, planned with --nemesis lease", b.Name)
 		}
 	}
@@ -92,16 +93,39 @@ func TestPlan(t *testing.T) {
 	for _, other := range registry.All()[1:] {
 		cfg := workload.DefaultConfig()
 		cfg.Recipe = other.Recipes[0].New()
-		_, err := Plan(Options{Workload: cfg, System: def.Defaults(), Time: time.Second})
+		_, err := NewPlan(Options{Workload: cfg, System: def.Defaults(), Time: time.Second})
 		if err == nil || !strings.Contains(err.Error(), "runs on "+other.Name) {
 			t.Errorf("%s's recipe with %s's options: %v", other.Name, def.Name, err)
 		}
 		for _, r := range def.Resources {
-			_, err := Plan(Options{Workload: cfg, Resource: r.Mode, Time: time.Second})
+			_, err := NewPlan(Options{Workload: cfg, Resource: r.Mode, Time: time.Second})
 			if err == nil || !strings.Contains(err.Error(), "--resource "+string(r.Mode)) {
 				t.Errorf("%s's recipe with %s's resource %s: %v", other.Name, def.Name, r.Mode, err)
 			}
 		}
+	}
+}
+
+// A plan is computed from the options and leaves them as they were (Run
+// takes them by value, and a caller may plan the same options again, with
+// another seed); its required checks are expanded as --require's are.
+func TestNewPlanLeavesOptions(t *testing.T) {
+	t.Parallel()
+	o := Options{Workload: workload.DefaultConfig(), Time: time.Second, Required: []string{"all"},
+		Nemesis: nemesis.Config{Faults: []string{nemesis.All}}}
+	p, err := NewPlan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Backend != "" || o.Members != 0 || o.System != nil || o.Workload.Recipe != nil || o.Quiet != 0 ||
+		!slices.Equal(o.Nemesis.Faults, []string{nemesis.All}) || !slices.Equal(o.Required, []string{"all"}) {
+		t.Errorf("planning changed its options: %+v", o)
+	}
+	if !slices.Equal(p.Required, slices.Sorted(slices.Values(checker.Names()))) || p.Quiet != DefaultQuiet || p.LivenessBound != DefaultLivenessBound {
+		t.Errorf("planned required %v, quiet %v, liveness bound %v; want every check, the defaults", p.Required, p.Quiet, p.LivenessBound)
+	}
+	if _, err := NewPlan(Options{Workload: workload.DefaultConfig(), Time: time.Second, Required: []string{"mutexx"}}); err == nil {
+		t.Error("a required check that is no check's was planned")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/lock"
@@ -37,7 +38,6 @@ func Play(o Options, sc scenario.Scenario) (Options, error) {
 func (o *Options) Stage(sc scenario.Scenario) {
 	o.play = &sc
 	o.Scenario = &Scenario{Name: sc.Name, Lesson: sc.Lesson, Bugs: sc.Bugs}
-	o.planned = false
 }
 
 // Apply sets what s sets, as the command line's flags would: the run's
@@ -127,15 +127,15 @@ func (o *Options) Apply(s scenario.Settings) error {
 		}
 		w.Recipe = r
 	}
-	o.planned = false
 	return nil
 }
 
 // stage completes the scenario the run plays, once its recipe, resource
 // and system are known: the verdicts it expects of them, and its schedule
-// unless o replays one (p is the backend's plan of the run, which the
-// schedule's faults may change: a failover needs a replica).
-func (o *Options) stage(members int) (int, error) {
+// unless o replays one, drawn for members; p is the backend's plan of the
+// run, which the schedule's faults may change (a failover needs a
+// replica): it returns the members the backend plans then.
+func (o *Options) stage(p backend.Plan, members int) (int, error) {
 	sc := o.play
 	o.Scenario = &Scenario{Name: sc.Name, Lesson: sc.Lesson, Expect: sc.Expected(o.RecipeName, string(o.Resource)), Bugs: sc.Bugs}
 	if o.Schedule != nil {
@@ -147,7 +147,8 @@ func (o *Options) stage(members int) (int, error) {
 	}
 	s := sc.Schedule(o.Workload.Seed, scenario.Shape{Members: members, Clients: clients, TTL: time.Duration(o.Workload.TTL) * time.Second})
 	o.Schedule = &s
-	members, err := o.System.Plan(o.backendPlan())
+	p.Members, p.Families = members, o.faultFamilies()
+	members, err := o.System.Plan(p)
 	s.Members = members
 	return members, err
 }

@@ -67,12 +67,14 @@ func (o *Options) sweepBeside() {
 }
 
 // fleet is what the started system tells the run's faults: the fault kinds
-// it can carry out (of them, those the recipe can suffer), and the members
-// they may strike. The zero fleet (a schedule drawn before any system,
-// DrawSchedule) offers every kind and names no member.
+// it can carry out (of them, those the recipe can suffer), the members they
+// may strike, and how many of them a grant takes (grantQuorum). The zero
+// fleet (a schedule drawn before any system, DrawSchedule) offers every
+// kind, names no member and has no quorum.
 type fleet struct {
 	offers  func(kind string) bool
 	members []string
+	quorum  int
 }
 
 // nemesisConfig completes the nemesis configuration with the run's facts
@@ -81,7 +83,7 @@ func (o *Options) nemesisConfig(clients []string, fl fleet) nemesis.Config {
 	c := o.Nemesis
 	c.Members = o.Members
 	c.MemberNames = fl.members
-	c.Quorum = grantQuorum(o.RecipeName, len(fl.members))
+	c.Quorum = fl.quorum
 	c.MemberLinks = o.Backend
 	c.Clients = clients
 	c.TTL = time.Duration(o.Workload.TTL) * time.Second
@@ -93,11 +95,11 @@ func (o *Options) nemesisConfig(clients []string, fl fleet) nemesis.Config {
 	return c
 }
 
-// schedule is the replayed schedule, or one drawn from the seed; nil when
-// there are no faults.
-func (o *Options) schedule(clients []string, fl fleet) (*nemesis.Schedule, error) {
-	if o.Schedule != nil {
-		return o.Schedule, nil
+// schedule is the replayed schedule (as fitted to the system), or one
+// drawn from the seed; nil when there are no faults.
+func (o *Options) schedule(replay *nemesis.Schedule, clients []string, fl fleet) (*nemesis.Schedule, error) {
+	if replay != nil {
+		return replay, nil
 	}
 	if len(o.Nemesis.Faults) == 0 {
 		return nil, nil
@@ -199,7 +201,7 @@ func DrawSchedule(o Options) (*nemesis.Schedule, error) {
 		clients[i] = fmt.Sprintf("c%d", i) // as the workload names them
 	}
 	cfg := o.nemesisConfig(clients, fleet{})
-	cfg.Quorum, cfg.MemberLinks = 0, registry.Default().Name
+	cfg.MemberLinks = registry.Default().Name
 	s, err := nemesis.Generate(o.Workload.Seed, cfg)
 	if err != nil {
 		return nil, err

@@ -79,7 +79,7 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 	}
 	// Check every combination before starting any run.
 	var (
-		opts   []harness.Options
+		opts   []*harness.Plan
 		faults []string // of the one schedule
 	)
 	for _, c := range configs {
@@ -98,10 +98,11 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 		}
 		o.FitSchedule = true
 		faults = nemesis.Expand(o.Nemesis.Faults, nil)
-		if o, err = harness.Plan(o); err != nil {
+		p, err := harness.NewPlan(o)
+		if err != nil {
 			return exitUnknown, fmt.Errorf("compare: %w", err)
 		}
-		opts = append(opts, o)
+		opts = append(opts, p)
 	}
 	if err := os.MkdirAll(*rf.out, 0o755); err != nil {
 		return exitUnknown, fmt.Errorf("--out: %w", err)
@@ -121,8 +122,7 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 		if o.Dir, err = harness.NewRunDir(*rf.out, o.Workload.Seed); err != nil {
 			return exitUnknown, err
 		}
-		o.Args, o.Command = reproduce(o)
-		res, err := harness.Run(ctx, o)
+		res, err := o.Run(ctx)
 		if err != nil {
 			return exitUnknown, fmt.Errorf("%s with %s: %w", configs[i].recipe, configs[i].mode, err)
 		}

@@ -230,23 +230,22 @@ func scenarioCost(sc scenario.Scenario, given map[string]string) time.Duration {
 // random runs'), then the command line's flags, then the plan's recipe,
 // resource and seed.
 func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRun, error) {
-	o, out, err := nightlyOptions(p, given)
+	plan, out, err := nightlyOptions(p, given)
 	if err != nil {
 		return nightlyRun{}, err
 	}
-	if o.Dir, err = harness.NewRunDir(out, p.Seed); err != nil {
+	if plan.Dir, err = harness.NewRunDir(out, p.Seed); err != nil {
 		return nightlyRun{}, err
 	}
-	o.Args, o.Command = reproduce(o)
 	began := time.Now()
 	ctx, stop := signalContext()
 	defer stop()
-	res, err := harness.Run(ctx, o)
+	res, err := plan.Run(ctx)
 	if err != nil {
 		return nightlyRun{}, err
 	}
-	writeReport(io.Discard, filepath.Join(o.Dir, "report.html"), res)
-	r := nightlyRun{Name: p.name(), Dir: o.Dir, Command: o.Command, Seconds: time.Since(began).Seconds(),
+	writeReport(io.Discard, filepath.Join(plan.Dir, "report.html"), res)
+	r := nightlyRun{Name: p.name(), Dir: plan.Dir, Command: res.Command, Seconds: time.Since(began).Seconds(),
 		Verdicts: map[string]string{}, Exit: res.Exit}
 	if res.Run != nil && res.Run.Nemesis != nil {
 		r.Cells = res.Run.Nemesis.Cells
@@ -266,7 +265,7 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	}
 	switch res.Exit {
 	case exitInvalid:
-		r.Failed, r.Shrink = firstFailure(res), shrinkHint(o, res)
+		r.Failed, r.Shrink = firstFailure(res), shrinkHint(plan.Options, res)
 	case exitUnknown:
 		r.Error = firstUnknown(res)
 	}
@@ -277,20 +276,20 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 // plan (on a system that offers every fault: see harness.DrawSchedule).
 func plannedCells(p planned, given map[string]string, seed int64) ([]nemesis.Cell, error) {
 	p.Seed = seed
-	o, _, err := nightlyOptions(p, given)
+	plan, _, err := nightlyOptions(p, given)
 	if err != nil {
 		return nil, err
 	}
-	s, err := harness.DrawSchedule(o)
+	s, err := harness.DrawSchedule(plan.Options)
 	if err != nil || s == nil {
 		return nil, err
 	}
 	return nemesis.PlannedCells(*s), nil
 }
 
-// nightlyOptions are a planned run's options, and the directory its run
+// nightlyOptions are a planned run's plan, and the directory its run
 // directory goes under.
-func nightlyOptions(p planned, given map[string]string) (harness.Options, string, error) {
+func nightlyOptions(p planned, given map[string]string) (*harness.Plan, string, error) {
 	fs := flag.NewFlagSet("nightly run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	rf := addRunFlags(fs)
@@ -323,11 +322,11 @@ func nightlyOptions(p planned, given map[string]string) (harness.Options, string
 	set("resource", p.Resource)
 	set("seed", strconv.FormatInt(p.Seed, 10))
 	if setErr != nil {
-		return harness.Options{}, "", setErr
+		return nil, "", setErr
 	}
 	if p.Scenario != "" {
 		if err := rf.play(sc); err != nil {
-			return harness.Options{}, "", err
+			return nil, "", err
 		}
 	}
 	o, err := rf.build()
@@ -339,12 +338,13 @@ func nightlyOptions(p planned, given map[string]string) (harness.Options, string
 		err = o.Workload.Validate()
 	}
 	if err != nil {
-		return harness.Options{}, "", err
+		return nil, "", err
 	}
-	if o, err = harness.Plan(o); err != nil {
-		return harness.Options{}, "", err
+	plan, err := harness.NewPlan(o)
+	if err != nil {
+		return nil, "", err
 	}
-	return o, *rf.out, nil
+	return plan, *rf.out, nil
 }
 
 // expectationMet says how a scenario run missed what its scenario

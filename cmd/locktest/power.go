@@ -207,25 +207,25 @@ func powerCmd(args []string, stdout io.Writer) (int, error) {
 			}
 			o, err := rf.options()
 			o.Workload.Seed = *first + int64(i)
+			var p *harness.Plan
 			if err == nil {
-				o, err = harness.Plan(o)
+				p, err = harness.NewPlan(o)
 			}
 			if err != nil {
 				fmt.Fprintf(stdout, "%s: skipped: %s\n", t.Recipe, words.OneLine(err))
 				code = exitUnknown
 				break
 			}
-			if o.Dir, err = harness.NewRunDir(*rf.out, o.Workload.Seed); err != nil {
+			if p.Dir, err = harness.NewRunDir(*rf.out, p.Workload.Seed); err != nil {
 				return exitUnknown, err
 			}
-			o.Args, o.Command = reproduce(o)
-			res, err := harness.Run(ctx, o)
+			res, err := p.Run(ctx)
 			if err != nil {
-				fmt.Fprintf(stdout, "%s seed %d: %s\n", t.Recipe, o.Workload.Seed, words.OneLine(err))
+				fmt.Fprintf(stdout, "%s seed %d: %s\n", t.Recipe, p.Workload.Seed, words.OneLine(err))
 				code = exitUnknown
 				continue
 			}
-			run := powerRun{Seed: o.Workload.Seed, Dir: o.Dir, Verdict: checker.Unknown}
+			run := powerRun{Seed: p.Workload.Seed, Dir: p.Dir, Verdict: checker.Unknown}
 			for _, c := range res.Checks {
 				if c.Name == t.Check {
 					run.Verdict = c.Verdict

@@ -265,58 +265,57 @@ func runCmd(args []string, stdout io.Writer) (int, error) {
 	if err != nil {
 		return exitUnknown, fmt.Errorf("run: %w", err)
 	}
-	return runOne(o, rf, lf, stdout)
-}
-
-// runOne carries out one run from options and prints its verdicts; with
-// --live (lf), it serves the run's live page as it goes, and its report
-// after it until Ctrl-C.
-func runOne(o harness.Options, rf *runFlags, lf *liveFlags, stdout io.Writer) (int, error) {
-	o, err := harness.Plan(o)
+	p, err := harness.NewPlan(o)
 	if err != nil {
 		return exitUnknown, err
 	}
+	return runOne(p, rf, lf, stdout)
+}
+
+// runOne carries out one planned run and prints its verdicts; with
+// --live (lf), it serves the run's live page as it goes, and its report
+// after it until Ctrl-C.
+func runOne(p *harness.Plan, rf *runFlags, lf *liveFlags, stdout io.Writer) (int, error) {
 	l, err := startLive(lf)
 	if err != nil {
 		return exitUnknown, err
 	}
-	if o.Dir, err = harness.NewRunDir(*rf.out, o.Workload.Seed); err != nil {
+	if p.Dir, err = harness.NewRunDir(*rf.out, p.Workload.Seed); err != nil {
 		l.close()
 		return exitUnknown, err
 	}
-	o.Log = stdout
+	p.Log = stdout
 	faults := "no faults"
-	if len(o.Nemesis.Faults) > 0 {
-		faults = "faults " + strings.Join(o.Nemesis.Faults, ",")
+	if len(p.Nemesis.Faults) > 0 {
+		faults = "faults " + strings.Join(p.Nemesis.Faults, ",")
 	}
-	if o.Scenario != nil {
-		faults = "scenario " + o.Scenario.Name
+	if p.Scenario != nil {
+		faults = "scenario " + p.Scenario.Name
 	}
 	fmt.Fprintf(stdout, "locktest run: seed %d, recipe %s, %s workload, %d clients, %d lock(s), resource %s, guard %s, %s for %s (run directory %s)\n",
-		o.Workload.Seed, *rf.recipe, o.Workload.Workload, o.Workload.Clients, len(o.Workload.Locks), o.Resource, o.Workload.Guard, faults, o.Time, relPath(o.Dir))
-	if sc := o.Scenario; sc != nil {
+		p.Workload.Seed, *rf.recipe, p.Workload.Workload, p.Workload.Clients, len(p.Workload.Locks), p.Resource, p.Workload.Guard, faults, p.Time, relPath(p.Dir))
+	if sc := p.Scenario; sc != nil {
 		fmt.Fprintf(stdout, "lesson: %s\nexpected: %s\n", sc.Lesson, sc.ExpectText())
 	}
 
 	if l != nil {
-		if err := l.serve(stdout, *rf.out, o.Dir); err != nil {
-			os.RemoveAll(o.Dir)
+		if err := l.serve(stdout, *rf.out, p.Dir); err != nil {
+			os.RemoveAll(p.Dir)
 			return exitUnknown, fmt.Errorf("--live: %w", err)
 		}
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	o.Args, o.Command = reproduce(o)
-	res, err := harness.Run(ctx, o)
+	res, err := p.Run(ctx)
 	if err != nil {
 		// Nothing was recorded: leave no empty run directory behind.
 		l.close()
-		os.RemoveAll(o.Dir)
+		os.RemoveAll(p.Dir)
 		return exitUnknown, err
 	}
 	printSummary(stdout, res)
-	writeReport(stdout, filepath.Join(o.Dir, "report.html"), res)
-	if cmd := shrinkHint(o, res); cmd != "" {
+	writeReport(stdout, filepath.Join(p.Dir, "report.html"), res)
+	if cmd := shrinkHint(p.Options, res); cmd != "" {
 		fmt.Fprintf(stdout, "shrink: %s\n", cmd)
 	}
 	code, why := scenarioExit(res)

@@ -91,10 +91,11 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	if err != nil {
 		return exitUnknown, fmt.Errorf("scenario run: %w", err)
 	}
-	if _, err := harness.Plan(o); err != nil {
+	p, err := harness.NewPlan(o)
+	if err != nil {
 		return exitUnknown, fmt.Errorf("scenario run: %w", err)
 	}
-	return runOne(o, rf, lf, stdout)
+	return runOne(p, rf, lf, stdout)
 }
 
 // play readies the flags for a run of scenario sc: its recipe, its backend

@@ -197,7 +197,6 @@ func shrinkRun(ctx context.Context, run *shrink.Run, args []string, set shrink.S
 		replay = harness.Run
 	}
 	set.Replay = func(ctx context.Context, o harness.Options) (*harness.Results, error) {
-		o.Args, o.Command = reproduce(o)
 		res, err := replay(ctx, o)
 		if err == nil {
 			writeReport(io.Discard, filepath.Join(o.Dir, "report.html"), res)

@@ -38,14 +38,14 @@ type fakeSystem struct {
 }
 
 // run plays o and writes its run directory as harness.Run does: history,
-// results (recording the command that reproduces it) and schedule.
+// results (recording the command that reproduces it, as Plan.Run does) and schedule.
 func (f *fakeSystem) run(o harness.Options) *harness.Results {
 	f.t.Helper()
 	f.runs = append(f.runs, o)
 	s := *o.Schedule
 	res := &harness.Results{History: filepath.Join(o.Dir, "history.jsonl"), Required: []string{f.check}, Shrunk: o.Shrunk,
 		Run: &harness.RunStats{Nemesis: &nemesis.Report{}}, Verdict: checker.Valid, Exit: exitValid}
-	res.Args, res.Command = o.Args, o.Command
+	res.Args, res.Command = harness.Reproduce(o)
 	var h bytes.Buffer
 	w := histories.NewWriter(&h)
 	for i, e := range s.Entries {
@@ -120,7 +120,6 @@ func (f *fakeSystem) failed(s nemesis.Schedule, args ...string) string {
 	f.t.Helper()
 	o := runOptions(f.t, args)
 	o.Dir, o.Schedule = filepath.Join(f.t.TempDir(), "run"), &s
-	o.Args, o.Command = reproduce(o)
 	if err := os.Mkdir(o.Dir, 0o755); err != nil {
 		f.t.Fatal(err)
 	}
@@ -225,7 +224,7 @@ func TestShrinkOnAFakeSystem(t *testing.T) {
 	}
 	best, again := f.runs[kept], runOptions(t, replay)
 	again.Dir = best.Dir
-	if got, want := mustReproduce(again), best.Args; !slices.Equal(got, want) {
+	if got, want := mustReproduce(again), res.Args; !slices.Equal(got, want) {
 		t.Errorf("the replay command runs\n%q\nthe best reproduction ran\n%q", got, want)
 	}
 	if again.Schedule == nil || !reflect.DeepEqual(*again.Schedule, *best.Schedule) {
@@ -233,9 +232,9 @@ func TestShrinkOnAFakeSystem(t *testing.T) {
 	}
 }
 
-// mustReproduce is reproduce's words for o.
+// mustReproduce is harness.Reproduce's words for o.
 func mustReproduce(o harness.Options) []string {
-	args, _ := reproduce(o)
+	args, _ := harness.Reproduce(o)
 	return args
 }
 

@@ -239,7 +239,7 @@ func TestShrinkReplaysTheRecordedWords(t *testing.T) {
 	if err := o.Schedule.WriteFile(filepath.Join(o.Dir, "schedule.json")); err != nil {
 		t.Fatal(err)
 	}
-	args, command := reproduce(o)
+	args, command := harness.Reproduce(o)
 	wantCmd := []string{"sh", adapter, "--ttl-ms", "2000"}
 	failed := harness.Results{Checks: []checker.Result{{Name: "resource", Verdict: checker.Invalid}}, Required: []string{"resource"},
 		Verdict: checker.Invalid, Exit: exitInvalid}

@@ -47,8 +47,10 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 	}
 	*rf.seed = *first
 	base, err := rf.options()
+	base.StopOnViolation = *stopEarly
+	var plan *harness.Plan
 	if err == nil {
-		base, err = harness.Plan(base)
+		plan, err = harness.NewPlan(base)
 	}
 	if err != nil {
 		return exitUnknown, fmt.Errorf("sweep: %w", err)
@@ -56,9 +58,8 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 	if err := os.MkdirAll(*rf.out, 0o755); err != nil {
 		return exitUnknown, fmt.Errorf("--out: %w", err)
 	}
-	base.StopOnViolation = *stopEarly
 	fmt.Fprintf(stdout, "locktest sweep: seeds %d-%d, resource %s, guard %s, faults %v, up to %s each\n",
-		*first, *first+int64(*seeds)-1, base.Resource, base.Workload.Guard, base.Nemesis.Faults, base.Time)
+		*first, *first+int64(*seeds)-1, plan.Resource, plan.Workload.Guard, plan.Nemesis.Faults, plan.Time)
 
 	ctx, stop := signalContext()
 	defer stop()
@@ -70,16 +71,19 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		}
 		o := base
 		o.Workload.Seed = *first + int64(i)
-		if o.Dir, err = harness.NewRunDir(*rf.out, o.Workload.Seed); err != nil {
-			return exitUnknown, err
-		}
-		o.Args, o.Command = reproduce(o)
-		res, err := harness.Run(ctx, o)
+		p, err := harness.NewPlan(o)
 		if err != nil {
 			return exitUnknown, fmt.Errorf("seed %d: %w", o.Workload.Seed, err)
 		}
-		writeReport(io.Discard, filepath.Join(o.Dir, "report.html"), res)
-		r := sweepRun{Seed: o.Workload.Seed, Dir: o.Dir, Verdicts: map[string]checker.Verdict{}, Exit: res.Exit, MutexBroke: res.MutexOverlaps}
+		if p.Dir, err = harness.NewRunDir(*rf.out, p.Workload.Seed); err != nil {
+			return exitUnknown, err
+		}
+		res, err := p.Run(ctx)
+		if err != nil {
+			return exitUnknown, fmt.Errorf("seed %d: %w", p.Workload.Seed, err)
+		}
+		writeReport(io.Discard, filepath.Join(p.Dir, "report.html"), res)
+		r := sweepRun{Seed: p.Workload.Seed, Dir: p.Dir, Verdicts: map[string]checker.Verdict{}, Exit: res.Exit, MutexBroke: res.MutexOverlaps}
 		for _, c := range res.Checks {
 			r.Verdicts[c.Name] = c.Verdict
 			// The overlaps' split: only the checks that class overlaps

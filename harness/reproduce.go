@@ -1,0 +1,67 @@
+package harness
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/locktest/locktest/backend/registry"
+	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/shellwords"
+	"github.com/locktest/locktest/lock/execlock"
+)
+
+// Reproduce is the command that runs o (planned: NewPlan) again: its
+// flags and its backend's, its seed, and the schedule its run directory
+// holds (a scenario's too). args are its words after "locktest", as the
+// program receives them; command is the line a shell reads them from. A
+// planned run records them in its results.
+func Reproduce(o Options) (args []string, command string) {
+	w := o.Workload
+	recipe := o.RecipeName
+	if recipe == "" && w.Recipe != nil {
+		recipe = w.Recipe.Name()
+	}
+	args = []string{"run"}
+	if o.Scenario != nil {
+		args = []string{"scenario", "run", o.Scenario.Name}
+	}
+	args = append(args, "--recipe", recipe)
+	if _, _, builtin := registry.Builtin(recipe); !builtin && o.Backend != "" {
+		args = append(args, "--backend", o.Backend)
+	}
+	if r, ok := w.Recipe.(*execlock.Recipe); ok && r.Clock != execlock.ClockAuto {
+		args = append(args, "--exec-clock", r.Clock.String())
+	}
+	args = append(args, "--resource", string(o.Resource), "--workload", w.Workload,
+		"--clients", strconv.Itoa(w.Clients), "--locks", strconv.Itoa(len(w.Locks)), "--ttl", strconv.Itoa(w.TTL),
+		"--think-min", w.ThinkMin.String(), "--think", w.ThinkMax.String(), "--op-timeout", w.OpTimeout.String(),
+		"--guard", w.Guard, "--time", o.Time.String(), "--quiet", o.Quiet.String(),
+		"--liveness-bound", o.LivenessBound.String(), "--require", strings.Join(o.Required, ","))
+	if o.System != nil {
+		args = append(args, o.System.Args(o.Members)...)
+	}
+	lo, hi := w.SlowRange()
+	args = append(args, "--slow-share", strconv.FormatFloat(w.SlowShare, 'g', -1, 64), "--slow-think", lo.String()+"-"+hi.String())
+	if w.Workload == histories.WorkloadStock {
+		args = append(args, "--items", strconv.Itoa(w.Items))
+	}
+	args = append(args, "--seed", strconv.FormatInt(w.Seed, 10))
+	switch {
+	case o.Schedule != nil || len(o.Nemesis.Faults) > 0:
+		if len(o.Nemesis.Faults) > 0 {
+			args = append(args, "--nemesis", strings.Join(o.Nemesis.Faults, ","))
+		}
+		args = append(args, "--schedule", filepath.Join(o.Dir, "schedule.json"))
+	default:
+		args = append(args, "--nemesis", "none")
+	}
+	return args, "locktest " + shellwords.Join(args)
+}
+
+// reproducible says whether the command line can name recipe: a built-in
+// or a lock in another process (exec:), not a team's own Go recipe.
+func reproducible(recipe string) bool {
+	_, _, builtin := registry.Builtin(recipe)
+	return builtin || execlock.IsSpec(recipe)
+}
