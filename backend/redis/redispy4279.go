@@ -29,7 +29,7 @@ var redisPy4279 = scenario.Scenario{
 		Seen:    "redis-py 4.3.4 (Debian's python3-redis)",
 		Status:  "open; a fix is proposed in redis-py pull request 4282",
 		Recipes: []string{redisPyRenewed}, Ecosystem: "Python: redis-py (Lock)",
-		Affected: "Lock.reacquire since redis-py pull request 1014 (3.1.0) to 8.1.0 and master, as the report says; " +
+		Affected: "Lock.reacquire since it was added (redis-py pull request 1014) to 8.1.0 and master, as the report says; " +
 			"4.3.4's extend(replace_ttl=True) refuses a lock with no TTL instead",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (12.3 s mean, 13.1 s max, at a load average of 8-14); the contrast 10 of 10 " +
 			"(12.7 s max; its liveness, not required, invalid in 9: redis-py's lock polls every 100 ms and the client that " +

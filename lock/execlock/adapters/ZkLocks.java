@@ -414,7 +414,7 @@ public class ZkLocks {
                 if (watched == null || z.exists(watched, false) != null) {
                     return false;
                 }
-                System.err.println("ZkLocks --fix=26: " + watched + " was gone when lock() watched it: looking again");
+                System.err.println("ZkLocks --fix=26: " + watched + ", the node lock() watched, is gone: looking again");
             }
         }
 
