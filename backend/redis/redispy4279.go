@@ -33,7 +33,9 @@ var redisPy4279 = scenario.Scenario{
 			"4.3.4's extend(replace_ttl=True) refuses a lock with no TTL instead",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (12.3 s mean, 13.1 s max, at a load average of 8-14); the contrast 10 of 10 " +
 			"(12.7 s max; its liveness, not required, invalid in 9: redis-py's lock polls every 100 ms and the client that " +
-			"releases asks again at once, so the waiter starves)"}},
+			"releases asks again at once, so the waiter starves)",
+		Random: "10 of 10 (seeds 1-10, the scenario's settings, --nemesis all --time 30s, no script): mutex invalid in each; the " +
+			"bug needs no fault (every section's first renewal deletes the key), so this says nothing of the faults"}},
 	Lesson: "A redis-py Lock made with timeout=0 holds until released: its SET has no expiry. reacquire(), which resets " +
 		"a lock's TTL to its timeout, checks only that the timeout is not None and sends PEXPIRE with 0 ms, and Redis " +
 		"deletes a key whose expiry is not positive; the script then returns 1, and reacquire returns True. A service " +
