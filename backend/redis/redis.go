@@ -204,5 +204,6 @@ var scenarios = []scenario.Scenario{
 		},
 	},
 	redisPy3847,
+	redisPy4279,
 	nodeRedlock296,
 }

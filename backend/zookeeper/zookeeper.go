@@ -160,6 +160,7 @@ var scenarios = []scenario.Scenario{
 	},
 	ghostNode,
 	kazoo732,
+	writeLockLostWatch,
 	curator696,
 	curator604,
 	{

@@ -333,6 +333,8 @@ func TestScenarioBugs(t *testing.T) {
 	for _, want := range []string{
 		"| [redis-py#3847](https://github.com/redis/redis-py/issues/3847) | Python: redis-py (Lock) |",
 		"| redis-py-3847 | --recipe 'exec:/usr/bin/python3 lock/execlock/adapters/redis_py.py --retry-release' | --recipe 'exec:/usr/bin/python3 lock/execlock/adapters/redis_py.py --retry-release --fix=4258' |",
+		"| redis-py-4279 | --recipe 'exec:/usr/bin/python3 lock/execlock/adapters/redis_py.py --persistent --renew' | --recipe 'exec:/usr/bin/python3 lock/execlock/adapters/redis_py.py --persistent --renew --fix=4282' |",
+		"| [shayhatsor/zookeeper#26](https://github.com/shayhatsor/zookeeper/issues/26) | Java: ZooKeeper's lock recipe (WriteLock) |",
 		"| etcd-22123 | --recipe election-retry | --recipe election-retry-kept |",
 		"| [microsoft/etcd3#176](https://github.com/microsoft/etcd3/issues/176) | Node: etcd3 (Election) |",
 		"| etcd3-node-176 | --recipe 'exec:node lock/execlock/adapters/etcd3_node.js --election --etcd3=1.1.0' | --recipe 'exec:node lock/execlock/adapters/etcd3_node.js --election' |",

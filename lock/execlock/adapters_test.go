@@ -56,6 +56,12 @@ func TestAdapters(t *testing.T) {
 		{"curator-mutex-fix-604", "zookeeper", func(t *testing.T) []string { return javaCommand(t, dir, "curator-mutex", "--fix=604") }},
 		{"curator-leader-latch-fix-500", "zookeeper", func(t *testing.T) []string { return javaCommand(t, dir, "leader-latch", "--fix=500") }},
 		{"zk-writelock", "zookeeper", func(t *testing.T) []string { return javaCommand(t, dir, "writelock") }},
+		// The fixes the contrasts of zk-writelock-watch and redis-py-4279
+		// apply keep the protocol.
+		{"zk-writelock-fix-26", "zookeeper", func(t *testing.T) []string { return javaCommand(t, dir, "writelock", "--fix=26") }},
+		{"redis-py-persistent-renew-fix-4282", "redis", func(t *testing.T) []string {
+			return append(python(t, "redis", "python3-redis", "redis_py.py"), "--persistent", "--renew", "--fix=4282")
+		}},
 		{"redlock", "redis", func(t *testing.T) []string { return node(t, "@sesamecare-oss/redlock", "redlock.js") }},
 		{"etcd3-node", "etcd", func(t *testing.T) []string { return node(t, "etcd3", "etcd3_node.js") }},
 		// The pinned releases of the catalog's Node bugs (etcd3-node-176,

@@ -14,6 +14,14 @@
 // upstream, has no fix of its own): a grant on a node that is not the current session's is let go
 // (release() deletes that node) and the acquire goes on for the time left.
 //
+// writelock --fix=26 looks again when the node WriteLock was to watch is gone (shayhatsor/zookeeper#26:
+// lock() lists the children, then calls exists with a watch on the node before its own; if that node
+// was deleted in between, exists leaves a watch for its creation, which never comes, and lock() returns
+// false for good). When lock() returns false and that node (WriteLock's private lastChildId, by
+// reflection) no longer exists, the adapter calls lock() again, which lists the children anew: what
+// kazoo's lock does since kazoo pull request 490. A node that exists when checked existed when lock()
+// watched it (sequential names are not reused), so its watch stands.
+//
 // leader-latch --fix=500 applies Curator pull request 500 (CURATOR-696, in Curator 5.7.0) to the
 // installed LeaderLatch: a latch whose node is first in line takes the leadership only if the node is
 // its current session's (its ephemeralOwner); a node of an earlier session makes it reset (delete
@@ -109,9 +117,9 @@ public class ZkLocks {
         Lock lk = switch (mode) {
             case "curator-mutex" -> new Mutex(curator(), java.util.Arrays.asList(args).contains("--fix=604"));
             case "leader-latch" -> new Latch(curator(), java.util.Arrays.asList(args).contains("--fix=500"));
-            case "writelock" -> new Write();
+            case "writelock" -> new Write(java.util.Arrays.asList(args).contains("--fix=26"));
             default -> {
-                System.err.println("usage: ZkLocks curator-mutex [--fix=604]|leader-latch [--fix=500]|writelock");
+                System.err.println("usage: ZkLocks curator-mutex [--fix=604]|leader-latch [--fix=500]|writelock [--fix=26]");
                 System.exit(2);
                 yield null;
             }
@@ -385,11 +393,29 @@ public class ZkLocks {
 
     static class Write implements Lock {
         ZooKeeper zk;
+        final boolean fix26;
         final Map<String, WriteLock> locks = new HashMap<>();
         final Map<String, Boolean> held = new java.util.concurrent.ConcurrentHashMap<>();
 
-        Write() throws Exception {
+        Write(boolean fix26) throws Exception {
+            this.fix26 = fix26;
             connect();
+        }
+
+        /** The fix of --fix=26: lock() again while the node it was to watch is gone. */
+        boolean lockWatchingLive(ZooKeeper z, WriteLock l) throws Exception {
+            java.lang.reflect.Field last = WriteLock.class.getDeclaredField("lastChildId");
+            last.setAccessible(true);
+            for (;;) {
+                if (l.lock()) {
+                    return true;
+                }
+                String watched = (String) last.get(l);
+                if (watched == null || z.exists(watched, false) != null) {
+                    return false;
+                }
+                System.err.println("ZkLocks --fix=26: " + watched + ", the node lock() watched, is gone: looking again");
+            }
         }
 
         /** A new session (after its last expired, as an application must make one), connecting in the background. */
@@ -462,7 +488,7 @@ public class ZkLocks {
             });
             boolean owner;
             try {
-                owner = l.lock() || got.await(timeoutMs, TimeUnit.MILLISECONDS);
+                owner = (fix26 ? lockWatchingLive(z, l) : l.lock()) || got.await(timeoutMs, TimeUnit.MILLISECONDS);
             } catch (KeeperException e) { // its retries ran out: its node may be there
                 throw new Fail("lock(): " + e, false);
             }

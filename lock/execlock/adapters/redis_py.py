@@ -7,8 +7,19 @@ finds the key gone or another's (LockNotOwnedError): then this adapter says lost
 Options (the catalog's scenario redis-py-3847): --retry-release retries a release that failed on a
 connection error, as services retry errors; --fix=4258 applies redis-py pull request 4258
 (the upstream fix of redis-py#3847) to the installed Lock: release() keeps its token until the
-release is done, unless the lock was no longer owned."""
+release is done, unless the lock was no longer owned.
+
+Options (the catalog's scenario redis-py-4279): --persistent makes the Lock hold until released
+(timeout=0: "it will remain locked until release() is called", as its docs say; LOCKTEST_TTL only
+paces the renewal then); --renew keeps a held lock with a thread that calls reacquire() every third of
+LOCKTEST_TTL, as services keep a lock alive (the use redis-py pull request 1014 added reacquire for;
+the lock is made with thread_local=False, as the docs ask of a lock used from another thread); a
+renewal that finds the lock no longer owned says lost. --fix=4282 applies the invariant redis-py pull
+request 4282 (the fix proposed for redis-py#4279) puts in the Lock's scripts to the installed
+reacquire script: a renewal never sends PEXPIRE with a non-positive TTL (which deletes the key), so a
+lock with no timeout stays without one."""
 import sys
+import threading
 import time
 
 import redis
@@ -19,6 +30,8 @@ import _proto as p
 
 cfg = p.env()
 retry_release = "--retry-release" in sys.argv[1:]
+persistent = "--persistent" in sys.argv[1:]
+renew = "--renew" in sys.argv[1:]
 
 
 def release_4258(self):
@@ -38,14 +51,48 @@ def release_4258(self):
 if "--fix=4258" in sys.argv[1:]:
     redis.lock.Lock.release = release_4258
 
+# redis-py pull request 4282's invariant in the reacquire script: the token checked as before, but a
+# non-positive TTL (a lock with timeout=0) leaves the key as it is instead of deleting it.
+REACQUIRE_4282 = """
+    local token = redis.call('get', KEYS[1])
+    if not token or token ~= ARGV[1] then
+        return 0
+    end
+    if tonumber(ARGV[2]) <= 0 then
+        return 1
+    end
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return 1
+"""
+
+if "--fix=4282" in sys.argv[1:]:
+    redis.lock.Lock.LUA_REACQUIRE_SCRIPT = REACQUIRE_4282  # before the first Lock registers the scripts
+
 host, port = p.hostport(cfg["endpoints"][0])
 r = redis.Redis(host=host, port=port)  # defaults: no socket timeout, no retry
 held = {}
+renewals = {}  # name -> the Event that stops its renewal thread
+
+
+def keep(name, lk, stop):
+    """Renews lk every third of the TTL until stop is set; says lost when the lock is no longer owned.
+    redis-py 4.3.4's reacquire of a lock with timeout=0 deletes the key and returns True (#4279)."""
+    while not stop.wait(cfg["ttl"] / 3):
+        try:
+            lk.reacquire()
+        except LockNotOwnedError:
+            if held.get(name) is lk:
+                p.lost(name)
+            return
+        except (ConnectionError, LockError):
+            pass  # the next renewal tries again; the TTL bounds the claim meanwhile
 
 
 def acquire(name, timeout_s):
     key = cfg["prefix"] + name
-    lk = r.lock(key, timeout=cfg["ttl"])  # without timeout the key never expires
+    # without timeout (or 0) the key never expires; a lock renewed from another thread keeps its
+    # token where that thread sees it
+    lk = r.lock(key, timeout=0 if persistent else cfg["ttl"], thread_local=not renew)
     try:
         ok = lk.acquire(blocking_timeout=timeout_s)
     except ConnectionError as ex:
@@ -54,6 +101,9 @@ def acquire(name, timeout_s):
     if not ok:
         raise p.Fail("timeout: lock %s not acquired in %.3fs" % (key, timeout_s), True)
     held[name] = lk
+    if renew:
+        stop = renewals[name] = threading.Event()
+        threading.Thread(target=keep, args=(name, lk, stop), daemon=True).start()
     return {"key": key}
 
 
@@ -61,6 +111,9 @@ def release(name):
     lk = held.pop(name, None)
     if lk is None:
         raise p.Fail("not held: %s" % name, True)
+    stop = renewals.pop(name, None)
+    if stop is not None:
+        stop.set()
     try:
         lk.release()
     except LockNotOwnedError as ex:  # expired (and maybe taken by another): nothing was deleted
