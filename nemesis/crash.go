@@ -31,7 +31,7 @@ func (crash) Spec() Spec {
 		Kinds: []Kind{
 			{Name: CrashMember, Needs: []system.Capability{system.CapCrashMember}, Says: says("was crashed")},
 			{Name: CrashLeader, Needs: []system.Capability{system.CapCrashMember, system.CapLeader}, Says: says("was crashed")},
-			{Name: CrashClient, Clients: true, Says: says("was crashed")},
+			{Name: CrashClient, Clients: true, Instant: true, Says: says("was crashed")},
 		},
 		// The downtime of a crashed member.
 		Durations: fixed(2*time.Second, 4*time.Second),

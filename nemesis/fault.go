@@ -61,6 +61,9 @@ type Kind struct {
 	Clients bool
 	// Members is the fewest members it needs; 0 for any number.
 	Members int
+	// Instant: it strikes once and lasts no time (its entries' Duration
+	// is 0), whatever its family's Durations.
+	Instant bool
 	// Says what it did to its targets, for the checks' stories ("c4 was
 	// paused").
 	Says func(targets []string) string

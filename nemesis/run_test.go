@@ -68,6 +68,9 @@ type fakeClients struct {
 	// entering is the holder entering a slow section, and its think time.
 	entering string
 	think    time.Duration
+	// midway is a holder mid-section, with left of its think time ahead.
+	midway string
+	left   time.Duration
 	leases   map[string]string
 	calls    []string
 	hook     *fakeHook
@@ -119,6 +122,11 @@ func (f *fakeClients) Entering(min, max, _ time.Duration) (string, bool) {
 	defer f.mu.Unlock()
 	ok := f.entering != "" && f.think >= min && (max == 0 || f.think <= max)
 	return f.entering, ok
+}
+func (f *fakeClients) Ahead(min time.Duration) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.midway, f.midway != "" && f.left >= min
 }
 func (f *fakeClients) Role(c string) string {
 	f.mu.Lock()

@@ -220,3 +220,21 @@ func TestDenseSharesTime(t *testing.T) {
 		t.Errorf("time: lost replies %s, isolations %s; want about equal", a, b)
 	}
 }
+
+// A dense schedule weighs a family by the time its faults take, an instant
+// kind (a revocation) taking none but the quiet after it: the lease
+// family, two revocations to one starvation, is drawn by its mean of the
+// three, not as if every fault of it starved for 4-6 s.
+func TestDenseMeanTimeCountsInstantKinds(t *testing.T) {
+	t.Parallel()
+	c := Config{Dense: true, Clients: []string{"c0"}, TTL: 2 * time.Second}.WithDefaults()
+	lease, _ := family("lease")
+	// starve: 5 s mean and 2 s quiet; revoke: 0 s and 0.5 s quiet.
+	if got, want := c.meanTime(lease), (7*time.Second+2*500*time.Millisecond)/3; got != want {
+		t.Errorf("lease's mean time %v, want %v", got, want)
+	}
+	isolate, _ := family("isolate")
+	if got, want := c.meanTime(isolate), 4500*time.Millisecond+2*time.Second; got != want {
+		t.Errorf("isolate's mean time %v, want %v", got, want)
+	}
+}
