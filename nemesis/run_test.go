@@ -863,7 +863,7 @@ func TestRunLostReply(t *testing.T) {
 	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0"}
 	hold := 300 * time.Millisecond
 	sched := Schedule{Members: 3, Clients: fc.names, Entries: []Entry{
-		{At: 0, Fault: LostReplyRelease, Target: TargetHolder, Fallback: "c1", Duration: hold},
+		{At: 0, Fault: LostReplyRelease, Target: TargetHolder, Fallback: "c1", Duration: hold, Params: map[string]string{"hold_next": "500ms"}},
 	}}
 	rec := newRec()
 	cancel := goRun(c, fc, rec, sched)
@@ -906,6 +906,14 @@ func TestRunLostReply(t *testing.T) {
 	p := stop.Value.Params
 	if p["op"] != histories.Release || p["reply"] != "lost" || !strings.HasPrefix(p["client_saw"], "error: ") || p["role"] != "holder" {
 		t.Errorf("stop params %v", p)
+	}
+	// Param hold_next: the client's next section is held open, a pause
+	// armed before its next write.
+	fc.mu.Lock()
+	calls := slices.Clone(fc.calls)
+	fc.mu.Unlock()
+	if !slices.Contains(calls, "pause c0 500ms true") {
+		t.Errorf("calls %v; want c0's next write paused 500ms", calls)
 	}
 	if !slices.Equal(stop.Value.Targets, []string{"c0"}) {
 		t.Errorf("targets %v", stop.Value.Targets)

@@ -58,12 +58,23 @@ const holderAim = 0.5
 // from the seed on a stream of its own: a share of the faults that can
 // outlast a lease strike a waiter queued behind a long section, with the
 // client first drawn as the fallback, and a share of lost acquire replies
-// strike the holder's next acquire. Faults on the holder keep their
-// target.
+// strike the holder's next acquire; a lost release reply of the holder
+// holds its next section open (param hold_next, TTL/4). Faults on the
+// holder keep their target.
 func aimAt(seed int64, s *Schedule, ttl time.Duration) {
 	rng := rand.New(rand.NewPCG(uint64(seed), aimStream))
 	for i := range s.Entries {
 		e := &s.Entries[i]
+		if e.Fault == LostReplyRelease && e.Target == TargetHolder {
+			// The release in doubt is retried by services once they hold
+			// the lock again: the next section held open long enough for
+			// that retry to find its grant alive (etcd#22082).
+			if e.Params == nil {
+				e.Params = map[string]string{}
+			}
+			e.Params["hold_next"] = (ttl / 4).String()
+			continue
+		}
 		if e.Fault == LostReplyAcquire && e.Target != TargetHolder && rng.Float64() < holderAim {
 			// The holder's next acquire: its request creates its claim
 			// (a znode, a key) and the lost reply leaves it in doubt

@@ -57,7 +57,8 @@ func TestSwarmConcentrates(t *testing.T) {
 }
 
 // Aim turns some faults that end a lease on an aimed waiter, the client
-// drawn kept as its fallback, and touches no other entry.
+// drawn kept as its fallback, holds the next section of a holder whose
+// release reply is lost, and touches no other entry.
 func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 	cfg := swarmConfig()
 	cfg.Faults = []string{"isolate", "lease", "pause", "crash", "lost-reply"}
@@ -74,6 +75,13 @@ func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 			p := plain.Entries[i]
 			if reflect.DeepEqual(e, p) {
 				kept++
+				continue
+			}
+			if p.Fault == LostReplyRelease {
+				if e.Target != TargetHolder || e.Params["hold_next"] != "500ms" {
+					t.Errorf("seed %d: entry %d aimed as %+v", seed, i, e)
+				}
+				turned++
 				continue
 			}
 			if p.Fault == LostReplyAcquire {
