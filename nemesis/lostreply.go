@@ -54,7 +54,7 @@ func (lostReply) Spec() Spec {
 		// How long the replies are dropped before the cut: ample time for a
 		// server to apply a request (a few milliseconds here), short against
 		// the lease, whose renewals' replies are dropped too.
-		Durations: func(ttl time.Duration) Range { return Range{ttl / 8, ttl / 4} },
+		Durations:      func(ttl time.Duration) Range { return Range{ttl / 8, ttl / 4} },
 		DurationParams: []string{"hold_next"},
 	}
 }

@@ -71,9 +71,9 @@ type fakeClients struct {
 	// midway is a holder mid-section, with left of its think time ahead.
 	midway string
 	left   time.Duration
-	leases   map[string]string
-	calls    []string
-	hook     *fakeHook
+	leases map[string]string
+	calls  []string
+	hook   *fakeHook
 }
 
 func (f *fakeClients) call(format string, args ...any) {
