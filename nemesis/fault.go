@@ -36,6 +36,10 @@ type Spec struct {
 	// Durations is the default range of its faults' durations, given the
 	// lease TTL.
 	Durations func(ttl time.Duration) Range
+	// Settle is how long, beyond its duration, a fault of the family
+	// takes to start and to stop on a real system (measured): a dense
+	// schedule counts it in the family's share of the run's time.
+	Settle time.Duration
 	// OncePerRun: a system carries out its faults once per run, so
 	// Generate draws one at most.
 	OncePerRun bool

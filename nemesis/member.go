@@ -41,6 +41,10 @@ func (membership) Spec() Spec {
 		// A replacement has none: it lasts as long as the new member takes
 		// to catch up.
 		Durations: fixed(2*time.Second, 4*time.Second),
+		// etcd refuses a change until its members have been connected
+		// for 5 s; a removal took 5.5-8.4 s to start here, an add as
+		// long to catch up.
+		Settle: 8 * time.Second,
 	}
 }
 

@@ -178,9 +178,9 @@ func (g *Gen) family(fams []Family) Family {
 	return fams[len(fams)-1]
 }
 
-// meanTime is the mean time a fault of f takes in a schedule: its duration
-// and the quiet time after it, over the kinds a schedule may draw, by
-// their weights.
+// meanTime is the mean time a fault of f takes in a run: its family's
+// Settle, and its duration and the quiet time after it, over the kinds a
+// schedule may draw, by their weights.
 func (c Config) meanTime(f Family) time.Duration {
 	r := c.Durations[f.Spec().Name]
 	mean := (r.Min + r.Max) / 2
@@ -196,9 +196,9 @@ func (c Config) meanTime(f Family) time.Duration {
 		n += w
 	}
 	if n == 0 {
-		return mean + c.gap(Entry{Duration: mean})
+		return f.Spec().Settle + mean + c.gap(Entry{Duration: mean})
 	}
-	return sum / n
+	return f.Spec().Settle + sum/n
 }
 
 // gap is the quiet time after e.

@@ -241,6 +241,11 @@ func TestDenseMeanTimeCountsInstantKinds(t *testing.T) {
 	if got, want := c.meanTime(lease), (7*time.Second+2*500*time.Millisecond)/3; got != want {
 		t.Errorf("lease's mean time %v, want %v", got, want)
 	}
+	// A member's removal counts the seconds etcd takes to carry it out.
+	member, _ := family("member")
+	if got := c.meanTime(member); got < member.Spec().Settle+3*time.Second {
+		t.Errorf("member's mean time %v, want its settle (%v) and its 2-4 s besides", got, member.Spec().Settle)
+	}
 	isolate, _ := family("isolate")
 	if got, want := c.meanTime(isolate), 4500*time.Millisecond+2*time.Second; got != want {
 		t.Errorf("isolate's mean time %v, want %v", got, want)
