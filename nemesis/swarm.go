@@ -56,7 +56,8 @@ const holderAim = 0.5
 
 // aimAt turns some client faults of s on the moments where locks break,
 // from the seed on a stream of its own: a share of the faults that can
-// outlast a lease strike a waiter queued behind a long section, with the
+// outlast a lease strike a waiter queued behind a section with work left
+// (waiterAhead; those drawn on a waiter are aimed so too), with the
 // client first drawn as the fallback, and a share of lost acquire replies
 // strike the holder's next acquire; a lost release reply of the holder
 // holds its next section open (param hold_next, TTL/4). Faults on the
@@ -82,18 +83,34 @@ func aimAt(seed int64, s *Schedule, ttl time.Duration) {
 			e.Target, e.Fallback = TargetHolder, cmp.Or(e.Fallback, e.Target)
 			continue
 		}
-		if !aimable(e.Fault) || e.Target == TargetHolder || e.Target == TargetWaiter || e.Target == "" {
+		if !aimable(e.Fault) || e.Target == TargetHolder || e.Target == "" {
 			continue
 		}
-		if !slices.Contains(s.Clients, e.Target) || rng.Float64() >= waiterAim {
-			continue
+		if e.Target != TargetWaiter {
+			if !slices.Contains(s.Clients, e.Target) || rng.Float64() >= waiterAim {
+				continue
+			}
+			e.Target, e.Fallback = TargetWaiter, e.Target
 		}
-		e.Target, e.Fallback = TargetWaiter, e.Target
 		if e.Params == nil {
 			e.Params = map[string]string{}
 		}
-		e.Params["ahead"] = (ttl + ttl/4).String() + "-"
+		if _, ok := e.Params["ahead"]; !ok {
+			e.Params["ahead"] = waiterAhead(e.Fault, ttl).String() + "-"
+		}
 	}
+}
+
+// waiterAhead is how much of the holder's section an aimed fault on a
+// waiter wants left: a revocation, which deletes the waiter's key at once,
+// a moment (so that the grant comes after the deletion, not on the state
+// before it); the others, which end the lease only once it runs out, more
+// than a TTL.
+func waiterAhead(kind string, ttl time.Duration) time.Duration {
+	if kind == LeaseRevoke {
+		return workAhead
+	}
+	return ttl + ttl/4
 }
 
 // aimable are the fault kinds that end a client's lease (or strike it for
