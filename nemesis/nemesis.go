@@ -189,8 +189,8 @@ type Config struct {
 	// The mix (--nemesis-mix, swarm.go), all of it drawn from the seed:
 	// Swarm has each schedule draw from a random subset of Faults; Aim
 	// turns a share of its client faults on the moments where locks break
-	// (aimAt); Dense starts sooner, waits less after short faults and
-	// draws families by their share of time (first, gap, Gen.family).
+	// (aimAt); Dense waits a quarter of Interval before each fault and
+	// draws families by their share of time (gap, Gen.family).
 	Swarm bool `json:"swarm,omitempty"`
 	Aim   bool `json:"aim,omitempty"`
 	Dense bool `json:"dense,omitempty"`

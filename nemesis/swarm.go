@@ -152,16 +152,14 @@ func (c *Config) ParseMix(s string) error {
 	return nil
 }
 
-// shortFault is the longest fault after which a dense schedule waits only
-// a quarter of the interval: a lost reply, a revoked lease, a crashed
-// client strike one moment, and the bugs they find (a retried release, a
-// ghost znode) need many such moments, not long ones.
-func (c Config) shortFault() time.Duration { return c.TTL / 2 }
-
-// first is when the first fault starts: after the interval, or in a dense
-// schedule a quarter of it, so that the clients' first grants, not an
-// idle start, take the first strike.
-func (c Config) first() time.Duration {
+// gap is the quiet time before each fault: the interval, or in a dense
+// schedule a quarter of it, after long faults as after short ones. The
+// bugs a random run finds each need one fault at one moment (a waiter's
+// lease ended, a release's reply lost), and a run gets only as many
+// draws as it has faults: back to back, a 30 s run has about half again
+// as many, and its first strikes the clients' first grants, not an idle
+// start.
+func (c Config) gap() time.Duration {
 	if c.Dense {
 		return c.Interval / 4
 	}
@@ -209,19 +207,11 @@ func (c Config) meanTime(f Family) time.Duration {
 			d = 0
 		}
 		w := time.Duration(max(k.Weight, 1))
-		sum += w * (d + c.gap(Entry{Duration: d}))
+		sum += w * (d + c.gap())
 		n += w
 	}
 	if n == 0 {
-		return f.Spec().Settle + mean + c.gap(Entry{Duration: mean})
+		return f.Spec().Settle + mean + c.gap()
 	}
 	return f.Spec().Settle + sum/n
-}
-
-// gap is the quiet time after e.
-func (c Config) gap(e Entry) time.Duration {
-	if c.Dense && e.Duration <= c.shortFault() {
-		return c.Interval / 4
-	}
-	return c.Interval
 }

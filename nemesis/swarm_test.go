@@ -130,8 +130,8 @@ func TestParseMix(t *testing.T) {
 	}
 }
 
-// Dense: the first fault after a quarter of the interval, and a quarter
-// of the interval after a short fault, the whole after a long one.
+// Dense: the first fault after a quarter of the interval, and each after
+// a quarter of the interval, after a long fault as after a short one.
 func TestDenseGap(t *testing.T) {
 	cfg := swarmConfig()
 	cfg.Faults = []string{"lost-reply", "isolate"}
@@ -147,10 +147,7 @@ func TestDenseGap(t *testing.T) {
 	}
 	for i, e := range dense.Entries[1:] {
 		prev := dense.Entries[i]
-		want := c.Interval
-		if prev.Duration <= c.TTL/2 {
-			want = c.Interval / 4
-		}
+		want := c.Interval / 4
 		if got := e.At - prev.At - prev.Duration; got != want {
 			t.Errorf("after %s of %s: %s quiet, want %s", prev.Fault, prev.Duration, got, want)
 		}
@@ -230,7 +227,7 @@ func TestDenseSharesTime(t *testing.T) {
 	}
 	c := cfg.WithDefaults()
 	share := func(f string) time.Duration {
-		return took[f] + time.Duration(n[f])*c.gap(Entry{Duration: took[f] / time.Duration(n[f])})
+		return took[f] + time.Duration(n[f])*c.gap()
 	}
 	if a, b := share("lost-reply"), share("isolate"); a < b/2 || b < a/2 {
 		t.Errorf("time: lost replies %s, isolations %s; want about equal", a, b)
@@ -245,8 +242,8 @@ func TestDenseMeanTimeCountsInstantKinds(t *testing.T) {
 	t.Parallel()
 	c := Config{Dense: true, Clients: []string{"c0"}, TTL: 2 * time.Second}.WithDefaults()
 	lease, _ := family("lease")
-	// starve: 5 s mean and 2 s quiet; revoke: 0 s and 0.5 s quiet.
-	if got, want := c.meanTime(lease), (7*time.Second+2*500*time.Millisecond)/3; got != want {
+	// starve: 5 s mean; revoke: 0 s; each with 0.5 s quiet.
+	if got, want := c.meanTime(lease), (5*time.Second+3*500*time.Millisecond)/3; got != want {
 		t.Errorf("lease's mean time %v, want %v", got, want)
 	}
 	// A member's removal counts the seconds etcd takes to carry it out.
@@ -255,7 +252,7 @@ func TestDenseMeanTimeCountsInstantKinds(t *testing.T) {
 		t.Errorf("member's mean time %v, want its settle (%v) and its 2-4 s besides", got, member.Spec().Settle)
 	}
 	isolate, _ := family("isolate")
-	if got, want := c.meanTime(isolate), 4500*time.Millisecond+2*time.Second; got != want {
+	if got, want := c.meanTime(isolate), 4500*time.Millisecond+500*time.Millisecond; got != want {
 		t.Errorf("isolate's mean time %v, want %v", got, want)
 	}
 }
