@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -184,16 +185,15 @@ func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 		result   error
 	)
 	inj.Stop = func(context.Context) error {
-		if d, err := time.ParseDuration(e.Params["hold_next"]); err == nil && op == histories.Release {
-			// Param hold_next: the client's next section is held open
-			// this long (a pause armed before its next write), so that a
-			// retry of the release in doubt, which a service sends after
-			// its next grant, finds that grant alive (etcd#22082).
-			if err := env.Clients.Pause(name, d, true); err != nil {
-				return err
-			}
-		}
 		err := ts.remove() // the cut: removing the toxic closes what it held
+		if d, perr := time.ParseDuration(e.Params["hold_next"]); perr == nil && op == histories.Release {
+			// Param hold_next: the client's next section is held open
+			// this long (a pause armed before its next write, before the
+			// client goes on), so that a retry of the release in doubt,
+			// which a service sends after its next grant, finds that
+			// grant alive (etcd#22082).
+			err = errors.Join(err, env.Clients.Pause(name, d, true))
+		}
 		close(whole)
 		cut := time.Now()
 		if answered {

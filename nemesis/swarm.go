@@ -156,9 +156,8 @@ func (c *Config) ParseMix(s string) error {
 // schedule a quarter of it, after long faults as after short ones. The
 // bugs a random run finds each need one fault at one moment (a waiter's
 // lease ended, a release's reply lost), and a run gets only as many
-// draws as it has faults: back to back, a 30 s run has about half again
-// as many, and its first strikes the clients' first grants, not an idle
-// start.
+// draws as it has faults; the first strikes the clients' first grants,
+// not an idle start.
 func (c Config) gap() time.Duration {
 	if c.Dense {
 		return c.Interval / 4
