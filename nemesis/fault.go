@@ -36,6 +36,10 @@ type Spec struct {
 	// Durations is the default range of its faults' durations, given the
 	// lease TTL.
 	Durations func(ttl time.Duration) Range
+	// Settle is how long, beyond its duration, a fault of the family
+	// takes to start and to stop on a real system (measured): a dense
+	// schedule counts it in the family's share of the run's time.
+	Settle time.Duration
 	// OncePerRun: a system carries out its faults once per run, so
 	// Generate draws one at most.
 	OncePerRun bool
@@ -61,6 +65,9 @@ type Kind struct {
 	Clients bool
 	// Members is the fewest members it needs; 0 for any number.
 	Members int
+	// Instant: it strikes once and lasts no time (its entries' Duration
+	// is 0), whatever its family's Durations.
+	Instant bool
 	// Says what it did to its targets, for the checks' stories ("c4 was
 	// paused").
 	Says func(targets []string) string

@@ -33,7 +33,7 @@ func (lease) Spec() Spec {
 			{Name: LeaseStarve, Needs: []system.Capability{system.CapLinks, system.CapLeases}, Clients: true, Says: func(ts []string) string {
 				return "lease renewals of " + targets(ts) + " were starved"
 			}},
-			{Name: LeaseRevoke, Needs: []system.Capability{system.CapLeases}, Weight: 2, Clients: true, Says: func(ts []string) string {
+			{Name: LeaseRevoke, Needs: []system.Capability{system.CapLeases}, Weight: 2, Clients: true, Instant: true, Says: func(ts []string) string {
 				return "the lease of " + targets(ts) + " was revoked"
 			}},
 		},

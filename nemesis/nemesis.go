@@ -33,6 +33,7 @@ type Clients interface {
 	Lease(client string) (id string, ok bool)                         // the client's current session lease, in hex
 	Waiter(minWait time.Duration) (client string, ok bool)            // the client longest in Acquire, if it has waited at least minWait
 	Entering(min, max, within time.Duration) (client string, ok bool) // a holder that began, within the last within, a section thinking between min and max (max 0: no bound) on its clock
+	Ahead(min time.Duration) (client string, ok bool)                 // a holder whose section has at least min of its think time left
 	Role(client string) string                                        // "holder", "waiter" or "idle" now
 	Disarm(client string) (armed bool, pausedUntil time.Time)         // cancel a pause armed for the client's next write; when its current pause ends (zero: not paused)
 	// Intercept arms a hook on the client's next operation op
@@ -188,8 +189,8 @@ type Config struct {
 	// The mix (--nemesis-mix, swarm.go), all of it drawn from the seed:
 	// Swarm has each schedule draw from a random subset of Faults; Aim
 	// turns a share of its client faults on the moments where locks break
-	// (aimAt); Dense starts sooner, waits less after short faults and
-	// draws families by their share of time (first, gap, Gen.family).
+	// (aimAt); Dense waits a quarter of Interval before each fault and
+	// draws families by their share of time (gap, Gen.family).
 	Swarm bool `json:"swarm,omitempty"`
 	Aim   bool `json:"aim,omitempty"`
 	Dense bool `json:"dense,omitempty"`

@@ -69,9 +69,12 @@ type fakeClients struct {
 	// entering is the holder entering a slow section, and its think time.
 	entering string
 	think    time.Duration
-	leases   map[string]string
-	calls    []string
-	hook     *fakeHook
+	// midway is a holder mid-section, with left of its think time ahead.
+	midway string
+	left   time.Duration
+	leases map[string]string
+	calls  []string
+	hook   *fakeHook
 }
 
 func (f *fakeClients) call(format string, args ...any) {
@@ -120,6 +123,11 @@ func (f *fakeClients) Entering(min, max, _ time.Duration) (string, bool) {
 	defer f.mu.Unlock()
 	ok := f.entering != "" && f.think >= min && (max == 0 || f.think <= max)
 	return f.entering, ok
+}
+func (f *fakeClients) Ahead(min time.Duration) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.midway, f.midway != "" && f.left >= min
 }
 func (f *fakeClients) Role(c string) string {
 	f.mu.Lock()
@@ -856,7 +864,7 @@ func TestRunLostReply(t *testing.T) {
 	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0"}
 	hold := 300 * time.Millisecond
 	sched := Schedule{Members: 3, Clients: fc.names, Entries: []Entry{
-		{At: 0, Fault: LostReplyRelease, Target: TargetHolder, Fallback: "c1", Duration: hold},
+		{At: 0, Fault: LostReplyRelease, Target: TargetHolder, Fallback: "c1", Duration: hold, Params: map[string]string{"hold_next": "500ms"}},
 	}}
 	rec := newRec()
 	cancel := goRun(c, fc, rec, sched)
@@ -899,6 +907,14 @@ func TestRunLostReply(t *testing.T) {
 	p := stop.Value.Params
 	if p["op"] != histories.Release || p["reply"] != "lost" || !strings.HasPrefix(p["client_saw"], "error: ") || p["role"] != "holder" {
 		t.Errorf("stop params %v", p)
+	}
+	// Param hold_next: the client's next section is held open, a pause
+	// armed before its next write.
+	fc.mu.Lock()
+	calls := slices.Clone(fc.calls)
+	fc.mu.Unlock()
+	if !slices.Contains(calls, "pause c0 500ms true") {
+		t.Errorf("calls %v; want c0's next write paused 500ms", calls)
 	}
 	if !slices.Equal(stop.Value.Targets, []string{"c0"}) {
 		t.Errorf("targets %v", stop.Value.Targets)

@@ -67,7 +67,8 @@ type Schedule struct {
 
 // Generate draws a schedule from seed: a pure function of seed and cfg
 // (its Faults, Interval, Time, Members, Clients and durations). Each fault
-// starts Interval after the previous one's drawn end; the family is drawn
+// starts a gap (Interval; a quarter of it in a dense schedule) after the
+// previous one's drawn end, the first a gap after the start; the family is drawn
 // uniformly from cfg.Faults, then the kind within it (by the family's
 // weights, if it has them). Targets favour the
 // lock holder and the leader. cfg.Swarm, cfg.Aim and cfg.Dense change the
@@ -103,7 +104,7 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	}
 
 	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg}
-	for at := cfg.first(); at < cfg.Time; {
+	for at := cfg.gap(); at < cfg.Time; {
 		f := g.family(fams)
 		e := Entry{Fault: g.kind(cfg.kinds(f, clients)), Params: map[string]string{}}
 		f.Draw(g, &e, cfg.Durations[f.Spec().Name])
@@ -126,7 +127,7 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 				break
 			}
 		}
-		at += e.Duration + cfg.gap(e)
+		at += e.Duration + cfg.gap()
 	}
 	if cfg.Aim {
 		aimAt(seed, &s, cfg.TTL)

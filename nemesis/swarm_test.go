@@ -57,7 +57,8 @@ func TestSwarmConcentrates(t *testing.T) {
 }
 
 // Aim turns some faults that end a lease on an aimed waiter, the client
-// drawn kept as its fallback, and touches no other entry.
+// drawn kept as its fallback (and aims those drawn on a waiter), holds the next section of a holder whose
+// release reply is lost, and touches no other entry.
 func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 	cfg := swarmConfig()
 	cfg.Faults = []string{"isolate", "lease", "pause", "crash", "lost-reply"}
@@ -76,6 +77,13 @@ func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 				kept++
 				continue
 			}
+			if p.Fault == LostReplyRelease {
+				if e.Target != TargetHolder || e.Params["hold_next"] != "500ms" {
+					t.Errorf("seed %d: entry %d aimed as %+v", seed, i, e)
+				}
+				turned++
+				continue
+			}
 			if p.Fault == LostReplyAcquire {
 				if e.Target != TargetHolder {
 					t.Errorf("seed %d: entry %d aimed as %+v", seed, i, e)
@@ -83,10 +91,18 @@ func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 				turned++
 				continue
 			}
-			if !aimable(p.Fault) || !slices.Contains(cfg.Clients, p.Target) {
+			if !aimable(p.Fault) || !slices.Contains(cfg.Clients, p.Target) && p.Target != TargetWaiter {
 				t.Errorf("seed %d: entry %d (%s on %s) was changed", seed, i, p.Fault, p.Target)
 			}
-			if e.Target != TargetWaiter || e.Fallback != p.Target || e.Params["ahead"] != "2.5s-" {
+			fallback := p.Target
+			if p.Target == TargetWaiter {
+				fallback = p.Fallback
+			}
+			ahead := "2.5s-"
+			if p.Fault == LeaseRevoke {
+				ahead = "200ms-"
+			}
+			if e.Target != TargetWaiter || e.Fallback != fallback || e.Params["ahead"] != ahead {
 				t.Errorf("seed %d: entry %d aimed as %+v", seed, i, e)
 			}
 			turned++
@@ -114,8 +130,8 @@ func TestParseMix(t *testing.T) {
 	}
 }
 
-// Dense: the first fault after a quarter of the interval, and a quarter
-// of the interval after a short fault, the whole after a long one.
+// Dense: the first fault after a quarter of the interval, and each after
+// a quarter of the interval, after a long fault as after a short one.
 func TestDenseGap(t *testing.T) {
 	cfg := swarmConfig()
 	cfg.Faults = []string{"lost-reply", "isolate"}
@@ -131,10 +147,7 @@ func TestDenseGap(t *testing.T) {
 	}
 	for i, e := range dense.Entries[1:] {
 		prev := dense.Entries[i]
-		want := c.Interval
-		if prev.Duration <= c.TTL/2 {
-			want = c.Interval / 4
-		}
+		want := c.Interval / 4
 		if got := e.At - prev.At - prev.Duration; got != want {
 			t.Errorf("after %s of %s: %s quiet, want %s", prev.Fault, prev.Duration, got, want)
 		}
@@ -214,9 +227,32 @@ func TestDenseSharesTime(t *testing.T) {
 	}
 	c := cfg.WithDefaults()
 	share := func(f string) time.Duration {
-		return took[f] + time.Duration(n[f])*c.gap(Entry{Duration: took[f] / time.Duration(n[f])})
+		return took[f] + time.Duration(n[f])*c.gap()
 	}
 	if a, b := share("lost-reply"), share("isolate"); a < b/2 || b < a/2 {
 		t.Errorf("time: lost replies %s, isolations %s; want about equal", a, b)
+	}
+}
+
+// A dense schedule weighs a family by the time its faults take, an instant
+// kind (a revocation) taking none but the quiet after it: the lease
+// family, two revocations to one starvation, is drawn by its mean of the
+// three, not as if every fault of it starved for 4-6 s.
+func TestDenseMeanTimeCountsInstantKinds(t *testing.T) {
+	t.Parallel()
+	c := Config{Dense: true, Clients: []string{"c0"}, TTL: 2 * time.Second}.WithDefaults()
+	lease, _ := family("lease")
+	// starve: 5 s mean; revoke: 0 s; each with 0.5 s quiet.
+	if got, want := c.meanTime(lease), (5*time.Second+3*500*time.Millisecond)/3; got != want {
+		t.Errorf("lease's mean time %v, want %v", got, want)
+	}
+	// A member's removal counts the seconds etcd takes to carry it out.
+	member, _ := family("member")
+	if got := c.meanTime(member); got < member.Spec().Settle+3*time.Second {
+		t.Errorf("member's mean time %v, want its settle (%v) and its 2-4 s besides", got, member.Spec().Settle)
+	}
+	isolate, _ := family("isolate")
+	if got, want := c.meanTime(isolate), 4500*time.Millisecond+500*time.Millisecond; got != want {
+		t.Errorf("isolate's mean time %v, want %v", got, want)
 	}
 }

@@ -144,7 +144,9 @@ const workAhead = 200 * time.Millisecond
 const aimWait = 10 * time.Second
 
 // aim waits for a holder entering a critical section whose think time is in
-// the range "MIN-MAX" (MAX may be empty: no bound).
+// the range "MIN-MAX"; with MAX empty (no bound), a holder already in a
+// section with at least MIN of it left serves too, at once: waiting for the
+// next long section to begin made each strike seconds late.
 func (env *Env) aim(ctx context.Context, ahead string) (string, bool) {
 	lo, hi, err := parseAhead(ahead)
 	if err != nil {
@@ -154,6 +156,9 @@ func (env *Env) aim(ctx context.Context, ahead string) (string, bool) {
 	defer cancel()
 	for look := newLook(); ; {
 		if h, ok := env.Clients.Entering(lo, hi, look.since()); ok {
+			return h, true
+		}
+		if h, ok := env.Clients.Ahead(lo); ok && hi == 0 {
 			return h, true
 		}
 		if !sleepUntil(wctx, time.Now().Add(5*time.Millisecond)) {

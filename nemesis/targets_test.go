@@ -33,6 +33,29 @@ func TestAimStrikesAHolderEnteringASlowSection(t *testing.T) {
 	}
 }
 
+// An unbounded aim strikes a holder already mid-section with enough of it
+// left, at once, rather than waiting for the next section to begin; a
+// bounded one waits for a section entering with a think time in range.
+func TestAimStrikesAHolderMidSection(t *testing.T) {
+	t.Parallel()
+	fc := &fakeClients{names: []string{"c0", "c1", "c2"}, holder: "c0", midway: "c2", left: 3 * time.Second}
+	env := &Env{Clients: fc}
+	e := Entry{Fault: Isolate, Target: TargetHolder, Fallback: "c1", Params: map[string]string{"ahead": "2.5s-"}}
+	params := map[string]string{}
+	if got, err := env.resolveClient(context.Background(), e, params, true); err != nil || got != "c2" || params["aimed"] != "true" {
+		t.Fatalf("aimed at %q (%v), params %v; want c2, aimed", got, err, params)
+	}
+	for _, ahead := range []string{"3.5s-", "500ms-4s"} {
+		e.Params["ahead"] = ahead
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		params = map[string]string{}
+		if got, err := env.resolveClient(ctx, e, params, false); !errors.Is(err, errNotStruck) || params["aimed"] != "" {
+			t.Errorf("ahead %s: struck %q (%v), params %v; want nobody", ahead, got, err, params)
+		}
+		cancel()
+	}
+}
+
 func TestGenerateAimsLeaseFaultsAtSlowSections(t *testing.T) {
 	t.Parallel()
 	cfg := Config{Faults: []string{"isolate", "lease", "clock"}, Members: 3, Clients: []string{"c0", "c1", "c2"}, Time: 10 * time.Minute, TTL: 2 * time.Second}

@@ -55,6 +55,24 @@ func (w *Workload) Entering(min, max, within time.Duration) (string, bool) {
 	return "", false
 }
 
+// Ahead returns a holder whose critical section has at least min of its
+// think time still ahead (host time since it began counted against the
+// length it draws on its clock): one begun a while ago serves a fault
+// that needs work ahead as well as one entering now, and is there at
+// once, where the next long section may be seconds away.
+func (w *Workload) Ahead(min time.Duration) (string, bool) {
+	now := time.Now()
+	for _, c := range w.clients {
+		c.mu.Lock()
+		t, held := c.thinking, c.held != nil
+		c.mu.Unlock()
+		if held && !t.since.IsZero() && t.length-now.Sub(t.since) >= min {
+			return c.name, true
+		}
+	}
+	return "", false
+}
+
 // Waiter returns the client that has waited longest in Acquire, if one has
 // waited at least minWait (long enough to be queued behind a holder rather
 // than about to be granted at once).

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"testing"
+	"time"
 
 	"github.com/locktest/locktest/histories"
 )
@@ -40,5 +41,22 @@ func TestInterceptInFlight(t *testing.T) {
 	c.answered(histories.Acquire, nil)
 	if len(fired) != 2 {
 		t.Fatalf("the acquire's answer ran %v, want after too", fired)
+	}
+}
+
+// Ahead finds a holder by the think time its section has left, however
+// long ago it began; not one with too little left, nor one whose release
+// is all that is left of its grant.
+func TestAhead(t *testing.T) {
+	now := time.Now()
+	mid := &client{name: "c0", held: &holding{}, thinking: thinking{since: now.Add(-time.Second), length: 4 * time.Second}}
+	late := &client{name: "c1", held: &holding{}, thinking: thinking{since: now.Add(-3 * time.Second), length: 4 * time.Second}}
+	done := &client{name: "c2", held: &holding{}}
+	w := &Workload{clients: []*client{late, done, mid}}
+	if c, ok := w.Ahead(2500 * time.Millisecond); !ok || c != "c0" {
+		t.Fatalf("Ahead(2.5s) = %q, %v; want c0, 3 s of its 4 s left", c, ok)
+	}
+	if c, ok := w.Ahead(3500 * time.Millisecond); ok {
+		t.Fatalf("Ahead(3.5s) = %q; want none (c0 has about 3 s left)", c)
 	}
 }
