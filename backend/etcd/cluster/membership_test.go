@@ -226,8 +226,31 @@ func TestAddedMemberIsCut(t *testing.T) {
 	if err := c.SetCuts([][2]int{{0, 2}, {1, 2}}); err != nil {
 		t.Fatal(err)
 	}
-	actx, cancel := context.WithTimeout(ctx, time.Second)
-	err := c.AddMember(actx, 2)
+	// The addition is given a second from when the added member runs (a
+	// member not cut off catches up in milliseconds), not from when it was
+	// asked for: the steps before, the re-add's wait for the next second
+	// (a new ID) included, took over a second on a loaded machine.
+	actx, cancel := context.WithCancel(ctx)
+	added := make(chan error, 1)
+	go func() { added <- c.AddMember(actx, 2) }()
+	var err error
+	returned := false
+	polltest.Until(t, 20*time.Second, "the added member to run", func() bool {
+		select {
+		case err = <-added:
+			returned = true
+		default:
+		}
+		return returned || !c.Removed(2) && c.Running(2)
+	})
+	if !returned {
+		select {
+		case err = <-added:
+		case <-time.After(time.Second):
+			cancel()
+			err = <-added
+		}
+	}
 	cancel()
 	if err == nil {
 		t.Fatal("a member cut off from every other caught up")
