@@ -32,7 +32,10 @@ import (
 //     session (a retried release whose reply was lost: etcd#22082), by the
 //     observer's definite "other-release".
 //  5. A live holder keeps its claim: a holder's lease does not expire on
-//     the server while no fault was active during its last TTL.
+//     the server while no fault was active during its last TTL. A stall
+//     of locktest's own process then (the host did not run it: the
+//     history's stall events) leaves it unjudged: a client that is not
+//     run cannot renew, and cannot be told from one paused by a fault.
 //
 // Order is judged by revisions (a backend whose server has none says so in
 // its Terms, and promises 2 and 3 are then not judged): a claim is the key
@@ -835,7 +838,15 @@ func (j *contractJudge) live() {
 		case d.leaseAlive != "false":
 			j.cannot(promiseLive, fmt.Sprintf("the observer could not confirm that the lease of token %d was gone when its %s was deleted at %s", d.Token, h.terms().key(), h.at(d.Time)))
 			continue
-		case len(j.violations[promiseLive]) > maxStories:
+		}
+		if s, stalled := h.stallDuring(d.Time-int64(window), d.Time); stalled {
+			// A holder whose process does not run cannot renew: the
+			// host paused it, as a pause fault would.
+			j.cannot(promiseLive, fmt.Sprintf("the lease of token %d held by %s expired on the server at %s, but locktest's own process, its client's, did not run for %s from %s to %s, in the %s before: a holder that does not run cannot renew, as under a pause",
+				b.Token, h.who(histories.Process(b.Process)), h.at(d.Time), time.Duration(s.End-s.Start).Round(time.Millisecond), h.at(s.Start), h.at(s.End), window))
+			continue
+		}
+		if len(j.violations[promiseLive]) > maxStories {
 			continue
 		}
 		since := fmt.Sprintf("in the %s before", window)

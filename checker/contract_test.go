@@ -172,6 +172,37 @@ func TestContractLiveHolderKeepsClaim(t *testing.T) {
 	expect(t, r, Unknown, "Promise 5 (a live holder keeps its claim) could not be judged")
 }
 
+// A pg-lease sweep (seed 1): c2 was granted token 137 at 37.37 s and
+// began a slow section; locktest's process then did not run for about two
+// seconds (the waiters' op timeouts, due at 38.56 s and 38.91 s, were
+// recorded at 39.53 s), so its watchdog sent no renewal and the lease
+// expired on the server's clock with no fault. The host's stall is no
+// broken promise, and cannot be told from a pause: unknown, with why.
+func TestContractStalledHolder(t *testing.T) {
+	stalled := func(stall bool) *hist {
+		h := (&hist{}).recorded(100, 2).
+			grant(2, 37368, 37369, 137, 137, "/l/lock/a")
+		if stall {
+			h.event(histories.FStall, 39520, nil, map[string]string{"duration_ns": "1980000000"})
+		}
+		return h.deleted(39525, "c2", 137, 138, "expiry", "lease_alive", "false").
+			rel(2, "lock", 40693, 40810, ok)
+	}
+	expect(t, Contract(stalled(false).ops()), Invalid, "Promise 5 (a live holder keeps its claim)")
+	r := Contract(stalled(true).ops())
+	expect(t, r, Unknown, "Promise 5 (a live holder keeps its claim) could not be judged: the lease of token 137 held by process 2 (c2) expired on the server at 39.52 s, but locktest's own process, its client's, did not run for 1.98s from 37.54 s to 39.52 s")
+	if !slices.Contains(r.Unjudged, promiseLive) {
+		t.Errorf("unjudged %q, want promise 5 among them", r.Unjudged)
+	}
+	// A stall long before the expiry's window excuses nothing.
+	h := (&hist{}).recorded(100, 2).
+		event(histories.FStall, 1000, nil, map[string]string{"duration_ns": "900000000"}).
+		grant(2, 37368, 37369, 137, 137, "/l/lock/a").
+		deleted(39525, "c2", 137, 138, "expiry", "lease_alive", "false").
+		rel(2, "lock", 40693, 40810, ok)
+	expect(t, Contract(h.ops()), Invalid, "Promise 5 (a live holder keeps its claim)")
+}
+
 func TestContractUnknown(t *testing.T) {
 	// An old history: tokens only, no revisions, keys, TTL or observer.
 	old := (&hist{}).acq(1, "lock", 1000, 1100, ok, 10).rel(1, "lock", 2000, 2010, ok).
