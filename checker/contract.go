@@ -34,8 +34,9 @@ import (
 //  5. A live holder keeps its claim: a holder's lease does not expire on
 //     the server while no fault was active during its last TTL. A stall
 //     of locktest's own process then (the host did not run it: the
-//     history's stall events) leaves it unjudged: a client that is not
-//     run cannot renew, and cannot be told from one paused by a fault.
+//     history's stall events, or a history that does not say it watched
+//     for them) leaves it unjudged: a client that is not run cannot
+//     renew, and cannot be told from one paused by a fault.
 //
 // Order is judged by revisions (a backend whose server has none says so in
 // its Terms, and promises 2 and 3 are then not judged): a claim is the key
@@ -816,7 +817,9 @@ func (h *History) unsettled(b Belief) string {
 }
 
 // live judges promise 5: no holder's lease expires on the server while no
-// fault was active during its last TTL (plus expirySlack; see there).
+// fault was active during its last TTL (plus expirySlack; see there), and
+// locktest's own process ran throughout (no stall event then, in a
+// history whose setup says it watched for them).
 func (j *contractJudge) live() {
 	h := j.h
 	if j.sd.ttl == 0 {
@@ -844,6 +847,11 @@ func (j *contractJudge) live() {
 			// host paused it, as a pause fault would.
 			j.cannot(promiseLive, fmt.Sprintf("the lease of token %d held by %s expired on the server at %s, but locktest's own process, its client's, did not run for %s from %s to %s, in the %s before: a holder that does not run cannot renew, as under a pause",
 				b.Token, h.who(histories.Process(b.Process)), h.at(d.Time), time.Duration(s.End-s.Start).Round(time.Millisecond), h.at(s.Start), h.at(s.End), window))
+			continue
+		}
+		if j.sd.setup[histories.SetupStalls] != histories.StallsWatched {
+			j.cannot(promiseLive, fmt.Sprintf("the lease of token %d held by %s expired on the server at %s with no fault, but the history does not say that locktest watched its own process for stalls (a history from before stall events), and a holder that is not run cannot renew",
+				b.Token, h.who(histories.Process(b.Process)), h.at(d.Time)))
 			continue
 		}
 		if len(j.violations[promiseLive]) > maxStories {

@@ -30,7 +30,7 @@ func (h *hist) deleted(at int64, owner string, token, rev int64, by string, extr
 // recorded adds what a current run records around its operations: the
 // setup (TTL 2 s), the process events and the observer's last revision.
 func (h *hist) recorded(observed int64, procs ...int) *hist {
-	h.event("setup", 0, nil, map[string]string{"ttl": "2", "recipe": "test"})
+	h.event("setup", 0, nil, map[string]string{"ttl": "2", "recipe": "test", histories.SetupStalls: histories.StallsWatched})
 	for _, p := range procs {
 		h.event("process", 0, []string{"c" + strconv.Itoa(p)}, map[string]string{"process": strconv.Itoa(p)})
 	}
@@ -194,6 +194,12 @@ func TestContractStalledHolder(t *testing.T) {
 	if !slices.Contains(r.Unjudged, promiseLive) {
 		t.Errorf("unjudged %q, want promise 5 among them", r.Unjudged)
 	}
+	// A history that does not say locktest watched for stalls cannot
+	// rule one out.
+	unwatched := slices.DeleteFunc(stalled(false).ops(), func(op histories.Op) bool { return op.F == histories.FSetup })
+	unwatched = append([]histories.Op{{Type: histories.Info, F: histories.FSetup, Process: histories.Nemesis,
+		Value: &histories.Value{Params: map[string]string{"ttl": "2"}}}}, unwatched...)
+	expect(t, Contract(unwatched), Unknown, "does not say that locktest watched its own process for stalls")
 	// A stall long before the expiry's window excuses nothing.
 	h := (&hist{}).recorded(100, 2).
 		event(histories.FStall, 1000, nil, map[string]string{"duration_ns": "900000000"}).
@@ -234,7 +240,7 @@ func TestContractUnknown(t *testing.T) {
 func TestContractBackendWording(t *testing.T) {
 	contract := func(h *hist) Result { return withTerms(h.ops(), "ttl-store", ttlTerms).Contract() }
 	redis := func() *hist {
-		return (&hist{}).event("setup", 0, nil, map[string]string{"ttl": "2", "recipe": "ttl-del", "backend": "ttl-store"}).
+		return (&hist{}).event("setup", 0, nil, map[string]string{"ttl": "2", "recipe": "ttl-del", "backend": "ttl-store", histories.SetupStalls: histories.StallsWatched}).
 			clientOf(1, "c1").clientOf(3, "c3").
 			event("observed", 100000, nil, nil)
 	}

@@ -47,6 +47,14 @@ const (
 	FEnd = "end"
 )
 
+// SetupStalls is the setup event's param saying whether the run records
+// stall events; StallsWatched, that it does (a history without it may
+// have stalled unseen).
+const (
+	SetupStalls   = "stalls"
+	StallsWatched = "watched"
+)
+
 // EndRecorded is the setup event's param end in a run that records FEnd.
 const EndRecorded = "recorded"
 

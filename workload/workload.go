@@ -259,6 +259,8 @@ func (w *Workload) setupEvent() histories.Op {
 		"locks":    strings.Join(w.cfg.Locks, ","),
 		"ttl":      strconv.Itoa(w.cfg.TTL),
 		"backend":  w.backend.Name(),
+		// Run watches for stalls of this process (watchStalls).
+		histories.SetupStalls: histories.StallsWatched,
 	}
 	maps.Copy(params, w.section.Params())
 	if d, ok := w.cfg.Recipe.(lock.Described); ok {
