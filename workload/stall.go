@@ -30,11 +30,11 @@ func watchStalls(rec Recorder, stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		now := time.Now()
-		if gap := stalled(last, now); gap > 0 {
+		if gap := stalled(last, time.Now()); gap > 0 {
 			rec.Record(stallEvent(gap))
 		}
-		last = now
+		// From after the record: a write that waited is no stall.
+		last = time.Now()
 	}
 }
 
