@@ -391,15 +391,18 @@ func (h *History) faultDuring(from, to int64) bool {
 	return k > 0 && h.sd.endMax[k-1] >= from
 }
 
-// stallDuring returns the first stall of locktest's own process that
-// overlaps [from, to], if any.
-func (h *History) stallDuring(from, to int64) (Fault, bool) {
+// stalled returns how long in all locktest's own process was not run in
+// stalls that overlap [from, to], and the longest of them.
+func (h *History) stalled(from, to int64) (total time.Duration, longest Fault) {
 	for _, s := range h.sd.stalls {
 		if s.Start <= to && s.End >= from {
-			return s, true
+			total += time.Duration(s.End - s.Start)
+			if s.End-s.Start > longest.End-longest.Start {
+				longest = s
+			}
 		}
 	}
-	return Fault{}, false
+	return total, longest
 }
 
 // revokedAt says whether a lease-revoke fault on the key's owner explains a
