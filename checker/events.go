@@ -396,7 +396,7 @@ func (h *History) faultDuring(from, to int64) bool {
 func (h *History) stalled(from, to int64) (total time.Duration, longest Fault) {
 	for _, s := range h.sd.stalls {
 		if s.Start <= to && s.End >= from {
-			total += time.Duration(s.End - s.Start)
+			total = addSat(total, time.Duration(s.End-s.Start))
 			if s.End-s.Start > longest.End-longest.Start {
 				longest = s
 			}
