@@ -32,7 +32,12 @@ import (
 //     session (a retried release whose reply was lost: etcd#22082), by the
 //     observer's definite "other-release".
 //  5. A live holder keeps its claim: a holder's lease does not expire on
-//     the server while no fault was active during its last TTL.
+//     the server while no fault was active during its last TTL. Stalls
+//     of locktest's own process then (the host did not run it: the
+//     history's stall events) of a quarter of the TTL or more, or a
+//     history that does not say it watched for them, leave it unjudged:
+//     a client that is not run cannot renew, and cannot be told from one
+//     paused by a fault.
 //
 // Order is judged by revisions (a backend whose server has none says so in
 // its Terms, and promises 2 and 3 are then not judged): a claim is the key
@@ -60,6 +65,13 @@ const (
 // recorded deletion therefore excuses it: a false "broken" is worse than a
 // missed one.
 const expirySlack = 2 * time.Second
+
+// stallShare: stalls of locktest's own process that add up to TTL/stallShare
+// in promise 5's window leave an expiry unjudged. Shorter ones do not: a
+// lease lock renews well within its TTL (every TTL/3: etcd's keepalive,
+// Redisson's watchdog, pg-lease), and one that lapses when its process is
+// not run for less than a quarter of it fails a healthy holder.
+const stallShare = 4
 
 // Contract checks the lock's contract; see History.Contract.
 func Contract(ops []histories.Op) Result { return Build(ops).Contract() }
@@ -813,7 +825,9 @@ func (h *History) unsettled(b Belief) string {
 }
 
 // live judges promise 5: no holder's lease expires on the server while no
-// fault was active during its last TTL (plus expirySlack; see there).
+// fault was active during its last TTL (plus expirySlack; see there), and
+// locktest's own process ran throughout (no stall event then, in a
+// history whose setup says it watched for them).
 func (j *contractJudge) live() {
 	h := j.h
 	if j.sd.ttl == 0 {
@@ -835,7 +849,20 @@ func (j *contractJudge) live() {
 		case d.leaseAlive != "false":
 			j.cannot(promiseLive, fmt.Sprintf("the observer could not confirm that the lease of token %d was gone when its %s was deleted at %s", d.Token, h.terms().key(), h.at(d.Time)))
 			continue
-		case len(j.violations[promiseLive]) > maxStories:
+		}
+		if total, s := h.stalled(d.Time-int64(window), d.Time); total >= j.sd.ttl/stallShare {
+			// A holder whose process does not run cannot renew: the
+			// host paused it, as a pause fault would.
+			j.cannot(promiseLive, fmt.Sprintf("the lease of token %d held by %s expired on the server at %s, but locktest's own process, its client's, was not run for %s in the %s before (the longest stall %s, from %s to %s): a holder that is not run cannot renew, as under a pause",
+				b.Token, h.who(histories.Process(b.Process)), h.at(d.Time), total.Round(time.Millisecond), window, time.Duration(s.End-s.Start).Round(time.Millisecond), h.at(s.Start), h.at(s.End)))
+			continue
+		}
+		if j.sd.setup[histories.SetupStalls] != histories.StallsWatched {
+			j.cannot(promiseLive, fmt.Sprintf("the lease of token %d held by %s expired on the server at %s with no fault, but the history does not say that locktest watched its own process for stalls (a history from before stall events), and a holder that is not run cannot renew",
+				b.Token, h.who(histories.Process(b.Process)), h.at(d.Time)))
+			continue
+		}
+		if len(j.violations[promiseLive]) > maxStories {
 			continue
 		}
 		since := fmt.Sprintf("in the %s before", window)

@@ -30,7 +30,7 @@ func (h *hist) deleted(at int64, owner string, token, rev int64, by string, extr
 // recorded adds what a current run records around its operations: the
 // setup (TTL 2 s), the process events and the observer's last revision.
 func (h *hist) recorded(observed int64, procs ...int) *hist {
-	h.event("setup", 0, nil, map[string]string{"ttl": "2", "recipe": "test"})
+	h.event("setup", 0, nil, map[string]string{"ttl": "2", "recipe": "test", histories.SetupStalls: histories.StallsWatched})
 	for _, p := range procs {
 		h.event("process", 0, []string{"c" + strconv.Itoa(p)}, map[string]string{"process": strconv.Itoa(p)})
 	}
@@ -172,6 +172,55 @@ func TestContractLiveHolderKeepsClaim(t *testing.T) {
 	expect(t, r, Unknown, "Promise 5 (a live holder keeps its claim) could not be judged")
 }
 
+// A pg-lease sweep (seed 1): c2 was granted token 137 at 37.37 s and
+// began a slow section; locktest's process then did not run for about two
+// seconds (the waiters' op timeouts, due at 38.56 s and 38.91 s, were
+// recorded at 39.53 s), so its watchdog sent no renewal and the lease
+// expired on the server's clock with no fault. The host's stall is no
+// broken promise, and cannot be told from a pause: unknown, with why.
+func TestContractStalledHolder(t *testing.T) {
+	stalled := func(stall bool) *hist {
+		h := (&hist{}).recorded(100, 2).
+			grant(2, 37368, 37369, 137, 137, "/l/lock/a")
+		if stall {
+			h.event(histories.FStall, 39520, nil, map[string]string{"duration_ns": "1980000000"})
+		}
+		return h.deleted(39525, "c2", 137, 138, "expiry", "lease_alive", "false").
+			rel(2, "lock", 40693, 40810, ok)
+	}
+	expect(t, Contract(stalled(false).ops()), Invalid, "Promise 5 (a live holder keeps its claim)")
+	r := Contract(stalled(true).ops())
+	expect(t, r, Unknown, "Promise 5 (a live holder keeps its claim) could not be judged: the lease of token 137 held by process 2 (c2) expired on the server at 39.52 s, but locktest's own process, its client's, was not run for 1.98s in the 6s before (the longest stall 1.98s, from 37.54 s to 39.52 s)")
+	if !slices.Contains(r.Unjudged, promiseLive) {
+		t.Errorf("unjudged %q, want promise 5 among them", r.Unjudged)
+	}
+	// A history that does not say locktest watched for stalls cannot
+	// rule one out.
+	unwatched := slices.DeleteFunc(stalled(false).ops(), func(op histories.Op) bool { return op.F == histories.FSetup })
+	unwatched = append([]histories.Op{{Type: histories.Info, F: histories.FSetup, Process: histories.Nemesis,
+		Value: &histories.Value{Params: map[string]string{"ttl": "2"}}}}, unwatched...)
+	expect(t, Contract(unwatched), Unknown, "does not say that locktest watched its own process for stalls")
+	// Stalls that add up to less than a quarter of the TTL (here 2 s)
+	// excuse nothing: a healthy lock renews with more to spare.
+	stalls := func(second string) []histories.Op {
+		return (&hist{}).recorded(100, 2).
+			grant(2, 37368, 37369, 137, 137, "/l/lock/a").
+			event(histories.FStall, 38000, nil, map[string]string{"duration_ns": "300000000"}).
+			event(histories.FStall, 39000, nil, map[string]string{"duration_ns": second}).
+			deleted(39525, "c2", 137, 138, "expiry", "lease_alive", "false").
+			rel(2, "lock", 40693, 40810, ok).ops()
+	}
+	expect(t, Contract(stalls("199000000")), Invalid, "Promise 5 (a live holder keeps its claim)")
+	expect(t, Contract(stalls("200000000")), Unknown, "was not run for 500ms in the 6s before (the longest stall 300ms, from 37.70 s to 38.00 s)")
+	// A stall long before the expiry's window excuses nothing.
+	h := (&hist{}).recorded(100, 2).
+		event(histories.FStall, 1000, nil, map[string]string{"duration_ns": "900000000"}).
+		grant(2, 37368, 37369, 137, 137, "/l/lock/a").
+		deleted(39525, "c2", 137, 138, "expiry", "lease_alive", "false").
+		rel(2, "lock", 40693, 40810, ok)
+	expect(t, Contract(h.ops()), Invalid, "Promise 5 (a live holder keeps its claim)")
+}
+
 func TestContractUnknown(t *testing.T) {
 	// An old history: tokens only, no revisions, keys, TTL or observer.
 	old := (&hist{}).acq(1, "lock", 1000, 1100, ok, 10).rel(1, "lock", 2000, 2010, ok).
@@ -203,7 +252,7 @@ func TestContractUnknown(t *testing.T) {
 func TestContractBackendWording(t *testing.T) {
 	contract := func(h *hist) Result { return withTerms(h.ops(), "ttl-store", ttlTerms).Contract() }
 	redis := func() *hist {
-		return (&hist{}).event("setup", 0, nil, map[string]string{"ttl": "2", "recipe": "ttl-del", "backend": "ttl-store"}).
+		return (&hist{}).event("setup", 0, nil, map[string]string{"ttl": "2", "recipe": "ttl-del", "backend": "ttl-store", histories.SetupStalls: histories.StallsWatched}).
 			clientOf(1, "c1").clientOf(3, "c3").
 			event("observed", 100000, nil, nil)
 	}

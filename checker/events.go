@@ -40,6 +40,9 @@ type storyData struct {
 	// others are nemesis events of an f the checks do not read, kept for
 	// the report to show: they are not faults (a fault is a start).
 	others []Fault
+	// stalls are the spans in which locktest's own process did not run
+	// (stall events), in the order recorded.
+	stalls []Fault
 	// heal is the time of the last "heal"; -1 if none.
 	heal      int64
 	deletions []Deletion
@@ -187,6 +190,12 @@ func (b *Builder) event(op histories.Op) {
 		if len(targets) == 1 {
 			sd.lockerFailed = append(sd.lockerFailed, lockerFailure{client: targets[0], time: op.Time, err: p["error"]})
 		}
+	case histories.FStall:
+		// Not a fault, but shown with its span; promise 5 reads it.
+		d, _ := paramInt(p, "duration_ns")
+		st := Fault{Fault: op.F, Params: maps.Clone(p), Start: max(op.Time-max(d, 0), 0), End: op.Time, Index: op.Index}
+		sd.stalls = append(sd.stalls, st)
+		sd.others = append(sd.others, st)
 	case histories.FLeaseLost:
 		tok, _ := paramInt(p, "token")
 		sd.lost = append(sd.lost, leaseLost{key: key, token: tok, targets: b.targets(targets), time: op.Time, index: op.Index})
@@ -380,6 +389,20 @@ func (sd *storyData) startedBy(t int64) int {
 func (h *History) faultDuring(from, to int64) bool {
 	k := h.sd.startedBy(to)
 	return k > 0 && h.sd.endMax[k-1] >= from
+}
+
+// stalled returns how long in all locktest's own process was not run in
+// stalls that overlap [from, to], and the longest of them.
+func (h *History) stalled(from, to int64) (total time.Duration, longest Fault) {
+	for _, s := range h.sd.stalls {
+		if s.Start <= to && s.End >= from {
+			total = addSat(total, time.Duration(s.End-s.Start))
+			if s.End-s.Start > longest.End-longest.Start {
+				longest = s
+			}
+		}
+	}
+	return total, longest
 }
 
 // revokedAt says whether a lease-revoke fault on the key's owner explains a

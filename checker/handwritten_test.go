@@ -106,7 +106,7 @@ func TestContractOverwrittenKey(t *testing.T) {
 // Class 5: a TTL too large for a duration does not wrap around.
 func TestContractHugeTTL(t *testing.T) {
 	expiry := func(fault bool) *hist {
-		h := (&hist{}).event("setup", 0, nil, map[string]string{"ttl": "9223372036854775807"}).clientOf(1, "c1").
+		h := (&hist{}).event("setup", 0, nil, map[string]string{"ttl": "9223372036854775807", histories.SetupStalls: histories.StallsWatched}).clientOf(1, "c1").
 			event("observed", 100000, nil, map[string]string{"revision": "100"}).
 			grant(1, 1000, 1100, 10, 10, "/l/lock/a").
 			deleted(8000, "c1", 10, 11, "expiry", "lease_alive", "false").

@@ -370,7 +370,8 @@ func livenessCut(h *History, r Result, c *Cut, bound time.Duration) string {
 // from when, as the run had faults or not.
 func livenessLine(r Result, h *History) string {
 	from := "once every fault had ended"
-	if h != nil && len(h.Faults()) == 0 && len(h.Events()) == 0 {
+	// A stall is no fault.
+	if h != nil && len(h.Faults()) == 0 && len(h.Events()) == len(h.sd.stalls) {
 		from = "from the start (a run without faults)"
 	}
 	return fmt.Sprintf("%d acquires judged %s", r.Ops, from)

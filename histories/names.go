@@ -30,6 +30,13 @@ const (
 	// FLockerFailed: a client could not build its locker. Targets
 	// [client]; params error.
 	FLockerFailed = "locker-failed"
+	// FStall: locktest's own process ran none of its goroutines for a
+	// while (the host starved it of CPU, swapped it out or stopped it),
+	// as the workload's stall watcher measured on the host's clock: its
+	// clients could not renew then, as under a pause nobody injected.
+	// Recorded once the process runs again; params duration_ns, how long
+	// it did not run (the stall ended at the event's time).
+	FStall = "stall"
 	// FObserved is recorded once the clients stopped: the history holds
 	// every deletion of a lock key up to params revision.
 	FObserved = "observed"
@@ -38,6 +45,14 @@ const (
 	// stopped at once). A history whose setup event has param end
 	// EndRecorded and that lacks FEnd was cut short: the run was killed.
 	FEnd = "end"
+)
+
+// SetupStalls is the setup event's param saying whether the run records
+// stall events; StallsWatched, that it does (a history without it may
+// have stalled unseen).
+const (
+	SetupStalls   = "stalls"
+	StallsWatched = "watched"
 )
 
 // EndRecorded is the setup event's param end in a run that records FEnd.

@@ -227,6 +227,8 @@ func check(op Op) string {
 		return nonNegative("revision")
 	case FLeaseLost:
 		return nonNegative("token", "process")
+	case FStall:
+		return nonNegative("duration_ns")
 	case FProcess:
 		if len(targets) != 1 || params["process"] == "" {
 			return "process event: it names one client (targets) and the process number it works under (params process)"

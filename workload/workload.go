@@ -179,6 +179,9 @@ func (w *Workload) Run(ctx context.Context, stop <-chan struct{}) (Stats, error)
 		total Stats
 		errs  []error
 	)
+	stopStalls := make(chan struct{})
+	var stalls sync.WaitGroup
+	stalls.Go(func() { watchStalls(w.rec, stopStalls) })
 	for _, c := range w.clients {
 		wg.Go(func() {
 			err := c.run(ctx, stop)
@@ -192,6 +195,8 @@ func (w *Workload) Run(ctx context.Context, stop <-chan struct{}) (Stats, error)
 		})
 	}
 	wg.Wait()
+	close(stopStalls)
+	stalls.Wait()
 	w.interrupted.Store(ctx.Err() != nil)
 	if err := w.finalReads(ctx); err != nil {
 		errs = append(errs, err)
@@ -254,6 +259,8 @@ func (w *Workload) setupEvent() histories.Op {
 		"locks":    strings.Join(w.cfg.Locks, ","),
 		"ttl":      strconv.Itoa(w.cfg.TTL),
 		"backend":  w.backend.Name(),
+		// Run watches for stalls of this process (watchStalls).
+		histories.SetupStalls: histories.StallsWatched,
 	}
 	maps.Copy(params, w.section.Params())
 	if d, ok := w.cfg.Recipe.(lock.Described); ok {
