@@ -252,3 +252,49 @@ func TestFailoverThroughTheSeam(t *testing.T) {
 		return obs.Sync(ctx) == nil && ok
 	})
 }
+
+// pg-advisory-xact's token outlives a crash of the server that granted it:
+// a grant whose transaction is still open when pg0 is killed, then a grant
+// after the restart, must have a greater token (before the token was taken
+// in a statement of its own that commits, the open transaction's nextval
+// died with the crash and the same token was granted again).
+func TestXactTokenSurvivesACrash(t *testing.T) {
+	pgserver.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	started, err := (&Options{IdleTimeout: 10 * time.Second}).Start(ctx, backend.Plan{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer started.Close()
+	acquire := func(name string) (lock.Locker, lock.Held) {
+		c, err := started.Workload.Connect(workload.Client{Name: name, Clock: clock.New(), Paused: func(context.Context) error { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _, _ := pglockBuiltin(pglock.XactName)
+		l, err := r.New(ctx, lock.Env{Conn: c.Env(), Clock: clock.New(), TTL: 1, Prefix: "t/", Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := l.Acquire(ctx, "L")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, h
+	}
+	l1, h1 := acquire("c1")
+	defer l1.Close()
+	crasher := started.System.(system.Crasher)
+	if err := crasher.HardStopMember(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := crasher.RestartMember(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	l2, h2 := acquire("c2")
+	defer l2.Close()
+	if h2.Token() <= h1.Token() {
+		t.Errorf("the grant after the crash has token %d, the grant before it %d: a token was handed out again", h2.Token(), h1.Token())
+	}
+}

@@ -26,20 +26,7 @@ func Lease(clientClock bool) lock.Recipe {
 		name = ClientClockName
 	}
 	return RecipeFunc(name, func(_ context.Context, env Env) (lock.Locker, error) {
-		cfg, err := pgxpool.ParseConfig(connString(env.Addr))
-		if err != nil {
-			return nil, err
-		}
-		cfg.ConnConfig.RuntimeParams["application_name"] = env.Client
-		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-		cfg.MaxConns = 2
-		// Idle sessions are closed before the server would end them, and
-		// checked before reuse, as a pool of a server with
-		// idle_session_timeout is set up.
-		cfg.MaxConnIdleTime = env.IdleTimeout / 2
-		cfg.HealthCheckPeriod = env.IdleTimeout / 4
-		// The pool connects lazily, on the first statement.
-		p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		p, err := env.pool(2)
 		if err != nil {
 			return nil, err
 		}

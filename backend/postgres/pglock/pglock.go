@@ -14,8 +14,11 @@
 //     its lock without learning it: nothing on the connection tells it.
 //   - pg-advisory-xact: the transaction-scoped form (pg_advisory_xact_lock)
 //     inside a transaction the holder keeps open, COMMIT its release; the
-//     same token, the same keepalive (idle_in_transaction_session_timeout
-//     ends a silent one).
+//     same keepalive (idle_in_transaction_session_timeout ends a silent
+//     one). Its token is taken once the lock is held, on a second session
+//     in a statement that commits: the open transaction's WAL is not
+//     flushed until it commits, so a nextval in it did not survive a crash
+//     of the server, and the token was handed out again.
 //   - pg-lease: a lease row (name, holder, expiry, fence) taken by an
 //     INSERT ... ON CONFLICT DO UPDATE that succeeds only when the row's
 //     expiry is past on the server's clock (now()), bumping its fence, the
@@ -42,6 +45,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/locktest/locktest/lock"
 )
@@ -74,6 +78,23 @@ func (c *Conn) Connect(ctx context.Context) (*pgx.Conn, error) {
 	// statements a dropped connection could leave behind.
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// pool is a pool of at most n sessions over the client's link, which
+// connects lazily, on its first statement. Idle sessions are closed before
+// the server would end them, and checked before reuse, as a pool of a
+// server with idle_session_timeout is set up.
+func (c *Conn) pool(n int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(connString(c.Addr))
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = c.Client
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	cfg.MaxConns = n
+	cfg.MaxConnIdleTime = c.IdleTimeout / 2
+	cfg.HealthCheckPeriod = c.IdleTimeout / 4
+	return pgxpool.NewWithConfig(context.Background(), cfg)
 }
 
 func connString(addr string) string {
@@ -125,7 +146,7 @@ const (
 // Builtins are the built-in PostgreSQL recipes, the correct ones first.
 var Builtins = []lock.Builtin{
 	{Name: AdvisoryName, Doc: "`pg_advisory_lock` on one session the locker keeps for it (asked again every 500 ms, `lock_timeout`), released with `pg_advisory_unlock`; the token is `nextval` of a sequence taken in the lock's own statement.", New: func() lock.Recipe { return Advisory(false) }},
-	{Name: XactName, Doc: "`pg_advisory_xact_lock` in a transaction the holder keeps open, released by `COMMIT`; the token is the same `nextval`, in the transaction.", New: func() lock.Recipe { return Advisory(true) }},
+	{Name: XactName, Doc: "`pg_advisory_xact_lock` in a transaction the holder keeps open, released by `COMMIT`; the token is `nextval` of the same sequence, taken once the lock is held in a statement of its own that commits (a `nextval` inside the open transaction is lost with it when the server crashes, and handed out again).", New: func() lock.Recipe { return Advisory(true) }},
 	{Name: LeaseName, Doc: "a lease row (`name, holder, expires, fence`) taken with `INSERT ... ON CONFLICT DO UPDATE ... WHERE expires < clock_timestamp()` (the server's clock), renewed every TTL/3; the token is the row's `fence`, bumped by the granting statement.", New: func() lock.Recipe { return Lease(false) }},
 	{Name: ClientClockName, Doc: "broken on purpose: `pg-lease` with the expiry written and compared on the client's clock: a client whose clock runs ahead takes a live lease.", New: func() lock.Recipe { return Lease(true) }, Broken: true},
 }
