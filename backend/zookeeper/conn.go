@@ -2,12 +2,15 @@ package zookeeper
 
 import (
 	"context"
+	"errors"
 	"hash/fnv"
 	"path"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/locktest/locktest/backend/zookeeper/zklock"
 	"github.com/locktest/locktest/backend/zookeeper/zkserver"
@@ -101,11 +104,16 @@ func (r *run) session() *zklock.Session {
 
 // bounds reads, past every client's links after a grant's reply, node's
 // creation zxid (czxid) and an upper bound on the grant's decision zxid:
-// after a sync (the read then sees every change committed before the
-// reply, the decision's state among them), the Pzxid of node's parent,
-// the zxid of the last creation or deletion of a child of it. A child
-// deleted at a higher zxid was still there at the decision. 0, 0 when not
-// known within a second, or node is gone.
+// the Pzxid of node's parent (the zxid of the last creation or deletion
+// of a child of it; a child deleted at a higher zxid was still there at
+// the decision), read after a write of this session's own. A sync is not
+// enough: a leader paused past an election and resumed still answers a
+// sync and the reads after it from its old state until it learns it lost
+// its quorum (seen: a bound of zxid 0x10000001d for a grant decided at
+// 0x200000007, in the new epoch); a write commits only through the
+// current leader's quorum, and the session's reads after it see it, so
+// they see every change committed before the reply. 0, 0 when not known
+// within a second, or node is gone.
 func (r *run) bounds(node string) (czxid, pzxid int64) {
 	direct := r.session()
 	if direct == nil || node == "" {
@@ -116,7 +124,15 @@ func (r *run) bounds(node string) (czxid, pzxid int64) {
 	go func() {
 		var got [2]int64
 		defer func() { done <- got }()
-		if _, err := direct.Conn.Sync(dir); err != nil {
+		if _, err := direct.Conn.Set(boundsProbe, nil, -1); errors.Is(err, zk.ErrNoNode) {
+			_, err = direct.Conn.Create(boundsProbe, nil, 0, zk.WorldACL(zk.PermAll))
+			if errors.Is(err, zk.ErrNodeExists) {
+				_, err = direct.Conn.Set(boundsProbe, nil, -1)
+			}
+			if err != nil {
+				return
+			}
+		} else if err != nil {
 			return
 		}
 		_, st, err := direct.Conn.Exists(node)
@@ -136,6 +152,9 @@ func (r *run) bounds(node string) (czxid, pzxid int64) {
 		return 0, 0
 	}
 }
+
+// boundsProbe is the znode bounds writes, outside every lock's folder.
+const boundsProbe = "/locktest-bounds"
 
 func (r *run) closeDirect() {
 	r.mu.Lock()
