@@ -138,11 +138,18 @@ type Keyed interface {
 
 // Session is implemented by a Locker whose grants all hang on one session
 // it keeps alive (an etcd lease, say): once Done is closed (the session is
-// gone) the harness replaces the Locker, and a crash calls Orphan (stop
-// keeping it alive, end nothing: the server then expires it). Without it,
-// a crash abandons the Locker without closing it.
+// gone) the harness replaces the Locker.
 type Session interface {
 	Done() <-chan struct{}
+	Orphaner
+}
+
+// Orphaner is implemented by a Locker that keeps its grants alive in the
+// background (a session's keepalives, a watchdog that extends a lease): a
+// crash of its client calls Orphan, which stops that and ends nothing, so
+// that the server expires what it held, as after a process that died. A
+// Locker without it is abandoned by a crash, as it is.
+type Orphaner interface {
 	Orphan()
 }
 

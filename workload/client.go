@@ -267,9 +267,9 @@ func (c *client) run(ctx context.Context, stop <-chan struct{}) error {
 }
 
 // crash makes a requested crash take effect: the client forgets its lock,
-// orphans its locker (its session is not ended, so its keys stay until the
-// server expires it; a locker without a session is just abandoned) and
-// goes on as a new process.
+// orphans its locker (its session is not ended and its watchdogs stop, so
+// its keys stay until the server expires them; a locker that keeps nothing
+// alive is just abandoned) and goes on as a new process.
 func (c *client) crash() {
 	c.mu.Lock()
 	l := c.locker
@@ -281,8 +281,8 @@ func (c *client) crash() {
 	c.announce()
 	if l != nil {
 		l.dropped.Store(true)
-		if l.session != nil {
-			l.session.Orphan()
+		if o, ok := l.Locker.(lock.Orphaner); ok {
+			o.Orphan()
 		}
 	}
 	c.ctl.crashDone()

@@ -121,13 +121,11 @@ func (l *fakeLocker) Close() error {
 	return nil
 }
 
-// Orphan is a crash's: the fake service expires the orphaned session at
-// once, freeing its locks, as a server would at the end of its TTL.
+// Orphan is a crash's: the fake service expires what the orphaned locker
+// kept alive at once, freeing its locks, as a server would at the end of
+// its TTL. The fake keeps no session (no Done), as a watchdog lock does
+// (redlock): a crash must orphan it all the same.
 func (l *fakeLocker) Orphan() { l.Close() }
-
-// Done never closes: a session here ends only by being orphaned, and an
-// orphaned locker is no client's any more.
-func (l *fakeLocker) Done() <-chan struct{} { return nil }
 
 // release frees lock name; the caller holds t.mu.
 func (t *table) release(name string) {

@@ -109,9 +109,11 @@ func TestRunOnAFake(t *testing.T) {
 }
 
 // A crash, on the fake: the crashed client goes on as a new process, the
-// crashed process completes nothing after the crash, and the stats count
-// it. (That a real server then expires the orphaned session is
-// backend/etcd's TestCrash.)
+// crashed process completes nothing after the crash, its locker is
+// orphaned though it keeps no session (a watchdog lock's: before, such a
+// locker was abandoned still extending its grant, and the lock was never
+// granted again), and the stats count it. (That a real server then
+// expires the orphaned session is backend/etcd's TestCrash.)
 func TestCrashOnAFake(t *testing.T) {
 	t.Parallel()
 	cfg := workload.DefaultConfig()

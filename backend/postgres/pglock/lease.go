@@ -99,10 +99,14 @@ func (l *lease) Acquire(ctx context.Context, name string) (lock.Held, error) {
 // Close stops the watchdogs of the grants not released and deletes
 // nothing: like a client that dies, it leaves its rows to expire.
 func (l *lease) Close() error {
-	l.stop()
+	l.Orphan()
 	l.p.Close()
 	return nil
 }
+
+// Orphan stops the watchdogs, deleting nothing: a crashed client's lease
+// rows expire.
+func (l *lease) Orphan() { l.stop() }
 
 type leaseHeld struct {
 	l           *lease

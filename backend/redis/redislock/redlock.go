@@ -132,9 +132,12 @@ func (l *redlocker) token(ctx context.Context, key string) (int64, error) {
 // Close stops the watchdogs of the grants not released and deletes
 // nothing: like a client that dies, it leaves its keys to expire.
 func (l *redlocker) Close() error {
-	l.stop()
+	l.Orphan()
 	return nil
 }
+
+// Orphan stops the watchdogs: a crashed client's keys expire.
+func (l *redlocker) Orphan() { l.stop() }
 
 type redlockHeld struct {
 	m     *redsync.Mutex

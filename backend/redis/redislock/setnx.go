@@ -91,9 +91,12 @@ func (l *setNX) Acquire(ctx context.Context, name string) (lock.Held, error) {
 // Close stops the watchdogs of the grants not released and deletes
 // nothing: like a client that dies, it leaves its keys to expire.
 func (l *setNX) Close() error {
-	l.stop()
+	l.Orphan()
 	return nil
 }
+
+// Orphan stops the watchdogs: a crashed client's keys expire.
+func (l *setNX) Orphan() { l.stop() }
 
 type setNXHeld struct {
 	env        Env
