@@ -857,6 +857,11 @@ func (j *contractJudge) live() {
 				b.Token, h.who(histories.Process(b.Process)), h.at(d.Time), total.Round(time.Millisecond), window, time.Duration(s.End-s.Start).Round(time.Millisecond), h.at(s.Start), h.at(s.End)))
 			continue
 		}
+		if j.sd.setup[histories.SetupStalls] == histories.StallsNotTheLocks {
+			j.cannot(promiseLive, fmt.Sprintf("the lease of token %d held by %s expired on the server at %s with no fault, but the lock runs in a process of its own, whose stalls locktest cannot see (the host not running it, its runtime pausing it): a holder that is not run cannot renew",
+				b.Token, h.who(histories.Process(b.Process)), h.at(d.Time)))
+			continue
+		}
 		if j.sd.setup[histories.SetupStalls] != histories.StallsWatched {
 			j.cannot(promiseLive, fmt.Sprintf("the lease of token %d held by %s expired on the server at %s with no fault, but the history does not say that locktest watched its own process for stalls (a history from before stall events), and a holder that is not run cannot renew",
 				b.Token, h.who(histories.Process(b.Process)), h.at(d.Time)))

@@ -200,6 +200,11 @@ func TestContractStalledHolder(t *testing.T) {
 	unwatched = append([]histories.Op{{Type: histories.Info, F: histories.FSetup, Process: histories.Nemesis,
 		Value: &histories.Value{Params: map[string]string{"ttl": "2"}}}}, unwatched...)
 	expect(t, Contract(unwatched), Unknown, "does not say that locktest watched its own process for stalls")
+	// Nor one whose lock runs in a process of its own (exec:): locktest
+	// watched its own process only.
+	elsewhere := stalled(false).ops()
+	elsewhere[0].Value.Params[histories.SetupStalls] = histories.StallsNotTheLocks
+	expect(t, Contract(elsewhere), Unknown, "the lock runs in a process of its own, whose stalls locktest cannot see")
 	// Stalls that add up to less than a quarter of the TTL (here 2 s)
 	// excuse nothing: a healthy lock renews with more to spare.
 	stalls := func(second string) []histories.Op {

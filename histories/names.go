@@ -49,10 +49,12 @@ const (
 
 // SetupStalls is the setup event's param saying whether the run records
 // stall events; StallsWatched, that it does (a history without it may
-// have stalled unseen).
+// have stalled unseen); StallsNotTheLocks, that it records locktest's own
+// but the lock runs in a process of its own, whose stalls it cannot see.
 const (
-	SetupStalls   = "stalls"
-	StallsWatched = "watched"
+	SetupStalls       = "stalls"
+	StallsWatched     = "watched"
+	StallsNotTheLocks = "locktest-only"
 )
 
 // EndRecorded is the setup event's param end in a run that records FEnd.

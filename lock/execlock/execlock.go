@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/internal/shellwords"
 	"github.com/locktest/locktest/lock"
@@ -119,9 +120,12 @@ func notFound(cmd string, err error) string {
 // Name is the recipe as --recipe names it: "exec:" and the command.
 func (r *Recipe) Name() string { return Prefix + r.spec }
 
-// Params: the protocol's version, for the history's setup event.
+// Params: the protocol's version, for the history's setup event, and that
+// the run's stall watcher sees locktest's process, not the lock's: a
+// lease the lock's process let lapse while the host did not run it (as
+// under load, with no fault) is no broken promise of the lock.
 func (r *Recipe) Params() map[string]string {
-	return map[string]string{"exec_protocol": fmt.Sprint(Version)}
+	return map[string]string{"exec_protocol": fmt.Sprint(Version), histories.SetupStalls: histories.StallsNotTheLocks}
 }
 
 // Refuses says why the client cannot suffer clock faults, if it cannot:
