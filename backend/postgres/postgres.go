@@ -168,11 +168,10 @@ var scenarios = []scenario.Scenario{
 			"moved to the new primary, are granted the locks their holders still believe they hold. The holder's session " +
 			"went with the old primary, but nothing tells it before its next statement: it goes on and writes. " +
 			"pg-advisory's token, nextval of a sequence in a statement that commits at once, had reached the replica (a " +
-			"sequence logs 32 values ahead): it grows past the failover, and the fenced resource refuses the late write. " +
-			"Not so with --recipe pg-advisory-xact, whose nextval's WAL record waits (in a database this quiet) for the " +
-			"holder's commit, nor with --recipe pg-lease, whose lease row granted after the replication's cut is lost " +
-			"with the primary: the promoted replica grants the same tokens again, and the fenced resource accepts two " +
-			"holders' writes with one (invariant invalid).",
+			"sequence logs 32 values ahead): it grows past the failover, and the fenced resource refuses the late write " +
+			"(so does pg-advisory-xact's, taken in a statement of its own that commits). Not so with --recipe pg-lease, " +
+			"whose lease row granted after the replication's cut is lost with the primary: the promoted replica grants " +
+			"the same tokens again, and the fenced resource accepts two holders' writes with one (invariant invalid).",
 		Run: scenario.Settings{Time: 10 * time.Second, Recipe: pglock.AdvisoryName, Think: 3 * time.Second, ThinkMin: 3 * time.Second,
 			Clients: 3, Require: []string{histories.CheckResource}},
 		Expect: scenario.Damage,
