@@ -103,6 +103,10 @@ func (r *runner) fire(ctx context.Context, i int, e Entry) {
 	a := &Injected{Params: map[string]string{}}
 	var err error
 	if f, ok := familyOf(e.Fault); ok {
+		r.env.aimBy = time.Time{}
+		if r.cfg.Time > 0 {
+			r.env.aimBy = r.start.Add(r.cfg.Time - e.Duration)
+		}
 		var inj *Injected
 		if inj, err = f.Inject(ctx, r.env, e); inj != nil {
 			a = inj

@@ -18,6 +18,10 @@ type Env struct {
 	Clients Clients
 	// TTL is the clients' lease TTL.
 	TTL time.Duration
+	// aimBy is when a fault being injected must strike at the latest to
+	// last its duration within the run's fault phase (zero: no bound):
+	// an aimed fault waits for its moment no longer.
+	aimBy time.Time
 }
 
 // The capabilities, by the names the families use.
@@ -152,7 +156,13 @@ func (env *Env) aim(ctx context.Context, ahead string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	wctx, cancel := context.WithTimeout(ctx, aimWait)
+	wait := aimWait
+	if !env.aimBy.IsZero() {
+		// In a short run the moment may not come before the run ends:
+		// the fault then strikes what its selector finds, not nothing.
+		wait = min(wait, time.Until(env.aimBy))
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for look := newLook(); ; {
 		if h, ok := env.Clients.Entering(lo, hi, look.since()); ok {

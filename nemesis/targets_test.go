@@ -56,6 +56,26 @@ func TestAimStrikesAHolderMidSection(t *testing.T) {
 	}
 }
 
+// An aimed fault whose moment has not come by the time it must strike to
+// fit in the run's fault phase strikes the holder its selector finds: an
+// 8 s run of aimed faults, none of whose moments came, struck nothing (a
+// test of an external cluster asking for a client fault, on a loaded
+// machine).
+func TestAimGivesWayAtTheRunsEnd(t *testing.T) {
+	t.Parallel()
+	fc := &fakeClients{names: []string{"c0", "c1", "c2"}, holder: "c0"}
+	env := &Env{Clients: fc, aimBy: time.Now().Add(-time.Second)}
+	e := Entry{Fault: Isolate, Target: TargetHolder, Fallback: "c1", Params: map[string]string{"ahead": "2.5s-"}}
+	// The fault phase's end, before aimWait: an aim that waits for it
+	// strikes nobody.
+	ctx, cancel := context.WithTimeout(context.Background(), aimWait/2)
+	defer cancel()
+	params := map[string]string{}
+	if got, err := env.resolveClient(ctx, e, params, false); err != nil || got != "c0" || params["aimed"] != "" {
+		t.Fatalf("struck %q (%v), params %v; want c0, the holder, not aimed", got, err, params)
+	}
+}
+
 func TestGenerateAimsLeaseFaultsAtSlowSections(t *testing.T) {
 	t.Parallel()
 	cfg := Config{Faults: []string{"isolate", "lease", "clock"}, Members: 3, Clients: []string{"c0", "c1", "c2"}, Time: 10 * time.Minute, TTL: 2 * time.Second}
