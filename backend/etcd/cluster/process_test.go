@@ -11,6 +11,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/internal/polltest"
@@ -62,8 +64,21 @@ func pidsOf(c *Cluster) []int {
 func putVia(ctx context.Context, cl *clientv3.Client, k, v string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, err := cl.Put(ctx, k, v)
-	return err
+	for {
+		_, err := cl.Put(ctx, k, v)
+		// A connection to a member just crashed answers Unavailable (EOF)
+		// until the client's balancer drops it: the same put again, to
+		// another member, is what the caller asks (etcd's client does not
+		// retry a put itself).
+		if status.Code(err) != codes.Unavailable {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func TestProcessCluster(t *testing.T) {
