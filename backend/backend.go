@@ -93,9 +93,13 @@ type Options interface {
 	// Backend names the backend they are for.
 	Backend() string
 	// Plan checks them for a run of p before anything starts, in the
-	// CLI's flag names (a missing binary too), and returns how many
-	// members the system will have.
-	Plan(p Plan) (members int, err error)
+	// CLI's flag names (a missing binary too), and names the members the
+	// system will have, in order, as its MemberNames will once started:
+	// their number is its size, and the run's faults are drawn against
+	// these names. A name known only once the system is reached (a
+	// running cluster's own) is "", and the harness then takes the
+	// started system's.
+	Plan(p Plan) (members []string, err error)
 	// Prototype is a system of the type Start would return for p, not
 	// started: only the capabilities it offers (the interfaces it
 	// implements) may be asked of it. It decides what --nemesis all draws

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,14 +27,17 @@ func TestFitSchedule(t *testing.T) {
 	if !reflect.DeepEqual(s, again) {
 		t.Fatal("the same options drew two schedules")
 	}
-	all := func(string) bool { return true }
-	same, dropped := fitSchedule(*s, all, []string{"m0", "m1", "m2"})
+	same, dropped := fitSchedule(*s, nil, []string{"m0", "m1", "m2"})
 	if !reflect.DeepEqual(&same, s) || len(dropped) != 0 {
 		t.Errorf("fitting to the system it was drawn for changed it: %d dropped", len(dropped))
 	}
 
 	redis := func(k string) bool { return !strings.HasPrefix(k, "lease") && k != nemesis.CrashLeader }
-	fitted, dropped := fitSchedule(*s, redis, []string{"r0"})
+	var offers []string
+	for _, f := range nemesis.Families() {
+		offers = append(offers, slices.DeleteFunc(f.Spec().KindNames(), func(k string) bool { return !redis(k) })...)
+	}
+	fitted, dropped := fitSchedule(*s, offers, []string{"r0"})
 	if len(fitted.Entries)+len(dropped) != len(s.Entries) || len(dropped) == 0 || len(fitted.Entries) == 0 {
 		t.Fatalf("%d kept and %d dropped of %d", len(fitted.Entries), len(dropped), len(s.Entries))
 	}

@@ -243,6 +243,9 @@ func execute(ctx context.Context, p *Plan, history string) (*runStats, error) {
 		st.ClusterClose = time.Since(closing)
 	}()
 	members := cl.MemberNames()
+	if err := p.agrees(members); err != nil {
+		return nil, err
+	}
 	if l, ok := cl.(system.Leaderer); ok {
 		if i, err := l.Leader(ctx); err == nil {
 			st.Leader = members[i]
@@ -256,24 +259,8 @@ func execute(ctx context.Context, p *Plan, history string) (*runStats, error) {
 		leader = ", leader " + st.Leader
 	}
 	o.logf("cluster: %s ready in %s%s; logs in %s", st.System, st.ClusterStart.Round(time.Millisecond), leader, logs)
-	// A fault the system cannot carry out is refused before anything is
-	// recorded: by family when the schedule is to be drawn, else by the
-	// kinds the schedule holds (a schedule replayed replaces drawing from
-	// --nemesis); a fitted schedule drops them instead, and says so.
-	fl := fleet{offers: o.recipeOffers(nemesis.Offered(cl)), members: members, quorum: grantQuorum(p.system.Majority, len(members))}
-	replay := o.Schedule
-	if replay != nil && o.FitSchedule {
-		var fitted nemesis.Schedule
-		fitted, st.Dropped = fitSchedule(*replay, fl.offers, fl.members)
-		replay = &fitted
-	}
-	if replay != nil {
-		if err := nemesis.RefuseSchedule(cl, *replay); err != nil {
-			return nil, err
-		}
-	} else if err := nemesis.Refuse(cl, o.Nemesis.Faults); err != nil {
-		return nil, err
-	}
+	sched := p.schedule
+	st.Dropped = p.dropped
 	w, err := histories.Create(history)
 	if err != nil {
 		return nil, err
@@ -319,10 +306,6 @@ func execute(ctx context.Context, p *Plan, history string) (*runStats, error) {
 	}
 	defer wl.Close()
 
-	sched, err := o.schedule(replay, wl.Names(), fl)
-	if err != nil {
-		return nil, err
-	}
 	if sched != nil {
 		st.Schedule = filepath.Join(o.Dir, "schedule.json")
 		if err := sched.WriteFile(st.Schedule); err != nil {
@@ -352,7 +335,11 @@ func execute(ctx context.Context, p *Plan, history string) (*runStats, error) {
 		var err error
 		if sched != nil {
 			var rep nemesis.Report
-			rep, err = nemesis.Run(faultCtx, o.nemesisConfig(wl.Names(), fl), cl, wl, rec, *sched)
+			cfg := p.faults
+			if o.Log != nil && cfg.Logf == nil {
+				cfg.Logf = o.logf
+			}
+			rep, err = nemesis.Run(faultCtx, cfg, cl, wl, rec, *sched)
 			st.Nemesis = &rep
 		} else {
 			<-faultCtx.Done()

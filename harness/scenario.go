@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/scenario"
+	"github.com/locktest/locktest/workload"
 )
 
 // Play returns o set up to play catalog scenario sc (registry.Catalog()
@@ -134,22 +135,19 @@ func (o *Options) Apply(s scenario.Settings) error {
 // and system are known: the verdicts it expects of them, and its schedule
 // unless o replays one, drawn for members; p is the backend's plan of the
 // run, which the schedule's faults may change (a failover needs a
-// replica): it returns the members the backend plans then.
-func (o *Options) stage(p backend.Plan, members int) (int, error) {
+// replica): it returns the members the backend plans then, or members
+// (those planned before) when o replays a schedule.
+func (o *Options) stage(p backend.Plan, members []string) ([]string, error) {
 	sc := o.play
 	o.Scenario = &Scenario{Name: sc.Name, Lesson: sc.Lesson, Expect: sc.Expected(o.RecipeName, string(o.Resource)), Bugs: sc.Bugs}
 	if o.Schedule != nil {
 		return members, nil
 	}
-	clients := make([]string, o.Workload.Clients)
-	for i := range clients {
-		clients[i] = fmt.Sprintf("c%d", i) // as the workload names them
-	}
-	s := sc.Schedule(o.Workload.Seed, scenario.Shape{Members: members, Clients: clients, TTL: time.Duration(o.Workload.TTL) * time.Second})
+	s := sc.Schedule(o.Workload.Seed, scenario.Shape{Members: len(members), Clients: workload.ClientNames(o.Workload.Clients), TTL: time.Duration(o.Workload.TTL) * time.Second})
 	o.Schedule = &s
-	p.Members, p.Families = members, o.faultFamilies()
+	p.Members, p.Families = len(members), o.faultFamilies()
 	members, err := o.System.Plan(p)
-	s.Members = members
+	s.Members = len(members)
 	return members, err
 }
 

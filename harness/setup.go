@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/system"
+	"github.com/locktest/locktest/workload"
 )
 
 // NewRunDir creates a fresh directory for one run under out, named after the
@@ -66,49 +68,55 @@ func (o *Options) sweepBeside() {
 	}
 }
 
-// fleet is what the started system tells the run's faults: the fault kinds
-// it can carry out (of them, those the recipe can suffer), the members they
-// may strike, and how many of them a grant takes (grantQuorum). The zero
-// fleet (a schedule drawn before any system, DrawSchedule) offers every
-// kind, names no member and has no quorum.
-type fleet struct {
-	offers  func(kind string) bool
-	members []string
-	quorum  int
-}
-
 // nemesisConfig completes the nemesis configuration with the run's facts
-// and its system's.
-func (o *Options) nemesisConfig(clients []string, fl fleet) nemesis.Config {
+// as planned: its members' names, its clients', the fault kinds it can
+// carry out (nil: every kind) and how many members a grant takes
+// (grantQuorum; 0: none).
+func (o *Options) nemesisConfig(members, offers []string, quorum int) nemesis.Config {
 	c := o.Nemesis
 	c.Members = o.Members
-	c.MemberNames = fl.members
-	c.Quorum = fl.quorum
+	c.MemberNames = members
+	c.Quorum = quorum
 	c.MemberLinks = o.Backend
-	c.Clients = clients
+	c.Clients = workload.ClientNames(o.Workload.Clients)
 	c.TTL = time.Duration(o.Workload.TTL) * time.Second
 	c.Time = o.Time
-	if o.Log != nil && c.Logf == nil {
-		c.Logf = o.logf
-	}
-	c.Offers = fl.offers
+	c.Offers = offers
 	return c
 }
 
-// schedule is the replayed schedule (as fitted to the system), or one
-// drawn from the seed; nil when there are no faults.
-func (o *Options) schedule(replay *nemesis.Schedule, clients []string, fl fleet) (*nemesis.Schedule, error) {
-	if replay != nil {
-		return replay, nil
+// drawSchedule plans the faults the run carries out: the schedule it
+// replays (fitted to its system if asked), else one drawn from the seed;
+// none without faults.
+func (p *Plan) drawSchedule() error {
+	switch {
+	case p.Schedule != nil && p.FitSchedule:
+		fitted, dropped := fitSchedule(*p.Schedule, p.faults.Offers, p.members)
+		p.schedule, p.dropped = &fitted, dropped
+	case p.Schedule != nil:
+		p.schedule = p.Schedule
+	case len(p.Nemesis.Faults) > 0:
+		s, err := nemesis.Generate(p.Workload.Seed, p.faults)
+		if err != nil {
+			return err
+		}
+		p.schedule = &s
 	}
-	if len(o.Nemesis.Faults) == 0 {
-		return nil, nil
+	return nil
+}
+
+// agrees checks that the started system's members are those planned,
+// which the schedule's faults were drawn against; a name planned as ""
+// is the system's to give.
+func (p *Plan) agrees(members []string) error {
+	same := len(members) == len(p.members)
+	for i := 0; same && i < len(members); i++ {
+		same = p.members[i] == "" || p.members[i] == members[i]
 	}
-	s, err := nemesis.Generate(o.Workload.Seed, o.nemesisConfig(clients, fl))
-	if err != nil {
-		return nil, err
+	if !same {
+		return fmt.Errorf("harness: the %s system started members %q, its plan named %q", p.Backend, members, p.members)
 	}
-	return &s, nil
+	return nil
 }
 
 // memberHashes asks every member for the digest of its state at one
@@ -196,11 +204,7 @@ func DrawSchedule(o Options) (*nemesis.Schedule, error) {
 	if o.Members == 0 {
 		o.Members = 3
 	}
-	clients := make([]string, o.Workload.Clients)
-	for i := range clients {
-		clients[i] = fmt.Sprintf("c%d", i) // as the workload names them
-	}
-	cfg := o.nemesisConfig(clients, fleet{})
+	cfg := o.nemesisConfig(nil, nil, 0)
 	cfg.MemberLinks = registry.Default().Name
 	s, err := nemesis.Generate(o.Workload.Seed, cfg)
 	if err != nil {
@@ -210,31 +214,33 @@ func DrawSchedule(o Options) (*nemesis.Schedule, error) {
 }
 
 // fitSchedule fits s, drawn by DrawSchedule, to a system with these
-// members that offers these fault kinds: a fault on member mI strikes
-// member I modulo their number (a pause or crash of a member is one of any
-// backend's server alike, and one of the leader is one of a member where
-// there is no leader), and a fault the system cannot carry out, or whose
-// members do not fit it, is dropped and returned.
-func fitSchedule(s nemesis.Schedule, offers func(kind string) bool, members []string) (nemesis.Schedule, []nemesis.Entry) {
+// members that offers these fault kinds (nil: every kind): a fault on
+// member mI strikes member I modulo their number (a pause or crash of a
+// member is one of any backend's server alike, and one of the leader is
+// one of a member where there is no leader; a member the plan cannot name
+// keeps mI), and a fault the system cannot carry out, or whose members do
+// not fit it, is dropped and returned.
+func fitSchedule(s nemesis.Schedule, offers, members []string) (nemesis.Schedule, []nemesis.Entry) {
 	member := func(name string) string {
-		if i, err := strconv.Atoi(strings.TrimPrefix(name, "m")); err == nil && strings.HasPrefix(name, "m") {
+		if i, err := strconv.Atoi(strings.TrimPrefix(name, "m")); err == nil && strings.HasPrefix(name, "m") && members[i%len(members)] != "" {
 			return members[i%len(members)]
 		}
 		return name
 	}
+	offered := func(kind string) bool { return offers == nil || slices.Contains(offers, kind) }
 	fitted := s
 	fitted.Members, fitted.Entries = len(members), []nemesis.Entry{}
 	var dropped []nemesis.Entry
 	for _, e := range s.Entries {
 		e.Target, e.Fallback = member(e.Target), member(e.Fallback)
-		if e.Fault == nemesis.CrashLeader && !offers(e.Fault) && offers(nemesis.CrashMember) {
+		if e.Fault == nemesis.CrashLeader && !offered(e.Fault) && offered(nemesis.CrashMember) {
 			// A system without a leader crashes a member: the leader
 			// selector resolves to the entry's fallback, as a member
 			// pause aimed at the leader does.
 			e.Fault = nemesis.CrashMember
 		}
 		one := nemesis.Schedule{Members: len(members), Clients: s.Clients, Entries: []nemesis.Entry{e}}
-		if !offers(e.Fault) || one.Validate() != nil {
+		if !offered(e.Fault) || one.Validate() != nil {
 			dropped = append(dropped, e)
 			continue
 		}

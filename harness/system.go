@@ -17,9 +17,9 @@ import (
 
 // Plan is one run as Run carries it out, computed once by NewPlan from
 // Options before anything starts, and handed down unchanged: the system
-// is started, the clients made, the faults drawn and the history checked
-// from it. The results record its Options as the run's config and the
-// command that reproduces it.
+// is started, the clients made and the faults carried out from it. The
+// results record its Options as the run's config and the command that
+// reproduces it.
 type Plan struct {
 	// Options are the run's options resolved: the backend of its recipe
 	// and the backend's options (its defaults where none were given), the
@@ -32,18 +32,32 @@ type Plan struct {
 	Options
 	// system is the run as its backend's options plan it.
 	system backend.Plan
+	// members name the system's members as its backend plans them: the
+	// names the schedule's faults strike ("" for one the system names
+	// only once reached, an external cluster's).
+	members []string
+	// faults configure the nemesis with the planned facts: the members,
+	// the clients, the fault kinds the run can carry out (those its
+	// system offers that the recipe can suffer), a grant's quorum.
+	faults nemesis.Config
+	// schedule is the faults the run carries out: the one replayed (fitted
+	// to this system, with what it cannot carry out in dropped), or one
+	// drawn from the seed; nil without faults.
+	schedule *nemesis.Schedule
+	dropped  []nemesis.Entry
 }
 
 // NewPlan plans a run of o before anything starts: the backend of its
 // recipe and the backend's options (its defaults where o has none)
-// checked, the default recipe and resource filled in, the system sized,
-// --nemesis all resolved to the families the backend's system offers, a
-// scenario's schedule drawn, the required checks expanded ("all" is every
-// check) and the other defaults filled in. An error says what is wrong, in
-// the CLI's flag names where it can. The CLI prints a run's plan before
+// checked, the default recipe and resource filled in, the system sized and
+// its members named, --nemesis all resolved to the families the backend's
+// system offers, the fault schedule drawn (or a scenario's, or the one
+// replayed, fitted), the required checks expanded ("all" is every check)
+// and the other defaults filled in. An error says what is wrong, in the
+// CLI's flag names where it can. The CLI prints a run's plan before
 // starting it. o itself is left as it was.
 func NewPlan(o Options) (*Plan, error) {
-	system, err := o.plan()
+	system, members, offers, err := o.plan()
 	if err != nil {
 		return nil, err
 	}
@@ -81,68 +95,81 @@ func NewPlan(o Options) (*Plan, error) {
 	if o.LivenessBound == 0 {
 		o.LivenessBound = DefaultLivenessBound
 	}
-	return &Plan{Options: o, system: system}, nil
+	p := &Plan{Options: o, system: system, members: members}
+	p.faults = o.nemesisConfig(members, offers, grantQuorum(system.Majority, len(members)))
+	if err := p.drawSchedule(); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // plan resolves o's recipe, backend, system and faults (see NewPlan), and
-// returns the run as its backend's options plan it.
-func (o *Options) plan() (backend.Plan, error) {
-	b, builtin, isBuiltin, err := o.chooseBackend()
+// returns the run as its backend's options plan it, the members they
+// name, and the fault kinds the run can carry out.
+func (o *Options) plan() (p backend.Plan, members, offers []string, err error) {
+	c, err := registry.Resolve(o.Workload.Recipe, o.Backend, o.System)
 	if err != nil {
-		return backend.Plan{}, err
+		return p, nil, nil, err
 	}
-	if o.Workload.Recipe == nil {
-		if o.Workload.Recipe, err = registry.NewRecipe(builtin.Name, o.System); err != nil {
-			return backend.Plan{}, err
-		}
-	}
-	if isBuiltin && builtin.NoFencingToken {
-		// A built-in's word, for a recipe made without the registry.
-		o.Workload.Recipe = lock.MarkUnfenced(o.Workload.Recipe)
-	}
+	o.Backend, o.RecipeName, o.System, o.Workload.Recipe = c.Backend.Name, c.RecipeName, c.Options, c.Recipe
 	if o.Resource == "" {
 		o.Resource = resource.Fenced
 	}
-	if err := o.checkResource(b); err != nil {
-		return backend.Plan{}, err
+	if err := o.checkResource(c.Backend); err != nil {
+		return p, nil, nil, err
 	}
-	p := backend.Plan{Recipe: o.RecipeName, Majority: isBuiltin && builtin.Majority, Families: o.faultFamilies(), Members: o.Members, Resource: o.Resource}
-	if o.Members, err = o.System.Plan(p); err != nil {
-		return backend.Plan{}, err
+	p = backend.Plan{Recipe: o.RecipeName, Majority: c.IsBuiltin && c.Builtin.Majority, Families: o.faultFamilies(), Members: o.Members, Resource: o.Resource}
+	if members, err = o.System.Plan(p); err != nil {
+		return p, nil, nil, err
 	}
 	if o.play != nil {
-		if o.Members, err = o.stage(p, o.Members); err != nil {
-			return backend.Plan{}, err
+		if members, err = o.stage(p, members); err != nil {
+			return p, nil, nil, err
 		}
 	}
+	o.Members = len(members)
 	p.Members = o.Members
 	if err := o.refuseByRecipe(); err != nil {
-		return backend.Plan{}, err
+		return p, nil, nil, err
 	}
 	proto := o.System.Prototype(p)
-	offers := o.recipeOffers(nemesis.Offered(proto))
+	offered := nemesis.Offered(proto)
+	offers = o.recipeOffers(offered)
 	if o.DefaultFaults {
 		o.Nemesis.Faults = nemesis.Offering(o.Nemesis.Faults, offers)
 	}
-	if o.Schedule == nil {
-		// A family asked for by name that the system cannot carry out at
-		// all is refused now, before any server starts (a stored or
-		// fitted schedule drops what its system cannot take).
+	// What the system cannot carry out at all is refused now, before any
+	// server starts: a family asked for by name, or a kind of the
+	// schedule replayed (a fitted schedule drops what its system cannot
+	// take).
+	refuse := func(what, name string) error {
+		lacks := nemesis.Lacks(name, proto)
+		if len(lacks) == 0 {
+			return nil
+		}
+		where := fmt.Sprintf(" (it offers %s)", strings.Join(nemesis.Expand([]string{nemesis.All}, offers), ", "))
+		if h, ok := proto.(system.Hinter); ok {
+			where = "; " + h.Hint()
+		}
+		return fmt.Errorf("%s %s needs %s, which %s does not offer%s", what, name, capNames(lacks), o.Backend, where)
+	}
+	switch {
+	case o.Schedule == nil:
 		for _, name := range o.Nemesis.Faults {
-			lacks := nemesis.Lacks(name, proto)
-			if len(lacks) == 0 {
-				continue
+			if err := refuse("--nemesis: fault", name); err != nil {
+				return p, nil, nil, err
 			}
-			where := fmt.Sprintf(" (it offers %s)", strings.Join(nemesis.Expand([]string{nemesis.All}, offers), ", "))
-			if h, ok := proto.(system.Hinter); ok {
-				where = "; " + h.Hint()
+		}
+	case !o.FitSchedule:
+		for _, e := range o.Schedule.Entries {
+			if err := refuse("the schedule's fault", e.Fault); err != nil {
+				return p, nil, nil, err
 			}
-			return backend.Plan{}, fmt.Errorf("--nemesis: fault %s needs %s, which %s does not offer%s", name, capNames(lacks), b.Name, where)
 		}
 	}
 	o.Nemesis.Faults = nemesis.Expand(o.Nemesis.Faults, offers)
 	p.Families = o.faultFamilies()
-	return p, nil
+	return p, members, offers, nil
 }
 
 // refuseByRecipe refuses, by name, a fault family that the recipe under
@@ -170,67 +197,14 @@ func (o *Options) refuseByRecipe() error {
 }
 
 // recipeOffers narrows the fault kinds a system offers to those the
-// recipe under test can suffer (lock.Limited).
-func (o *Options) recipeOffers(offers func(kind string) bool) func(kind string) bool {
+// recipe under test can suffer (lock.Limited), once, as data the nemesis
+// is handed.
+func (o *Options) recipeOffers(offers []string) []string {
 	l, ok := o.Workload.Recipe.(lock.Limited)
 	if !ok {
 		return offers
 	}
-	return func(kind string) bool { return offers(kind) && l.Refuses(nemesis.FamilyOf(kind)) == "" }
-}
-
-// chooseBackend is the backend of the run: that of o.System if set, else
-// o.Backend if set (a recipe that is not a built-in runs on any backend:
-// a team's own, a lock in another process), else the recipe's (the
-// default backend's for one that is not a built-in); its default options
-// where o has none. It names the run's backend and recipe (Backend,
-// RecipeName: the backend's first when o has none); builtin is that recipe
-// as a built-in, ok false for a recipe that is no built-in.
-func (o *Options) chooseBackend() (b backend.Backend, builtin lock.Builtin, ok bool, err error) {
-	recipe, system := "", ""
-	if o.Workload.Recipe != nil {
-		recipe = o.Workload.Recipe.Name()
-	}
-	if o.System != nil {
-		system = o.System.Backend()
-	}
-	// The registry, asked at once of every name the run gives.
-	builtin, own, ok := registry.Builtin(recipe)
-	named, namedOK := registry.Named(o.Backend)
-	ofSystem, systemOK := registry.Named(system)
-	b = registry.Default()
-	if ok {
-		b = own
-	}
-	if o.Backend != "" {
-		if !namedOK {
-			return b, builtin, ok, fmt.Errorf("unknown backend %q (want one of %s)", o.Backend, strings.Join(registry.Names(), ", "))
-		}
-		if ok && own.Name != named.Name {
-			return b, builtin, ok, fmt.Errorf("recipe %s runs on %s, not %s", recipe, own.Name, named.Name)
-		}
-		b = named
-	}
-	if o.System != nil {
-		if !systemOK {
-			return b, builtin, ok, fmt.Errorf("harness: options of a backend locktest does not know: %q", system)
-		}
-		if ok && own.Name != ofSystem.Name {
-			return b, builtin, ok, fmt.Errorf("recipe %s runs on %s; the options are %s's", recipe, own.Name, ofSystem.Name)
-		}
-		if ofSystem.Name != b.Name && o.Backend != "" {
-			return b, builtin, ok, fmt.Errorf("the run's backend is %s; the options are %s's", b.Name, ofSystem.Name)
-		}
-		b = ofSystem
-	} else {
-		o.System = b.Defaults()
-	}
-	o.Backend, o.RecipeName = b.Name, recipe
-	if recipe == "" {
-		builtin, ok = b.Recipes[0], true
-		o.RecipeName = builtin.Name
-	}
-	return b, builtin, ok, nil
+	return slices.DeleteFunc(slices.Clone(offers), func(kind string) bool { return l.Refuses(nemesis.FamilyOf(kind)) != "" })
 }
 
 // checkResource refuses a resource mode the run's backend does not keep:

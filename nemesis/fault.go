@@ -169,11 +169,12 @@ func Needs(name string) []system.Capability {
 
 // Lacks names what sys lacks to carry out any fault of family name: the
 // fewest capabilities missing for one of its kinds; nil when sys can carry
-// out some kind of it (or there is no such family).
+// out some kind of it. Of a name that is a kind's and no family's, what
+// sys lacks for that kind; nil for a name of neither.
 func Lacks(name string, sys system.System) []system.Capability {
 	f, ok := family(name)
 	if !ok {
-		return nil
+		return lacking(sys, name)
 	}
 	var fewest []system.Capability
 	for _, k := range everyKind(f) {
@@ -276,12 +277,18 @@ func Refuse(sys system.System, faults []string) error {
 	return nil
 }
 
-// Offered says which fault kinds sys can carry out, for Config.Offers.
-func Offered(sys system.System) func(kind string) bool {
-	return func(kind string) bool {
-		_, _, ok := kindOf(kind)
-		return ok && len(lacking(sys, kind)) == 0
+// Offered are the fault kinds sys can carry out, in canonical order, for
+// Config.Offers; never nil.
+func Offered(sys system.System) []string {
+	out := []string{}
+	for _, f := range families {
+		for _, k := range everyKind(f) {
+			if len(lacking(sys, k)) == 0 {
+				out = append(out, k)
+			}
+		}
 	}
+	return out
 }
 
 // kinds are the kinds of f that Generate may draw.
@@ -290,7 +297,7 @@ func (c Config) kinds(f Family, clients bool) []string {
 	if c.Offers == nil {
 		return ks
 	}
-	return slices.DeleteFunc(ks, func(k string) bool { return !c.Offers(k) })
+	return slices.DeleteFunc(ks, func(k string) bool { return !slices.Contains(c.Offers, k) })
 }
 
 // RefuseSchedule is Refuse for the kinds a schedule holds.

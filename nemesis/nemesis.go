@@ -90,11 +90,11 @@ func ParseFaults(s string) ([]string, error) {
 	return out, nil
 }
 
-// Expand resolves All in faults: every family of which offers accepts some
+// Expand resolves All in faults: every family of which offers holds some
 // kind (nil: every family), but for those a run must ask for by name
 // (failover changes the servers a run starts; the emulated clock jump is an
 // emulation, not a clock fault). Other lists are returned as they are.
-func Expand(faults []string, offers func(kind string) bool) []string {
+func Expand(faults []string, offers []string) []string {
 	if !slices.Equal(faults, []string{All}) {
 		return faults
 	}
@@ -103,7 +103,7 @@ func Expand(faults []string, offers func(kind string) bool) []string {
 		if f.Spec().ByNameOnly {
 			continue
 		}
-		if offers == nil || slices.ContainsFunc(everyKind(f), offers) {
+		if offersSome(offers, f) {
 			out = append(out, f.Spec().Name)
 		}
 	}
@@ -111,16 +111,21 @@ func Expand(faults []string, offers func(kind string) bool) []string {
 }
 
 // Offering keeps the families of faults of which a system offers some
-// kind (by offers, as Offered says); "all" is kept.
-func Offering(faults []string, offers func(kind string) bool) []string {
+// kind (offers, as Offered says; nil: every kind); "all" is kept.
+func Offering(faults []string, offers []string) []string {
 	out := []string{}
 	for _, name := range faults {
 		f, ok := family(name)
-		if !ok || slices.ContainsFunc(everyKind(f), offers) {
+		if !ok || offersSome(offers, f) {
 			out = append(out, name)
 		}
 	}
 	return out
+}
+
+// offersSome says whether offers (nil: every kind) holds a kind of f.
+func offersSome(offers []string, f Family) bool {
+	return offers == nil || slices.ContainsFunc(everyKind(f), func(k string) bool { return slices.Contains(offers, k) })
 }
 
 // ParseDurations reads --fault-durations, "pause=3s-5s,partition=2s", into
@@ -206,9 +211,10 @@ type Config struct {
 
 	// Logf, if set, receives a line per fault and problem.
 	Logf func(format string, args ...any) `json:"-"`
-	// Offers, if set, says whether the system under test can carry out a
-	// fault kind (see Offered); Generate draws only those.
-	Offers func(kind string) bool `json:"-"`
+	// Offers, if set, are the fault kinds the run can carry out: those
+	// its system offers (Offered) that the lock under test can suffer.
+	// Generate draws only those; nil is every kind.
+	Offers []string `json:"-"`
 }
 
 // DefaultInterval is the quiet time before each fault.

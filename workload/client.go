@@ -130,8 +130,21 @@ type holding struct {
 	gone      chan struct{} // closed when the client stops believing
 }
 
+// ClientNames name the clients of a workload of n: c0, c1, ..., as
+// Workload.Names will, so that faults can be drawn against them before
+// anything starts.
+func ClientNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = clientName(i)
+	}
+	return names
+}
+
+func clientName(i int) string { return "c" + strconv.Itoa(i) }
+
 func newClient(w *Workload, i int, resourceAddr string) (*client, error) {
-	name := fmt.Sprintf("c%d", i)
+	name := clientName(i)
 	c := &client{
 		w:       w,
 		name:    name,

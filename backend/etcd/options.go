@@ -88,31 +88,36 @@ func (o *Options) Check() error {
 }
 
 // Plan checks the options and sizes the cluster: 3 or 5 members, or an
-// external cluster's endpoints. A process member's binary is checked here,
-// so that a wrong one stops the run before anything starts.
-func (o *Options) Plan(p backend.Plan) (int, error) {
+// external cluster's endpoints, whose names are the members' own, known
+// once it is reached (""). A process member's binary is checked here, so
+// that a wrong one stops the run before anything starts.
+func (o *Options) Plan(p backend.Plan) ([]string, error) {
 	if err := o.Check(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if o.Mode == External {
 		if p.Members != 0 {
-			return 0, errors.New("--members does not apply to --cluster external: its size is the number of --endpoints")
+			return nil, errors.New("--members does not apply to --cluster external: its size is the number of --endpoints")
 		}
-		return len(o.Endpoints), nil
+		return make([]string, len(o.Endpoints)), nil
 	}
 	n := p.Members
 	if n == 0 {
 		n = 3
 	}
 	if err := cluster.CheckMembers(n); err != nil {
-		return 0, fmt.Errorf("--%w", err)
+		return nil, fmt.Errorf("--%w", err)
 	}
 	if o.EtcdBin != "" {
 		if _, err := cluster.FindEtcd(o.EtcdBin); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
-	return n, nil
+	names := make([]string, n)
+	for i := range names {
+		names[i] = cluster.MemberName(i)
+	}
+	return names, nil
 }
 
 // Prototype is a cluster locktest runs, or an external one (no member

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/backend"
+	"github.com/locktest/locktest/backend/etcd/cluster"
 	"github.com/locktest/locktest/nemesis"
 )
 
@@ -31,15 +32,23 @@ func TestOptionsPlan(t *testing.T) {
 		{Options{EtcdBin: "/bin/etcd"}, 0, 0, "--etcd-bin needs --cluster process", nil},
 	} {
 		p := backend.Plan{Recipe: "mutex", Members: c.members, Families: []string{nemesis.All}}
-		n, err := c.o.Plan(p)
+		names, err := c.o.Plan(p)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%+v, %d members: %v, want %q", c.o, c.members, err, c.err)
 			}
 			continue
 		}
-		if err != nil || n != c.want {
-			t.Errorf("%+v, %d members: %d, %v; want %d", c.o, c.members, n, err, c.want)
+		if err != nil || len(names) != c.want {
+			t.Errorf("%+v, %d members: %q, %v; want %d", c.o, c.members, names, err, c.want)
+		}
+		// The members a run's faults are drawn against: a cluster
+		// locktest runs names them m0, m1, ...; an external one's own
+		// names are known once it is reached.
+		for i, name := range names {
+			if want := cluster.MemberName(i); c.o.Mode == External && name != "" || c.o.Mode != External && name != want {
+				t.Errorf("%+v: member %d planned as %q", c.o, i, name)
+			}
 		}
 		if all := nemesis.Expand(p.Families, nemesis.Offered(c.o.Prototype(p))); !slices.Equal(all, c.all) {
 			t.Errorf("%s: --nemesis all is %v, want %v", c.o.Mode, all, c.all)

@@ -71,11 +71,11 @@ var _ backend.Options = (*Options)(nil)
 
 func (o *Options) Backend() string { return Name }
 
-func (o *Options) Plan(backend.Plan) (int, error) {
+func (o *Options) Plan(backend.Plan) ([]string, error) {
 	if _, err := mysqlserver.Find(o.Bin); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return 1, nil
+	return []string{mysqlserver.Name}, nil
 }
 
 func (o *Options) Prototype(backend.Plan) system.System { return (*mySystem)(nil) }

@@ -80,14 +80,14 @@ func (o *Options) Backend() string { return Name }
 
 // Plan checks that PostgreSQL is there: one member, the primary, and its
 // replica when the run fails over.
-func (o *Options) Plan(p backend.Plan) (int, error) {
+func (o *Options) Plan(p backend.Plan) ([]string, error) {
 	if _, err := pgserver.Find(o.Bin); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if replicated(p) {
-		return 2, nil
+		return []string{pgserver.Name, pgserver.ReplicaName}, nil
 	}
-	return 1, nil
+	return []string{pgserver.Name}, nil
 }
 
 func (o *Options) Prototype(p backend.Plan) system.System {

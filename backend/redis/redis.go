@@ -72,11 +72,11 @@ func (o *Options) Backend() string { return Name }
 
 // Plan checks that redis-server is there, before anything starts, and
 // sizes the deployment: its servers are the members.
-func (o *Options) Plan(p backend.Plan) (int, error) {
+func (o *Options) Plan(p backend.Plan) ([]string, error) {
 	if _, err := redisserver.Find(o.RedisBin); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return topology(p).Servers(), nil
+	return topology(p).Names(), nil
 }
 
 // Prototype: with a replica and Sentinel, a system that fails over.

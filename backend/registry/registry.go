@@ -97,6 +97,85 @@ func For(recipe, name string) (backend.Backend, error) {
 	return b, nil
 }
 
+// Choice is a run's recipe, backend and backend options as Resolve
+// resolves them.
+type Choice struct {
+	Backend backend.Backend
+	// Options are the backend's options: the run's, else its defaults.
+	Options backend.Options
+	// Recipe is the lock under test: the run's, else the backend's first
+	// built-in; a built-in whose token is no fencing token is marked so
+	// (lock.Unfenced).
+	Recipe lock.Recipe
+	// RecipeName names it; Builtin is it as a built-in, IsBuiltin false
+	// for a recipe that is none (a team's own, a lock in another process).
+	RecipeName string
+	Builtin    lock.Builtin
+	IsBuiltin  bool
+}
+
+// Resolve is the backend of a run of recipe (nil: the backend's first),
+// named backend ("": none) and opts (nil: none): that of opts if set, else
+// the one named (a recipe that is not a built-in runs on any backend), else
+// the recipe's (the default backend's for one that is not a built-in); its
+// default options where opts are nil.
+func Resolve(recipe lock.Recipe, name string, opts backend.Options) (Choice, error) {
+	var c Choice
+	if recipe != nil {
+		c.RecipeName = recipe.Name()
+	}
+	ofOptions := ""
+	if opts != nil {
+		ofOptions = opts.Backend()
+	}
+	builtin, own, ok := Builtin(c.RecipeName)
+	named, namedOK := Named(name)
+	ofSystem, systemOK := Named(ofOptions)
+	b := Default()
+	if ok {
+		b = own
+	}
+	if name != "" {
+		if !namedOK {
+			return c, fmt.Errorf("unknown backend %q (want one of %s)", name, strings.Join(Names(), ", "))
+		}
+		if ok && own.Name != named.Name {
+			return c, fmt.Errorf("recipe %s runs on %s, not %s", c.RecipeName, own.Name, named.Name)
+		}
+		b = named
+	}
+	if opts != nil {
+		if !systemOK {
+			return c, fmt.Errorf("harness: options of a backend locktest does not know: %q", ofOptions)
+		}
+		if ok && own.Name != ofSystem.Name {
+			return c, fmt.Errorf("recipe %s runs on %s; the options are %s's", c.RecipeName, own.Name, ofSystem.Name)
+		}
+		if ofSystem.Name != b.Name && name != "" {
+			return c, fmt.Errorf("the run's backend is %s; the options are %s's", b.Name, ofSystem.Name)
+		}
+		b = ofSystem
+	} else {
+		opts = b.Defaults()
+	}
+	if c.RecipeName == "" {
+		builtin, ok = b.Recipes[0], true
+		c.RecipeName = builtin.Name
+	}
+	if recipe == nil {
+		var err error
+		if recipe, err = NewRecipe(builtin.Name, opts); err != nil {
+			return c, err
+		}
+	}
+	if ok && builtin.NoFencingToken {
+		// A built-in's word, for a recipe made without the registry.
+		recipe = lock.MarkUnfenced(recipe)
+	}
+	c.Backend, c.Options, c.Recipe, c.Builtin, c.IsBuiltin = b, opts, recipe, builtin, ok
+	return c, nil
+}
+
 // RecipeNames lists the built-in recipes: each backend's, in order, the
 // correct ones first.
 func RecipeNames() []string {

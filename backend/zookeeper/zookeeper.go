@@ -81,18 +81,22 @@ func (o *Options) Backend() string { return Name }
 
 // Plan checks that java and ZooKeeper's jars are there, before anything
 // starts, and sizes the ensemble: 3 servers, or 5.
-func (o *Options) Plan(p backend.Plan) (int, error) {
+func (o *Options) Plan(p backend.Plan) ([]string, error) {
 	if _, err := zkserver.Find(o.Classpath); err != nil {
-		return 0, err
+		return nil, err
 	}
 	n := p.Members
 	if n == 0 {
 		n = 3
 	}
 	if n != 3 && n != 5 {
-		return 0, fmt.Errorf("--members must be 3 or 5 for a ZooKeeper ensemble, got %d", n)
+		return nil, fmt.Errorf("--members must be 3 or 5 for a ZooKeeper ensemble, got %d", n)
 	}
-	return n, nil
+	names := make([]string, n)
+	for i := range names {
+		names[i] = zkserver.ServerName(i)
+	}
+	return names, nil
 }
 
 // Prototype: an ensemble.

@@ -129,7 +129,7 @@ func faultsPage() string {
 		fmt.Fprintf(&w, "| `%s` |", spec.Name)
 		for _, b := range bs {
 			offers := nemesis.Offered(prototype(b, spec.Name))
-			kinds := slices.DeleteFunc(spec.KindNames(), func(k string) bool { return !offers(k) })
+			kinds := slices.DeleteFunc(spec.KindNames(), func(k string) bool { return !slices.Contains(offers, k) })
 			fmt.Fprintf(&w, " %s |", code(kinds))
 		}
 		w.WriteString("\n")

@@ -176,7 +176,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	var err error
 
 	for i := range c.cfg.Members {
-		name := "m" + strconv.Itoa(i)
+		name := MemberName(i)
 		m := &Member{Index: i, Name: name, dataDir: filepath.Join(c.Dir, name), down: true}
 		if !c.cfg.Processes {
 			if m.log, err = serverkit.OpenLog(c.cfg.LogDir, "etcd-"+name+".log"); err != nil {

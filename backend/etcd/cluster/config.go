@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -139,6 +140,10 @@ func (f *TLSFiles) clientTLS() (*tls.Config, error) {
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12}, nil
 }
+
+// MemberName names member i (from 0) of a cluster locktest runs: m0, m1,
+// ...; an external cluster's member whose own name cannot be used.
+func MemberName(i int) string { return "m" + strconv.Itoa(i) }
 
 // CheckMembers says whether n is a cluster size locktest runs: 3 or 5. The
 // fault schedules are drawn for these (5 adds the ring and bridge

@@ -10,7 +10,6 @@ import (
 	"log"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -250,7 +249,7 @@ func (e *External) identify(ctx context.Context) error {
 		// The name goes into proxy names and the history: one it cannot
 		// be, or one taken, is replaced by the member's position.
 		if links.CheckName(m.name) != nil || named[m.name] {
-			m.name = "m" + strconv.Itoa(i)
+			m.name = MemberName(i)
 		}
 		named[m.name] = true
 		if !slices.Contains(versions, sts[i].Version) {

@@ -26,12 +26,18 @@ var (
 // Redlock wants them (n = 5).
 func Independent(n int) Topology { return Topology{masters: n} }
 
-// Servers is the number of data servers: the masters, and the replica.
-func (t Topology) Servers() int {
+// Names name the data servers, in order: the masters, and the replica
+// (r0, r1, ...).
+func (t Topology) Names() []string {
+	n := t.masters
 	if t.replicated {
-		return t.masters + 1
+		n++
 	}
-	return t.masters
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "r" + strconv.Itoa(i)
+	}
+	return names
 }
 
 // String names the topology: "single", "replicated", "independent-5".

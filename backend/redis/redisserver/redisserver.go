@@ -112,18 +112,14 @@ func (d *Deployment) start(ctx context.Context) error {
 	}
 
 	t := d.cfg.Topology
-	nServers := t.masters
-	if t.replicated {
-		nServers++
-	}
-	for i := range nServers {
-		if err := d.addServer(&d.servers, "r", i, false); err != nil {
+	for i, name := range t.Names() {
+		if err := d.addServer(&d.servers, name, i, false); err != nil {
 			return err
 		}
 	}
 	if t.replicated {
 		for i := range 3 {
-			if err := d.addServer(&d.sentinels, "s", i, true); err != nil {
+			if err := d.addServer(&d.sentinels, "s"+strconv.Itoa(i), i, true); err != nil {
 				return err
 			}
 		}
@@ -131,10 +127,10 @@ func (d *Deployment) start(ctx context.Context) error {
 	return serverkit.Retry(startAttempts, func(int) error { return d.startAttempt(ctx) }, d.stop)
 }
 
-// addServer adds a server called prefix+i with its directory and an empty
+// addServer adds server i called name, with its directory and an empty
 // log.
-func (d *Deployment) addServer(to *[]*Server, prefix string, i int, sentinel bool) error {
-	s := &Server{Index: i, Name: prefix + strconv.Itoa(i), sentinel: sentinel}
+func (d *Deployment) addServer(to *[]*Server, name string, i int, sentinel bool) error {
+	s := &Server{Index: i, Name: name, sentinel: sentinel}
 	s.dir = filepath.Join(d.Dir, s.Name)
 	if err := os.Mkdir(s.dir, 0o755); err != nil {
 		return fmt.Errorf("redisserver: %w", err)

@@ -139,7 +139,7 @@ func (e *Ensemble) start(ctx context.Context) error {
 		return err
 	}
 	for i := range e.cfg.Servers {
-		s := &Server{Index: i, ID: i + 1, Name: "zk" + strconv.Itoa(i+1)}
+		s := &Server{Index: i, ID: i + 1, Name: ServerName(i)}
 		s.dir = filepath.Join(e.Dir, s.Name)
 		s.DataDir = filepath.Join(s.dir, "data")
 		s.log = filepath.Join(e.LogDir, s.Name+".log")
@@ -331,6 +331,9 @@ func (e *Ensemble) stop() error {
 // its transaction log after any crash, and nothing is gained by waiting),
 // and removes the scratch directory. Idempotent.
 func (e *Ensemble) Close() error { return e.Base.Close(nil, e.stop) }
+
+// ServerName names server i (from 0): zk1, zk2, ..., by its myid.
+func ServerName(i int) string { return "zk" + strconv.Itoa(i+1) }
 
 // Servers returns the servers in order (zk1, zk2, ...).
 func (e *Ensemble) Servers() []*Server { return append([]*Server(nil), e.servers...) }
