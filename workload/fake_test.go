@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/histories/historiestest"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/workload"
 )
@@ -152,15 +152,13 @@ func (h *fakeHeld) Release(context.Context) error {
 	return nil
 }
 
-// memRecorder records in memory, numbering ops as a history does, and
-// lets a test wait for an op.
+// memRecorder records to a history file in the test's directory and
+// keeps the ops in memory (historiestest.Recorder), so that a test can
+// wait for one, and read the file back.
 type memRecorder struct {
-	path    string
-	w       *histories.Writer
-	rec     *histories.Recorder
-	mu      sync.Mutex
-	ops     []histories.Op
-	changed chan struct{}
+	*historiestest.Recorder
+	path string
+	w    *histories.Writer
 }
 
 func newMemRecorder(t *testing.T) *memRecorder {
@@ -170,7 +168,7 @@ func newMemRecorder(t *testing.T) *memRecorder {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
-	return &memRecorder{path: path, w: w, rec: histories.NewRecorder(w, time.Now()), changed: make(chan struct{})}
+	return &memRecorder{Recorder: historiestest.New(w), path: path, w: w}
 }
 
 // read closes the history and reads it back, which checks that it is
@@ -185,44 +183,4 @@ func (r *memRecorder) read(t *testing.T) []histories.Op {
 		t.Fatalf("the history is not well-formed: %v", err)
 	}
 	return ops
-}
-
-func (r *memRecorder) Record(op histories.Op) (histories.Op, error) {
-	op, err := r.rec.Record(op)
-	if err != nil {
-		return op, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.ops = append(r.ops, op)
-	close(r.changed)
-	r.changed = make(chan struct{})
-	return op, nil
-}
-
-func (r *memRecorder) snapshot() ([]histories.Op, <-chan struct{}) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]histories.Op(nil), r.ops...), r.changed
-}
-
-// waitFor waits until an op at or after index from satisfies pred and
-// returns it; it fails the test if none comes within a minute (a bound
-// for a stuck workload, not a timing the test asserts).
-func (r *memRecorder) waitFor(t *testing.T, from int, what string, pred func(histories.Op) bool) histories.Op {
-	t.Helper()
-	deadline := time.After(time.Minute)
-	for {
-		ops, changed := r.snapshot()
-		for _, op := range ops[min(from, len(ops)):] {
-			if pred(op) {
-				return op
-			}
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("no %s within a minute", what)
-		}
-	}
 }

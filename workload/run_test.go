@@ -67,7 +67,7 @@ func TestRunOnAFake(t *testing.T) {
 	cfg.Clients, cfg.Seed, cfg.SlowShare = 3, 1, 0
 	r := startFake(t, cfg)
 	released := map[int]bool{}
-	r.rec.waitFor(t, 0, "twenty releases", func(op histories.Op) bool {
+	r.rec.WaitFor(t, time.Minute, 0, "twenty releases", func(op histories.Op) bool {
 		if okOp(histories.Release)(op) {
 			released[op.Index] = true
 		}
@@ -120,15 +120,15 @@ func TestCrashOnAFake(t *testing.T) {
 	cfg.Clients, cfg.Seed, cfg.SlowShare = 2, 1, 0
 	cfg.ThinkMin, cfg.ThinkMax = time.Second, time.Second // a holder is mostly in its section
 	r := startFake(t, cfg)
-	acq := r.rec.waitFor(t, 0, "an acquire", okOp(histories.Acquire))
+	acq := r.rec.WaitFor(t, time.Minute, 0, "an acquire", okOp(histories.Acquire))
 	name := "c" + acq.Process.String()
 	if err := r.wl.Crash(name); err != nil {
 		t.Fatal(err)
 	}
-	next := r.rec.waitFor(t, acq.Index, "an op of a new process", func(op histories.Op) bool { return op.Process >= histories.Process(cfg.Clients) })
+	next := r.rec.WaitFor(t, time.Minute, acq.Index, "an op of a new process", func(op histories.Op) bool { return op.Process >= histories.Process(cfg.Clients) })
 	// The lock is granted again: the crashed process's session ended (the
 	// fake expires an orphaned one at once).
-	again := r.rec.waitFor(t, next.Index, "another grant", okOp(histories.Acquire))
+	again := r.rec.WaitFor(t, time.Minute, next.Index, "another grant", okOp(histories.Acquire))
 	st, ops := r.finish(t)
 	if st.Crashes != 1 {
 		t.Errorf("crashes %d, want 1", st.Crashes)

@@ -3,85 +3,17 @@ package etcd
 import (
 	"context"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/locktest/locktest/backend/etcd/cluster"
 	"github.com/locktest/locktest/backend/etcd/etcdlock"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/histories/historiestest"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/workload"
 )
-
-// memRecorder records to a history file and keeps the ops in memory, so
-// tests can wait for events.
-type memRecorder struct {
-	rec     *histories.Recorder
-	mu      sync.Mutex
-	ops     []histories.Op
-	changed chan struct{}
-}
-
-func (r *memRecorder) Record(op histories.Op) (histories.Op, error) {
-	op, err := r.rec.Record(op)
-	if err != nil {
-		return op, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.ops = append(r.ops, op)
-	close(r.changed)
-	r.changed = make(chan struct{})
-	return op, nil
-}
-
-func (r *memRecorder) snapshot() ([]histories.Op, <-chan struct{}) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]histories.Op(nil), r.ops...), r.changed
-}
-
-// waitFor waits until an op at or after index from satisfies pred, and
-// returns it; it fails the test at the deadline.
-func (r *memRecorder) waitFor(t *testing.T, timeout time.Duration, from int, what string, pred func(histories.Op) bool) histories.Op {
-	t.Helper()
-	op, ok := r.lookFor(timeout, from, pred)
-	if !ok {
-		ops, _ := r.snapshot()
-		t.Fatalf("no %s within %v; history:\n%s", what, timeout, dump(ops))
-	}
-	return op
-}
-
-// lookFor waits until an op at or after index from satisfies pred, and
-// returns it; false at the deadline.
-func (r *memRecorder) lookFor(timeout time.Duration, from int, pred func(histories.Op) bool) (histories.Op, bool) {
-	deadline := time.After(timeout)
-	for {
-		ops, changed := r.snapshot()
-		for _, op := range ops[min(from, len(ops)):] {
-			if pred(op) {
-				return op, true
-			}
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			return histories.Op{}, false
-		}
-	}
-}
-
-func dump(ops []histories.Op) string {
-	var b []byte
-	for _, op := range ops {
-		l, _ := histories.MarshalLine(op)
-		b = append(append(b, l...), '\n')
-	}
-	return string(b)
-}
 
 // env is a cluster, a resource and a workload on etcd recording to a
 // history file: the workload's clients, faults and etcd's observer at
@@ -92,7 +24,7 @@ type env struct {
 	res  *resource.Server
 	path string
 	w    *histories.Writer
-	rec  *memRecorder
+	rec  *historiestest.Recorder
 	wl   *workload.Workload
 	stop chan struct{}
 	done chan runResult
@@ -130,7 +62,7 @@ func setup(t *testing.T, mode resource.Mode, cfg workload.Config) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.w.Close() })
-	e.rec = &memRecorder{rec: histories.NewRecorder(e.w, time.Now()), changed: make(chan struct{})}
+	e.rec = historiestest.New(e.w)
 	e.wl, err = workload.New(ctx, cfg, Workload(cl), addr, e.rec)
 	if err != nil {
 		t.Fatal(err)
@@ -194,15 +126,15 @@ func (e *env) pausedUntil(client string, from int, what string, pred func(histor
 	e.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if op, ok := e.rec.lookFor(200*time.Millisecond, from, pred); ok {
+		if op, ok := e.rec.LookFor(200*time.Millisecond, from, pred); ok {
 			return op
 		}
 		if !e.wl.Paused(client) {
 			e.t.Fatalf("%s's pause ended before %s", client, what)
 		}
 		if time.Now().After(deadline) {
-			ops, _ := e.rec.snapshot()
-			e.t.Fatalf("no %s within 20s of %s's pause; history:\n%s", what, client, dump(ops))
+			ops, _ := e.rec.Snapshot()
+			e.t.Fatalf("no %s within 20s of %s's pause; history:\n%s", what, client, historiestest.Dump(ops))
 		}
 		if err := e.wl.Pause(client, 2*time.Second, false); err != nil {
 			e.t.Fatal(err)

@@ -41,12 +41,12 @@ func TestLostReplyEndToEnd(t *testing.T) {
 			return op.F == f && op.Value != nil && op.Value.Fault == nemesis.LostReplyRelease
 		}
 	}
-	start := e.rec.waitFor(t, 15*time.Second, 0, "the fault's start", isFault(histories.FStart))
+	start := e.rec.WaitFor(t, 15*time.Second, 0, "the fault's start", isFault(histories.FStart))
 	struck := start.Value.Targets[0]
 	// The release the fault struck: the fault's start is recorded once
 	// the hook has fired, just before the request went out, so it is the
 	// struck client's last release invoked before the start.
-	ops, _ := e.rec.snapshot()
+	ops, _ := e.rec.Snapshot()
 	var rel histories.Op
 	found := false
 	for _, op := range ops[:start.Index] {
@@ -82,11 +82,11 @@ func TestLostReplyEndToEnd(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	if _, answered := e.rec.lookFor(0, rel.Index+1, released); answered {
+	if _, answered := e.rec.LookFor(0, rel.Index+1, released); answered {
 		t.Errorf("the client had its release's answer before the server was seen to apply it")
 	}
-	stop := e.rec.waitFor(t, 15*time.Second, start.Index, "the fault's stop", isFault(histories.FStop))
-	end := e.rec.waitFor(t, 10*time.Second, rel.Index+1, struck+"'s release completion", released)
+	stop := e.rec.WaitFor(t, 15*time.Second, start.Index, "the fault's stop", isFault(histories.FStop))
+	end := e.rec.WaitFor(t, 10*time.Second, rel.Index+1, struck+"'s release completion", released)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

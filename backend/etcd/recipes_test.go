@@ -10,6 +10,7 @@ import (
 	"github.com/locktest/locktest/backend/etcd/etcdlock"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/histories/historiestest"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/workload"
@@ -39,8 +40,8 @@ func countOK(ops []histories.Op, f string) int {
 // waitReleases waits for n releases in all.
 func (e *env) waitReleases(n int, timeout time.Duration) {
 	e.t.Helper()
-	e.rec.waitFor(e.t, timeout, 0, "releases", func(histories.Op) bool {
-		ops, _ := e.rec.snapshot()
+	e.rec.WaitFor(e.t, timeout, 0, "releases", func(histories.Op) bool {
+		ops, _ := e.rec.Snapshot()
 		return countOK(ops, histories.Release) >= n
 	})
 }
@@ -50,12 +51,12 @@ func (e *env) waitOverlap(timeout time.Duration) checker.Overlap {
 	e.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		ops, _ := e.rec.snapshot()
+		ops, _ := e.rec.Snapshot()
 		if a := checker.Overlaps(ops); len(a.Overlaps) > 0 {
 			return a.Overlaps[0]
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("no overlap within %v; history:\n%s", timeout, dump(ops))
+			e.t.Fatalf("no overlap within %v; history:\n%s", timeout, historiestest.Dump(ops))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -80,8 +81,8 @@ func TestRecipes(t *testing.T) {
 			// A polling lock is unfair (the client that just released
 			// usually wins again), more so on a loaded machine: wait for a
 			// second client's grant rather than expect it by a count.
-			e.rec.waitFor(t, 20*time.Second, 0, "grants to two clients", func(histories.Op) bool {
-				ops, _ := e.rec.snapshot()
+			e.rec.WaitFor(t, 20*time.Second, 0, "grants to two clients", func(histories.Op) bool {
+				ops, _ := e.rec.Snapshot()
 				procs := map[histories.Process]bool{}
 				for _, op := range ops {
 					if op.F == histories.Acquire && op.Type == histories.OK {
@@ -177,20 +178,20 @@ func TestUnlockAnyCaught(t *testing.T) {
 	}
 	grant := e.firstGrant()
 	for attempt := 1; ; attempt++ {
-		ops, _ := e.rec.snapshot()
+		ops, _ := e.rec.Snapshot()
 		paused := e.clientOf(ops, grant.Process)
 		if err := e.wl.Pause(paused, 5*time.Second, true); err != nil {
 			t.Fatal(err)
 		}
-		if del, ok := e.rec.lookFor(10*time.Second, grant.Index, otherRelease); ok {
+		if del, ok := e.rec.LookFor(10*time.Second, grant.Index, otherRelease); ok {
 			t.Logf("%s's release deleted %v's key (process %s), pause %d", paused, del.Value.Targets, del.Value.Params["process"], attempt)
 			break
 		}
 		if attempt == 3 {
-			t.Fatalf("no key deleted by another client's release after %d pauses; history:\n%s", attempt, dump(ops))
+			t.Fatalf("no key deleted by another client's release after %d pauses; history:\n%s", attempt, historiestest.Dump(ops))
 		}
-		ops, _ = e.rec.snapshot()
-		grant = e.rec.waitFor(t, 5*time.Second, len(ops), "a grant", func(op histories.Op) bool {
+		ops, _ = e.rec.Snapshot()
+		grant = e.rec.WaitFor(t, 5*time.Second, len(ops), "a grant", func(op histories.Op) bool {
 			return op.Type == histories.OK && op.F == histories.Acquire
 		})
 	}
@@ -244,7 +245,7 @@ func contending(t *testing.T, name string) *env {
 // firstGrant waits for the run's first granted acquire.
 func (e *env) firstGrant() histories.Op {
 	e.t.Helper()
-	return e.rec.waitFor(e.t, 5*time.Second, 0, "an acquire", func(op histories.Op) bool {
+	return e.rec.WaitFor(e.t, 5*time.Second, 0, "an acquire", func(op histories.Op) bool {
 		return op.Type == histories.OK && op.F == histories.Acquire
 	})
 }
@@ -262,7 +263,7 @@ func (e *env) pauseFirstHolder() (held histories.Op, from int) {
 		t.Fatal(err)
 	}
 	e.waitPaused(name)
-	ops, _ := e.rec.snapshot()
+	ops, _ := e.rec.Snapshot()
 	for _, op := range ops {
 		if op.Process == first.Process && op.F == histories.Acquire && op.Type == histories.OK {
 			held = op
@@ -284,7 +285,7 @@ func TestEtcdTxnRejectsPausedHolder(t *testing.T) {
 	e := setup(t, TxnMode, cfg)
 	e.start()
 	held, from := e.pauseFirstHolder()
-	w := e.rec.waitFor(t, 5*time.Second, from, "the paused client's write", func(op histories.Op) bool {
+	w := e.rec.WaitFor(t, 5*time.Second, from, "the paused client's write", func(op histories.Op) bool {
 		return op.Process == held.Process && op.F == histories.Write && op.Type != histories.Invoke
 	})
 	if w.Type != histories.Fail || tokenOf(w) != tokenOf(held) {
@@ -422,7 +423,7 @@ func TestStockUnfencedLosesSales(t *testing.T) {
 	e := setup(t, resource.Unfenced, cfg)
 	e.start()
 	held, from := e.pauseFirstHolder()
-	w := e.rec.waitFor(t, 6*time.Second, from, "the paused client's write", func(op histories.Op) bool {
+	w := e.rec.WaitFor(t, 6*time.Second, from, "the paused client's write", func(op histories.Op) bool {
 		return op.Process == held.Process && op.F == histories.Write && op.Type != histories.Invoke
 	})
 	if w.Type != histories.OK {

@@ -32,7 +32,7 @@ func TestWaiterTargetedFault(t *testing.T) {
 		_, err := nemesis.Run(ctx, nemesis.Config{Members: 3, Clients: e.wl.Names(), TTL: 2 * time.Second}, e.cl, e.wl, e.rec, sched)
 		done <- err
 	}()
-	start := e.rec.waitFor(t, 5*time.Second, 0, "the fault's start", func(op histories.Op) bool {
+	start := e.rec.WaitFor(t, 5*time.Second, 0, "the fault's start", func(op histories.Op) bool {
 		return op.F == histories.FStart && op.Value != nil && op.Value.Fault == nemesis.LeaseRevoke
 	})
 	cancel()
@@ -44,7 +44,7 @@ func TestWaiterTargetedFault(t *testing.T) {
 		t.Fatalf("start params %v; want selector and role waiter, not a fallback", p)
 	}
 	struck := start.Value.Targets[0]
-	ops, _ := e.rec.snapshot()
+	ops, _ := e.rec.Snapshot()
 	// The acquire the struck client had in flight when the fault began.
 	inFlight := map[histories.Process]bool{}
 	for _, op := range ops[:start.Index] {
@@ -61,7 +61,7 @@ func TestWaiterTargetedFault(t *testing.T) {
 	if !ok {
 		t.Fatalf("%s had no acquire in flight when struck as a waiter", struck)
 	}
-	end := e.rec.waitFor(t, 10*time.Second, start.Index, struck+"'s acquire completion", func(op histories.Op) bool {
+	end := e.rec.WaitFor(t, 10*time.Second, start.Index, struck+"'s acquire completion", func(op histories.Op) bool {
 		return op.Process == proc && op.F == histories.Acquire && op.Type != histories.Invoke
 	})
 	if end.Type == histories.OK {
@@ -95,7 +95,7 @@ func TestHealDisarmsArmedPause(t *testing.T) {
 	if _, err := nemesis.Run(ctx, nemesis.Config{Members: 3, Clients: e.wl.Names()}, e.cl, e.wl, e.rec, nemesis.Schedule{Members: 3}); err != nil {
 		t.Fatal(err)
 	}
-	heal := e.rec.waitFor(t, 5*time.Second, 0, "the heal", func(op histories.Op) bool { return op.F == histories.FHeal })
+	heal := e.rec.WaitFor(t, 5*time.Second, 0, "the heal", func(op histories.Op) bool { return op.F == histories.FHeal })
 	if !slices.Contains(heal.Value.Targets, "c1") {
 		t.Errorf("heal targets %v, want c1 (its armed pause)", heal.Value.Targets)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/histories/historiestest"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/workload"
 )
@@ -41,8 +42,8 @@ func TestQuietRun(t *testing.T) {
 	cfg.Guard = workload.GuardClock
 	e := setup(t, resource.Fenced, cfg)
 	e.start()
-	e.rec.waitFor(t, 10*time.Second, 0, "ten releases", func(histories.Op) bool {
-		ops, _ := e.rec.snapshot()
+	e.rec.WaitFor(t, 10*time.Second, 0, "ten releases", func(histories.Op) bool {
+		ops, _ := e.rec.Snapshot()
 		n := 0
 		for _, op := range ops {
 			if op.F == histories.Release && op.Type == histories.OK {
@@ -196,8 +197,8 @@ func TestSlowClockLosesLeaseWhileBelievingItHolds(t *testing.T) {
 	}
 	e.start()
 
-	acq := e.rec.waitFor(t, 5*time.Second, 0, "c0 acquire", isOp(histories.OK, histories.Acquire, 0))
-	del := e.rec.waitFor(t, 5*time.Second, acq.Index, "key-deleted by expiry", nemesisEvent(histories.FKeyDeleted, "c0", "expiry"))
+	acq := e.rec.WaitFor(t, 5*time.Second, 0, "c0 acquire", isOp(histories.OK, histories.Acquire, 0))
+	del := e.rec.WaitFor(t, 5*time.Second, acq.Index, "key-deleted by expiry", nemesisEvent(histories.FKeyDeleted, "c0", "expiry"))
 	if e.wl.Role("c0") != "holder" { // its section lasts 4.2 s of host time
 		t.Fatal("c0 no longer believed it held the lock when the server deleted its key")
 	}
@@ -205,11 +206,11 @@ func TestSlowClockLosesLeaseWhileBelievingItHolds(t *testing.T) {
 		t.Errorf("key-deleted: %+v", del)
 	}
 	t.Logf("server deleted c0's key %v after its acquire", ms(del.Time-acq.Time))
-	acq1 := e.rec.waitFor(t, 3*time.Second, del.Index, "c1 acquire", isOp(histories.OK, histories.Acquire, 1))
+	acq1 := e.rec.WaitFor(t, 3*time.Second, del.Index, "c1 acquire", isOp(histories.OK, histories.Acquire, 1))
 	if tokenOf(acq1) <= tokenOf(acq) {
 		t.Errorf("c1's token %d is not above c0's %d", tokenOf(acq1), tokenOf(acq))
 	}
-	w0 := e.rec.waitFor(t, 5*time.Second, acq.Index, "c0 write", func(op histories.Op) bool {
+	w0 := e.rec.WaitFor(t, 5*time.Second, acq.Index, "c0 write", func(op histories.Op) bool {
 		return op.Process == 0 && op.F == histories.Write && op.Type != histories.Invoke
 	})
 	if w0.Type != histories.OK || tokenOf(w0) != tokenOf(acq) {
@@ -221,7 +222,7 @@ func TestSlowClockLosesLeaseWhileBelievingItHolds(t *testing.T) {
 		t.Errorf("guard refusals: %d", st.GuardRefusals)
 	}
 	if v := verdicts(ops); v["resource"] != checker.Invalid {
-		t.Logf("history:\n%s", dump(ops))
+		t.Logf("history:\n%s", historiestest.Dump(ops))
 		t.Errorf("resource check %s, want invalid (c0's stale write after c1's)", v["resource"])
 	}
 }
@@ -248,15 +249,15 @@ func TestPausedHolderWritesStale(t *testing.T) {
 			held, from := e.pauseFirstHolder()
 			name := nameOf(held.Process)
 			other := histories.Process(1 - int(held.Process))
-			del := e.rec.waitFor(t, time.Second, from, "key-deleted by expiry", nemesisEvent(histories.FKeyDeleted, name, "expiry"))
-			acq := e.rec.waitFor(t, time.Second, del.Index, "the other client's acquire", isOp(histories.OK, histories.Acquire, other))
-			w := e.rec.waitFor(t, 5*time.Second, from, "the paused client's write", func(op histories.Op) bool {
+			del := e.rec.WaitFor(t, time.Second, from, "key-deleted by expiry", nemesisEvent(histories.FKeyDeleted, name, "expiry"))
+			acq := e.rec.WaitFor(t, time.Second, del.Index, "the other client's acquire", isOp(histories.OK, histories.Acquire, other))
+			w := e.rec.WaitFor(t, 5*time.Second, from, "the paused client's write", func(op histories.Op) bool {
 				return op.Process == held.Process && op.F == histories.Write && op.Type != histories.Invoke
 			})
 			if tokenOf(w) != tokenOf(held) || tokenOf(w) >= tokenOf(acq) {
 				t.Errorf("paused client wrote with token %d; it held %d, the other client %d", tokenOf(w), tokenOf(held), tokenOf(acq))
 			}
-			ops, _ := e.rec.snapshot()
+			ops, _ := e.rec.Snapshot()
 			t.Logf("server deleted the paused holder's key %v into the pause; the other client acquired %v later",
 				ms(del.Time-ops[from-1].Time), ms(acq.Time-del.Time))
 			want := histories.OK
@@ -266,7 +267,7 @@ func TestPausedHolderWritesStale(t *testing.T) {
 			if w.Type != want {
 				t.Errorf("stale write %s, want %s", w.Type, want)
 			}
-			e.rec.waitFor(t, 3*time.Second, from, "lease-lost", nemesisEvent(histories.FLeaseLost, name, ""))
+			e.rec.WaitFor(t, 3*time.Second, from, "lease-lost", nemesisEvent(histories.FLeaseLost, name, ""))
 			st, hist := e.finish()
 			if st.GuardRefusals != 0 {
 				t.Errorf("guard refusals: %d (the guard ran before the pause)", st.GuardRefusals)
@@ -292,7 +293,7 @@ func TestSessionGuardRefusesAfterLeaseLost(t *testing.T) {
 	cfg.ThinkMin, cfg.ThinkMax = 3*time.Second, 3*time.Second
 	e := setup(t, resource.Unfenced, cfg)
 	e.start()
-	acq := e.rec.waitFor(t, 5*time.Second, 0, "acquire", isOp(histories.OK, histories.Acquire, 0))
+	acq := e.rec.WaitFor(t, 5*time.Second, 0, "acquire", isOp(histories.OK, histories.Acquire, 0))
 	links, err := e.cl.Links("c0")
 	if err != nil {
 		t.Fatal(err)
@@ -305,9 +306,9 @@ func TestSessionGuardRefusesAfterLeaseLost(t *testing.T) {
 		}
 	}
 	stalled := time.Now()
-	lost := e.rec.waitFor(t, 3*time.Second, acq.Index, "lease-lost", nemesisEvent(histories.FLeaseLost, "c0", ""))
+	lost := e.rec.WaitFor(t, 3*time.Second, acq.Index, "lease-lost", nemesisEvent(histories.FLeaseLost, "c0", ""))
 	t.Logf("c0's session ended %v after its links stalled", time.Since(stalled).Round(time.Millisecond))
-	del := e.rec.waitFor(t, 3*time.Second, acq.Index, "key-deleted by expiry", nemesisEvent(histories.FKeyDeleted, "c0", "expiry"))
+	del := e.rec.WaitFor(t, 3*time.Second, acq.Index, "key-deleted by expiry", nemesisEvent(histories.FKeyDeleted, "c0", "expiry"))
 	t.Logf("server deleted c0's key %v after c0 found out (negative: before)", ms(del.Time-lost.Time))
 	for _, l := range links {
 		for _, stream := range []string{"upstream", "downstream"} {
@@ -316,7 +317,7 @@ func TestSessionGuardRefusesAfterLeaseLost(t *testing.T) {
 			}
 		}
 	}
-	rel := e.rec.waitFor(t, 10*time.Second, acq.Index, "release", func(op histories.Op) bool {
+	rel := e.rec.WaitFor(t, 10*time.Second, acq.Index, "release", func(op histories.Op) bool {
 		return op.Process == 0 && op.F == histories.Release && op.Type != histories.Invoke
 	})
 	st, ops := e.finish()
@@ -338,7 +339,7 @@ func TestCrash(t *testing.T) {
 	cfg.ThinkMin, cfg.ThinkMax = 200*time.Millisecond, 200*time.Millisecond
 	e := setup(t, resource.Fenced, cfg)
 	e.start()
-	acq := e.rec.waitFor(t, 5*time.Second, 0, "an acquire", func(op histories.Op) bool {
+	acq := e.rec.WaitFor(t, 5*time.Second, 0, "an acquire", func(op histories.Op) bool {
 		return op.Type == histories.OK && op.F == histories.Acquire
 	})
 	name := nameOf(acq.Process)
@@ -349,10 +350,10 @@ func TestCrash(t *testing.T) {
 	if err := e.wl.Crash(name); err != nil {
 		t.Fatal(err)
 	}
-	next := e.rec.waitFor(t, 5*time.Second, acq.Index, "an op of a new process", func(op histories.Op) bool {
+	next := e.rec.WaitFor(t, 5*time.Second, acq.Index, "an op of a new process", func(op histories.Op) bool {
 		return op.Process >= 2
 	})
-	del := e.rec.waitFor(t, 5*time.Second, acq.Index, "key-deleted of the crashed lease", func(op histories.Op) bool {
+	del := e.rec.WaitFor(t, 5*time.Second, acq.Index, "key-deleted of the crashed lease", func(op histories.Op) bool {
 		return nemesisEvent(histories.FKeyDeleted, name, "")(op) && op.Value.Params["lease"] == lease
 	})
 	if by := del.Value.Params["by"]; by != "expiry" {
