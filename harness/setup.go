@@ -69,16 +69,16 @@ func (o *Options) sweepBeside() {
 }
 
 // nemesisConfig completes the nemesis configuration with the run's facts
-// as planned: its members' names, its clients', the fault kinds it can
-// carry out (nil: every kind) and how many members a grant takes
-// (grantQuorum; 0: none).
-func (o *Options) nemesisConfig(members, offers []string, quorum int) nemesis.Config {
+// as planned: its members' names, its clients' (workload.ClientNames), the
+// fault kinds it can carry out (nil: every kind) and how many members a
+// grant takes (grantQuorum; 0: none).
+func (o *Options) nemesisConfig(members, clients, offers []string, quorum int) nemesis.Config {
 	c := o.Nemesis
 	c.Members = o.Members
 	c.MemberNames = members
 	c.Quorum = quorum
 	c.MemberLinks = o.Backend
-	c.Clients = workload.ClientNames(o.Workload.Clients)
+	c.Clients = clients
 	c.TTL = time.Duration(o.Workload.TTL) * time.Second
 	c.Time = o.Time
 	c.Offers = offers
@@ -204,7 +204,7 @@ func DrawSchedule(o Options) (*nemesis.Schedule, error) {
 	if o.Members == 0 {
 		o.Members = 3
 	}
-	cfg := o.nemesisConfig(nil, nil, 0)
+	cfg := o.nemesisConfig(nil, workload.ClientNames(o.Workload.Clients), nil, 0)
 	cfg.MemberLinks = registry.Default().Name
 	s, err := nemesis.Generate(o.Workload.Seed, cfg)
 	if err != nil {

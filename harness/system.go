@@ -13,6 +13,7 @@ import (
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/system"
+	"github.com/locktest/locktest/workload"
 )
 
 // Plan is one run as Run carries it out, computed once by NewPlan from
@@ -57,7 +58,7 @@ type Plan struct {
 // CLI's flag names where it can. The CLI prints a run's plan before
 // starting it. o itself is left as it was.
 func NewPlan(o Options) (*Plan, error) {
-	system, members, offers, err := o.plan()
+	system, members, proto, err := o.plan()
 	if err != nil {
 		return nil, err
 	}
@@ -68,45 +69,36 @@ func NewPlan(o Options) (*Plan, error) {
 	if err := o.Workload.Validate(); err != nil {
 		return nil, err
 	}
-	if len(o.Nemesis.Faults) > 0 && o.Quiet == 0 {
-		o.Quiet = DefaultQuiet
-	}
-	if o.Quiet < 0 {
-		return nil, fmt.Errorf("quiet period must not be negative, got %v", o.Quiet)
-	}
-	if o.Schedule != nil {
-		if err := o.Schedule.Validate(); err != nil {
-			return nil, err
-		}
-		if o.Schedule.Members != o.Members && !o.FitSchedule {
-			return nil, fmt.Errorf("the schedule is for %d members, the run has %d", o.Schedule.Members, o.Members)
-		}
-	}
-	if o.Required == nil {
-		o.Required = []string{RequireData}
-	}
-	o.Required, err = expandRequire(o.Required)
+	clients := workload.ClientNames(o.Workload.Clients)
+	offers, err := o.planFaults(proto)
 	if err != nil {
 		return nil, err
 	}
-	if o.CheckTimeout == 0 {
-		o.CheckTimeout = time.Minute
-	}
-	if o.LivenessBound == 0 {
-		o.LivenessBound = DefaultLivenessBound
-	}
 	p := &Plan{Options: o, system: system, members: members}
-	p.faults = o.nemesisConfig(members, offers, grantQuorum(system.Majority, len(members)))
+	p.faults = p.nemesisConfig(members, clients, offers, grantQuorum(system.Majority, len(members)))
 	if err := p.drawSchedule(); err != nil {
 		return nil, err
+	}
+	p.system.Families = p.faultFamilies()
+	if p.Required == nil {
+		p.Required = []string{RequireData}
+	}
+	if p.Required, err = expandRequire(p.Required); err != nil {
+		return nil, err
+	}
+	if p.CheckTimeout == 0 {
+		p.CheckTimeout = time.Minute
+	}
+	if p.LivenessBound == 0 {
+		p.LivenessBound = DefaultLivenessBound
 	}
 	return p, nil
 }
 
-// plan resolves o's recipe, backend, system and faults (see NewPlan), and
-// returns the run as its backend's options plan it, the members they
-// name, and the fault kinds the run can carry out.
-func (o *Options) plan() (p backend.Plan, members, offers []string, err error) {
+// plan resolves o's recipe, backend and system (see NewPlan), and returns
+// the run as its backend's options plan it, the members they name, and a
+// prototype of the system (backend.Options.Prototype).
+func (o *Options) plan() (p backend.Plan, members []string, proto system.System, err error) {
 	c, err := registry.Resolve(o.Workload.Recipe, o.Backend, o.System)
 	if err != nil {
 		return p, nil, nil, err
@@ -132,9 +124,24 @@ func (o *Options) plan() (p backend.Plan, members, offers []string, err error) {
 	if err := o.refuseByRecipe(); err != nil {
 		return p, nil, nil, err
 	}
-	proto := o.System.Prototype(p)
-	offered := nemesis.Offered(proto)
-	offers = o.recipeOffers(offered)
+	return p, members, o.System.Prototype(p), nil
+}
+
+// planFaults resolves o's faults for a system like proto: a schedule
+// replayed checked, the default faults narrowed to those it offers, what
+// it cannot carry out at all refused, --nemesis all resolved, and the
+// quiet period's default. It returns the fault kinds the run can carry
+// out: those proto offers that the recipe can suffer.
+func (o *Options) planFaults(proto system.System) ([]string, error) {
+	if o.Schedule != nil {
+		if err := o.Schedule.Validate(); err != nil {
+			return nil, err
+		}
+		if o.Schedule.Members != o.Members && !o.FitSchedule {
+			return nil, fmt.Errorf("the schedule is for %d members, the run has %d", o.Schedule.Members, o.Members)
+		}
+	}
+	offers := o.recipeOffers(nemesis.Offered(proto))
 	if o.DefaultFaults {
 		o.Nemesis.Faults = nemesis.Offering(o.Nemesis.Faults, offers)
 	}
@@ -157,19 +164,24 @@ func (o *Options) plan() (p backend.Plan, members, offers []string, err error) {
 	case o.Schedule == nil:
 		for _, name := range o.Nemesis.Faults {
 			if err := refuse("--nemesis: fault", name); err != nil {
-				return p, nil, nil, err
+				return nil, err
 			}
 		}
 	case !o.FitSchedule:
 		for _, e := range o.Schedule.Entries {
 			if err := refuse("the schedule's fault", e.Fault); err != nil {
-				return p, nil, nil, err
+				return nil, err
 			}
 		}
 	}
 	o.Nemesis.Faults = nemesis.Expand(o.Nemesis.Faults, offers)
-	p.Families = o.faultFamilies()
-	return p, members, offers, nil
+	if len(o.Nemesis.Faults) > 0 && o.Quiet == 0 {
+		o.Quiet = DefaultQuiet
+	}
+	if o.Quiet < 0 {
+		return nil, fmt.Errorf("quiet period must not be negative, got %v", o.Quiet)
+	}
+	return offers, nil
 }
 
 // refuseByRecipe refuses, by name, a fault family that the recipe under
