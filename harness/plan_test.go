@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -145,5 +146,51 @@ func TestApplyExecRecipe(t *testing.T) {
 	o = Options{Workload: workload.DefaultConfig()}
 	if err := o.Apply(scenario.Settings{Recipe: spec}); err == nil || !strings.Contains(err.Error(), "with its backend") {
 		t.Errorf("an exec recipe without its backend: %v", err)
+	}
+}
+
+// The fault schedule is drawn in planning, against the members the
+// backend names and the clients the workload will: a plan of the same
+// options draws the same one, and a started system whose members are not
+// those planned is refused before anything is recorded.
+func TestPlanDrawsTheSchedule(t *testing.T) {
+	t.Parallel()
+	o := Options{Workload: workload.DefaultConfig(), Time: 30 * time.Second, Members: 5,
+		Nemesis: nemesis.Config{Faults: []string{nemesis.All}}}
+	o.Workload.Seed = 7
+	p, err := NewPlan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.members, []string{"m0", "m1", "m2", "m3", "m4"}) || p.schedule == nil || len(p.schedule.Entries) == 0 {
+		t.Fatalf("planned members %q, schedule %v", p.members, p.schedule)
+	}
+	if !slices.Equal(p.schedule.Clients, workload.ClientNames(o.Workload.Clients)) || p.schedule.Members != 5 {
+		t.Errorf("schedule for clients %q and %d members", p.schedule.Clients, p.schedule.Members)
+	}
+	for _, e := range p.schedule.Entries {
+		for _, m := range []string{e.Target, e.Fallback} {
+			if strings.HasPrefix(m, "m") && !slices.Contains(p.members, m) {
+				t.Errorf("%s strikes %q, no planned member", e.Fault, m)
+			}
+		}
+	}
+	again, err := NewPlan(o)
+	if err != nil || !reflect.DeepEqual(again.schedule, p.schedule) {
+		t.Errorf("planning the same options again drew another schedule (%v)", err)
+	}
+	if err := p.agrees([]string{"m0", "m1", "m2", "m3", "m4"}); err != nil {
+		t.Errorf("the planned members: %v", err)
+	}
+	for _, started := range [][]string{{"m0", "m1", "m2"}, {"m0", "m1", "m2", "m3", "x"}} {
+		if err := p.agrees(started); err == nil {
+			t.Errorf("members %q started for a plan of %q: not refused", started, p.members)
+		}
+	}
+	// A member the plan cannot name (an external cluster's own) is the
+	// system's to name.
+	p.members = []string{"", "", "", "", ""}
+	if err := p.agrees([]string{"a", "b", "c", "d", "e"}); err != nil {
+		t.Errorf("an external cluster's names: %v", err)
 	}
 }
