@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/histories/historiestest"
+	"github.com/locktest/locktest/internal/recordtest"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/workload"
 )
@@ -153,10 +153,10 @@ func (h *fakeHeld) Release(context.Context) error {
 }
 
 // memRecorder records to a history file in the test's directory and
-// keeps the ops in memory (historiestest.Recorder), so that a test can
+// keeps the ops in memory (recordtest.Recorder), so that a test can
 // wait for one, and read the file back.
 type memRecorder struct {
-	*historiestest.Recorder
+	*recordtest.Recorder
 	path string
 	w    *histories.Writer
 }
@@ -168,7 +168,7 @@ func newMemRecorder(t *testing.T) *memRecorder {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
-	return &memRecorder{Recorder: historiestest.New(w), path: path, w: w}
+	return &memRecorder{Recorder: recordtest.New(w), path: path, w: w}
 }
 
 // read closes the history and reads it back, which checks that it is

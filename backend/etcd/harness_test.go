@@ -9,7 +9,7 @@ import (
 	"github.com/locktest/locktest/backend/etcd/cluster"
 	"github.com/locktest/locktest/backend/etcd/etcdlock"
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/histories/historiestest"
+	"github.com/locktest/locktest/internal/recordtest"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/workload"
@@ -24,7 +24,7 @@ type env struct {
 	res  *resource.Server
 	path string
 	w    *histories.Writer
-	rec  *historiestest.Recorder
+	rec  *recordtest.Recorder
 	wl   *workload.Workload
 	stop chan struct{}
 	done chan runResult
@@ -62,7 +62,7 @@ func setup(t *testing.T, mode resource.Mode, cfg workload.Config) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.w.Close() })
-	e.rec = historiestest.New(e.w)
+	e.rec = recordtest.New(e.w)
 	e.wl, err = workload.New(ctx, cfg, Workload(cl), addr, e.rec)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func (e *env) pausedUntil(client string, from int, what string, pred func(histor
 		}
 		if time.Now().After(deadline) {
 			ops, _ := e.rec.Snapshot()
-			e.t.Fatalf("no %s within 20s of %s's pause; history:\n%s", what, client, historiestest.Dump(ops))
+			e.t.Fatalf("no %s within 20s of %s's pause; history:\n%s", what, client, recordtest.Dump(ops))
 		}
 		if err := e.wl.Pause(client, 2*time.Second, false); err != nil {
 			e.t.Fatal(err)

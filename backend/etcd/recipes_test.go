@@ -10,7 +10,7 @@ import (
 	"github.com/locktest/locktest/backend/etcd/etcdlock"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/histories/historiestest"
+	"github.com/locktest/locktest/internal/recordtest"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/workload"
@@ -56,7 +56,7 @@ func (e *env) waitOverlap(timeout time.Duration) checker.Overlap {
 			return a.Overlaps[0]
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("no overlap within %v; history:\n%s", timeout, historiestest.Dump(ops))
+			e.t.Fatalf("no overlap within %v; history:\n%s", timeout, recordtest.Dump(ops))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -188,7 +188,7 @@ func TestUnlockAnyCaught(t *testing.T) {
 			break
 		}
 		if attempt == 3 {
-			t.Fatalf("no key deleted by another client's release after %d pauses; history:\n%s", attempt, historiestest.Dump(ops))
+			t.Fatalf("no key deleted by another client's release after %d pauses; history:\n%s", attempt, recordtest.Dump(ops))
 		}
 		ops, _ = e.rec.Snapshot()
 		grant = e.rec.WaitFor(t, 5*time.Second, len(ops), "a grant", func(op histories.Op) bool {

@@ -16,7 +16,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clock"
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/histories/historiestest"
+	"github.com/locktest/locktest/internal/recordtest"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/workload"
 )
@@ -222,7 +222,7 @@ func TestSlowClockLosesLeaseWhileBelievingItHolds(t *testing.T) {
 		t.Errorf("guard refusals: %d", st.GuardRefusals)
 	}
 	if v := verdicts(ops); v["resource"] != checker.Invalid {
-		t.Logf("history:\n%s", historiestest.Dump(ops))
+		t.Logf("history:\n%s", recordtest.Dump(ops))
 		t.Errorf("resource check %s, want invalid (c0's stale write after c1's)", v["resource"])
 	}
 }

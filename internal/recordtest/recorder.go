@@ -1,6 +1,6 @@
-// Package historiestest helps tests that record a history: a recorder
+// Package recordtest helps tests that record a history: a recorder
 // that keeps what it records in memory, so that a test can wait for an op.
-package historiestest
+package recordtest
 
 import (
 	"sync"
