@@ -2,13 +2,10 @@ package workload_test
 
 import (
 	"context"
-	"path/filepath"
 	"strconv"
 	"sync"
-	"testing"
 
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/internal/recordtest"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/workload"
 )
@@ -150,37 +147,4 @@ func (h *fakeHeld) Release(context.Context) error {
 		h.l.t.release(h.lock)
 	}
 	return nil
-}
-
-// memRecorder records to a history file in the test's directory and
-// keeps the ops in memory (recordtest.Recorder), so that a test can
-// wait for one, and read the file back.
-type memRecorder struct {
-	*recordtest.Recorder
-	path string
-	w    *histories.Writer
-}
-
-func newMemRecorder(t *testing.T) *memRecorder {
-	path := filepath.Join(t.TempDir(), "history.jsonl")
-	w, err := histories.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	return &memRecorder{Recorder: recordtest.New(w), path: path, w: w}
-}
-
-// read closes the history and reads it back, which checks that it is
-// well-formed.
-func (r *memRecorder) read(t *testing.T) []histories.Op {
-	t.Helper()
-	if err := r.w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ops, err := histories.ReadFile(r.path)
-	if err != nil {
-		t.Fatalf("the history is not well-formed: %v", err)
-	}
-	return ops
 }

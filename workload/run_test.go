@@ -7,6 +7,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/recordtest"
 	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/workload"
 )
@@ -15,7 +16,7 @@ import (
 // HTTP resource, recording into rec; Run's result comes on done.
 type fakeRun struct {
 	wl   *workload.Workload
-	rec  *memRecorder
+	rec  *recordtest.Recorder
 	stop chan struct{}
 	done chan workload.Stats
 }
@@ -28,7 +29,7 @@ func startFake(t *testing.T, cfg workload.Config) *fakeRun {
 	}
 	t.Cleanup(func() { res.Close() })
 	cfg.Recipe = fakeRecipe{}
-	r := &fakeRun{rec: newMemRecorder(t), stop: make(chan struct{}), done: make(chan workload.Stats, 1)}
+	r := &fakeRun{rec: recordtest.Create(t), stop: make(chan struct{}), done: make(chan workload.Stats, 1)}
 	if r.wl, err = workload.New(context.Background(), cfg, fakeBackend{newTable()}, res.Addr(), r.rec); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func (r *fakeRun) finish(t *testing.T) (workload.Stats, []histories.Op) {
 	close(r.stop)
 	st := <-r.done
 	r.wl.Close()
-	return st, r.rec.read(t)
+	return st, r.rec.Read(t)
 }
 
 func okOp(f string) func(histories.Op) bool {

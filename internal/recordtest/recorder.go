@@ -3,6 +3,7 @@
 package recordtest
 
 import (
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 // Recorder records through a histories.Recorder to a history file, and
 // keeps the ops in memory as the history numbers them.
 type Recorder struct {
+	path    string            // the file, if Create made it
+	w       *histories.Writer // its writer
 	rec     *histories.Recorder
 	mu      sync.Mutex
 	ops     []histories.Op
@@ -22,6 +25,34 @@ type Recorder struct {
 // New records to w, its times from now.
 func New(w *histories.Writer) *Recorder {
 	return &Recorder{rec: histories.NewRecorder(w, time.Now()), changed: make(chan struct{})}
+}
+
+// Create records to a history file in t's temporary directory, which
+// Read reads back.
+func Create(t testing.TB) *Recorder {
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	w, err := histories.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	r := New(w)
+	r.path, r.w = path, w
+	return r
+}
+
+// Read closes the history Create made and reads it back, which checks
+// that it is well-formed.
+func (r *Recorder) Read(t testing.TB) []histories.Op {
+	t.Helper()
+	if err := r.w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ops, err := histories.ReadFile(r.path)
+	if err != nil {
+		t.Fatalf("the history is not well-formed: %v", err)
+	}
+	return ops
 }
 
 // Record records op to the history and keeps it.
