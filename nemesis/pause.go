@@ -27,7 +27,7 @@ type pause struct{}
 func (pause) Spec() Spec {
 	return Spec{
 		Name: "pause",
-		Doc:  "Stops a client stop-the-world (its keepalives too), often the holder between its guard and its write; or, one time in five, pauses a member: a member process gets SIGSTOP (nothing in it runs until SIGCONT); an embedded member stops sending and its client links hold (its lessor keeps running, and a new leader extends every lease, so it seldom harms a lease lock).",
+		Doc:  "Stops a client stop-the-world (its keepalives too), often the holder between its guard and its write (in an aimed schedule, a holder mid-section at once: param mid_section); or, one time in five, pauses a member: a member process gets SIGSTOP (nothing in it runs until SIGCONT); an embedded member stops sending and its client links hold (its lessor keeps running, and a new leader extends every lease, so it seldom harms a lease lock).",
 		// A paused member seldom harms a lease lock here (the embedded
 		// member's lessor keeps running, and a new leader extends every
 		// lease), a paused holder nearly always: four client pauses to one
@@ -78,7 +78,7 @@ func (pause) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 			// Its keepalives stop now, and it stops at the end of its
 			// think, before its write: the pause strikes as one armed
 			// for the write would, a section's think time sooner.
-			inj.Params["selector"], inj.Params["struck"] = TargetHolder, "mid-section"
+			inj.Params["selector"], inj.Params["aimed"] = TargetHolder, "true"
 			e.Target, armed = h, false
 		}
 		name, err := env.client(ctx, e, inj, false)

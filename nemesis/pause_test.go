@@ -18,9 +18,9 @@ func TestPauseStrikesAHolderMidSection(t *testing.T) {
 		left   time.Duration
 		params map[string]string
 		want   string
-		struck string
+		aimed  string
 	}{
-		{"mid-section", time.Second, map[string]string{"before_write": "true", "mid_section": "200ms"}, "pause c2 3s false", "mid-section"},
+		{"mid-section", time.Second, map[string]string{"before_write": "true", "mid_section": "200ms"}, "pause c2 3s false", "true"},
 		{"too little left", 100 * time.Millisecond, map[string]string{"before_write": "true", "mid_section": "200ms"}, "pause c0 3s true", ""},
 		{"not aimed", time.Second, map[string]string{"before_write": "true"}, "pause c0 3s true", ""},
 	} {
@@ -34,7 +34,7 @@ func TestPauseStrikesAHolderMidSection(t *testing.T) {
 		if len(fc.calls) != 1 || fc.calls[0] != c.want {
 			t.Errorf("%s: calls %v, want %q", c.name, fc.calls, c.want)
 		}
-		if inj.Params["struck"] != c.struck || inj.Params["selector"] != TargetHolder {
+		if inj.Params["aimed"] != c.aimed || inj.Params["selector"] != TargetHolder {
 			t.Errorf("%s: params %v", c.name, inj.Params)
 		}
 	}
