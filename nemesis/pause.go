@@ -27,7 +27,7 @@ type pause struct{}
 func (pause) Spec() Spec {
 	return Spec{
 		Name: "pause",
-		Doc:  "Stops a client stop-the-world (its keepalives too), often the holder between its guard and its write; or, one time in five, pauses a member: a member process gets SIGSTOP (nothing in it runs until SIGCONT); an embedded member stops sending and its client links hold (its lessor keeps running, and a new leader extends every lease, so it seldom harms a lease lock).",
+		Doc:  "Stops a client stop-the-world (its keepalives too), often the holder between its guard and its write (in an aimed schedule, a holder mid-section at once: param mid_section); or, one time in five, pauses a member: a member process gets SIGSTOP (nothing in it runs until SIGCONT); an embedded member stops sending and its client links hold (its lessor keeps running, and a new leader extends every lease, so it seldom harms a lease lock).",
 		// A paused member seldom harms a lease lock here (the embedded
 		// member's lessor keeps running, and a new leader extends every
 		// lease), a paused holder nearly always: four client pauses to one
@@ -44,6 +44,10 @@ func (pause) Spec() Spec {
 		// Pauses outlast the lease, so the holder wakes up with its lease
 		// gone.
 		Durations: func(ttl time.Duration) Range { return Range{ttl + ttl/4, 2 * ttl} },
+		// mid_section: a holder with at least this much of its section's
+		// think time left is paused at once rather than at its write
+		// (before_write); else the pause is armed for the write as drawn.
+		DurationParams: []string{"mid_section"},
 	}
 }
 
@@ -69,11 +73,19 @@ func (pause) Draw(g *Gen, e *Entry, d Range) {
 func (pause) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	inj := &Injected{Params: map[string]string{}}
 	if e.Fault == PauseClient {
+		armed := e.Params["before_write"] == "true"
+		if h, ok := env.midSection(e); ok {
+			// Its keepalives stop now, and it stops at the end of its
+			// think, before its write: the pause strikes as one armed
+			// for the write would, a section's think time sooner.
+			inj.Params["selector"], inj.Params["aimed"] = TargetHolder, "true"
+			e.Target, armed = h, false
+		}
 		name, err := env.client(ctx, e, inj, false)
 		if err != nil {
 			return inj, err
 		}
-		return inj, env.Clients.Pause(name, e.Duration, e.Params["before_write"] == "true")
+		return inj, env.Clients.Pause(name, e.Duration, armed)
 	}
 	p, err := need[pauser](env)
 	if err != nil {
@@ -122,6 +134,16 @@ func (pause) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 		}
 	}
 	return inj, nil
+}
+
+// midSection finds, for a pause of the holder with param mid_section, a
+// holder in a section with at least that much of its think time left.
+func (env *Env) midSection(e Entry) (string, bool) {
+	lo, err := time.ParseDuration(e.Params["mid_section"])
+	if err != nil || e.Target != TargetHolder || env.Clients == nil {
+		return "", false
+	}
+	return env.Clients.Ahead(lo)
 }
 
 // Heal resumes paused members, disarms client pauses armed for a next

@@ -61,11 +61,21 @@ const holderAim = 0.5
 // client first drawn as the fallback, and a share of lost acquire replies
 // strike the holder's next acquire; a lost release reply of the holder
 // holds its next section open (param hold_next, TTL/4). Faults on the
-// holder keep their target.
+// holder keep their target. The first pause strikes the holder
+// (holderPauseFirst), and a pause of the holder armed for its write
+// strikes at once a holder mid-section (param mid_section).
 func aimAt(seed int64, s *Schedule, ttl time.Duration) {
 	rng := rand.New(rand.NewPCG(uint64(seed), aimStream))
+	holderPauseFirst(s.Entries)
 	for i := range s.Entries {
 		e := &s.Entries[i]
+		if e.Fault == PauseClient && e.Target == TargetHolder && e.Params["before_write"] == "true" {
+			// A holder mid-section is paused at once, not at its write
+			// seconds later: the pause's clock starts now, and it still
+			// has its write ahead of it.
+			e.Params["mid_section"] = workAhead.String()
+			continue
+		}
 		if e.Fault == LostReplyRelease && e.Target == TargetHolder {
 			// The release in doubt is retried by services once they hold
 			// the lock again: the next section held open long enough for
@@ -97,6 +107,34 @@ func aimAt(seed int64, s *Schedule, ttl time.Duration) {
 		}
 		if _, ok := e.Params["ahead"]; !ok {
 			e.Params["ahead"] = waiterAhead(e.Fault, ttl).String() + "-"
+		}
+	}
+}
+
+// holderPauseFirst has a schedule's first pause strike the holder, the
+// pause that harms soonest: a paused member or waiter harms no resource,
+// and each pause lasts more than a TTL, so a run whose first pause missed
+// showed harm only from its second. It swaps what the first pause and the
+// first pause of the holder strike (kind, targets, params), each slot
+// keeping its time and duration (drawn from the same range): the schedule
+// still pauses as many members and waiters, later.
+func holderPauseFirst(es []Entry) {
+	first := -1
+	for i, e := range es {
+		if e.Fault != PauseClient && (e.Fault != PauseMember || e.Params["until"] != "") {
+			continue // not a pause, or one staging the strike after it
+		}
+		holder := e.Fault == PauseClient && e.Target == TargetHolder
+		switch {
+		case first < 0 && holder:
+			return
+		case first < 0:
+			first = i
+		case holder:
+			es[first], es[i] = es[i], es[first]
+			es[first].At, es[i].At = es[i].At, es[first].At
+			es[first].Duration, es[i].Duration = es[i].Duration, es[first].Duration
+			return
 		}
 	}
 }

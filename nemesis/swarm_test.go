@@ -58,7 +58,8 @@ func TestSwarmConcentrates(t *testing.T) {
 
 // Aim turns some faults that end a lease on an aimed waiter, the client
 // drawn kept as its fallback (and aims those drawn on a waiter), holds the next section of a holder whose
-// release reply is lost, and touches no other entry.
+// release reply is lost, strikes a holder mid-section with a pause armed for its write, and touches
+// no other entry.
 func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 	cfg := swarmConfig()
 	cfg.Faults = []string{"isolate", "lease", "pause", "crash", "lost-reply"}
@@ -68,6 +69,8 @@ func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 		aimed := cfg
 		aimed.Aim = true
 		s, _ := Generate(seed, aimed)
+		// The pauses' order (TestHolderPauseFirst).
+		holderPauseFirst(plain.Entries)
 		if len(s.Entries) != len(plain.Entries) {
 			t.Fatalf("seed %d: %d entries aimed, %d plain", seed, len(s.Entries), len(plain.Entries))
 		}
@@ -79,6 +82,13 @@ func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 			}
 			if p.Fault == LostReplyRelease {
 				if e.Target != TargetHolder || e.Params["hold_next"] != "500ms" {
+					t.Errorf("seed %d: entry %d aimed as %+v", seed, i, e)
+				}
+				turned++
+				continue
+			}
+			if p.Fault == PauseClient && p.Target == TargetHolder {
+				if p.Params["before_write"] != "true" || e.Params["mid_section"] != "200ms" {
 					t.Errorf("seed %d: entry %d aimed as %+v", seed, i, e)
 				}
 				turned++
