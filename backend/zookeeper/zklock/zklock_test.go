@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,22 @@ func client(t *testing.T, e *zkserver.Ensemble, name string) *Client {
 		t.Fatal(err)
 	}
 	return &Client{Servers: eps}
+}
+
+// watched tells whether a session on a server of e watches path; a
+// server that does not answer in time counts as not (yet) telling.
+func watched(t *testing.T, e *zkserver.Ensemble, path string) bool {
+	t.Helper()
+	for _, addr := range e.ClientAddrs() {
+		ok, err := zkserver.Watched(context.Background(), addr, path)
+		if err != nil {
+			t.Logf("asking %s for its watches: %v", addr, err) // a slow answer: asked again
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // direct is a session straight to the servers, to look at the tree.
@@ -321,6 +338,13 @@ func TestNoRecheck(t *testing.T) {
 				got <- err
 			}()
 			polltest.Until(t, 10*time.Second, "the waiter to queue", func() bool { return len(children(t, look, dir)) == 3 })
+			// The quitter gives up once the waiter watches its node: gone
+			// before that, the waiter would list the holder as the node
+			// before its own and watch it instead (a loaded host).
+			queue := children(t, look, dir)
+			slices.SortFunc(queue, func(a, b string) int { return int(seq(a) - seq(b)) })
+			quitterNode := dir + "/" + queue[1]
+			polltest.Until(t, 10*time.Second, "the waiter to watch the quitter's node", func() bool { return watched(t, e, quitterNode) })
 			giveUp()
 			if err := <-qdone; !errors.Is(err, context.Canceled) {
 				t.Fatalf("the quitter's Acquire: %v", err)

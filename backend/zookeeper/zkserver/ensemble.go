@@ -213,7 +213,7 @@ func (e *Ensemble) writeConfig(s *Server) error {
 	fmt.Fprintf(&b, "dataDir=%s\nclientPortAddress=%s\nclientPort=%s\n", s.DataDir, ports.Host, port)
 	b.WriteString("maxClientCnxns=0\n") // 60 per address by default, and every proxied client is 127.0.0.1
 	b.WriteString("admin.enableServer=false\n")
-	b.WriteString("4lw.commands.whitelist=srvr,stat,mntr,ruok,cons,dump\n")
+	b.WriteString("4lw.commands.whitelist=srvr,stat,mntr,ruok,cons,dump,wchp\n")
 	// A SIGKILLed server loses nothing the kernel has; a machine crash is
 	// not among the faults.
 	b.WriteString("forceSync=no\n")

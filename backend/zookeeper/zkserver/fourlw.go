@@ -93,3 +93,22 @@ func Srvr(ctx context.Context, addr string) (Status, error) {
 	}
 	return st, nil
 }
+
+// Watched tells whether a session connected to the server at addr
+// watches path: the server's own list of watches by path (wchp), in which
+// each path is a line and the sessions watching it follow, indented.
+func Watched(ctx context.Context, addr, path string) (bool, error) {
+	out, err := fourLetter(ctx, addr, "wchp")
+	if err != nil {
+		return false, err
+	}
+	if strings.HasPrefix(out, notServing) {
+		return false, nil
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if line == path {
+			return true, nil
+		}
+	}
+	return false, nil
+}
