@@ -35,7 +35,6 @@ func verdicts(ops []histories.Op) map[string]checker.Verdict {
 // work on two cores) let a lease lapse: the lease race, which this test is
 // not about.
 func TestQuietRun(t *testing.T) {
-	t.Parallel()
 	cfg := testConfig()
 	cfg.Clients = 3
 	cfg.TTL = 5
@@ -184,7 +183,6 @@ func TestKeepAliveCadenceFollowsClientClock(t *testing.T) {
 // still passes (skew defeats the clock guard) and it writes with its stale
 // token, which the unfenced resource accepts.
 func TestSlowClockLosesLeaseWhileBelievingItHolds(t *testing.T) {
-	t.Parallel()
 	cfg := testConfig()
 	cfg.Guard = workload.GuardClock
 	cfg.ThinkMin, cfg.ThinkMax = 500*time.Millisecond, 500*time.Millisecond
@@ -234,7 +232,6 @@ func TestSlowClockLosesLeaseWhileBelievingItHolds(t *testing.T) {
 // pause (check, then act), whatever the guard. The unfenced resource accepts
 // the stale write and the checker flags it; the fenced one rejects it.
 func TestPausedHolderWritesStale(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		mode  resource.Mode
 		guard string
@@ -289,7 +286,6 @@ func TestPausedHolderWritesStale(t *testing.T) {
 // With guard=session, a holder whose lease ran out (its links stalled) while
 // it was thinking refuses to write: its session is Done when it checks.
 func TestSessionGuardRefusesAfterLeaseLost(t *testing.T) {
-	t.Parallel()
 	cfg := testConfig()
 	cfg.Clients = 1
 	cfg.Guard = workload.GuardSession
@@ -338,7 +334,6 @@ func TestSessionGuardRefusesAfterLeaseLost(t *testing.T) {
 // A crashed client's session is orphaned, not revoked: its lock key stays
 // until the lease expires, and it goes on as a new process.
 func TestCrash(t *testing.T) {
-	t.Parallel()
 	cfg := testConfig()
 	cfg.ThinkMin, cfg.ThinkMax = 200*time.Millisecond, 200*time.Millisecond
 	e := setup(t, resource.Fenced, cfg)
