@@ -19,6 +19,7 @@ import (
 // lease: the next holder is granted only after the paused one's key is gone,
 // and the overlap that follows is the lease race.
 func TestContractMutexPausedHolder(t *testing.T) {
+	t.Parallel()
 	e := contending(t, etcdlock.MutexName)
 	first := e.firstGrant()
 	paused := nameOf(first.Process)
@@ -83,6 +84,7 @@ func (h *grantLostHeld) Key() string                       { return h.key }
 func (h *grantLostHeld) LeaseID() clientv3.LeaseID         { return h.lease }
 
 func TestContractGrantOfLostLockCaught(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	cfg.Clients = 1
 	cfg.Recipe = lock.RecipeFunc("grant-lost", func(_ context.Context, env lock.Env) (lock.Locker, error) {
@@ -119,6 +121,7 @@ func (h *decidedEarlierHeld) Revision() int64 { return h.token }
 // does not make the grant one of a lost lock (a lock-rpc grant whose reply
 // came late was told as promise 2 in a sweep of --nemesis all, seed 19).
 func TestDecidedRevisionIsTheLocksWord(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	cfg.Clients = 1
 	cfg.Recipe = lock.RecipeFunc("decided-earlier", func(_ context.Context, env lock.Env) (lock.Locker, error) {
@@ -152,6 +155,7 @@ func TestDecidedRevisionIsTheLocksWord(t *testing.T) {
 // the owner's lease alive, while the owner is not releasing and another
 // client is releasing an older grant of the same key.
 func TestOtherReleaseDefinite(t *testing.T) {
+	t.Parallel()
 	yes, no := true, false
 	for _, c := range []struct {
 		name     string
@@ -182,6 +186,7 @@ func TestOtherReleaseDefinite(t *testing.T) {
 // it, so a deletion the observer reads late is still the release's; a
 // release that deleted nothing leaves no intent behind.
 func TestReleaseIntentOutlivesRelease(t *testing.T) {
+	t.Parallel()
 	yes := true
 	w := ownedBy("c1")
 	w.intendRelease("k", 3, "c2") // c2 deletes c1's key (created at 5) at revision 9
@@ -201,6 +206,7 @@ func TestReleaseIntentOutlivesRelease(t *testing.T) {
 // A release's own delete response settles who deleted a key, even while
 // the key's owner was releasing too and the owner's lease was never asked.
 func TestReleaseOwnDeleteIsDefinite(t *testing.T) {
+	t.Parallel()
 	w := ownedBy("c1")
 	w.intendRelease("k", 5, "c1") // the owner releases its grant...
 	w.intendRelease("k", 3, "c2") // ...while c2's late release deletes it first
@@ -230,6 +236,7 @@ func ownedBy(client string) *deletions {
 // waiter's, which Mutex.Lock deletes itself after a failed wait), it stays
 // the owner's clean-up.
 func TestStaleRetryDeletesNextGrant(t *testing.T) {
+	t.Parallel()
 	yes := true
 	w := ownedBy("c1")
 	w.granted("k", 5, "c1")
@@ -268,6 +275,7 @@ func (f fakeWatcher) Watch(context.Context, string, ...clientv3.OpOption) client
 // A watch response counts as read only while the watch lives: what arrives
 // after the consumer cancelled it was never read.
 func TestRevisionsWatchReadOnly(t *testing.T) {
+	t.Parallel()
 	revs := &revisions{}
 	fw := fakeWatcher{ch: make(chan clientv3.WatchResponse, 2)}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -21,6 +21,7 @@ import (
 // still waits for its answer, and the observer, which watches from outside
 // the client's links, says the release deleted it. No check is invalid.
 func TestLostReplyEndToEnd(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	cfg.Recipe = recipe(t, etcdlock.MutexName)
 	cfg.ThinkMin, cfg.ThinkMax = 100*time.Millisecond, 200*time.Millisecond

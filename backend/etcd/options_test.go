@@ -14,6 +14,7 @@ import (
 // before anything starts: --nemesis all is every family for the members
 // locktest runs, and the client families for an external cluster.
 func TestOptionsPlan(t *testing.T) {
+	t.Parallel()
 	every := []string{"partition", "isolate", "lease", "clock", "pause", "crash", "slow", "member", "lost-reply"}
 	for _, c := range []struct {
 		o       Options

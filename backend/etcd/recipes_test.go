@@ -65,6 +65,7 @@ func (e *env) waitOverlap(timeout time.Duration) checker.Overlap {
 // Every correct recipe hands the lock from client to client with growing
 // tokens, and with the fenced resource every check passes.
 func TestRecipes(t *testing.T) {
+	t.Parallel()
 	for _, b := range etcdlock.Builtins {
 		name := b.Name
 		if b.Broken {
@@ -123,6 +124,7 @@ func TestRecipes(t *testing.T) {
 // check-then-set: waiters woken by the same delete all find the key absent
 // and all Put it: two holders at once, without any fault.
 func TestCheckThenSetCaught(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	cfg.Clients = 3
 	cfg.Recipe = recipe(t, etcdlock.CheckThenSetName)
@@ -162,6 +164,7 @@ func expectBroken(t *testing.T, r checker.Result, kind string) {
 // deleting the key, now another client's: the observer names the release
 // that did it, and the contract check calls it a bug in the lock.
 func TestUnlockAnyCaught(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	cfg.Clients = 3
 	cfg.Recipe = recipe(t, etcdlock.UnlockAnyName)
@@ -204,6 +207,7 @@ func TestUnlockAnyCaught(t *testing.T) {
 
 // no-renew: critical sections longer than the TTL outlive the lock.
 func TestNoRenewCaught(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	cfg.TTL = 1
 	cfg.Recipe = recipe(t, etcdlock.NoRenewName)
@@ -280,6 +284,7 @@ func (e *env) pauseFirstHolder() (held histories.Op, from int) {
 // resource and invariant checks pass; the mutex check still sees the
 // overlap.
 func TestEtcdTxnRejectsPausedHolder(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	cfg.ThinkMin, cfg.ThinkMax = 20*time.Millisecond, 20*time.Millisecond
 	e := setup(t, TxnMode, cfg)
@@ -332,6 +337,7 @@ func finalRead(t *testing.T, ops []histories.Op, key string) int64 {
 // A recipe without a compare of its own (no etcdlock.Fenced) is fenced in etcd
 // by its token.
 func TestEtcdTxnTokenFenceForPlainRecipe(t *testing.T) {
+	t.Parallel()
 	plain := lock.RecipeFunc("plain", func(ctx context.Context, env lock.Env) (lock.Locker, error) {
 		l, err := etcdlock.Mutex().New(ctx, env)
 		if err != nil {
@@ -387,6 +393,7 @@ func (p plainHeld) Release(ctx context.Context) error { return p.h.Release(ctx) 
 // The stock workload in a quiet run sells exactly its items, then finds
 // itself sold out; the invariant holds.
 func TestStockQuiet(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	cfg.Clients = 3
 	cfg.Workload = histories.WorkloadStock
@@ -417,6 +424,7 @@ func TestStockQuiet(t *testing.T) {
 // write past its lease writes its stale count back; the invariant check
 // says how many sales were lost.
 func TestStockUnfencedLosesSales(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	cfg.Workload = histories.WorkloadStock
 	cfg.ThinkMin, cfg.ThinkMax = 20*time.Millisecond, 20*time.Millisecond
@@ -457,6 +465,7 @@ func firstLine(s string) string {
 // to its client, and the contract is judged in full. The recipe gets the
 // client's own links as host:port, one per member.
 func TestKeyOnlyGrant(t *testing.T) {
+	t.Parallel()
 	var endpoints []string
 	var backend string
 	cfg := testConfig()

@@ -13,6 +13,7 @@ import (
 )
 
 func TestTxnResource(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := cluster.Start(ctx, cluster.Config{LogDir: t.TempDir()})

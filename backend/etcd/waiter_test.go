@@ -16,6 +16,7 @@ import (
 // history says so: the revoked lease of a queued mutex waiter ends its wait
 // without a grant.
 func TestWaiterTargetedFault(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	cfg.Clients = 3
 	cfg.Recipe = recipe(t, etcdlock.MutexName)
@@ -83,6 +84,7 @@ func (e *env) clientOf(ops []histories.Op, p histories.Process) string {
 // The final heal disarms a pause armed for a client's next write, so that
 // it cannot strike in the quiet period, and says so.
 func TestHealDisarmsArmedPause(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	cfg.ThinkMin, cfg.ThinkMax = 5*time.Second, 5*time.Second // no write before the heal
 	e := setup(t, resource.Fenced, cfg)
@@ -109,6 +111,7 @@ func TestHealDisarmsArmedPause(t *testing.T) {
 // Entering names a client that holds the lock and has just begun a think
 // of the asked length.
 func TestSlowSectionsCanBeAimedAt(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig()
 	cfg.Clients = 3
 	cfg.Recipe = recipe(t, etcdlock.MutexName)

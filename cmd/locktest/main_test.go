@@ -20,6 +20,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/partest"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/scenario"
 )
@@ -44,15 +45,7 @@ func TestMain(m *testing.M) {
 	// The end-to-end runs (TestRuns) mostly wait on their servers and
 	// their runs' clocks, not on the CPU: run more of them at once than
 	// there are cores, unless -parallel says otherwise.
-	flag.Parse()
-	parallel := false
-	flag.Visit(func(f *flag.Flag) { parallel = parallel || f.Name == "test.parallel" })
-	if !parallel {
-		if err := flag.Set("test.parallel", "4"); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-	}
+	partest.Raise()
 	tmp, err := os.MkdirTemp("", "cmd-locktest-tests-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -11,11 +14,12 @@ import (
 // TestRuns runs the CLI's end-to-end runs on real servers side by side:
 // each mostly waits on its servers and its run's clock, not on the CPU
 // (VersionCommit, a build of locktest, goes beside them too).
-// Once all are done, no process any of them started may be left: the
-// tests that count this process's sockets and goroutines (TestRunEndToEnd,
-// the shrink tests) stay apart, as top-level tests that run alone, and so
-// does TestNightlyOnABudget, whose budget counts the wall-clock time its
-// runs take.
+// Once all are done, no process any of them started may be left. A test
+// that counts its process's sockets and goroutines runs alone: as a
+// top-level test (TestRunEndToEnd, TestShrinkBadInput), or, the longer
+// ones, beside the runs in a process of its own (alone:
+// TestShrinkEndToEnd). TestNightlyOnABudget stays apart too: its budget
+// counts the wall-clock time its runs take.
 func TestRuns(t *testing.T) {
 	t.Run("each", func(t *testing.T) {
 		for _, r := range []struct {
@@ -40,6 +44,9 @@ func TestRuns(t *testing.T) {
 			{"CompareAcrossBackends", testCompareAcrossBackends},
 			// A build of locktest, beside the runs' waiting.
 			{"VersionCommit", testVersionCommit},
+			// Tests that count their process's sockets, each in a process
+			// of its own.
+			{"ShrinkEndToEnd", alone("TestShrinkEndToEnd")},
 		} {
 			t.Run(r.name, func(t *testing.T) {
 				t.Parallel()
@@ -49,5 +56,27 @@ func TestRuns(t *testing.T) {
 	})
 	if !eventually(t, 5*time.Second, func() bool { return len(proc.Children(os.Getpid())) == 0 }) {
 		t.Fatalf("processes outlived the runs: %v", proc.Children(os.Getpid()))
+	}
+}
+
+// aloneEnv names, in the test binary run again by alone, the one test it
+// runs.
+const aloneEnv = "LOCKTEST_TEST_ALONE"
+
+// alone runs the top-level test name in a process of its own (the test
+// binary again): what it counts of its process (sockets, goroutines) is
+// its own while other runs go on in this one.
+func alone(name string) func(*testing.T) {
+	return func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("replays real runs")
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), aloneEnv+"="+name)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !bytes.Contains(out, []byte("--- PASS: "+name)) {
+			t.Fatalf("%s in a process of its own: %v\n%s", name, err, out)
+		}
 	}
 }

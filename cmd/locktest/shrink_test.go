@@ -98,6 +98,9 @@ func TestShrinkEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays real runs")
 	}
+	if os.Getenv(aloneEnv) != t.Name() {
+		t.Skip("runs in a process of its own, beside the other end-to-end runs: -run 'TestRuns/each/ShrinkEndToEnd'")
+	}
 	pause := func(at time.Duration) nemesis.Entry {
 		return nemesis.Entry{At: at, Fault: nemesis.PauseClient, Target: nemesis.TargetHolder, Fallback: "c0", Duration: 3 * time.Second,
 			Params: map[string]string{"before_write": "true"}}

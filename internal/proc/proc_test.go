@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -131,6 +132,50 @@ func TestSocketOwner(t *testing.T) {
 	}
 	if _, err := SocketOwner(s.RemoteAddr().String(), s.LocalAddr().String(), []int{other.Pid()}); err == nil {
 		t.Fatal("SocketOwner found the socket in a process that does not have it")
+	}
+}
+
+// The kernel's answer to a lookup by addresses (sock_diag) is the inode
+// /proc/net/tcp lists, for either end of a connection; a socket that does
+// not exist is none.
+func TestSocketInode(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var inodes []string
+	for _, conn := range []net.Conn{c, s} {
+		local, remote := conn.LocalAddr().String(), conn.RemoteAddr().String()
+		want, err := tcpFileInode(local, remote)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := diagInode(local, remote)
+		if errors.Is(err, errNoDiag) {
+			t.Skipf("skipped: the kernel does not answer sock_diag: %v", err)
+		}
+		if err != nil || got != want {
+			t.Errorf("%s -> %s: sock_diag says inode %q (%v), /proc/net/tcp %q", local, remote, got, err, want)
+		}
+		inodes = append(inodes, got)
+	}
+	if inodes[0] == inodes[1] {
+		t.Errorf("both ends have inode %s", inodes[0])
+	}
+	// The listener's port, dialled from a port nothing uses.
+	if inode, err := diagInode("127.0.0.1:1", ln.Addr().String()); err == nil || errors.Is(err, errNoDiag) {
+		t.Errorf("a socket that does not exist: inode %q, %v", inode, err)
 	}
 }
 

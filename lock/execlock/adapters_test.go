@@ -116,8 +116,15 @@ func javaCommand(t testing.TB, dir, mode string, flags ...string) []string {
 			t.Skipf("%s is missing (apt-get install libcurator-recipes-java zookeeper libslf4j-java; .ci/run installs adapters/apt-packages): %v", j, err)
 		}
 	}
-	return append([]string{"java", "-cp", strings.Join(javaClasspath, ":"), filepath.Join(dir, "ZkLocks.java"), mode}, flags...)
+	cmd := append([]string{"java"}, javaTestFlags...)
+	return append(append(cmd, "-cp", strings.Join(javaClasspath, ":"), filepath.Join(dir, "ZkLocks.java"), mode), flags...)
 }
+
+// javaTestFlags make the test's Java clients cheap to start: with C2 and
+// the parallel collector, each of the package's ~40 JVMs spent seconds of
+// CPU compiling and collecting what a client doing a few dozen operations
+// never needs. They change how the JVM runs, not what the adapter does.
+var javaTestFlags = []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:CICompilerCount=1", "-XX:-UsePerfData", "-Xss512k"}
 
 // BenchmarkJavaStart measures what a Java client's start costs, on one
 // ZooKeeper server without faults: up-ms, from its spawn until locktest

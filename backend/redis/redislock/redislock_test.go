@@ -221,6 +221,7 @@ func TestWatchdogKeepsLock(t *testing.T) {
 		{redislock.Del(0), redisserver.Single, false},
 	} {
 		t.Run(tc.recipe.Name(), func(t *testing.T) {
+			t.Parallel() // each waits two TTLs on servers of its own
 			ctx, d := deploy(t, tc.topo)
 			ls := lockers(ctx, t, d, tc.recipe, "/watchdog/", ttl, "a", "b")
 			h, err := ls[0].Acquire(ctx, "x")
