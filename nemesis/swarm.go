@@ -66,6 +66,9 @@ func aimAt(seed int64, s *Schedule, ttl time.Duration) {
 	rng := rand.New(rand.NewPCG(uint64(seed), aimStream))
 	for i := range s.Entries {
 		e := &s.Entries[i]
+		if e.Params["cell"] != "" {
+			continue // steered: aimed at its cell already
+		}
 		if e.Fault == LostReplyRelease && e.Target == TargetHolder {
 			// The release in doubt is retried by services once they hold
 			// the lock again: the next section held open long enough for
