@@ -4,109 +4,137 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/locktest/locktest/nemesis"
 )
 
-// steerCandidates is how many seeds a nightly weighs for each random run:
-// it plays the one whose schedule plans the most cells not yet struck.
-const steerCandidates = 8
+// steerStream is the PCG stream of the order in which a random run's
+// steered cells are drawn from its seed.
+const steerStream = 0x7374656572
 
-// steerStride separates a random run's candidate seeds, so that they do
-// not meet the plan's other runs' (seed, seed+1, ...).
-const steerStride = 1_000_003
+// catalogShare bounds the share of a nightly's budget that scenarios may
+// keep from the random runs while these still have offered cells to
+// strike: the catalog finds the bugs someone documented, the random runs
+// the others.
+const catalogShare = 0.5
 
-// coverage is what a nightly's runs have struck, and what their schedules
-// could strike: cells by key. Candidate schedules are drawn as on a system
-// that offers every fault; offered are the families the runs' systems
-// played, and only their cells count as missed.
+// coverage is what a nightly's runs have struck, and what its random runs'
+// systems offer: cells by key. A random run is steered toward the cells
+// its system offers that no run has struck yet.
 type coverage struct {
 	struck  map[string]nemesis.Cell
-	planned map[string]nemesis.Cell
-	offered map[string]bool
+	offered map[string][]nemesis.Cell // by recipe
+	steered []steeredRun
+}
+
+// steeredRun is a random run and the cells it was steered toward.
+type steeredRun struct {
+	name, command string
+	steer         []nemesis.Cell
 }
 
 func newCoverage() *coverage {
-	return &coverage{struck: map[string]nemesis.Cell{}, planned: map[string]nemesis.Cell{}, offered: map[string]bool{}}
+	return &coverage{struck: map[string]nemesis.Cell{}, offered: map[string][]nemesis.Cell{}}
 }
 
-// offer notes the families a run's system played.
-func (cv *coverage) offer(families []string) {
-	for _, f := range families {
-		cv.offered[f] = true
-	}
-}
-
-// add counts cells into m.
-func add(m map[string]nemesis.Cell, cells []nemesis.Cell) {
-	for _, c := range cells {
-		k := c.Key()
-		old := m[k]
-		c.Count += old.Count
-		m[k] = c
-	}
-}
+// offer notes the cells the system of recipe's random runs offers.
+func (cv *coverage) offer(recipe string, cells []nemesis.Cell) { cv.offered[recipe] = cells }
 
 // strike notes the cells a run struck.
-func (cv *coverage) strike(cells []nemesis.Cell) { add(cv.struck, cells) }
+func (cv *coverage) strike(cells []nemesis.Cell) {
+	for _, c := range cells {
+		k := c.Key()
+		c.Count += cv.struck[k].Count
+		cv.struck[k] = c
+	}
+}
 
-// fresh counts the cells of planned not yet struck.
-func (cv *coverage) fresh(planned []nemesis.Cell) int {
-	n := 0
-	for _, c := range planned {
+// wanted are the cells recipe's system offers that no run has struck, in
+// an order drawn from seed: a random run with seed is steered toward them,
+// the first its schedule has room for.
+func (cv *coverage) wanted(recipe string, seed int64) []nemesis.Cell {
+	var out []nemesis.Cell
+	for _, c := range cv.offered[recipe] {
 		if _, ok := cv.struck[c.Key()]; !ok {
-			n++
+			out = append(out, nemesis.Cell{State: c.State, Fault: c.Fault})
 		}
 	}
-	return n
-}
-
-// steer picks, of the candidate seeds, the first whose schedule (planned
-// says its cells) plans the most cells not yet struck, and notes every
-// candidate's cells as ones the nightly could strike. A candidate whose
-// schedule cannot be drawn is passed over; with none, the first.
-func (cv *coverage) steer(candidates []int64, planned func(seed int64) ([]nemesis.Cell, error)) int64 {
-	best, most := candidates[0], -1
-	for _, s := range candidates {
-		cells, err := planned(s)
-		if err != nil {
-			continue
-		}
-		add(cv.planned, cells)
-		if n := cv.fresh(cells); n > most {
-			best, most = s, n
-		}
-	}
-	return best
-}
-
-// candidates are the seeds weighed for the random run planned with seed.
-func candidates(seed int64) []int64 {
-	out := make([]int64, steerCandidates)
-	for i := range out {
-		out[i] = seed + int64(i)*steerStride
-	}
+	rng := rand.New(rand.NewPCG(uint64(seed), steerStream))
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out
 }
 
-// write says which cells the runs struck (with how often) and which of
-// those the schedules planned, of the families offered, were never struck.
+// runsToCover is how many random runs, taking recipes in turn from seed
+// on, it would take to steer a fault at every offered cell not yet
+// struck, if each struck the cells placed says its schedule has room for
+// (given the cells it is steered toward); at most limit.
+func (cv *coverage) runsToCover(recipes []string, seed int64, limit int, placed func(recipe string, seed int64, steer []nemesis.Cell) []nemesis.Cell) int {
+	sim := &coverage{struck: maps.Clone(cv.struck), offered: cv.offered}
+	for n := 0; n < limit; n++ {
+		r := recipes[n%len(recipes)]
+		s := seed + int64(n/len(recipes))
+		want := sim.wanted(r, s)
+		if len(want) == 0 {
+			if slices.ContainsFunc(recipes, func(r string) bool { return len(sim.wanted(r, s)) > 0 }) {
+				continue
+			}
+			return n
+		}
+		got := placed(r, s, want)
+		if len(got) == 0 {
+			return limit // steering places nothing: no number of runs covers it
+		}
+		sim.strike(got)
+	}
+	return limit
+}
+
+// reserve is the time the random runs keep from the scenarios: enough
+// runs of cost each to steer a fault at every offered cell not yet struck,
+// as many whole runs as fit in catalogShare's complement of the budget.
+func reserve(runs int, cost, budget time.Duration) time.Duration {
+	fit := int(float64(budget) * (1 - catalogShare) / float64(cost))
+	return time.Duration(min(runs, fit)) * cost
+}
+
+// steer records that the run called name, replayed by command, was
+// steered toward cells.
+func (cv *coverage) steer(name, command string, cells []nemesis.Cell) {
+	if len(cells) > 0 {
+		cv.steered = append(cv.steered, steeredRun{name, command, cells})
+	}
+}
+
+// write says which cells the random runs' systems offer, which the runs
+// struck (with how often; a cell no random run's system offers may be
+// struck by a scenario's), and which offered cells none struck, and how
+// each steered run was steered.
 func (cv *coverage) write(w io.Writer) {
-	keys := slices.Sorted(maps.Keys(cv.struck))
-	var struck []string
-	for _, k := range keys {
+	offered := map[string]bool{}
+	for _, cells := range cv.offered {
+		for _, c := range cells {
+			offered[c.Key()] = true
+		}
+	}
+	var struck, missed []string
+	for _, k := range slices.Sorted(maps.Keys(cv.struck)) {
 		struck = append(struck, fmt.Sprintf("%s (%d)", k, cv.struck[k].Count))
 	}
-	var missed []string
-	for _, k := range slices.Sorted(maps.Keys(cv.planned)) {
-		if _, ok := cv.struck[k]; !ok && cv.offered[cv.planned[k].Fault] {
+	for _, k := range slices.Sorted(maps.Keys(offered)) {
+		if _, ok := cv.struck[k]; !ok {
 			missed = append(missed, k)
 		}
 	}
-	fmt.Fprintf(w, "cells struck (lock state × fault, %d): %s\n", len(struck), orNone(struck))
-	fmt.Fprintf(w, "cells planned but not struck (%d): %s\n", len(missed), orNone(missed))
+	fmt.Fprintf(w, "cells offered (lock state × fault, by the random runs' systems): %d\n", len(offered))
+	fmt.Fprintf(w, "cells struck (%d, %d of them offered): %s\n", len(struck), len(offered)-len(missed), orNone(struck))
+	fmt.Fprintf(w, "cells offered but not struck (%d): %s\n", len(missed), orNone(missed))
+	for _, s := range cv.steered {
+		fmt.Fprintf(w, "steered %s toward %s: %s\n", s.name, nemesis.CellKeys(s.steer), s.command)
+	}
 }
 
 func orNone(xs []string) string {

@@ -1,60 +1,112 @@
 package main
 
 import (
-	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/locktest/locktest/nemesis"
 )
 
-// The nightly steers each random run to the candidate seed whose schedule
-// plans the most cells not yet struck, and its summary names the cells
-// struck and those planned but missed, of the families played.
+func mkCell(key string) nemesis.Cell {
+	c, err := nemesis.ParseCells(key)
+	if err != nil || len(c) != 1 {
+		panic(key)
+	}
+	return c[0]
+}
+
+// A random run is steered toward the cells its recipe's system offers
+// that no run has struck, in an order drawn from its seed; the summary
+// names the cells offered, struck and not struck, and each run's steering.
 func TestCoverageSteers(t *testing.T) {
-	waiterPause := nemesis.Cell{State: nemesis.StateWaiter, Fault: "pause"}
-	holderPause := nemesis.Cell{State: nemesis.StateHolder, Fault: "pause"}
-	release := nemesis.Cell{State: nemesis.StateRelease, Fault: "lost-reply"}
-	leaderCrash := nemesis.Cell{State: nemesis.StateLeader, Fault: "crash"}
-	plans := map[int64][]nemesis.Cell{
-		1: {holderPause},
-		2: {holderPause, waiterPause},
-		3: {release},
-		4: {leaderCrash},
-	}
-	planned := func(seed int64) ([]nemesis.Cell, error) {
-		if seed == 5 {
-			return nil, errors.New("no schedule")
-		}
-		return plans[seed], nil
-	}
 	cv := newCoverage()
-	if got := cv.steer([]int64{5, 1, 2, 3}, planned); got != 2 {
-		t.Errorf("nothing struck yet: seed %d, want 2 (two fresh cells)", got)
+	offered := []nemesis.Cell{mkCell("holder×pause"), mkCell("waiter×pause"), mkCell("leader×crash"), mkCell("release-in-flight×lost-reply")}
+	cv.offer("mutex", offered)
+	cv.offer("redlock", offered[:2])
+	cv.strike([]nemesis.Cell{{State: nemesis.StateHolder, Fault: "pause", Count: 2}, {State: nemesis.StateIdle, Fault: "slow", Count: 1}})
+
+	w := cv.wanted("mutex", 1)
+	if got := nemesis.CellKeys(w); len(w) != 3 || strings.Contains(got, "holder×pause") {
+		t.Errorf("wanted by mutex: %s; want the three offered not struck", got)
 	}
-	cv.strike([]nemesis.Cell{{State: nemesis.StateHolder, Fault: "pause", Count: 2}, {State: nemesis.StateWaiter, Fault: "pause", Count: 1}})
-	cv.offer([]string{"pause", "lost-reply"})
-	if got := cv.steer([]int64{1, 2, 3}, planned); got != 3 {
-		t.Errorf("both pause cells struck: seed %d, want 3 (the release)", got)
+	if again := cv.wanted("mutex", 1); !slices.Equal(again, w) {
+		t.Errorf("the same seed, another order: %v, %v", again, w)
 	}
-	cv.steer([]int64{4}, planned) // planned, but crash was never played
+	orders := map[string]bool{}
+	for seed := range int64(20) {
+		orders[nemesis.CellKeys(cv.wanted("mutex", seed))] = true
+	}
+	if len(orders) < 2 {
+		t.Errorf("20 seeds drew one order: %v", orders)
+	}
+	if got := nemesis.CellKeys(cv.wanted("redlock", 1)); got != "waiter×pause" {
+		t.Errorf("wanted by redlock: %s", got)
+	}
+
+	cv.strike([]nemesis.Cell{{State: nemesis.StateWaiter, Fault: "pause", Count: 1}})
+	if got := cv.wanted("redlock", 1); len(got) != 0 {
+		t.Errorf("redlock's cells all struck, still wanted: %v", got)
+	}
+	cv.steer("seed 1 mutex fenced", "locktest run --seed 1 --steer leader×crash", []nemesis.Cell{mkCell("leader×crash")})
+	cv.steer("seed 2 mutex fenced", "locktest run --seed 2", nil) // not steered: not listed
 	var b strings.Builder
 	cv.write(&b)
-	want := "cells struck (lock state × fault, 2): holder×pause (2), waiter×pause (1)\n" +
-		"cells planned but not struck (1): release-in-flight×lost-reply\n"
+	want := "cells offered (lock state × fault, by the random runs' systems): 4\n" +
+		"cells struck (3, 2 of them offered): holder×pause (2), idle×slow (1), waiter×pause (1)\n" +
+		"cells offered but not struck (2): leader×crash, release-in-flight×lost-reply\n" +
+		"steered seed 1 mutex fenced toward leader×crash: locktest run --seed 1 --steer leader×crash\n"
 	if b.String() != want {
 		t.Errorf("summary:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
 
-// Candidate seeds are distinct and the plan's own seed comes first.
-func TestCandidates(t *testing.T) {
-	cs := candidates(7)
-	seen := map[int64]bool{}
-	for _, c := range cs {
-		seen[c] = true
+// The random runs keep from the scenarios the runs it takes to steer a
+// fault at every offered cell, as many as each run's schedule has room
+// for, taking the recipes in turn; as many whole runs as fit in half the budget.
+func TestRunsToCover(t *testing.T) {
+	cv := newCoverage()
+	var mutex, redlock []nemesis.Cell
+	for _, st := range []string{nemesis.StateHolder, nemesis.StateWaiter, nemesis.StateIdle, nemesis.StateMidSection} {
+		for _, f := range []string{"pause", "isolate", "slow"} {
+			mutex = append(mutex, nemesis.Cell{State: st, Fault: f})
+		}
 	}
-	if cs[0] != 7 || len(seen) != steerCandidates {
-		t.Errorf("candidates(7) = %v", cs)
+	for _, st := range []string{nemesis.StateHolder, nemesis.StateWaiter, nemesis.StateMember} {
+		redlock = append(redlock, nemesis.Cell{State: st, Fault: "crash"})
+	}
+	cv.offer("mutex", mutex)
+	cv.offer("redlock", redlock)
+	room := 5
+	var asked []string
+	placed := func(r string, seed int64, steer []nemesis.Cell) []nemesis.Cell {
+		asked = append(asked, r)
+		return steer[:min(room, len(steer))]
+	}
+	// mutex: 12 cells, 5 a run: runs 1, 3, 5; redlock's 3 in run 2, and run 4 has none left.
+	if n := cv.runsToCover([]string{"mutex", "redlock"}, 1, 100, placed); n != 5 {
+		t.Errorf("%d runs to cover (asked %v), want 5", n, asked)
+	}
+	if len(cv.struck) != 0 {
+		t.Error("the estimate struck cells")
+	}
+	room = 0
+	if n := cv.runsToCover([]string{"mutex"}, 1, 7, placed); n != 7 {
+		t.Errorf("nothing placed: %d runs, want the limit 7", n)
+	}
+	cv.strike(mutex)
+	cv.strike(redlock)
+	if n := cv.runsToCover([]string{"mutex", "redlock"}, 1, 7, placed); n != 0 {
+		t.Errorf("all struck: %d runs, want 0", n)
+	}
+	if got := reserve(5, 30*time.Second, 10*time.Minute); got != 150*time.Second {
+		t.Errorf("reserve of 5 runs: %s", got)
+	}
+	if got := reserve(50, 40*time.Second, 10*time.Minute); got != 280*time.Second {
+		t.Errorf("reserve of 50 runs: %s, want the 7 runs that fit in half the budget", got)
+	}
+	if got := reserve(3, 30*time.Second, 50*time.Second); got != 0 {
+		t.Errorf("reserve of 3 runs in a budget of less than two: %s, want none", got)
 	}
 }
