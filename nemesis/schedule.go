@@ -133,6 +133,11 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 			}
 		}
 		at += e.Duration + cfg.gap()
+		if steered {
+			// Placed where the real system lets it: after the fault has
+			// started and stopped (a restart, a member rejoining).
+			at += f.Spec().Settle
+		}
 	}
 	if cfg.Aim {
 		aimAt(seed, &s, cfg.TTL)

@@ -19,7 +19,8 @@ const TargetIdle = "idle"
 // cells its earlier runs have not struck. The schedule's first faults are
 // drawn for the steered cells, in order, each from its family's kinds that
 // reach the cell's state, of the family's shortest duration, and aimed at
-// that state; the rest as the mix draws them. All of it from the seed: the run is replayed from its seed
+// that state, the next placed after its family's Settle too; the rest as
+// the mix draws them. All of it from the seed: the run is replayed from its seed
 // and its steered cells.
 
 // kindStates are the lock states a fault kind can strike in, each by a
@@ -47,6 +48,15 @@ var (
 	clientStates = []string{StateHolder, StateMidSection, StateWaiter, StateIdle}
 	memberStates = []string{StateLeader, StateMember}
 )
+
+// Settle is how long a fault of family name takes to start and stop on a
+// real system (Spec.Settle); 0 for a name no family has.
+func Settle(name string) time.Duration {
+	if f, ok := family(name); ok {
+		return f.Spec().Settle
+	}
+	return 0
+}
 
 // reaches says whether a fault of kind, on a system with a leader or not,
 // can strike in state.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -54,7 +55,9 @@ func (cv *coverage) strike(cells []nemesis.Cell) {
 }
 
 // wanted are the cells recipe's system offers that no run has struck, in
-// an order drawn from seed: a random run with seed is steered toward them,
+// an order drawn from seed, those of the families slowest to start and stop
+// (a crashed member's restart, a member rejoining) last, so that they do
+// not hold up the others: a random run with seed is steered toward them,
 // the first its schedule has room for.
 func (cv *coverage) wanted(recipe string, seed int64) []nemesis.Cell {
 	var out []nemesis.Cell
@@ -65,6 +68,7 @@ func (cv *coverage) wanted(recipe string, seed int64) []nemesis.Cell {
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), steerStream))
 	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	slices.SortStableFunc(out, func(a, b nemesis.Cell) int { return cmp.Compare(nemesis.Settle(a.Fault), nemesis.Settle(b.Fault)) })
 	return out
 }
 

@@ -31,6 +31,9 @@ func TestCoverageSteers(t *testing.T) {
 	if got := nemesis.CellKeys(w); len(w) != 3 || strings.Contains(got, "holder×pause") {
 		t.Errorf("wanted by mutex: %s; want the three offered not struck", got)
 	}
+	if w[len(w)-1] != mkCell("leader×crash") {
+		t.Errorf("wanted by mutex: %s; want the crash, slowest to start and stop, last", nemesis.CellKeys(w))
+	}
 	if again := cv.wanted("mutex", 1); !slices.Equal(again, w) {
 		t.Errorf("the same seed, another order: %v, %v", again, w)
 	}
