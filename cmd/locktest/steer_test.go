@@ -67,7 +67,8 @@ func TestCoverageSteers(t *testing.T) {
 
 // The random runs keep from the scenarios the runs it takes to steer a
 // fault at every offered cell, as many as each run's schedule has room
-// for, taking the recipes in turn; as many whole runs as fit in half the budget.
+// for, taking the recipes in turn, and one more; as many whole runs as fit
+// in half the budget.
 func TestRunsToCover(t *testing.T) {
 	cv := newCoverage()
 	var mutex, redlock []nemesis.Cell
@@ -103,8 +104,11 @@ func TestRunsToCover(t *testing.T) {
 	if n := cv.runsToCover([]string{"mutex", "redlock"}, 1, 7, placed); n != 0 {
 		t.Errorf("all struck: %d runs, want 0", n)
 	}
-	if got := reserve(5, 30*time.Second, 10*time.Minute); got != 150*time.Second {
-		t.Errorf("reserve of 5 runs: %s", got)
+	if got := reserve(5, 30*time.Second, 10*time.Minute); got != 180*time.Second {
+		t.Errorf("reserve of 5 runs: %s, want 6", got)
+	}
+	if got := reserve(0, 30*time.Second, 10*time.Minute); got != 0 {
+		t.Errorf("reserve of no run: %s", got)
 	}
 	if got := reserve(50, 40*time.Second, 10*time.Minute); got != 280*time.Second {
 		t.Errorf("reserve of 50 runs: %s, want the 7 runs that fit in half the budget", got)
