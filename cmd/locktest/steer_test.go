@@ -1,11 +1,14 @@
 package main
 
 import (
+	"flag"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/nemesis"
 )
 
@@ -115,5 +118,42 @@ func TestRunsToCover(t *testing.T) {
 	}
 	if got := reserve(3, 30*time.Second, 50*time.Second); got != 0 {
 		t.Errorf("reserve of 3 runs in a budget of less than two: %s, want none", got)
+	}
+}
+
+// A steered random run's recorded command names its seed and its cells:
+// without its schedule file, the same command draws the same schedule.
+func TestSteeredRunReplays(t *testing.T) {
+	steer := []nemesis.Cell{mkCell("idle×pause"), mkCell("leader×crash"), mkCell("release-in-flight×lost-reply")}
+	plan, _, err := nightlyOptions(planned{Seed: 9, Recipe: "mutex", Resource: "fenced"}, steered(map[string]string{}, steer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drawn, err := harness.DrawSchedule(plan.Options)
+	if err != nil || drawn == nil || drawn.Entries[0].Params["cell"] != "idle×pause" {
+		t.Fatalf("steered schedule: %v, %v", drawn, err)
+	}
+	args, _ := harness.Reproduce(plan.Options)
+	if i := slices.Index(args, "--steer"); i < 0 || args[i+1] != nemesis.CellKeys(steer) {
+		t.Fatalf("the command does not name the cells: %v", args)
+	}
+	i := slices.Index(args, "--schedule")
+	args = slices.Delete(slices.Clone(args), i, i+2)
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	rf := addRunFlags(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		t.Fatal(err)
+	}
+	o, err := rf.build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := harness.NewPlan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	redrawn, err := harness.DrawSchedule(again.Options)
+	if err != nil || !reflect.DeepEqual(redrawn, drawn) {
+		t.Errorf("the command redraws another schedule (%v):\n%+v\nwant\n%+v", err, redrawn, drawn)
 	}
 }
