@@ -132,7 +132,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		}
 		mine = append(mine, p.Recipe)
 		if o, _, err := nightlyOptions(p, given); err == nil {
-			cov.offer(p.Recipe, o.OfferedCells())
+			cov.offer(p.Recipe, o.Backend, o.OfferedCells())
 			randomCost = max(randomCost, runCost(o.Time, o.Quiet, o.Workload.OpTimeout))
 		}
 	}
@@ -177,7 +177,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			r = nightlyRun{Name: p.name(), Error: words.OneLine(err)}
 		}
 		runs = append(runs, r)
-		cov.strike(r.Cells)
+		cov.strike(r.Backend, r.Cells)
 		cov.steer(r.Name, r.Command, steer)
 		status := "held"
 		switch {
@@ -280,7 +280,7 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 		return nightlyRun{}, err
 	}
 	writeReport(io.Discard, filepath.Join(plan.Dir, "report.html"), res)
-	r := nightlyRun{Name: p.name(), Dir: plan.Dir, Command: res.Command, Seconds: time.Since(began).Seconds(),
+	r := nightlyRun{Name: p.name(), Backend: plan.Backend, Dir: plan.Dir, Command: res.Command, Seconds: time.Since(began).Seconds(),
 		Verdicts: map[string]string{}, Exit: res.Exit}
 	if res.Run != nil && res.Run.Nemesis != nil {
 		r.Cells = res.Run.Nemesis.Cells

@@ -45,7 +45,7 @@ func TestNightlyOnABudget(t *testing.T) {
 	// The scenario pauses the holder: the coverage names that cell, of
 	// those the random runs' system (etcd's) offers.
 	if !strings.Contains(string(s), "## Coverage") || !strings.Contains(string(s), "cells offered (lock state × fault, ") ||
-		!strings.Contains(string(s), "holder×pause (1)") || !strings.Contains(string(s), "cells offered but not struck (") ||
+		!strings.Contains(string(s), "holder×pause (1)") || !strings.Contains(string(s), "cells offered but not struck on etcd (") ||
 		!strings.Contains(stderr, "cells struck") {
 		t.Errorf("no coverage in the summary:\n%s\nstderr:\n%s", s, stderr)
 	}

@@ -23,13 +23,15 @@ const steerStream = 0x7374656572
 // the others.
 const catalogShare = 0.5
 
-// coverage is what a nightly's runs have struck, and what its random runs'
-// systems offer: cells by key. A random run is steered toward the cells
-// its system offers that no run has struck yet.
+// coverage is what a nightly's runs have struck, on each backend, and what
+// its random runs' systems offer: cells by key. A random run is steered
+// toward the cells its system offers that no run on its backend has struck
+// yet (a cell struck on ZooKeeper says nothing of etcd).
 type coverage struct {
-	struck  map[string]nemesis.Cell
-	offered map[string][]nemesis.Cell // by recipe
-	steered []steeredRun
+	struck    map[string]map[string]nemesis.Cell // by backend
+	offered   map[string][]nemesis.Cell          // by recipe
+	backendOf map[string]string                  // a recipe's
+	steered   []steeredRun
 }
 
 // steeredRun is a random run and the cells it was steered toward.
@@ -39,30 +41,39 @@ type steeredRun struct {
 }
 
 func newCoverage() *coverage {
-	return &coverage{struck: map[string]nemesis.Cell{}, offered: map[string][]nemesis.Cell{}}
+	return &coverage{struck: map[string]map[string]nemesis.Cell{}, offered: map[string][]nemesis.Cell{}, backendOf: map[string]string{}}
 }
 
-// offer notes the cells the system of recipe's random runs offers.
-func (cv *coverage) offer(recipe string, cells []nemesis.Cell) { cv.offered[recipe] = cells }
+// offer notes the cells the system of recipe's random runs, on backend,
+// offers.
+func (cv *coverage) offer(recipe, backend string, cells []nemesis.Cell) {
+	cv.offered[recipe], cv.backendOf[recipe] = cells, backend
+}
 
-// strike notes the cells a run struck.
-func (cv *coverage) strike(cells []nemesis.Cell) {
+// strike notes the cells a run on backend struck.
+func (cv *coverage) strike(backend string, cells []nemesis.Cell) {
+	m := cv.struck[backend]
+	if m == nil {
+		m = map[string]nemesis.Cell{}
+		cv.struck[backend] = m
+	}
 	for _, c := range cells {
 		k := c.Key()
-		c.Count += cv.struck[k].Count
-		cv.struck[k] = c
+		c.Count += m[k].Count
+		m[k] = c
 	}
 }
 
-// wanted are the cells recipe's system offers that no run has struck, in
-// an order drawn from seed, those of the families slowest to start and stop
-// (a crashed member's restart, a member rejoining) last, so that they do
-// not hold up the others: a random run with seed is steered toward them,
-// the first its schedule has room for.
+// wanted are the cells recipe's system offers that no run on its backend
+// has struck, in an order drawn from seed, those of the families slowest to
+// start and stop (a crashed member's restart, a member rejoining) last, so
+// that they do not hold up the others: a random run with seed is steered
+// toward them, the first its schedule has room for.
 func (cv *coverage) wanted(recipe string, seed int64) []nemesis.Cell {
 	var out []nemesis.Cell
+	struck := cv.struck[cv.backendOf[recipe]]
 	for _, c := range cv.offered[recipe] {
-		if _, ok := cv.struck[c.Key()]; !ok {
+		if _, ok := struck[c.Key()]; !ok {
 			out = append(out, nemesis.Cell{State: c.State, Fault: c.Fault})
 		}
 	}
@@ -77,7 +88,10 @@ func (cv *coverage) wanted(recipe string, seed int64) []nemesis.Cell {
 // struck, if each struck the cells placed says its schedule has room for
 // (given the cells it is steered toward); at most limit.
 func (cv *coverage) runsToCover(recipes []string, seed int64, limit int, placed func(recipe string, seed int64, steer []nemesis.Cell) []nemesis.Cell) int {
-	sim := &coverage{struck: maps.Clone(cv.struck), offered: cv.offered}
+	sim := &coverage{struck: map[string]map[string]nemesis.Cell{}, offered: cv.offered, backendOf: cv.backendOf}
+	for b, m := range cv.struck {
+		sim.struck[b] = maps.Clone(m)
+	}
 	for n := 0; n < limit; n++ {
 		r := recipes[n%len(recipes)]
 		s := seed + int64(n/len(recipes))
@@ -92,7 +106,7 @@ func (cv *coverage) runsToCover(recipes []string, seed int64, limit int, placed 
 		if len(got) == 0 {
 			return limit // steering places nothing: no number of runs covers it
 		}
-		sim.strike(got)
+		sim.strike(cv.backendOf[r], got)
 	}
 	return limit
 }
@@ -119,29 +133,53 @@ func (cv *coverage) steer(name, command string, cells []nemesis.Cell) {
 	}
 }
 
-// write says which cells the random runs' systems offer, which the runs
-// struck (with how often; a cell no random run's system offers may be
-// struck by a scenario's), and which offered cells none struck, and how
-// each steered run was steered.
+// write says, for each backend, which cells the random runs' systems
+// offer, which the runs struck (with how often; a cell no random run's
+// system offers may be struck by a scenario's), and which offered cells
+// none struck; and how each steered run was steered.
 func (cv *coverage) write(w io.Writer) {
-	offered := map[string]bool{}
-	for _, cells := range cv.offered {
+	offered := map[string]map[string]bool{} // by backend
+	for r, cells := range cv.offered {
+		b := cv.backendOf[r]
+		if offered[b] == nil {
+			offered[b] = map[string]bool{}
+		}
 		for _, c := range cells {
-			offered[c.Key()] = true
+			offered[b][c.Key()] = true
 		}
 	}
-	var struck, missed []string
-	for _, k := range slices.Sorted(maps.Keys(cv.struck)) {
-		struck = append(struck, fmt.Sprintf("%s (%d)", k, cv.struck[k].Count))
+	var counts []string
+	for _, b := range slices.Sorted(maps.Keys(offered)) {
+		counts = append(counts, fmt.Sprintf("%d on %s", len(offered[b]), b))
 	}
-	for _, k := range slices.Sorted(maps.Keys(offered)) {
-		if _, ok := cv.struck[k]; !ok {
-			missed = append(missed, k)
+	fmt.Fprintf(w, "cells offered (lock state × fault, by the random runs' systems): %s\n", orNone(counts))
+	backends := slices.Collect(maps.Keys(offered))
+	for b := range cv.struck {
+		if offered[b] == nil {
+			backends = append(backends, b)
 		}
 	}
-	fmt.Fprintf(w, "cells offered (lock state × fault, by the random runs' systems): %d\n", len(offered))
-	fmt.Fprintf(w, "cells struck (%d, %d of them offered): %s\n", len(struck), len(offered)-len(missed), orNone(struck))
-	fmt.Fprintf(w, "cells offered but not struck (%d): %s\n", len(missed), orNone(missed))
+	slices.Sort(backends)
+	for _, b := range backends {
+		var struck, missed []string
+		hit := 0
+		for _, k := range slices.Sorted(maps.Keys(cv.struck[b])) {
+			struck = append(struck, fmt.Sprintf("%s (%d)", k, cv.struck[b][k].Count))
+			if offered[b][k] {
+				hit++
+			}
+		}
+		fmt.Fprintf(w, "cells struck on %s (%d, %d of them offered): %s\n", b, len(struck), hit, orNone(struck))
+		if offered[b] == nil {
+			continue
+		}
+		for _, k := range slices.Sorted(maps.Keys(offered[b])) {
+			if _, ok := cv.struck[b][k]; !ok {
+				missed = append(missed, k)
+			}
+		}
+		fmt.Fprintf(w, "cells offered but not struck on %s (%d): %s\n", b, len(missed), orNone(missed))
+	}
 	for _, s := range cv.steered {
 		fmt.Fprintf(w, "steered %s toward %s: %s\n", s.name, nemesis.CellKeys(s.steer), s.command)
 	}

@@ -21,14 +21,15 @@ func mkCell(key string) nemesis.Cell {
 }
 
 // A random run is steered toward the cells its recipe's system offers
-// that no run has struck, in an order drawn from its seed; the summary
-// names the cells offered, struck and not struck, and each run's steering.
+// that no run on its backend has struck, in an order drawn from its seed;
+// the summary names, per backend, the cells offered, struck and not
+// struck, and each run's steering.
 func TestCoverageSteers(t *testing.T) {
 	cv := newCoverage()
 	offered := []nemesis.Cell{mkCell("holder×pause"), mkCell("waiter×pause"), mkCell("leader×crash"), mkCell("release-in-flight×lost-reply")}
-	cv.offer("mutex", offered)
-	cv.offer("redlock", offered[:2])
-	cv.strike([]nemesis.Cell{{State: nemesis.StateHolder, Fault: "pause", Count: 2}, {State: nemesis.StateIdle, Fault: "slow", Count: 1}})
+	cv.offer("mutex", "etcd", offered)
+	cv.offer("redlock", "redis", offered[:2])
+	cv.strike("etcd", []nemesis.Cell{{State: nemesis.StateHolder, Fault: "pause", Count: 2}, {State: nemesis.StateIdle, Fault: "slow", Count: 1}})
 
 	w := cv.wanted("mutex", 1)
 	if got := nemesis.CellKeys(w); len(w) != 3 || strings.Contains(got, "holder×pause") {
@@ -47,21 +48,25 @@ func TestCoverageSteers(t *testing.T) {
 	if len(orders) < 2 {
 		t.Errorf("20 seeds drew one order: %v", orders)
 	}
-	if got := nemesis.CellKeys(cv.wanted("redlock", 1)); got != "waiter×pause" {
-		t.Errorf("wanted by redlock: %s", got)
+	// holder×pause was struck on etcd, not on Redis.
+	if got := cv.wanted("redlock", 1); len(got) != 2 {
+		t.Errorf("wanted by redlock: %s, want both its cells", nemesis.CellKeys(got))
 	}
-
-	cv.strike([]nemesis.Cell{{State: nemesis.StateWaiter, Fault: "pause", Count: 1}})
+	cv.strike("redis", offered[:2])
 	if got := cv.wanted("redlock", 1); len(got) != 0 {
 		t.Errorf("redlock's cells all struck, still wanted: %v", got)
 	}
+	cv.strike("zookeeper", []nemesis.Cell{mkCell("holder×isolate")}) // a scenario's
 	cv.steer("seed 1 mutex fenced", "locktest run --seed 1 --steer leader×crash", []nemesis.Cell{mkCell("leader×crash")})
 	cv.steer("seed 2 mutex fenced", "locktest run --seed 2", nil) // not steered: not listed
 	var b strings.Builder
 	cv.write(&b)
-	want := "cells offered (lock state × fault, by the random runs' systems): 4\n" +
-		"cells struck (3, 2 of them offered): holder×pause (2), idle×slow (1), waiter×pause (1)\n" +
-		"cells offered but not struck (2): leader×crash, release-in-flight×lost-reply\n" +
+	want := "cells offered (lock state × fault, by the random runs' systems): 4 on etcd, 2 on redis\n" +
+		"cells struck on etcd (2, 1 of them offered): holder×pause (2), idle×slow (1)\n" +
+		"cells offered but not struck on etcd (3): leader×crash, release-in-flight×lost-reply, waiter×pause\n" +
+		"cells struck on redis (2, 2 of them offered): holder×pause (0), waiter×pause (0)\n" +
+		"cells offered but not struck on redis (0): none\n" +
+		"cells struck on zookeeper (1, 0 of them offered): holder×isolate (0)\n" +
 		"steered seed 1 mutex fenced toward leader×crash: locktest run --seed 1 --steer leader×crash\n"
 	if b.String() != want {
 		t.Errorf("summary:\n%s\nwant:\n%s", b.String(), want)
@@ -83,8 +88,8 @@ func TestRunsToCover(t *testing.T) {
 	for _, st := range []string{nemesis.StateHolder, nemesis.StateWaiter, nemesis.StateMember} {
 		redlock = append(redlock, nemesis.Cell{State: st, Fault: "crash"})
 	}
-	cv.offer("mutex", mutex)
-	cv.offer("redlock", redlock)
+	cv.offer("mutex", "etcd", mutex)
+	cv.offer("redlock", "redis", redlock)
 	room := 5
 	var asked []string
 	placed := func(r string, seed int64, steer []nemesis.Cell) []nemesis.Cell {
@@ -102,8 +107,8 @@ func TestRunsToCover(t *testing.T) {
 	if n := cv.runsToCover([]string{"mutex"}, 1, 7, placed); n != 7 {
 		t.Errorf("nothing placed: %d runs, want the limit 7", n)
 	}
-	cv.strike(mutex)
-	cv.strike(redlock)
+	cv.strike("etcd", mutex)
+	cv.strike("redis", redlock)
 	if n := cv.runsToCover([]string{"mutex", "redlock"}, 1, 7, placed); n != 0 {
 		t.Errorf("all struck: %d runs, want 0", n)
 	}
