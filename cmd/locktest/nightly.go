@@ -36,7 +36,7 @@ var randomSettings = map[string]string{"nemesis": "all", "require": "resource,in
 const randomRuns = 100_000
 
 func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := newFlags("nightly", "nightly [flags]\n\nThe command a CI job runs: every scenario of the catalog with the unfenced and the fenced\nresource for each recipe, then random-fault runs (fenced, --nemesis all, --time 30s, requiring resource,\ninvariant and contract) with fresh seeds, until the budget is spent: each steered toward the\n(lock state × fault) cells its system offers that no run has struck yet (--steer), and keeping\nfrom the scenarios the time it takes to strike them all, up to half the budget. Every flag of run applies\nto every run (a scenario's own settings give way to them).", stdout)
+	fs := newFlags("nightly", "nightly [flags]\n\nThe command a CI job runs: every scenario of the catalog with the unfenced and the fenced\nresource for each recipe, then random-fault runs (fenced, --nemesis all, --time 30s, requiring resource,\ninvariant and contract) with fresh seeds, until the budget is spent: each steered toward the\n(lock state × fault) cells its system offers that no run on its backend has struck yet (--steer), and keeping\nfrom the scenarios the time it takes to strike them all, up to half the budget. Every flag of run applies\nto every run (a scenario's own settings give way to them).", stdout)
 	rf := addRunFlags(fs)
 	budget := fs.Duration("budget", 30*time.Minute, "time for the whole plan; no run starts that cannot finish inside it")
 	shardFlag := fs.String("shard", "1/1", "run part K of N of the plan (K/N), for N CI workers")
