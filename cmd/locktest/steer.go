@@ -50,8 +50,12 @@ func (cv *coverage) offer(recipe, backend string, cells []nemesis.Cell) {
 	cv.offered[recipe], cv.backendOf[recipe] = cells, backend
 }
 
-// strike notes the cells a run on backend struck.
+// strike notes the cells a run on backend struck (a run that could not
+// be carried out has none, and no backend).
 func (cv *coverage) strike(backend string, cells []nemesis.Cell) {
+	if len(cells) == 0 {
+		return
+	}
 	m := cv.struck[backend]
 	if m == nil {
 		m = map[string]nemesis.Cell{}

@@ -57,6 +57,7 @@ func TestCoverageSteers(t *testing.T) {
 		t.Errorf("redlock's cells all struck, still wanted: %v", got)
 	}
 	cv.strike("zookeeper", []nemesis.Cell{mkCell("holder×isolate")}) // a scenario's
+	cv.strike("", nil)                                               // a run that could not start
 	cv.steer("seed 1 mutex fenced", "locktest run --seed 1 --steer leader×crash", []nemesis.Cell{mkCell("leader×crash")})
 	cv.steer("seed 2 mutex fenced", "locktest run --seed 2", nil) // not steered: not listed
 	var b strings.Builder
