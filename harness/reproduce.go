@@ -9,6 +9,7 @@ import (
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/shellwords"
 	"github.com/locktest/locktest/lock/execlock"
+	"github.com/locktest/locktest/nemesis"
 )
 
 // Reproduce is the command that runs o (planned: NewPlan) again: its
@@ -51,6 +52,10 @@ func Reproduce(o Options) (args []string, command string) {
 	case o.Schedule != nil || len(o.Nemesis.Faults) > 0:
 		if len(o.Nemesis.Faults) > 0 {
 			args = append(args, "--nemesis", strings.Join(o.Nemesis.Faults, ","))
+		}
+		if len(o.Nemesis.Steer) > 0 {
+			// Beside the schedule: the seed and the cells redraw it.
+			args = append(args, "--steer", nemesis.CellKeys(o.Nemesis.Steer))
 		}
 		args = append(args, "--schedule", filepath.Join(o.Dir, "schedule.json"))
 	default:

@@ -199,6 +199,10 @@ type Config struct {
 	Swarm bool `json:"swarm,omitempty"`
 	Aim   bool `json:"aim,omitempty"`
 	Dense bool `json:"dense,omitempty"`
+	// Steer are cells the schedule's first faults are drawn to strike,
+	// in order (steer.go): a nightly's random run steered toward cells
+	// its earlier runs did not strike.
+	Steer []Cell `json:"steer,omitempty"`
 
 	// Durations are how long each family's faults last, by family name
 	// (missing: the family's default). For lease, the longest a

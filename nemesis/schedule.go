@@ -95,6 +95,7 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 			fams = append(fams, f)
 		}
 	}
+	every := slices.Clone(fams) // steered cells are drawn from every family
 	if cfg.Swarm {
 		fams = swarm(seed, fams)
 	}
@@ -103,11 +104,14 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 		return s, nil
 	}
 
-	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg}
+	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg, steer: slices.Clone(cfg.Steer)}
 	for at := cfg.gap(); at < cfg.Time; {
-		f := g.family(fams)
-		e := Entry{Fault: g.kind(cfg.kinds(f, clients)), Params: map[string]string{}}
-		f.Draw(g, &e, cfg.Durations[f.Spec().Name])
+		f, e, steered := g.steered(every, clients)
+		if !steered {
+			f = g.family(fams)
+			e = Entry{Fault: g.kind(cfg.kinds(f, clients)), Params: map[string]string{}}
+			f.Draw(g, &e, cfg.Durations[f.Spec().Name])
+		}
 		if len(e.Params) == 0 {
 			e.Params = nil
 		}
@@ -123,11 +127,17 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 		s.Entries = append(s.Entries, e)
 		if f.Spec().OncePerRun {
 			fams = slices.DeleteFunc(fams, func(o Family) bool { return o == f })
+			every = slices.DeleteFunc(every, func(o Family) bool { return o == f })
 			if len(fams) == 0 {
 				break
 			}
 		}
 		at += e.Duration + cfg.gap()
+		if steered {
+			// Placed where the real system lets it: after the fault has
+			// started and stopped (a restart, a member rejoining).
+			at += f.Spec().Settle
+		}
 	}
 	if cfg.Aim {
 		aimAt(seed, &s, cfg.TTL)
@@ -142,6 +152,8 @@ type Gen struct {
 	// before are entries a Draw places before its own, at the same time:
 	// the strike starts as soon as they stop.
 	before []Entry
+	// steer are the steered cells not yet drawn (Config.Steer).
+	steer []Cell
 }
 
 // kind draws one of ks, f's kinds, in proportion to their weights.

@@ -69,6 +69,9 @@ func aimAt(seed int64, s *Schedule, ttl time.Duration) {
 	holderPauseFirst(s.Entries)
 	for i := range s.Entries {
 		e := &s.Entries[i]
+		if e.Params["cell"] != "" {
+			continue // steered: aimed at its cell already
+		}
 		if e.Fault == PauseClient && e.Target == TargetHolder && e.Params["before_write"] == "true" {
 			// A holder mid-section is paused at once, not at its write
 			// seconds later: the pause's clock starts now, and it still
@@ -121,8 +124,8 @@ func aimAt(seed int64, s *Schedule, ttl time.Duration) {
 func holderPauseFirst(es []Entry) {
 	first := -1
 	for i, e := range es {
-		if e.Fault != PauseClient && (e.Fault != PauseMember || e.Params["until"] != "") {
-			continue // not a pause, or one staging the strike after it
+		if e.Fault != PauseClient && (e.Fault != PauseMember || e.Params["until"] != "") || e.Params["cell"] != "" {
+			continue // not a pause, one staging the strike after it, or one steered to its cell
 		}
 		holder := e.Fault == PauseClient && e.Target == TargetHolder
 		switch {

@@ -190,31 +190,6 @@ func TestCellsOf(t *testing.T) {
 	}
 }
 
-// The cells a schedule plans: by its entries' kinds and selectors; a
-// client drawn by name leaves its state to chance.
-func TestPlannedCells(t *testing.T) {
-	s := Schedule{Members: 3, Clients: []string{"c0", "c1"}, Entries: []Entry{
-		{Fault: PauseClient, Target: TargetWaiter, Fallback: "c0"},
-		{Fault: PauseClient, Target: "c1"},
-		{Fault: Isolate, Target: TargetHolder, Params: map[string]string{"ahead": "2.5s-"}},
-		{Fault: LostReplyAcquire, Target: "c0"},
-		{Fault: PauseMember, Target: TargetLeader, Fallback: "m1"},
-		{Fault: "crash-member", Target: "m2"},
-		{Fault: PartitionMajority, Groups: [][]int{{0}, {1, 2}}},
-	}}
-	want := []Cell{
-		{StateMember, "crash", 1},
-		{StateMidSection, "isolate", 1},
-		{StateAcquire, "lost-reply", 1},
-		{StateCluster, "partition", 1},
-		{StateLeader, "pause", 1},
-		{StateWaiter, "pause", 1},
-	}
-	if got := PlannedCells(s); !reflect.DeepEqual(got, want) {
-		t.Errorf("PlannedCells = %v\nwant %v", got, want)
-	}
-}
-
 // Dense: each family has about an equal share of the run's time, so short
 // faults are drawn more often than long ones.
 func TestDenseSharesTime(t *testing.T) {

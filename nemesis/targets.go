@@ -72,10 +72,17 @@ func (env *Env) client(ctx context.Context, e Entry, inj *Injected, fresh bool) 
 }
 
 func (env *Env) resolveClient(ctx context.Context, e Entry, params map[string]string, fresh bool) (string, error) {
-	if e.Target != TargetHolder && e.Target != TargetWaiter {
+	var name string
+	var err error
+	switch e.Target {
+	case TargetHolder, TargetWaiter:
+		name, err = env.findClient(ctx, e, params, fresh)
+	case TargetIdle:
+		params["selector"] = e.Target
+		name, err = env.idleClient(ctx, e, params)
+	default:
 		return e.Target, nil
 	}
-	name, err := env.findClient(ctx, e, params, fresh)
 	if err == nil && ctx.Err() != nil {
 		// The run ended while the fault waited for its moment.
 		return "", errNotStruck

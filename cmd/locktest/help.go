@@ -24,7 +24,7 @@ type group struct {
 // topic.
 var runGroups = []group{
 	{"Lock and workload", []string{"recipe", "backend", "exec-clock", "clients", "locks", "workload", "items", "ttl", "think", "think-min", "slow-share", "slow-think", "op-timeout", "guard"}},
-	{"Faults", []string{"nemesis", "nemesis-mix", "nemesis-interval", "fault-durations", "schedule", "members", "time", "quiet"}},
+	{"Faults", []string{"nemesis", "nemesis-mix", "nemesis-interval", "fault-durations", "schedule", "steer", "members", "time", "quiet"}},
 	{"Checks", []string{"resource", "require", "check-timeout", "liveness-bound"}},
 	{"Output", []string{"out", "seed", "live", "live-addr"}},
 }

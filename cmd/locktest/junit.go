@@ -24,10 +24,10 @@ type nightlyRun struct {
 	// Bugs are the upstream bugs its scenario reproduces (each with the
 	// recipes that show it).
 	Bugs []scenario.Bug
-	// Cells are the (lock state × fault) cells its faults struck, and
-	// Families the fault families its schedule played.
-	Cells    []nemesis.Cell
-	Families []string
+	// Cells are the (lock state × fault) cells its faults struck, on
+	// Backend.
+	Cells   []nemesis.Cell
+	Backend string
 }
 
 type junitSuites struct {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,21 +20,23 @@ import (
 	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/report"
+	"github.com/locktest/locktest/resource"
 	"github.com/locktest/locktest/scenario"
 	"github.com/locktest/locktest/workload"
 )
 
 // randomSettings are what a nightly's random-fault runs do unless the
-// command line says otherwise: every fault, and a verdict on the data and
-// on the lock itself.
-var randomSettings = map[string]string{"nemesis": "all", "require": "resource,invariant,contract"}
+// command line says otherwise: every fault, a verdict on the data and on
+// the lock itself, and 30 s of faults (the cells a steered run strikes
+// grow with its length, its start and its quiet end do not).
+var randomSettings = map[string]string{"nemesis": "all", "require": "resource,invariant,contract", "time": "30s"}
 
 // randomRuns bounds the random-fault part of a nightly plan; the budget
 // ends it long before.
 const randomRuns = 100_000
 
 func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
-	fs := newFlags("nightly", "nightly [flags]\n\nThe command a CI job runs: every scenario of the catalog with the unfenced and the fenced\nresource for each recipe, then random-fault runs (fenced, --nemesis all, requiring resource,\ninvariant and contract) with fresh seeds, until the budget is spent. Every flag of run applies\nto every run (a scenario's own settings give way to them).", stdout)
+	fs := newFlags("nightly", "nightly [flags]\n\nThe command a CI job runs: every scenario of the catalog with the unfenced and the fenced\nresource for each recipe, then random-fault runs (fenced, --nemesis all, --time 30s, requiring resource,\ninvariant and contract) with fresh seeds, until the budget is spent: each steered toward the\n(lock state × fault) cells its system offers that no run on its backend has struck yet (--steer), and keeping\nfrom the scenarios the time it takes to strike them all, up to half the budget. Every flag of run applies\nto every run (a scenario's own settings give way to them).", stdout)
 	rf := addRunFlags(fs)
 	budget := fs.Duration("budget", 30*time.Minute, "time for the whole plan; no run starts that cannot finish inside it")
 	shardFlag := fs.String("shard", "1/1", "run part K of N of the plan (K/N), for N CI workers")
@@ -111,11 +114,33 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	var runs []nightlyRun
 	cov := newCoverage()
 	var failed, unknown bool
-	for i, p := range nightlyPlan(recipes, *rf.backend, seed, randomRuns) {
+	plan := nightlyPlan(recipes, *rf.backend, seed, randomRuns)
+	randomCost := runCost(*rf.runTime, *rf.quiet, *rf.opTimeout)
+	// The recipes of this shard's random runs, in turn, and its first
+	// random run's seed; the cells each recipe's system offers.
+	var mine []string
+	var firstRandom int64
+	for i, p := range plan {
+		if p.Scenario != "" || !sh.mine(i) {
+			continue
+		}
+		if slices.Contains(mine, p.Recipe) {
+			break
+		}
+		if len(mine) == 0 {
+			firstRandom = p.Seed
+		}
+		mine = append(mine, p.Recipe)
+		if o, _, err := nightlyOptions(p, given); err == nil {
+			cov.offer(p.Recipe, o.Backend, o.OfferedCells())
+			randomCost = max(randomCost, runCost(o.Time, o.Quiet, o.Workload.OpTimeout))
+		}
+	}
+	for i, p := range plan {
 		if !sh.mine(i) || ctx.Err() != nil {
 			continue
 		}
-		cost := runCost(*rf.runTime, *rf.quiet, *rf.opTimeout)
+		cost := randomCost
 		if p.Scenario != "" {
 			sc, _ := registry.Catalog().Lookup(p.Scenario)
 			if err := missing(sc.Settings(), p.Recipe, given["backend"]); err != nil {
@@ -123,6 +148,14 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 				continue
 			}
 			cost = scenarioCost(sc, given)
+			// The random runs keep the time they need to steer a fault
+			// at every offered cell not yet struck.
+			runs := cov.runsToCover(mine, firstRandom, int(*budget/randomCost)+1, func(r string, seed int64, steer []nemesis.Cell) []nemesis.Cell {
+				return placedCells(planned{Seed: seed, Recipe: r, Resource: string(resource.Fenced)}, steered(given, steer))
+			})
+			if time.Since(began)+cost > *budget-reserve(runs, randomCost, *budget) {
+				continue
+			}
 		}
 		if time.Since(began)+cost > *budget {
 			if p.Scenario == "" {
@@ -130,11 +163,13 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			}
 			continue
 		}
+		runGiven, steer := given, []nemesis.Cell(nil)
 		if p.Scenario == "" {
-			p.Seed = cov.steer(candidates(p.Seed), func(seed int64) ([]nemesis.Cell, error) { return plannedCells(p, given, seed) })
+			steer = cov.wanted(p.Recipe, p.Seed)
+			runGiven = steered(given, steer)
 		}
 		stopBar := startBar(stderr, began, *budget, fmt.Sprintf("run %d: %s", len(runs)+1, p.name()))
-		r, err := nightlyOne(p, given, stdout)
+		r, err := nightlyOne(p, runGiven, stdout)
 		stopBar()
 		if err != nil {
 			// One run that could not be carried out is an error of that
@@ -142,8 +177,8 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			r = nightlyRun{Name: p.name(), Error: words.OneLine(err)}
 		}
 		runs = append(runs, r)
-		cov.strike(r.Cells)
-		cov.offer(r.Families)
+		cov.strike(r.Backend, r.Cells)
+		cov.steer(r.Name, r.Command, steer)
 		status := "held"
 		switch {
 		case r.Failed != "":
@@ -245,15 +280,10 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 		return nightlyRun{}, err
 	}
 	writeReport(io.Discard, filepath.Join(plan.Dir, "report.html"), res)
-	r := nightlyRun{Name: p.name(), Dir: plan.Dir, Command: res.Command, Seconds: time.Since(began).Seconds(),
+	r := nightlyRun{Name: p.name(), Backend: plan.Backend, Dir: plan.Dir, Command: res.Command, Seconds: time.Since(began).Seconds(),
 		Verdicts: map[string]string{}, Exit: res.Exit}
 	if res.Run != nil && res.Run.Nemesis != nil {
 		r.Cells = res.Run.Nemesis.Cells
-		for _, f := range res.Run.Nemesis.Faults {
-			if fam := nemesis.FamilyOf(f.Fault); !slices.Contains(r.Families, fam) {
-				r.Families = append(r.Families, fam)
-			}
-		}
 	}
 	for _, c := range res.Checks {
 		r.Verdicts[c.Name] = string(c.Verdict)
@@ -272,19 +302,35 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	return r, nil
 }
 
-// plannedCells are the cells the schedule of a random run with seed would
-// plan (on a system that offers every fault: see harness.DrawSchedule).
-func plannedCells(p planned, given map[string]string, seed int64) ([]nemesis.Cell, error) {
-	p.Seed = seed
+// steered are the flags given, and a random run's --steer toward cells.
+func steered(given map[string]string, cells []nemesis.Cell) map[string]string {
+	if len(cells) == 0 {
+		return given
+	}
+	g := maps.Clone(given)
+	g["steer"] = nemesis.CellKeys(cells)
+	return g
+}
+
+// placedCells are the cells that the schedule of the random run p,
+// steered as given says, has room for (drawn on a system that offers
+// every fault: see harness.DrawSchedule); none if it cannot be drawn.
+func placedCells(p planned, given map[string]string) []nemesis.Cell {
 	plan, _, err := nightlyOptions(p, given)
 	if err != nil {
-		return nil, err
+		return nil
 	}
 	s, err := harness.DrawSchedule(plan.Options)
 	if err != nil || s == nil {
-		return nil, err
+		return nil
 	}
-	return nemesis.PlannedCells(*s), nil
+	var out []nemesis.Cell
+	for _, e := range s.Entries {
+		if c, err := nemesis.ParseCells(e.Params["cell"]); err == nil && len(c) == 1 {
+			out = append(out, c[0])
+		}
+	}
+	return out
 }
 
 // nightlyOptions are a planned run's plan, and the directory its run

@@ -58,6 +58,7 @@ type runFlags struct {
 	mix          *string
 	quiet        *time.Duration
 	schedule     *string
+	steer        *string
 	checkTimeout *time.Duration
 	bound        *time.Duration
 	recipe       *string
@@ -100,6 +101,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		mix:          fs.String("nemesis-mix", nemesis.DefaultMix, "how a schedule draws its faults: even (every family alike), or a comma list of swarm (each seed draws from a random half of the families), aim (half the client faults that end a lease strike a waiter queued behind a long section, half the lost acquire replies the holder's next acquire, a holder whose release reply is lost has its next section held open, and a run's first pause strikes the holder, at once if it is mid-section) and dense (each fault, the first too, after a quarter of --nemesis-interval, and each family drawn by its share of the run's time, so that short faults come often)"),
 		quiet:        fs.Duration("quiet", harness.DefaultQuiet, "how long clients go on after the final heal (liveness is judged there; keep it above --liveness-bound)"),
 		schedule:     fs.String("schedule", "", "replay the fault schedule in this file (a run's schedule.json) instead of drawing one"),
+		steer:        fs.String("steer", "", "cells (lock state × fault, a comma list of STATE×FAULT or STATE/FAULT) that the schedule's first faults are drawn to strike, in order: how nightly steers a random run toward cells not yet struck"),
 		checkTimeout: fs.Duration("check-timeout", time.Minute, "time limit for each check; a check that hits it is unknown"),
 		bound:        fs.Duration("liveness-bound", harness.DefaultLivenessBound, "after the final heal, every client that asks for a lock must get it within this"),
 		recipe: fs.String("recipe", registry.Default().Recipes[0].Name, "lock recipe under test: "+strings.Join(registry.RecipeNames(), ", ")+
@@ -194,6 +196,9 @@ func (f *runFlags) build() (harness.Options, error) {
 	}
 	if o.Nemesis.Durations, err = nemesis.ParseDurations(*f.durations); err != nil {
 		return o, fmt.Errorf("--fault-durations: %w", err)
+	}
+	if o.Nemesis.Steer, err = nemesis.ParseCells(*f.steer); err != nil {
+		return o, fmt.Errorf("--steer: %w", err)
 	}
 	if *f.schedule != "" {
 		s, err := nemesis.ReadFile(*f.schedule)

@@ -1,112 +1,192 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/locktest/locktest/nemesis"
 )
 
-// steerCandidates is how many seeds a nightly weighs for each random run:
-// it plays the one whose schedule plans the most cells not yet struck.
-const steerCandidates = 8
+// steerStream is the PCG stream of the order in which a random run's
+// steered cells are drawn from its seed.
+const steerStream = 0x7374656572
 
-// steerStride separates a random run's candidate seeds, so that they do
-// not meet the plan's other runs' (seed, seed+1, ...).
-const steerStride = 1_000_003
+// catalogShare bounds the share of a nightly's budget that scenarios may
+// keep from the random runs while these still have offered cells to
+// strike: the catalog finds the bugs someone documented, the random runs
+// the others.
+const catalogShare = 0.5
 
-// coverage is what a nightly's runs have struck, and what their schedules
-// could strike: cells by key. Candidate schedules are drawn as on a system
-// that offers every fault; offered are the families the runs' systems
-// played, and only their cells count as missed.
+// coverage is what a nightly's runs have struck, on each backend, and what
+// its random runs' systems offer: cells by key. A random run is steered
+// toward the cells its system offers that no run on its backend has struck
+// yet (a cell struck on ZooKeeper says nothing of etcd).
 type coverage struct {
-	struck  map[string]nemesis.Cell
-	planned map[string]nemesis.Cell
-	offered map[string]bool
+	struck    map[string]map[string]nemesis.Cell // by backend
+	offered   map[string][]nemesis.Cell          // by recipe
+	backendOf map[string]string                  // a recipe's
+	steered   []steeredRun
+}
+
+// steeredRun is a random run and the cells it was steered toward.
+type steeredRun struct {
+	name, command string
+	steer         []nemesis.Cell
 }
 
 func newCoverage() *coverage {
-	return &coverage{struck: map[string]nemesis.Cell{}, planned: map[string]nemesis.Cell{}, offered: map[string]bool{}}
+	return &coverage{struck: map[string]map[string]nemesis.Cell{}, offered: map[string][]nemesis.Cell{}, backendOf: map[string]string{}}
 }
 
-// offer notes the families a run's system played.
-func (cv *coverage) offer(families []string) {
-	for _, f := range families {
-		cv.offered[f] = true
+// offer notes the cells the system of recipe's random runs, on backend,
+// offers.
+func (cv *coverage) offer(recipe, backend string, cells []nemesis.Cell) {
+	cv.offered[recipe], cv.backendOf[recipe] = cells, backend
+}
+
+// strike notes the cells a run on backend struck (a run that could not
+// be carried out has none, and no backend).
+func (cv *coverage) strike(backend string, cells []nemesis.Cell) {
+	if len(cells) == 0 {
+		return
 	}
-}
-
-// add counts cells into m.
-func add(m map[string]nemesis.Cell, cells []nemesis.Cell) {
+	m := cv.struck[backend]
+	if m == nil {
+		m = map[string]nemesis.Cell{}
+		cv.struck[backend] = m
+	}
 	for _, c := range cells {
 		k := c.Key()
-		old := m[k]
-		c.Count += old.Count
+		c.Count += m[k].Count
 		m[k] = c
 	}
 }
 
-// strike notes the cells a run struck.
-func (cv *coverage) strike(cells []nemesis.Cell) { add(cv.struck, cells) }
-
-// fresh counts the cells of planned not yet struck.
-func (cv *coverage) fresh(planned []nemesis.Cell) int {
-	n := 0
-	for _, c := range planned {
-		if _, ok := cv.struck[c.Key()]; !ok {
-			n++
+// wanted are the cells recipe's system offers that no run on its backend
+// has struck, in an order drawn from seed, those of the families slowest to
+// start and stop (a crashed member's restart, a member rejoining) last, so
+// that they do not hold up the others: a random run with seed is steered
+// toward them, the first its schedule has room for.
+func (cv *coverage) wanted(recipe string, seed int64) []nemesis.Cell {
+	var out []nemesis.Cell
+	struck := cv.struck[cv.backendOf[recipe]]
+	for _, c := range cv.offered[recipe] {
+		if _, ok := struck[c.Key()]; !ok {
+			out = append(out, nemesis.Cell{State: c.State, Fault: c.Fault})
 		}
 	}
-	return n
-}
-
-// steer picks, of the candidate seeds, the first whose schedule (planned
-// says its cells) plans the most cells not yet struck, and notes every
-// candidate's cells as ones the nightly could strike. A candidate whose
-// schedule cannot be drawn is passed over; with none, the first.
-func (cv *coverage) steer(candidates []int64, planned func(seed int64) ([]nemesis.Cell, error)) int64 {
-	best, most := candidates[0], -1
-	for _, s := range candidates {
-		cells, err := planned(s)
-		if err != nil {
-			continue
-		}
-		add(cv.planned, cells)
-		if n := cv.fresh(cells); n > most {
-			best, most = s, n
-		}
-	}
-	return best
-}
-
-// candidates are the seeds weighed for the random run planned with seed.
-func candidates(seed int64) []int64 {
-	out := make([]int64, steerCandidates)
-	for i := range out {
-		out[i] = seed + int64(i)*steerStride
-	}
+	rng := rand.New(rand.NewPCG(uint64(seed), steerStream))
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	slices.SortStableFunc(out, func(a, b nemesis.Cell) int { return cmp.Compare(nemesis.Settle(a.Fault), nemesis.Settle(b.Fault)) })
 	return out
 }
 
-// write says which cells the runs struck (with how often) and which of
-// those the schedules planned, of the families offered, were never struck.
-func (cv *coverage) write(w io.Writer) {
-	keys := slices.Sorted(maps.Keys(cv.struck))
-	var struck []string
-	for _, k := range keys {
-		struck = append(struck, fmt.Sprintf("%s (%d)", k, cv.struck[k].Count))
+// runsToCover is how many random runs, taking recipes in turn from seed
+// on, it would take to steer a fault at every offered cell not yet
+// struck, if each struck the cells placed says its schedule has room for
+// (given the cells it is steered toward); at most limit.
+func (cv *coverage) runsToCover(recipes []string, seed int64, limit int, placed func(recipe string, seed int64, steer []nemesis.Cell) []nemesis.Cell) int {
+	sim := &coverage{struck: map[string]map[string]nemesis.Cell{}, offered: cv.offered, backendOf: cv.backendOf}
+	for b, m := range cv.struck {
+		sim.struck[b] = maps.Clone(m)
 	}
-	var missed []string
-	for _, k := range slices.Sorted(maps.Keys(cv.planned)) {
-		if _, ok := cv.struck[k]; !ok && cv.offered[cv.planned[k].Fault] {
-			missed = append(missed, k)
+	for n := 0; n < limit; n++ {
+		r := recipes[n%len(recipes)]
+		s := seed + int64(n/len(recipes))
+		want := sim.wanted(r, s)
+		if len(want) == 0 {
+			if slices.ContainsFunc(recipes, func(r string) bool { return len(sim.wanted(r, s)) > 0 }) {
+				continue
+			}
+			return n
+		}
+		got := placed(r, s, want)
+		if len(got) == 0 {
+			return limit // steering places nothing: no number of runs covers it
+		}
+		sim.strike(cv.backendOf[r], got)
+	}
+	return limit
+}
+
+// reserve is the time the random runs keep from the scenarios: enough
+// runs of cost each to steer a fault at every offered cell not yet struck,
+// and one more for the faults that find no client in their state (an idle
+// one) or that the run's end cuts off (a nightly reserving the estimate
+// alone, 3 runs, left 4 of 35 cells); as many whole runs as fit in
+// catalogShare's complement of the budget.
+func reserve(runs int, cost, budget time.Duration) time.Duration {
+	if runs > 0 {
+		runs++
+	}
+	fit := int(float64(budget) * (1 - catalogShare) / float64(cost))
+	return time.Duration(min(runs, fit)) * cost
+}
+
+// steer records that the run called name, replayed by command, was
+// steered toward cells.
+func (cv *coverage) steer(name, command string, cells []nemesis.Cell) {
+	if len(cells) > 0 {
+		cv.steered = append(cv.steered, steeredRun{name, command, cells})
+	}
+}
+
+// write says, for each backend, which cells the random runs' systems
+// offer, which the runs struck (with how often; a cell no random run's
+// system offers may be struck by a scenario's), and which offered cells
+// none struck; and how each steered run was steered.
+func (cv *coverage) write(w io.Writer) {
+	offered := map[string]map[string]bool{} // by backend
+	for r, cells := range cv.offered {
+		b := cv.backendOf[r]
+		if offered[b] == nil {
+			offered[b] = map[string]bool{}
+		}
+		for _, c := range cells {
+			offered[b][c.Key()] = true
 		}
 	}
-	fmt.Fprintf(w, "cells struck (lock state × fault, %d): %s\n", len(struck), orNone(struck))
-	fmt.Fprintf(w, "cells planned but not struck (%d): %s\n", len(missed), orNone(missed))
+	var counts []string
+	for _, b := range slices.Sorted(maps.Keys(offered)) {
+		counts = append(counts, fmt.Sprintf("%d on %s", len(offered[b]), b))
+	}
+	fmt.Fprintf(w, "cells offered (lock state × fault, by the random runs' systems): %s\n", orNone(counts))
+	backends := slices.Collect(maps.Keys(offered))
+	for b := range cv.struck {
+		if offered[b] == nil {
+			backends = append(backends, b)
+		}
+	}
+	slices.Sort(backends)
+	for _, b := range backends {
+		var struck, missed []string
+		hit := 0
+		for _, k := range slices.Sorted(maps.Keys(cv.struck[b])) {
+			struck = append(struck, fmt.Sprintf("%s (%d)", k, cv.struck[b][k].Count))
+			if offered[b][k] {
+				hit++
+			}
+		}
+		fmt.Fprintf(w, "cells struck on %s (%d, %d of them offered): %s\n", b, len(struck), hit, orNone(struck))
+		if offered[b] == nil {
+			continue
+		}
+		for _, k := range slices.Sorted(maps.Keys(offered[b])) {
+			if _, ok := cv.struck[b][k]; !ok {
+				missed = append(missed, k)
+			}
+		}
+		fmt.Fprintf(w, "cells offered but not struck on %s (%d): %s\n", b, len(missed), orNone(missed))
+	}
+	for _, s := range cv.steered {
+		fmt.Fprintf(w, "steered %s toward %s: %s\n", s.name, nemesis.CellKeys(s.steer), s.command)
+	}
 }
 
 func orNone(xs []string) string {

@@ -1,60 +1,165 @@
 package main
 
 import (
-	"errors"
+	"flag"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/nemesis"
 )
 
-// The nightly steers each random run to the candidate seed whose schedule
-// plans the most cells not yet struck, and its summary names the cells
-// struck and those planned but missed, of the families played.
+func mkCell(key string) nemesis.Cell {
+	c, err := nemesis.ParseCells(key)
+	if err != nil || len(c) != 1 {
+		panic(key)
+	}
+	return c[0]
+}
+
+// A random run is steered toward the cells its recipe's system offers
+// that no run on its backend has struck, in an order drawn from its seed;
+// the summary names, per backend, the cells offered, struck and not
+// struck, and each run's steering.
 func TestCoverageSteers(t *testing.T) {
-	waiterPause := nemesis.Cell{State: nemesis.StateWaiter, Fault: "pause"}
-	holderPause := nemesis.Cell{State: nemesis.StateHolder, Fault: "pause"}
-	release := nemesis.Cell{State: nemesis.StateRelease, Fault: "lost-reply"}
-	leaderCrash := nemesis.Cell{State: nemesis.StateLeader, Fault: "crash"}
-	plans := map[int64][]nemesis.Cell{
-		1: {holderPause},
-		2: {holderPause, waiterPause},
-		3: {release},
-		4: {leaderCrash},
-	}
-	planned := func(seed int64) ([]nemesis.Cell, error) {
-		if seed == 5 {
-			return nil, errors.New("no schedule")
-		}
-		return plans[seed], nil
-	}
 	cv := newCoverage()
-	if got := cv.steer([]int64{5, 1, 2, 3}, planned); got != 2 {
-		t.Errorf("nothing struck yet: seed %d, want 2 (two fresh cells)", got)
+	offered := []nemesis.Cell{mkCell("holder×pause"), mkCell("waiter×pause"), mkCell("leader×crash"), mkCell("release-in-flight×lost-reply")}
+	cv.offer("mutex", "etcd", offered)
+	cv.offer("redlock", "redis", offered[:2])
+	cv.strike("etcd", []nemesis.Cell{{State: nemesis.StateHolder, Fault: "pause", Count: 2}, {State: nemesis.StateIdle, Fault: "slow", Count: 1}})
+
+	w := cv.wanted("mutex", 1)
+	if got := nemesis.CellKeys(w); len(w) != 3 || strings.Contains(got, "holder×pause") {
+		t.Errorf("wanted by mutex: %s; want the three offered not struck", got)
 	}
-	cv.strike([]nemesis.Cell{{State: nemesis.StateHolder, Fault: "pause", Count: 2}, {State: nemesis.StateWaiter, Fault: "pause", Count: 1}})
-	cv.offer([]string{"pause", "lost-reply"})
-	if got := cv.steer([]int64{1, 2, 3}, planned); got != 3 {
-		t.Errorf("both pause cells struck: seed %d, want 3 (the release)", got)
+	if w[len(w)-1] != mkCell("leader×crash") {
+		t.Errorf("wanted by mutex: %s; want the crash, slowest to start and stop, last", nemesis.CellKeys(w))
 	}
-	cv.steer([]int64{4}, planned) // planned, but crash was never played
+	if again := cv.wanted("mutex", 1); !slices.Equal(again, w) {
+		t.Errorf("the same seed, another order: %v, %v", again, w)
+	}
+	orders := map[string]bool{}
+	for seed := range int64(20) {
+		orders[nemesis.CellKeys(cv.wanted("mutex", seed))] = true
+	}
+	if len(orders) < 2 {
+		t.Errorf("20 seeds drew one order: %v", orders)
+	}
+	// holder×pause was struck on etcd, not on Redis.
+	if got := cv.wanted("redlock", 1); len(got) != 2 {
+		t.Errorf("wanted by redlock: %s, want both its cells", nemesis.CellKeys(got))
+	}
+	cv.strike("redis", offered[:2])
+	if got := cv.wanted("redlock", 1); len(got) != 0 {
+		t.Errorf("redlock's cells all struck, still wanted: %v", got)
+	}
+	cv.strike("zookeeper", []nemesis.Cell{mkCell("holder×isolate")}) // a scenario's
+	cv.strike("", nil)                                               // a run that could not start
+	cv.steer("seed 1 mutex fenced", "locktest run --seed 1 --steer leader×crash", []nemesis.Cell{mkCell("leader×crash")})
+	cv.steer("seed 2 mutex fenced", "locktest run --seed 2", nil) // not steered: not listed
 	var b strings.Builder
 	cv.write(&b)
-	want := "cells struck (lock state × fault, 2): holder×pause (2), waiter×pause (1)\n" +
-		"cells planned but not struck (1): release-in-flight×lost-reply\n"
+	want := "cells offered (lock state × fault, by the random runs' systems): 4 on etcd, 2 on redis\n" +
+		"cells struck on etcd (2, 1 of them offered): holder×pause (2), idle×slow (1)\n" +
+		"cells offered but not struck on etcd (3): leader×crash, release-in-flight×lost-reply, waiter×pause\n" +
+		"cells struck on redis (2, 2 of them offered): holder×pause (0), waiter×pause (0)\n" +
+		"cells offered but not struck on redis (0): none\n" +
+		"cells struck on zookeeper (1, 0 of them offered): holder×isolate (0)\n" +
+		"steered seed 1 mutex fenced toward leader×crash: locktest run --seed 1 --steer leader×crash\n"
 	if b.String() != want {
 		t.Errorf("summary:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
 
-// Candidate seeds are distinct and the plan's own seed comes first.
-func TestCandidates(t *testing.T) {
-	cs := candidates(7)
-	seen := map[int64]bool{}
-	for _, c := range cs {
-		seen[c] = true
+// The random runs keep from the scenarios the runs it takes to steer a
+// fault at every offered cell, as many as each run's schedule has room
+// for, taking the recipes in turn, and one more; as many whole runs as fit
+// in half the budget.
+func TestRunsToCover(t *testing.T) {
+	cv := newCoverage()
+	var mutex, redlock []nemesis.Cell
+	for _, st := range []string{nemesis.StateHolder, nemesis.StateWaiter, nemesis.StateIdle, nemesis.StateMidSection} {
+		for _, f := range []string{"pause", "isolate", "slow"} {
+			mutex = append(mutex, nemesis.Cell{State: st, Fault: f})
+		}
 	}
-	if cs[0] != 7 || len(seen) != steerCandidates {
-		t.Errorf("candidates(7) = %v", cs)
+	for _, st := range []string{nemesis.StateHolder, nemesis.StateWaiter, nemesis.StateMember} {
+		redlock = append(redlock, nemesis.Cell{State: st, Fault: "crash"})
+	}
+	cv.offer("mutex", "etcd", mutex)
+	cv.offer("redlock", "redis", redlock)
+	room := 5
+	var asked []string
+	placed := func(r string, seed int64, steer []nemesis.Cell) []nemesis.Cell {
+		asked = append(asked, r)
+		return steer[:min(room, len(steer))]
+	}
+	// mutex: 12 cells, 5 a run: runs 1, 3, 5; redlock's 3 in run 2, and run 4 has none left.
+	if n := cv.runsToCover([]string{"mutex", "redlock"}, 1, 100, placed); n != 5 {
+		t.Errorf("%d runs to cover (asked %v), want 5", n, asked)
+	}
+	if len(cv.struck) != 0 {
+		t.Error("the estimate struck cells")
+	}
+	room = 0
+	if n := cv.runsToCover([]string{"mutex"}, 1, 7, placed); n != 7 {
+		t.Errorf("nothing placed: %d runs, want the limit 7", n)
+	}
+	cv.strike("etcd", mutex)
+	cv.strike("redis", redlock)
+	if n := cv.runsToCover([]string{"mutex", "redlock"}, 1, 7, placed); n != 0 {
+		t.Errorf("all struck: %d runs, want 0", n)
+	}
+	if got := reserve(5, 30*time.Second, 10*time.Minute); got != 180*time.Second {
+		t.Errorf("reserve of 5 runs: %s, want 6", got)
+	}
+	if got := reserve(0, 30*time.Second, 10*time.Minute); got != 0 {
+		t.Errorf("reserve of no run: %s", got)
+	}
+	if got := reserve(50, 40*time.Second, 10*time.Minute); got != 280*time.Second {
+		t.Errorf("reserve of 50 runs: %s, want the 7 runs that fit in half the budget", got)
+	}
+	if got := reserve(3, 30*time.Second, 50*time.Second); got != 0 {
+		t.Errorf("reserve of 3 runs in a budget of less than two: %s, want none", got)
+	}
+}
+
+// A steered random run's recorded command names its seed and its cells:
+// without its schedule file, the same command draws the same schedule.
+func TestSteeredRunReplays(t *testing.T) {
+	steer := []nemesis.Cell{mkCell("idle×pause"), mkCell("leader×crash"), mkCell("release-in-flight×lost-reply")}
+	plan, _, err := nightlyOptions(planned{Seed: 9, Recipe: "mutex", Resource: "fenced"}, steered(map[string]string{}, steer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drawn, err := harness.DrawSchedule(plan.Options)
+	if err != nil || drawn == nil || drawn.Entries[0].Params["cell"] != "idle×pause" {
+		t.Fatalf("steered schedule: %v, %v", drawn, err)
+	}
+	args, _ := harness.Reproduce(plan.Options)
+	if i := slices.Index(args, "--steer"); i < 0 || args[i+1] != nemesis.CellKeys(steer) {
+		t.Fatalf("the command does not name the cells: %v", args)
+	}
+	i := slices.Index(args, "--schedule")
+	args = slices.Delete(slices.Clone(args), i, i+2)
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	rf := addRunFlags(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		t.Fatal(err)
+	}
+	o, err := rf.build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := harness.NewPlan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	redrawn, err := harness.DrawSchedule(again.Options)
+	if err != nil || !reflect.DeepEqual(redrawn, drawn) {
+		t.Errorf("the command redraws another schedule (%v):\n%+v\nwant\n%+v", err, redrawn, drawn)
 	}
 }
