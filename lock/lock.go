@@ -61,6 +61,12 @@ type Env struct {
 	// keeps files of its own (a lock in another process: its stderr) puts
 	// them under it.
 	Dir string
+	// Paused, if set, blocks while the client is paused (a stop-the-world
+	// pause of the nemesis), or until ctx ends (returning its error): a
+	// lock's own background work (a watchdog's renewals) waits here before
+	// each step, so that a pause of the client stops it too, as a pause of
+	// its process would.
+	Paused func(ctx context.Context) error
 	// Logf, if set, takes a line for the run's log: what the user must
 	// see as it happens (a lock in another process that broke its
 	// protocol).

@@ -183,7 +183,7 @@ func newClient(w *Workload, i int, resourceAddr string) (*client, error) {
 func (c *client) env() lock.Env {
 	return lock.Env{Conn: c.conn.Env(), Clock: c.clock, TTL: c.cfg.TTL, Prefix: c.cfg.Prefix, Name: c.name,
 		Backend: c.w.backend.Name(), Endpoints: c.conn.Endpoints(), OpTimeout: c.cfg.OpTimeout, Dir: c.cfg.Dir, Logf: c.cfg.Logf,
-		Seed: c.cfg.Seed, Vars: vars(c.conn)}
+		Seed: c.cfg.Seed, Vars: vars(c.conn), Paused: c.ctl.waitPaused}
 }
 
 // vars are what cn tells a lock in another process beyond its endpoints.

@@ -38,7 +38,7 @@ func (r *run) Connect(c workload.Client) (workload.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{run: r, name: c.Name, mc: &mysqllock.Conn{Addr: ep, IdleTimeout: r.s.IdleTimeout(), Paused: c.Paused}}, nil
+	return &conn{run: r, name: c.Name, mc: &mysqllock.Conn{Addr: ep, IdleTimeout: r.s.IdleTimeout()}}, nil
 }
 
 func (r *run) Observe(ctx context.Context, keys workload.Keys, rec workload.Recorder) (workload.Observer, error) {

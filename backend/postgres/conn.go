@@ -38,7 +38,7 @@ func (r *run) Connect(c workload.Client) (workload.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	pc := &pglock.Conn{Addr: ep, Client: c.Name, IdleTimeout: r.s.IdleTimeout(), Paused: c.Paused}
+	pc := &pglock.Conn{Addr: ep, Client: c.Name, IdleTimeout: r.s.IdleTimeout()}
 	return &conn{run: r, name: c.Name, pc: pc}, nil
 }
 

@@ -41,8 +41,6 @@ type Conn struct {
 	Addr string
 	// IdleTimeout is the server's wait_timeout.
 	IdleTimeout time.Duration
-	// Paused blocks while the client is paused, or until ctx ends.
-	Paused func(ctx context.Context) error
 }
 
 // Env is what a MySQL recipe gets for one client.

@@ -87,7 +87,7 @@ func (l *lease) Acquire(ctx context.Context, name string) (lock.Held, error) {
 		}
 		if fence > 0 {
 			h.token = fence
-			h.dog = startWatchdog(l.ctx, l.env.Clock, ttlOf(l.env), began, h.renew)
+			h.dog = startWatchdog(l.ctx, l.env.Clock, l.env.Paused, ttlOf(l.env), began, h.renew)
 			return h, nil
 		}
 		if err := lock.RetryAfter(ctx, l.env.Clock, pollInterval); err != nil {
@@ -151,13 +151,13 @@ type watchdog struct {
 	once   sync.Once
 }
 
-func startWatchdog(parent context.Context, clk *clock.Clock, ttl time.Duration, granted time.Time, renew func(context.Context) (bool, error)) *watchdog {
+func startWatchdog(parent context.Context, clk *clock.Clock, paused func(context.Context) error, ttl time.Duration, granted time.Time, renew func(context.Context) (bool, error)) *watchdog {
 	w := &watchdog{done: make(chan struct{}), stop: make(chan struct{}), exited: make(chan struct{})}
-	go w.run(parent, clk, ttl, granted, renew)
+	go w.run(parent, clk, paused, ttl, granted, renew)
 	return w
 }
 
-func (w *watchdog) run(parent context.Context, clk *clock.Clock, ttl time.Duration, last time.Time, renew func(context.Context) (bool, error)) {
+func (w *watchdog) run(parent context.Context, clk *clock.Clock, paused func(context.Context) error, ttl time.Duration, last time.Time, renew func(context.Context) (bool, error)) {
 	defer close(w.exited)
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
@@ -182,8 +182,16 @@ func (w *watchdog) run(parent context.Context, clk *clock.Clock, ttl time.Durati
 			close(w.done)
 			return
 		case <-tick.C:
-			began := clk.Now()
 			go func() {
+				// A pause of the client stops its renewals too: the
+				// next one goes out once it is over.
+				if paused != nil {
+					if err := paused(ctx); err != nil {
+						results <- result{err: err}
+						return
+					}
+				}
+				began := clk.Now()
 				rctx, rcancel := clk.WithTimeout(ctx, period)
 				defer rcancel()
 				ok, err := lock.Call(rctx, renew)

@@ -60,9 +60,6 @@ type Conn struct {
 	Client string
 	// IdleTimeout is how long the server lets a session be silent.
 	IdleTimeout time.Duration
-	// Paused blocks while the client is paused (a stop-the-world pause
-	// stops its keepalives too), or until ctx ends.
-	Paused func(ctx context.Context) error
 }
 
 // Connect opens a session over the client's link. Commands are bounded by

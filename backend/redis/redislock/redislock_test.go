@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -260,6 +261,63 @@ func TestWatchdogKeepsLock(t *testing.T) {
 				}
 			} else if h2 == nil {
 				t.Fatal("b did not acquire a lock that nothing renewed")
+			}
+		})
+	}
+}
+
+// A pause of the holder (its process stopped: lock.Env.Paused blocks)
+// stops its watchdog too, so its key expires and another client takes the
+// lock while it is paused; resumed, its next renewal finds the key not its
+// own and it learns it lost the lock. Before, the watchdog went on renewing
+// through the pause and no pause fault could harm a watchdog lock.
+func TestPausedHolderLosesLock(t *testing.T) {
+	t.Parallel()
+	for _, r := range []lock.Recipe{redislock.SetNX(0), redislock.Redlock(0)} {
+		t.Run(r.Name(), func(t *testing.T) {
+			t.Parallel()
+			ctx, d := deploy(t, topology(r.Name()))
+			var mu sync.Mutex
+			var resume chan struct{} // non-nil while a is paused
+			paused := func(ctx context.Context) error {
+				mu.Lock()
+				ch := resume
+				mu.Unlock()
+				if ch == nil {
+					return ctx.Err()
+				}
+				select {
+				case <-ch:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			a, err := r.New(ctx, lock.Env{Conn: dial(t, d, "a"), Clock: clock.New(), TTL: 1, Prefix: "/client-paused/", Name: "a", Paused: paused})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { a.Close() })
+			b := lockers(ctx, t, d, r, "/client-paused/", 1, "b")[0]
+			h, err := a.Acquire(ctx, "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			resume = make(chan struct{})
+			mu.Unlock()
+			h2 := tryAcquire(ctx, t, b, "x", 10*time.Second)
+			if h2 == nil {
+				t.Fatal("b was not granted the lock of a paused holder within 10 s: its watchdog renewed through the pause")
+			}
+			mu.Lock()
+			close(resume)
+			resume = nil
+			mu.Unlock()
+			select {
+			case <-h.(lock.Watched).Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("a, resumed, did not learn it lost the lock")
 			}
 		})
 	}

@@ -87,7 +87,7 @@ func (l *redlocker) granted(ctx context.Context, m *redsync.Mutex, began time.Ti
 	}
 	h := &redlockHeld{m: m, token: token}
 	ext := l.rs.NewMutex(m.Name(), redsync.WithExpiry(ttlOf(l.env)), redsync.WithValue(m.Value()))
-	h.dog = startWatchdog(l.ctx, l.env.Clock, ttlOf(l.env), began, func(ctx context.Context) (bool, error) {
+	h.dog = startWatchdog(l.ctx, l.env.Clock, l.env.Paused, ttlOf(l.env), began, func(ctx context.Context) (bool, error) {
 		ok, err := ext.ExtendContext(ctx)
 		var taken *redsync.ErrTaken
 		if !ok && errors.As(err, &taken) {

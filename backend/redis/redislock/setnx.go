@@ -79,7 +79,7 @@ func (l *setNX) Acquire(ctx context.Context, name string) (lock.Held, error) {
 		}
 		if token > 0 {
 			h.token = token
-			h.dog = startWatchdog(l.ctx, l.env.Clock, ttl, began, h.renew)
+			h.dog = startWatchdog(l.ctx, l.env.Clock, l.env.Paused, ttl, began, h.renew)
 			return h, nil
 		}
 		if err := lock.RetryAfter(ctx, l.env.Clock, l.interval); err != nil {

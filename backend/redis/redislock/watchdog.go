@@ -30,13 +30,13 @@ type watchdog struct {
 // startWatchdog starts renewing a grant of TTL ttl whose acquire began at
 // granted (a time of clk). It runs until stop, or until parent ends (the
 // locker closed).
-func startWatchdog(parent context.Context, clk *clock.Clock, ttl time.Duration, granted time.Time, renew renewFunc) *watchdog {
+func startWatchdog(parent context.Context, clk *clock.Clock, paused func(context.Context) error, ttl time.Duration, granted time.Time, renew renewFunc) *watchdog {
 	w := &watchdog{done: make(chan struct{}), stop: make(chan struct{}), exited: make(chan struct{})}
-	go w.run(parent, clk, ttl, granted, renew)
+	go w.run(parent, clk, paused, ttl, granted, renew)
 	return w
 }
 
-func (w *watchdog) run(parent context.Context, clk *clock.Clock, ttl time.Duration, last time.Time, renew renewFunc) {
+func (w *watchdog) run(parent context.Context, clk *clock.Clock, paused func(context.Context) error, ttl time.Duration, last time.Time, renew renewFunc) {
 	defer close(w.exited)
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
@@ -64,8 +64,16 @@ func (w *watchdog) run(parent context.Context, clk *clock.Clock, ttl time.Durati
 			close(w.done)
 			return
 		case <-tick.C:
-			began := clk.Now()
 			go func() {
+				// A pause of the client stops its renewals too: the
+				// next one goes out once it is over.
+				if paused != nil {
+					if err := paused(ctx); err != nil {
+						results <- result{err: err}
+						return
+					}
+				}
+				began := clk.Now()
 				rctx, rcancel := clk.WithTimeout(ctx, period)
 				defer rcancel()
 				ok, err := lock.Call(rctx, renew)
