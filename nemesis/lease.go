@@ -104,18 +104,22 @@ func (lease) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	return inj, nil
 }
 
+// waiterPause is how long a pause of a queued waiter lasts at most: a
+// second past its TTL (waiter-expiry's pause), which ends its lease (the
+// server expires it within a TTL of its last renewal and sweeps every half
+// second) and wakes it while its acquire still waits.
+func waiterPause(ttl time.Duration) time.Duration { return ttl + time.Second }
+
 // asPause plays a lease fault on a client whose lock tells no lease (a
 // lock in another process, queued: what its lease is only it knows) as a
-// fault any lock allows: a pause of the client, its process stopped, a
-// second past its TTL (waiter-expiry's pause), which ends its lease as
-// surely (the server expires it within a TTL of its last renewal and
-// sweeps every half second). No longer: a queued waiter must wake while
-// its acquire still waits (it gives up --op-timeout less a second after it
-// began, 4 s by default), for a lock that grants a waiter whose lease
-// ended in line (etcd#11456) to do so; paused for two TTLs, each waiter
-// woke to a deadline already past and gave up.
+// fault any lock allows: a pause of the client, its process stopped, for
+// waiterPause, which ends its lease as surely. No longer: a queued waiter
+// must wake while its acquire still waits (it gives up --op-timeout less a
+// second after it began, 4 s by default), for a lock that grants a waiter
+// whose lease ended in line (etcd#11456) to do so; paused for two TTLs,
+// each waiter woke to a deadline already past and gave up.
 func asPause(env *Env, name string, inj *Injected) error {
-	d := env.TTL + time.Second
+	d := waiterPause(env.TTL)
 	inj.Kind = PauseClient
 	inj.Params["lease"] = "untold"
 	inj.Params["before_write"] = "false"

@@ -37,3 +37,37 @@ func TestUntoldLeaseFaultWakesTheWaiterInTime(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateWakesPausedWaitersInTime draws a long run's pauses: a queued
+// waiter's is past its TTL and at most a second past it, where a holder's
+// keeps the family's range (up to two TTLs); durations a user gave are
+// kept for waiters too.
+func TestGenerateWakesPausedWaitersInTime(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Faults: []string{"pause"}, Members: 3, Clients: []string{"c0", "c1", "c2"}, Time: 10 * time.Minute, TTL: 2 * time.Second}
+	longest := func(cfg Config) map[string]time.Duration {
+		s, err := Generate(3, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]time.Duration{}
+		for _, e := range s.Entries {
+			if e.Fault != PauseClient {
+				continue
+			}
+			if e.Target == TargetWaiter && e.Duration <= cfg.TTL {
+				t.Errorf("a waiter paused %v, within its TTL", e.Duration)
+			}
+			out[e.Target] = max(out[e.Target], e.Duration)
+		}
+		return out
+	}
+	got := longest(cfg)
+	if got[TargetWaiter] == 0 || got[TargetWaiter] > 3*time.Second || got[TargetHolder] <= 3*time.Second {
+		t.Errorf("longest pauses %v: want a waiter's at most 3s, a holder's longer", got)
+	}
+	cfg.Durations = map[string]Range{"pause": {Min: 5 * time.Second, Max: 6 * time.Second}}
+	if got := longest(cfg); got[TargetWaiter] <= 5*time.Second {
+		t.Errorf("with pause=5s-6s, longest pauses %v: want the user's durations for a waiter too", got)
+	}
+}
