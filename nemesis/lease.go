@@ -71,7 +71,7 @@ func (lease) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	}
 	id, ok := env.Clients.Lease(name)
 	if !ok {
-		return inj, asPause(env, e, name, inj)
+		return inj, asPause(env, name, inj)
 	}
 	inj.Params["lease"] = id
 	if e.Fault == LeaseRevoke {
@@ -104,25 +104,26 @@ func (lease) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	return inj, nil
 }
 
+// waiterPause is how long a pause of a queued waiter lasts at most: a
+// second past its TTL (waiter-expiry's pause), which ends its lease (the
+// server expires it within a TTL of its last renewal and sweeps every half
+// second) and wakes it while its acquire still waits.
+func waiterPause(ttl time.Duration) time.Duration { return ttl + time.Second }
+
 // asPause plays a lease fault on a client whose lock tells no lease (a
 // lock in another process, queued: what its lease is only it knows) as a
-// fault any lock allows: a pause of the client, its process stopped, past
-// its TTL (the starvation's longest wait; for a revocation, two TTLs),
-// which ends its lease as surely.
-func asPause(env *Env, e Entry, name string, inj *Injected) error {
-	d := e.Duration
-	if d <= 0 {
-		d = 2 * env.TTL
-	}
-	if d <= env.TTL {
-		d = env.TTL + time.Second
-	}
+// fault any lock allows: a pause of the client, its process stopped, for
+// waiterPause, which ends its lease as surely. No longer: a queued waiter
+// must wake while its acquire still waits (it gives up --op-timeout less a
+// second after it began, 4 s by default), for a lock that grants a waiter
+// whose lease ended in line (etcd#11456) to do so; paused for two TTLs,
+// each waiter woke to a deadline already past and gave up.
+func asPause(env *Env, name string, inj *Injected) error {
+	d := waiterPause(env.TTL)
 	inj.Kind = PauseClient
 	inj.Params["lease"] = "untold"
 	inj.Params["before_write"] = "false"
-	if e.Duration <= 0 {
-		inj.Params["duration"] = d.String()
-	}
+	inj.Params["duration"] = d.String()
 	inj.Hold = func(ctx context.Context, _ time.Duration) map[string]string {
 		sleepUntil(ctx, time.Now().Add(d))
 		return nil

@@ -68,6 +68,13 @@ func (pause) Draw(g *Gen, e *Entry, d Range) {
 		}
 	}
 	e.Duration = g.dur(d)
+	if e.Target == TargetWaiter && d == (pause{}).Spec().Durations(g.cfg.TTL) {
+		// A lock in a process of its own (exec:) stops whole, its acquire's
+		// timer too: woken past the acquire's end (4 s by default) it
+		// gives up and grants nothing. The default pause of a waiter ends
+		// when a revoked lease's does, still past its TTL.
+		e.Duration = min(e.Duration, waiterPause(g.cfg.TTL))
+	}
 }
 
 func (pause) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {

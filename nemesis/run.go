@@ -124,15 +124,16 @@ func (r *runner) fire(ctx context.Context, i int, e Entry) {
 	if params == nil {
 		params = map[string]string{}
 	}
+	if e.Duration > 0 {
+		params["duration"] = e.Duration.String()
+	}
+	// A fault played as another kind may say its own duration.
 	maps.Copy(params, a.Params)
 	kind := e.Fault
 	if a.Kind != "" && a.Kind != e.Fault {
 		// Played as another kind: recorded as what was done.
 		kind, params["scheduled"] = a.Kind, e.Fault
 		fired.Fault = kind
-	}
-	if e.Duration > 0 {
-		params["duration"] = e.Duration.String()
 	}
 	if a.Targets == nil {
 		a.Targets = []string{}

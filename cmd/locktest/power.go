@@ -34,7 +34,8 @@ type powerRun struct {
 	// Verdict is the target's check's.
 	Verdict checker.Verdict `json:"verdict"`
 	// First is when the check's first violation began, in the history
-	// (which starts as the clients do); 0 when it held.
+	// (which starts as the clients do); 0 when it held or the check told
+	// no time.
 	First time.Duration `json:"first_violation_ns,omitempty"`
 	Cells int           `json:"cells"`
 }
@@ -110,7 +111,9 @@ func brokenRecipes() []string {
 	return out
 }
 
-// firstViolation is when the first of res's violations of check began.
+// firstViolation is when the first of res's violations of check began; 0
+// when the check tells no violation's time (the mutex check's porcupine
+// verdict names overlaps in words only).
 func firstViolation(c checker.Result) time.Duration {
 	var first int64 = -1
 	for _, v := range c.Violations {
@@ -122,14 +125,16 @@ func firstViolation(c checker.Result) time.Duration {
 }
 
 // tally counts a row's caught runs and the median time to the first
-// violation among them.
+// violation among those whose check told it.
 func (r *powerRow) tally() {
 	r.Caught, r.Median = 0, nil
 	var firsts []time.Duration
 	for _, run := range r.Runs {
 		if run.Verdict == checker.Invalid {
 			r.Caught++
-			firsts = append(firsts, run.First)
+			if run.First > 0 {
+				firsts = append(firsts, run.First)
+			}
 		}
 	}
 	if len(firsts) > 0 {
@@ -239,7 +244,7 @@ func powerCmd(args []string, stdout io.Writer) (int, error) {
 			}
 			row.Runs = append(row.Runs, run)
 			at := "-"
-			if run.Verdict == checker.Invalid {
+			if run.First > 0 {
 				at = fmt.Sprintf("%.1fs", run.First.Seconds())
 			}
 			fmt.Fprintf(stdout, "  %s seed %d: %s %s (first at %s, %d cells) %s\n", t.Recipe, run.Seed, t.Check, run.Verdict, at, run.Cells, relPath(run.Dir))
