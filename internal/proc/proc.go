@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -266,16 +267,60 @@ func Group(pgid int) GroupState {
 		if err != nil || string(f[2]) != group || f[0][0] == 'Z' || f[0][0] == 'X' {
 			continue
 		}
-		g.Pids = append(g.Pids, pid)
-		for _, i := range []int{11, 12, 13, 14} {
-			v, _ := strconv.ParseUint(string(f[i]), 10, 64)
-			g.Ticks += v
-		}
-		if s := f[0][0]; s != 'S' && s != 'T' && s != 't' && s != 'I' {
-			g.Running = true
-		}
+		g.add(pid, f)
 	}
 	return g
+}
+
+// add counts in process pid, whose /proc/PID/stat fields are f.
+func (g *GroupState) add(pid int, f [][]byte) {
+	g.Pids = append(g.Pids, pid)
+	for _, i := range []int{11, 12, 13, 14} {
+		v, _ := strconv.ParseUint(string(f[i]), 10, 64)
+		g.Ticks += v
+	}
+	if s := f[0][0]; s != 'S' && s != 'T' && s != 't' && s != 'I' {
+		g.Running = true
+	}
+}
+
+// Descendants is Group for the members of group pgid that descend from
+// its leader (pgid itself), found through /proc/PID/task/TID/children:
+// it reads their entries only, where Group reads every process's, and its
+// Pids are in ascending order. It misses a member whose parent exited
+// (adopted by init or a subreaper), which Group sees. False where the
+// kernel has no children files.
+func Descendants(pgid int) (GroupState, bool) {
+	var g GroupState
+	group := strconv.Itoa(pgid)
+	for queue := []int{pgid}; len(queue) > 0; queue = queue[1:] {
+		pid := queue[0]
+		f, err := stat(pid)
+		if err != nil || f[0][0] == 'Z' || f[0][0] == 'X' {
+			continue // gone: its children were adopted elsewhere
+		}
+		if string(f[2]) == group {
+			g.add(pid, f)
+		}
+		dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			continue // exited since
+		}
+		for _, task := range tasks {
+			b, err := os.ReadFile(dir + task.Name() + "/children")
+			if errors.Is(err, fs.ErrNotExist) && pid == pgid && task.Name() == group {
+				return GroupState{}, false // no children files in this kernel
+			}
+			for _, c := range strings.Fields(string(b)) {
+				if n, err := strconv.Atoi(c); err == nil {
+					queue = append(queue, n)
+				}
+			}
+		}
+	}
+	slices.Sort(g.Pids)
+	return g, true
 }
 
 // Idle says whether g shows an idle group that is still g was: no process

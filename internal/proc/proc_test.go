@@ -217,3 +217,34 @@ func TestChildren(t *testing.T) {
 		t.Fatal("Children lists a process that has exited")
 	}
 }
+
+// Descendants sees the group's processes below its leader, as Group does,
+// and not a member whose parent exited (the second sleep: its subshell
+// ended), which Group sees.
+func TestDescendants(t *testing.T) {
+	p, err := Start(Spec{Path: "sh", Args: []string{"-c", "sleep 60 & (sleep 60 &); wait"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill() }) // the group: the orphan too
+	pid := p.Pid()
+	var d, all GroupState
+	polltest.Until(t, 10*time.Second, "the group's leader, its sleep and the orphaned sleep", func() bool {
+		var ok bool
+		if d, ok = Descendants(pid); !ok {
+			t.Skip("this kernel has no /proc/PID/task/TID/children")
+		}
+		all = Group(pid)
+		return len(all.Pids) == 3 && len(d.Pids) == 2
+	})
+	want := append([]int{pid}, Children(pid)...)
+	slices.Sort(want)
+	if !slices.Equal(d.Pids, want) {
+		t.Errorf("Descendants(%d).Pids = %v, want the leader and its child %v", pid, d.Pids, want)
+	}
+	for _, q := range d.Pids {
+		if !slices.Contains(all.Pids, q) {
+			t.Errorf("Descendants lists %d, which Group (%v) does not", q, all.Pids)
+		}
+	}
+}

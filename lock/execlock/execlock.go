@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -205,7 +206,21 @@ func (r *Recipe) settle(ctx context.Context, l *locker) error {
 	var (
 		was   proc.GroupState
 		quiet time.Time // since when the group has been idle
+		// every: watch every process of the group (proc.Group, a scan of
+		// all of /proc), not only its leader's descendants (cheap).
+		every bool
 	)
+	// group is what the group is doing: its leader's descendants while
+	// the kernel lists children (proc.Descendants), else all of it.
+	group := func() proc.GroupState {
+		if !every {
+			if g, ok := proc.Descendants(l.pr.p.Pid()); ok {
+				return g
+			}
+			every = true
+		}
+		return proc.Group(l.pr.p.Pid())
+	}
 	for {
 		select {
 		case <-l.pr.p.Done():
@@ -216,13 +231,24 @@ func (r *Recipe) settle(ctx context.Context, l *locker) error {
 		case <-tick.C:
 		}
 		now := time.Now()
-		g := proc.Group(l.pr.p.Pid())
+		g := group()
 		if !g.Idle(was) {
 			was, quiet = g, now
 		}
-		if now.Sub(quiet) >= settleTime {
+		if now.Sub(quiet) < settleTime {
+			continue
+		}
+		if every {
 			return nil
 		}
+		// Idle below its leader: a member adopted elsewhere (its parent
+		// exited) is seen by a scan of all; if there is one, the group
+		// is watched whole from then on.
+		all := proc.Group(l.pr.p.Pid())
+		if slices.Sort(all.Pids); slices.Equal(all.Pids, g.Pids) {
+			return nil
+		}
+		every, was, quiet = true, proc.GroupState{}, now
 	}
 }
 

@@ -274,6 +274,29 @@ func TestNewWaitsForASlowStart(t *testing.T) {
 	l.Close()
 }
 
+// A client whose group has a busy member outside its leader's descendants
+// (a daemon whose parent exited, adopted by init) is up only once that
+// member is idle too: the group is watched whole, as a scan of all of
+// /proc sees it. The member is busy starting a process every 0.1 s, 50
+// times, then leaves a file; the client is idle long before.
+func TestNewWaitsForAnOrphanedMember(t *testing.T) {
+	t.Parallel()
+	client := testClient(t)
+	done := filepath.Join(t.TempDir(), "done")
+	busy := `i=0; while [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; touch "$0"`
+	r := execlock.New("sh", "-c", `(sh -c "$1" "$2" &); exec "$0" "$3"`, client[0], busy, done, client[1])
+	env := lock.Env{Name: "c0", Backend: "etcd", Prefix: "/locktest/", TTL: 2,
+		Endpoints: []string{"127.0.0.1:1"}, Vars: map[string]string{"LOCKTEST_ETCD_URLS": "http://127.0.0.1:1"}}
+	l, err := r.New(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if _, err := os.Stat(done); err != nil {
+		t.Errorf("New returned while the client's orphaned member was still busy: %v", err)
+	}
+}
+
 // A JVM client's clock follows its client's clock in locktest through
 // libfaketime (--exec-clock auto offers clock faults to Java): the JVM
 // reads the faked time, from its start and after a bump. (Its timed waits
