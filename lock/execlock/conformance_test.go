@@ -20,7 +20,6 @@ import (
 	"github.com/locktest/locktest/backend/zookeeper/zkserver"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
-	"github.com/locktest/locktest/internal/partest"
 	"github.com/locktest/locktest/lock/execlock"
 )
 
@@ -163,7 +162,6 @@ type shared struct {
 var systems = map[string]*shared{"etcd": {}, "redis": {}, "zookeeper": {}}
 
 func TestMain(m *testing.M) {
-	partest.Raise() // most tests wait: on a client's settling, a run's clock, a TTL
 	code := m.Run()
 	for _, s := range systems {
 		if s.close != nil {
