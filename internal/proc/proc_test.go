@@ -109,7 +109,9 @@ func TestChildDiesWithParent(t *testing.T) {
 	polltest.Until(t, 10*time.Second, "the child to die with its parent", func() bool { return !Alive(child) })
 }
 
-func TestSocketOwner(t *testing.T) {
+// connection is a loopback TCP connection's two ends, closed when t ends.
+func connection(t *testing.T) (client, server net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -119,12 +121,17 @@ func TestSocketOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	s, err := ln.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
+	return c, s
+}
+
+func TestSocketOwner(t *testing.T) {
+	_, s := connection(t)
 	other := sleeper(t)
 	pid, err := SocketOwner(s.RemoteAddr().String(), s.LocalAddr().String(), []int{other.Pid(), os.Getpid()})
 	if err != nil || pid != os.Getpid() {
@@ -139,21 +146,7 @@ func TestSocketOwner(t *testing.T) {
 // /proc/net/tcp lists, for either end of a connection; a socket that does
 // not exist is none.
 func TestSocketInode(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	c, s := connection(t)
 	var inodes []string
 	for _, conn := range []net.Conn{c, s} {
 		local, remote := conn.LocalAddr().String(), conn.RemoteAddr().String()
@@ -174,7 +167,7 @@ func TestSocketInode(t *testing.T) {
 		t.Errorf("both ends have inode %s", inodes[0])
 	}
 	// The listener's port, dialled from a port nothing uses.
-	if inode, err := diagInode("127.0.0.1:1", ln.Addr().String()); err == nil || errors.Is(err, errNoDiag) {
+	if inode, err := diagInode("127.0.0.1:1", s.LocalAddr().String()); err == nil || errors.Is(err, errNoDiag) {
 		t.Errorf("a socket that does not exist: inode %q, %v", inode, err)
 	}
 }
