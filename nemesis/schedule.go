@@ -104,12 +104,22 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	}
 
 	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg}
-	for at := cfg.gap(); at < cfg.Time; {
+	// An aimed schedule ends with a lost acquire reply, and the faults
+	// before it end before it (lostaim.go).
+	end := cfg.Time
+	last := cfg.lastStrikeAt(fams)
+	if last > 0 {
+		end = last
+	}
+	for at := cfg.gap(); at < end; {
 		f := g.family(fams)
 		e := Entry{Fault: g.kind(cfg.kinds(f, clients)), Params: map[string]string{}}
 		f.Draw(g, &e, cfg.Durations[f.Spec().Name])
 		if len(e.Params) == 0 {
 			e.Params = nil
+		}
+		if last > 0 && at+g.took(f, e) > last {
+			break
 		}
 		e.At = at
 		for _, b := range g.before {
@@ -130,7 +140,11 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 		at += e.Duration + cfg.gap()
 	}
 	if cfg.Aim {
+		aimLost(seed, &s, cfg)
 		aimAt(seed, &s, cfg.TTL)
+	}
+	if last > 0 {
+		strikeLast(seed, &s, cfg, last)
 	}
 	return s, nil
 }
@@ -142,6 +156,16 @@ type Gen struct {
 	// before are entries a Draw places before its own, at the same time:
 	// the strike starts as soon as they stop.
 	before []Entry
+}
+
+// took is how long e, drawn from f, and the entries placed before it take
+// from its start: their durations and f's Settle.
+func (g *Gen) took(f Family, e Entry) time.Duration {
+	d := f.Spec().Settle + e.Duration
+	for _, b := range g.before {
+		d += b.Duration
+	}
+	return d
 }
 
 // kind draws one of ks, f's kinds, in proportion to their weights.
