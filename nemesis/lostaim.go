@@ -67,28 +67,57 @@ func lostDur(rng *rand.Rand, r Range) time.Duration {
 	return r.Min + time.Duration(rng.Int64N(int64((r.Max-r.Min)/time.Millisecond)+1))*time.Millisecond
 }
 
-// lastStrikeAt is when an aimed schedule's last fault strikes, or 0 when
-// the schedule draws no lost acquire reply (the system offers none).
-func (c Config) lastStrikeAt(fams []Family) time.Duration {
+// strikesLost says whether an aimed schedule opens with a lost release
+// reply and ends with a lost acquire reply: it does when the system offers
+// both and the run has clients.
+func (c Config) strikesLost(fams []Family) bool {
 	if !c.Aim || len(c.Clients) == 0 {
-		return 0
+		return false
 	}
 	for _, f := range fams {
-		if _, ok := f.(lostReply); ok && slices.Contains(c.kinds(f, true), LostReplyAcquire) {
-			return max(c.Time-time.Duration(lastStrike*float64(c.TTL)), 0)
+		if _, ok := f.(lostReply); ok {
+			ks := c.kinds(f, true)
+			return slices.Contains(ks, LostReplyRelease) && slices.Contains(ks, LostReplyAcquire)
 		}
 	}
-	return 0
+	return false
 }
 
-// strikeLast appends to s its last fault at at: the holder's next acquire
-// loses its reply (any client's next, drawn from the seed, when nobody
-// holds the lock then).
-func strikeLast(seed int64, s *Schedule, cfg Config, at time.Duration) {
-	rng := rand.New(rand.NewPCG(uint64(seed), lostStream+1))
-	s.Entries = append(s.Entries, Entry{
-		At: at, Fault: LostReplyAcquire, Target: TargetHolder,
-		Fallback: s.Clients[rng.IntN(len(s.Clients))],
+// lostStrike is an aimed schedule's first or last fault, at at: the
+// holder's lost release reply (first: most faults of a run come late, as
+// they wait for their moment or the fault before, and a retry needs time
+// after it, the client's next grant), or its lost acquire reply (last).
+// When nobody holds the lock then, the client drawn from the seed.
+func lostStrike(seed int64, cfg Config, kind string, at time.Duration) Entry {
+	stream := uint64(lostStream + 1)
+	if kind == LostReplyAcquire {
+		stream++
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), stream))
+	e := Entry{
+		At: at, Fault: kind, Target: TargetHolder,
+		Fallback: cfg.Clients[rng.IntN(len(cfg.Clients))],
 		Duration: lostDur(rng, cfg.Durations[lostReply{}.Spec().Name]),
-	})
+	}
+	if kind == LostReplyAcquire {
+		e.Params = map[string]string{OnTime: "true"}
+	}
+	return e
+}
+
+// OnTime is the param of an entry that strikes at its At: a fault before
+// it that is still waiting for its moment or in force then ends, as at
+// the end of the run (an aimed schedule's last lost reply: what it leaves
+// behind is judged only if it comes before the final heal).
+const OnTime = "on_time"
+
+// nextOnTime is the At of the first entry after entry i that strikes on
+// time.
+func (s Schedule) nextOnTime(i int) (time.Duration, bool) {
+	for _, e := range s.Entries[i+1:] {
+		if e.Params[OnTime] == "true" {
+			return e.At, true
+		}
+	}
+	return 0, false
 }

@@ -104,14 +104,18 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	}
 
 	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg}
-	// An aimed schedule ends with a lost acquire reply, and the faults
-	// before it end before it (lostaim.go).
-	end := cfg.Time
-	last := cfg.lastStrikeAt(fams)
-	if last > 0 {
+	// An aimed schedule opens with a lost release reply and ends with a
+	// lost acquire reply, and the faults before that end before it
+	// (lostaim.go).
+	start, end, last := cfg.gap(), cfg.Time, time.Duration(0)
+	if cfg.strikesLost(fams) {
+		first := lostStrike(seed, cfg, LostReplyRelease, start)
+		s.Entries = append(s.Entries, first)
+		start += first.Duration + cfg.gap()
+		last = max(cfg.Time-time.Duration(lastStrike*float64(cfg.TTL)), start)
 		end = last
 	}
-	for at := cfg.gap(); at < end; {
+	for at := start; at < end; {
 		f := g.family(fams)
 		e := Entry{Fault: g.kind(cfg.kinds(f, clients)), Params: map[string]string{}}
 		f.Draw(g, &e, cfg.Durations[f.Spec().Name])
@@ -144,7 +148,7 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 		aimAt(seed, &s, cfg.TTL)
 	}
 	if last > 0 {
-		strikeLast(seed, &s, cfg, last)
+		s.Entries = append(s.Entries, lostStrike(seed, cfg, LostReplyAcquire, last))
 	}
 	return s, nil
 }
