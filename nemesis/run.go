@@ -61,21 +61,10 @@ func Run(ctx context.Context, cfg Config, sys system.System, cl Clients, rec Rec
 		return r.rep, err
 	}
 	for i, e := range sched.Entries {
-		// A fault still waiting or in force when an entry that strikes
-		// on time is due ends then, as at the end of the run.
-		fctx, cancel := ctx, context.CancelFunc(func() {})
-		r.until = time.Time{}
-		if at, ok := sched.nextOnTime(i); ok {
-			r.until = r.start.Add(at)
-			fctx, cancel = context.WithDeadline(ctx, r.until)
-		}
-		if sleepUntil(fctx, r.start.Add(e.At)) {
-			r.fire(fctx, i, e)
-		}
-		cancel()
-		if ctx.Err() != nil {
+		if !sleepUntil(ctx, r.start.Add(e.At)) {
 			break
 		}
+		r.fire(ctx, i, e)
 	}
 	<-ctx.Done()
 	err := r.heal()
@@ -89,8 +78,6 @@ type runner struct {
 	rec   Recorder
 	start time.Time
 	rep   Report
-	// until is when the next entry that strikes on time is due, if any.
-	until time.Time
 }
 
 func (r *runner) since() time.Duration { return time.Since(r.start) }
@@ -119,9 +106,6 @@ func (r *runner) fire(ctx context.Context, i int, e Entry) {
 		r.env.aimBy = time.Time{}
 		if r.cfg.Time > 0 {
 			r.env.aimBy = r.start.Add(r.cfg.Time - e.Duration)
-		}
-		if !r.until.IsZero() {
-			r.env.aimBy = r.until.Add(-e.Duration)
 		}
 		var inj *Injected
 		if inj, err = f.Inject(ctx, r.env, e); inj != nil {

@@ -104,26 +104,19 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	}
 
 	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg}
-	// An aimed schedule opens with a lost release reply and ends with a
-	// lost acquire reply, and the faults before that end before it
-	// (lostaim.go).
-	start, end, last := cfg.gap(), cfg.Time, time.Duration(0)
-	if cfg.strikesLost(fams) {
-		first := lostStrike(seed, cfg, LostReplyRelease, start)
+	// An aimed schedule opens with a lost release reply (lostaim.go).
+	start := cfg.gap()
+	if cfg.opensLost(fams) {
+		first := openingStrike(seed, cfg, start)
 		s.Entries = append(s.Entries, first)
 		start += first.Duration + cfg.gap()
-		last = max(cfg.Time-time.Duration(lastStrike*float64(cfg.TTL)), start)
-		end = last
 	}
-	for at := start; at < end; {
+	for at := start; at < cfg.Time; {
 		f := g.family(fams)
 		e := Entry{Fault: g.kind(cfg.kinds(f, clients)), Params: map[string]string{}}
 		f.Draw(g, &e, cfg.Durations[f.Spec().Name])
 		if len(e.Params) == 0 {
 			e.Params = nil
-		}
-		if last > 0 && at+g.took(f, e) > last {
-			break
 		}
 		e.At = at
 		for _, b := range g.before {
@@ -147,9 +140,6 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 		aimLost(seed, &s, cfg)
 		aimAt(seed, &s, cfg.TTL)
 	}
-	if last > 0 {
-		s.Entries = append(s.Entries, lostStrike(seed, cfg, LostReplyAcquire, last))
-	}
 	return s, nil
 }
 
@@ -160,16 +150,6 @@ type Gen struct {
 	// before are entries a Draw places before its own, at the same time:
 	// the strike starts as soon as they stop.
 	before []Entry
-}
-
-// took is how long e, drawn from f, and the entries placed before it take
-// from its start: their durations and f's Settle.
-func (g *Gen) took(f Family, e Entry) time.Duration {
-	d := f.Spec().Settle + e.Duration
-	for _, b := range g.before {
-		d += b.Duration
-	}
-	return d
 }
 
 // kind draws one of ks, f's kinds, in proportion to their weights.
