@@ -1,7 +1,9 @@
 package nemesis
 
 import (
+	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -91,5 +93,46 @@ func TestAimTurnsLostRepliesOnReleases(t *testing.T) {
 	}
 	if renewed == 0 || turned == 0 {
 		t.Errorf("%d lost renewal replies turned on releases, %d kept", turned, renewed)
+	}
+}
+
+// roles is a client whose Role says, call by call, what roles lists, then
+// its last.
+type roles struct {
+	*fakeClients
+	list []string
+}
+
+func (r *roles) Role(string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	role := r.list[0]
+	if len(r.list) > 1 {
+		r.list = r.list[1:]
+	}
+	return role
+}
+
+// The stop of a lost release reply waits for the client's next grant,
+// not the release it is still in, and says whether it came.
+func TestRegrantedWaitsForTheNextGrant(t *testing.T) {
+	for _, c := range []struct {
+		roles []string
+		want  string
+	}{
+		{[]string{"holder", "holder", "waiter", "waiter", "holder"}, "after "},
+		{[]string{"holder", "idle", "holder"}, "after "},
+		{[]string{"holder"}, "not within 20ms"}, // still in its release
+		{[]string{"holder", "waiter"}, "not within 20ms"},
+	} {
+		r := &roles{fakeClients: &fakeClients{names: []string{"c0"}}, list: c.roles}
+		env := &Env{Clients: r, TTL: 10 * time.Millisecond}
+		got := env.regranted(context.Background(), "c0", time.Millisecond)
+		if !strings.HasPrefix(got, c.want) {
+			t.Errorf("roles %v: %q, want %q", c.roles, got, c.want)
+		}
+		if c.want == "after " && len(r.list) != 1 {
+			t.Errorf("roles %v: grant seen with %v left", c.roles, r.list)
+		}
 	}
 }
