@@ -19,7 +19,7 @@ const lostStream = 0x6c6f7374
 // schedule turns on the holder's release instead.
 const renewToRelease = 0.5
 
-// aimLost turns the lost replies of s on releases and acquires, from the
+// aimLost turns the lost replies of s on releases, from the
 // seed on a stream of its own: every lost release reply strikes the
 // holder's (the client drawn kept as the fallback; a release is only ever
 // a holder's, and the holder's comes within its section, not whenever the

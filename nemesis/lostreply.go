@@ -187,13 +187,13 @@ func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 	inj.Stop = func(sctx context.Context) error {
 		err := ts.remove() // the cut: removing the toxic closes what it held
 		hold, perr := time.ParseDuration(e.Params["hold_next"])
-		if d := hold; perr == nil && op == histories.Release {
+		if perr == nil && op == histories.Release {
 			// Param hold_next: the client's next section is held open
 			// this long (a pause armed before its next write, before the
 			// client goes on), so that a retry of the release in doubt,
 			// which a service sends after its next grant, finds that
 			// grant alive (etcd#22082).
-			err = errors.Join(err, env.Clients.Pause(name, d, true))
+			err = errors.Join(err, env.Clients.Pause(name, hold, true))
 		}
 		close(whole)
 		cut := time.Now()
@@ -298,8 +298,8 @@ const regrantWait = 2
 // lost its release reply, is granted again and its next section, held
 // open for hold, is over: the retry of the release in doubt goes out in
 // it, and a fault after it would else often end the client's session
-// before its next grant (a partition of its member, 0.3 s after the cut,
-// in three runs of mutex-retry seeds 1-10). At most regrantWait TTLs for
+// before its next grant (mutex-retry seed 7: twice a partition of its
+// member, 0.3 s after the cut). At most regrantWait TTLs for
 // the grant. It says how long the grant took, or that it did not come.
 func (env *Env) regranted(ctx context.Context, client string, hold time.Duration) string {
 	began := time.Now()
