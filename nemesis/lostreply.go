@@ -44,7 +44,7 @@ func (lostReply) Spec() Spec {
 	links := []system.Capability{system.CapLinks}
 	return Spec{
 		Name: "lost-reply",
-		Doc:  "One operation of one client reaches the server, which applies it, and its reply never comes back (Jepsen's operation of unknown outcome): `lost-reply-release` (the holder's next release; drawn twice as often; with param `hold_next`, a duration, the client's next section is then held open that long by a pause armed before its next write, so that a retry of the release in doubt finds the next grant alive), `lost-reply-acquire` (the holder's next acquire, a queued waiter's acquire in flight, whose reply is its grant, or any client's next) and `lost-reply-renew` (the next lease renewal, or watchdog extend, of a holder with work ahead or of a waiter). Just before the client sends the operation (a hook in the workload, as a failpoint in the client would be), every link of that client gets a toxiproxy `timeout` toxic of timeout 0 on its downstream only: the request goes through, whatever the servers send is held. After the fault's duration (TTL/8 to TTL/4: ample for the server to apply it) the toxic is removed, which closes the held connections: the cut. The client sees its connection break, an error (etcd: `Unavailable ... error reading from server: EOF`; Redis: `EOF`; ZooKeeper: go-zookeeper's `zk: connection closed` on the pending request, which the ZooKeeper recipes settle themselves: see below), the history records the operation `info` (unknown), and the fault's stop says `reply=lost`, `client_saw` and `op`; the story says \"its reply was lost\", the report marks the cut on the client's lane. A release already in flight is never struck (its reply is on its way); the struck client goes on only once all its links are whole again. `TestLostReplyEndToEnd` (backend/etcd) checks on real members that the server applied the release (its key is gone, read directly, while the client still waits) and the client saw an error.",
+		Doc:  "One operation of one client reaches the server, which applies it, and its reply never comes back (Jepsen's operation of unknown outcome): `lost-reply-release` (the holder's next release; drawn twice as often; with param `hold_next`, a duration, the client's next section is then held open that long by a pause armed before its next write, so that a retry of the release in doubt finds the next grant alive, and the fault stays in force until the client is granted again and that section is over, at most two TTLs for the grant: param `regranted` says after how long; an aimed schedule opens with one), `lost-reply-acquire` (the holder's next acquire, a queued waiter's acquire in flight, whose reply is its grant, or any client's next) and `lost-reply-renew` (the next lease renewal, or watchdog extend, of a holder with work ahead or of a waiter). Just before the client sends the operation (a hook in the workload, as a failpoint in the client would be), every link of that client gets a toxiproxy `timeout` toxic of timeout 0 on its downstream only: the request goes through, whatever the servers send is held. After the fault's duration (TTL/8 to TTL/4: ample for the server to apply it) the toxic is removed, which closes the held connections: the cut. The client sees its connection break, an error (etcd: `Unavailable ... error reading from server: EOF`; Redis: `EOF`; ZooKeeper: go-zookeeper's `zk: connection closed` on the pending request, which the ZooKeeper recipes settle themselves: see below), the history records the operation `info` (unknown), and the fault's stop says `reply=lost`, `client_saw` and `op`; the story says \"its reply was lost\", the report marks the cut on the client's lane. A release already in flight is never struck (its reply is on its way); the struck client goes on only once all its links are whole again. `TestLostReplyEndToEnd` (backend/etcd) checks on real members that the server applied the release (its key is gone, read directly, while the client still waits) and the client saw an error.",
 		// Releases twice as often as the others: a release whose reply is
 		// lost is where retries go wrong (etcd#22082).
 		Kinds: []Kind{
@@ -184,15 +184,16 @@ func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 		answered bool
 		result   error
 	)
-	inj.Stop = func(context.Context) error {
+	inj.Stop = func(sctx context.Context) error {
 		err := ts.remove() // the cut: removing the toxic closes what it held
-		if d, perr := time.ParseDuration(e.Params["hold_next"]); perr == nil && op == histories.Release {
+		hold, perr := time.ParseDuration(e.Params["hold_next"])
+		if perr == nil && op == histories.Release {
 			// Param hold_next: the client's next section is held open
 			// this long (a pause armed before its next write, before the
 			// client goes on), so that a retry of the release in doubt,
 			// which a service sends after its next grant, finds that
 			// grant alive (etcd#22082).
-			err = errors.Join(err, env.Clients.Pause(name, d, true))
+			err = errors.Join(err, env.Clients.Pause(name, hold, true))
 		}
 		close(whole)
 		cut := time.Now()
@@ -211,6 +212,9 @@ func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 		}
 		if answered {
 			inj.Params["client_saw"] = outcome(result)
+		}
+		if perr == nil && op == histories.Release {
+			inj.Params["regranted"] = env.regranted(sctx, name, hold)
 		}
 		return err
 	}
@@ -284,4 +288,33 @@ func (env *Env) lockPassed(ctx context.Context, max time.Duration) bool {
 			return false
 		}
 	}
+}
+
+// regrantWait bounds, in TTLs, how long the stop of a lost release reply
+// with hold_next waits for its client's next grant.
+const regrantWait = 2
+
+// regranted waits, with the fault still in force, until client, which
+// lost its release reply, is granted again and its next section, held
+// open for hold, is over: the retry of the release in doubt goes out in
+// it, and a fault after it would else often end the client's session
+// before its next grant (mutex-retry seed 7: twice a partition of its
+// member, 0.3 s after the cut). At most regrantWait TTLs for
+// the grant. It says how long the grant took, or that it did not come.
+func (env *Env) regranted(ctx context.Context, client string, hold time.Duration) string {
+	began := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, regrantWait*env.TTL)
+	defer cancel()
+	// Still in the release whose reply was lost, then waiting: the next
+	// time it holds is its next grant.
+	for _, want := range []bool{false, true} {
+		for (env.Clients.Role(client) == TargetHolder) != want {
+			if !sleepUntil(wctx, time.Now().Add(5*time.Millisecond)) {
+				return "not within " + (regrantWait * env.TTL).String()
+			}
+		}
+	}
+	took := time.Since(began).Round(time.Millisecond)
+	sleepUntil(ctx, time.Now().Add(hold))
+	return "after " + took.String()
 }

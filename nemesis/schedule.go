@@ -105,7 +105,15 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	}
 
 	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg, steer: slices.Clone(cfg.Steer)}
-	for at := cfg.gap(); at < cfg.Time; {
+	// An aimed schedule opens with a lost release reply (lostaim.go); a
+	// steered one with its cells.
+	start := cfg.gap()
+	if len(cfg.Steer) == 0 && cfg.opensLost(fams) {
+		first := openingStrike(seed, cfg, start)
+		s.Entries = append(s.Entries, first)
+		start += first.Duration + cfg.gap()
+	}
+	for at := start; at < cfg.Time; {
 		f, e, steered := g.steered(every, clients)
 		if !steered {
 			f = g.family(fams)
@@ -140,6 +148,7 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 		}
 	}
 	if cfg.Aim {
+		aimLost(seed, &s, cfg)
 		aimAt(seed, &s, cfg.TTL)
 	}
 	return s, nil

@@ -1,0 +1,89 @@
+package nemesis
+
+import (
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// Lost replies where locks break, in an aimed schedule. The replies whose
+// loss leaves a claim in doubt are a release's (the service retries it and
+// may delete a newer grant: etcd#22082) and an acquire's (the claim
+// created a second time: ZOOKEEPER-1262's ghost node); a lost renewal
+// costs the client one renewal of the several its lease gets.
+
+// lostStream is the PCG stream of the lost replies' aim.
+const lostStream = 0x6c6f7374
+
+// renewToRelease is the share of lost renewal replies that an aimed
+// schedule turns on the holder's release instead.
+const renewToRelease = 0.5
+
+// aimLost turns the lost replies of s on releases, from the
+// seed on a stream of its own: every lost release reply strikes the
+// holder's (the client drawn kept as the fallback; a release is only ever
+// a holder's, and the holder's comes within its section, not whenever the
+// client drawn holds again), and a share of the lost renewal replies
+// become the holder's lost release reply.
+func aimLost(seed int64, s *Schedule, cfg Config) {
+	rng := rand.New(rand.NewPCG(uint64(seed), lostStream))
+	r := cfg.Durations[lostReply{}.Spec().Name]
+	for i := range s.Entries {
+		e := &s.Entries[i]
+		if e.Params["cell"] != "" {
+			continue // steered: aimed at its cell already
+		}
+		if e.Fault == LostReplyRenew && rng.Float64() < renewToRelease {
+			e.Fault, e.Duration = LostReplyRelease, lostDur(rng, r)
+			delete(e.Params, "ahead")
+		}
+		if e.Fault == LostReplyRelease && e.Target != TargetHolder {
+			fallback := e.Target
+			if e.Target == TargetWaiter {
+				fallback = e.Fallback
+			}
+			e.Target, e.Fallback = TargetHolder, fallback
+		}
+		if len(e.Params) == 0 {
+			e.Params = nil
+		}
+	}
+}
+
+// lostDur draws a lost reply's duration from r in whole milliseconds.
+func lostDur(rng *rand.Rand, r Range) time.Duration {
+	if r.Max <= r.Min {
+		return r.Min
+	}
+	return r.Min + time.Duration(rng.Int64N(int64((r.Max-r.Min)/time.Millisecond)+1))*time.Millisecond
+}
+
+// opensLost says whether an aimed schedule opens with the holder's lost
+// release reply: it does when the system offers it and the run has
+// clients.
+func (c Config) opensLost(fams []Family) bool {
+	if !c.Aim || len(c.Clients) == 0 {
+		return false
+	}
+	for _, f := range fams {
+		if _, ok := f.(lostReply); ok {
+			return slices.Contains(c.kinds(f, true), LostReplyRelease)
+		}
+	}
+	return false
+}
+
+// openingStrike is an aimed schedule's first fault, at at: the holder's
+// lost release reply (the client drawn from the seed when nobody holds the
+// lock then). Most faults of a run come late, waiting for their moment or
+// for the fault before, and the lost release replies drawn late often
+// never run; a retry of the release needs time after it besides, the
+// client's next grant.
+func openingStrike(seed int64, cfg Config, at time.Duration) Entry {
+	rng := rand.New(rand.NewPCG(uint64(seed), lostStream+1))
+	return Entry{
+		At: at, Fault: LostReplyRelease, Target: TargetHolder,
+		Fallback: cfg.Clients[rng.IntN(len(cfg.Clients))],
+		Duration: lostDur(rng, cfg.Durations[lostReply{}.Spec().Name]),
+	}
+}

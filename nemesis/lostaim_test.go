@@ -1,0 +1,138 @@
+package nemesis
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// An aimed schedule opens with the holder's lost release reply, before
+// every fault drawn.
+func TestAimOpensWithALostRelease(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Time, cfg.TTL = 30*time.Second, 2*time.Second
+	r := cfg.WithDefaults().Durations["lost-reply"]
+	for seed := int64(1); seed <= 30; seed++ {
+		aimed := cfg
+		aimed.Aim, aimed.Dense = true, true
+		s, err := Generate(seed, aimed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := s.Entries[0]
+		if first.Fault != LostReplyRelease || first.Target != TargetHolder || !slices.Contains(cfg.Clients, first.Fallback) ||
+			first.Duration < r.Min || first.Duration > r.Max || first.At != 500*time.Millisecond || first.Params["hold_next"] != "500ms" {
+			t.Errorf("seed %d: first entry %+v", seed, first)
+		}
+		for _, e := range after(t, s) {
+			if e.At < first.At+first.Duration {
+				t.Errorf("seed %d: %s at %s, during the first", seed, e.Fault, e.At)
+			}
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("seed %d: %v", seed, err)
+		}
+	}
+	// No lost replies offered: none.
+	cfg.Aim, cfg.Faults = true, []string{"pause", "isolate"}
+	s, _ := Generate(1, cfg)
+	for _, e := range s.Entries {
+		if e.Fault == LostReplyRelease {
+			t.Errorf("lost reply %+v drawn from pause and isolate", e)
+		}
+	}
+}
+
+// after are the entries of an aimed schedule after the lost release reply
+// it opens with.
+func after(t *testing.T, s Schedule) []Entry {
+	t.Helper()
+	if len(s.Entries) == 0 || s.Entries[0].Fault != LostReplyRelease {
+		t.Fatalf("schedule %+v does not open with a lost release reply", s.Entries)
+	}
+	return s.Entries[1:]
+}
+
+// Aimed, every lost release reply strikes the holder's release (the
+// client drawn its fallback), and about half the lost renewal replies
+// become one.
+func TestAimTurnsLostRepliesOnReleases(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Faults = []string{"lost-reply"}
+	renewed, turned := 0, 0
+	for seed := int64(1); seed <= 30; seed++ {
+		plain, _ := Generate(seed, cfg)
+		aimed := cfg
+		aimed.Aim = true
+		s, _ := Generate(seed, aimed)
+		for i, e := range after(t, s) {
+			p := plain.Entries[i]
+			switch {
+			case p.Fault == LostReplyRenew && e.Fault == LostReplyRenew:
+				renewed++
+			case p.Fault == LostReplyRenew:
+				turned++
+				r := aimed.WithDefaults().Durations["lost-reply"]
+				if e.Fault != LostReplyRelease || e.Duration < r.Min || e.Duration > r.Max || e.Params["ahead"] != "" {
+					t.Errorf("seed %d: %+v turned into %+v", seed, p, e)
+				}
+			}
+			if e.Fault != LostReplyRelease {
+				continue
+			}
+			want := p.Target
+			if p.Target == TargetHolder || p.Target == TargetWaiter {
+				want = p.Fallback
+			}
+			if e.Target != TargetHolder || e.Fallback != want || e.Params["hold_next"] != "500ms" {
+				t.Errorf("seed %d: %+v aimed as %+v", seed, p, e)
+			}
+		}
+	}
+	if renewed == 0 || turned == 0 {
+		t.Errorf("%d lost renewal replies turned on releases, %d kept", turned, renewed)
+	}
+}
+
+// roles is a client whose Role says, call by call, what roles lists, then
+// its last.
+type roles struct {
+	*fakeClients
+	list []string
+}
+
+func (r *roles) Role(string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	role := r.list[0]
+	if len(r.list) > 1 {
+		r.list = r.list[1:]
+	}
+	return role
+}
+
+// The stop of a lost release reply waits for the client's next grant,
+// not the release it is still in, and says whether it came.
+func TestRegrantedWaitsForTheNextGrant(t *testing.T) {
+	for _, c := range []struct {
+		roles []string
+		want  string
+	}{
+		{[]string{"holder", "holder", "waiter", "waiter", "holder"}, "after "},
+		{[]string{"holder", "idle", "holder"}, "after "},
+		{[]string{"holder"}, "not within 20ms"}, // still in its release
+		{[]string{"holder", "waiter"}, "not within 20ms"},
+	} {
+		r := &roles{fakeClients: &fakeClients{names: []string{"c0"}}, list: c.roles}
+		env := &Env{Clients: r, TTL: 10 * time.Millisecond}
+		got := env.regranted(context.Background(), "c0", time.Millisecond)
+		if !strings.HasPrefix(got, c.want) {
+			t.Errorf("roles %v: %q, want %q", c.roles, got, c.want)
+		}
+		if c.want == "after " && len(r.list) != 1 {
+			t.Errorf("roles %v: grant seen with %v left", c.roles, r.list)
+		}
+	}
+}
