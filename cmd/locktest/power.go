@@ -3,8 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/locktest/locktest/internal/words"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +14,7 @@ import (
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/scenario"
 )
@@ -25,6 +26,10 @@ type powerTarget struct {
 	Backend string `json:"backend,omitempty"` // for an exec: recipe
 	Check   string `json:"check"`
 	Bug     string `json:"bug"` // the upstream bug, or "broken on purpose"
+	// System are the settings of the backend's own system the bug's
+	// scenario runs it on, by flag name: the affected version (lock-rpc:
+	// etcd 3.4.23's member processes; the built-in etcd has the fix).
+	System map[string]string `json:"system,omitempty"`
 }
 
 // powerRun is one seed of one target.
@@ -64,7 +69,7 @@ func powerTargets(cat scenario.Catalog, broken []string) []powerTarget {
 	for _, sc := range cat {
 		for _, b := range sc.Bugs {
 			for _, r := range b.Recipes {
-				add(powerTarget{Recipe: r, Backend: sc.Run.Backend, Check: failing(sc.Expected(r, scenario.Fenced)), Bug: b.Ref})
+				add(powerTarget{Recipe: r, Backend: sc.Run.Backend, Check: failing(sc.Expected(r, scenario.Fenced)), Bug: b.Ref, System: sc.Run.System})
 			}
 		}
 	}
@@ -109,6 +114,36 @@ func brokenRecipes() []string {
 		}
 	}
 	return out
+}
+
+// onSystem sets the flags of a target's system that the command line does
+// not give (those the command line gives are the user's to choose), and
+// returns what sets them back for the next target. It sets their values
+// only, so that they still read as not given.
+func (f *runFlags) onSystem(system map[string]string) (restore func(), err error) {
+	var undo []func()
+	restore = func() {
+		for _, u := range undo {
+			u()
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(system)) {
+		fl := f.fs.Lookup(name)
+		if fl == nil {
+			restore()
+			return nil, fmt.Errorf("its scenario's system setting --%s is no flag", name)
+		}
+		if f.set(name) {
+			continue
+		}
+		was := fl.Value.String()
+		if err := fl.Value.Set(system[name]); err != nil {
+			restore()
+			return nil, fmt.Errorf("its scenario's --%s=%s: %w", name, system[name], err)
+		}
+		undo = append(undo, func() { fl.Value.Set(was) })
+	}
+	return restore, nil
 }
 
 // firstViolation is when the first of res's violations of check began; 0
@@ -206,6 +241,10 @@ func powerCmd(args []string, stdout io.Writer) (int, error) {
 		if execlock.IsSpec(t.Recipe) {
 			*rf.backend = t.Backend
 		}
+		restore, err := rf.onSystem(t.System)
+		if err != nil {
+			return exitUnknown, fmt.Errorf("%s: %w", t.Recipe, err)
+		}
 		for i := range *seeds {
 			if ctx.Err() != nil {
 				break
@@ -249,6 +288,7 @@ func powerCmd(args []string, stdout io.Writer) (int, error) {
 			}
 			fmt.Fprintf(stdout, "  %s seed %d: %s %s (first at %s, %d cells) %s\n", t.Recipe, run.Seed, t.Check, run.Verdict, at, run.Cells, relPath(run.Dir))
 		}
+		restore()
 		row.tally()
 		rows = append(rows, row)
 	}
