@@ -56,7 +56,8 @@ type powerRow struct {
 // powerTargets are the catalog's buggy recipes: each upstream bug's recipes
 // with the check its scenario expects to fail on the fenced resource, then
 // the recipes broken on purpose that no bug names, with the contract check
-// (or the check a scenario expects of them to fail).
+// (or the check a scenario expects of them to fail: one that names them,
+// or one that is theirs).
 func powerTargets(cat scenario.Catalog, broken []string) []powerTarget {
 	var out []powerTarget
 	seen := map[string]bool{}
@@ -76,7 +77,7 @@ func powerTargets(cat scenario.Catalog, broken []string) []powerTarget {
 	for _, r := range broken {
 		check := "contract"
 		for _, sc := range cat {
-			if _, ok := sc.ByRecipe[r]; ok {
+			if _, ok := sc.ByRecipe[r]; ok || sc.Run.Recipe == r {
 				if c := failing(sc.Expected(r, scenario.Fenced)); c != "" {
 					check = c
 					break

@@ -23,13 +23,16 @@ func TestPowerTargets(t *testing.T) {
 		{Name: "b", Bugs: []scenario.Bug{{Ref: "y#2", Recipes: []string{"old", "exec:x"}}},
 			ByRecipe: map[string]map[string]string{"old": {"contract": scenario.Invalid}, "fixed": {"contract": scenario.Valid},
 				"broken2": {"mutex": scenario.Invalid}}},
+		{Name: "c", Run: scenario.Settings{Recipe: "broken3"},
+			Expect: map[string]map[string]string{scenario.Fenced: {"mutex": scenario.Invalid, "resource": scenario.Valid}}},
 	}
-	got := powerTargets(cat, []string{"old", "broken1", "broken2"})
+	got := powerTargets(cat, []string{"old", "broken1", "broken2", "broken3"})
 	want := []powerTarget{
 		{Recipe: "exec:x", Backend: "redis", Check: "liveness", Bug: "x#1"},
 		{Recipe: "old", Check: "contract", Bug: "y#2"},
 		{Recipe: "broken1", Check: "contract", Bug: "broken on purpose"},
 		{Recipe: "broken2", Check: "mutex", Bug: "broken on purpose"},
+		{Recipe: "broken3", Check: "mutex", Bug: "broken on purpose"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("powerTargets =\n%+v\nwant\n%+v", got, want)
@@ -42,7 +45,8 @@ func TestPowerTargetsOfTheCatalog(t *testing.T) {
 	for _, tg := range powerTargets(registry.Catalog(), brokenRecipes()) {
 		checks[tg.Recipe] = tg.Check
 	}
-	for r, c := range map[string]string{"mutex-3.4": "contract", "election": "contract", "mutex-retry": "contract", "zk-unprotected": "liveness", "unlock-any": "contract", "lock-rpc": "contract"} {
+	for r, c := range map[string]string{"mutex-3.4": "contract", "election": "contract", "mutex-retry": "contract", "zk-unprotected": "liveness", "unlock-any": "contract", "lock-rpc": "contract",
+		"pg-lease-client-clock": "mutex"} {
 		if checks[r] != c {
 			t.Errorf("%s: check %q, want %q", r, checks[r], c)
 		}
