@@ -103,6 +103,11 @@ func (j *contractJudge) cannot(promise, why string) {
 func (j *contractJudge) broke(promise string, v Violation) {
 	v.Check, v.Kind = histories.CheckContract, "promise "+strings.SplitN(promise, " ", 2)[0]
 	v.Story = "Promise " + promise + ": " + v.Story
+	if len(v.Faults) > 0 {
+		// A promise broken under a fault may be the fault's doing (a crash
+		// of a server that keeps its counter only in memory): say which.
+		v.Story = strings.TrimSuffix(v.Story, ".") + "; faults active then: " + j.h.describeFaults(v.Faults) + "."
+	}
 	j.violations[promise] = append(j.violations[promise], v)
 }
 

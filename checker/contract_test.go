@@ -67,6 +67,14 @@ func TestContractTokensGrow(t *testing.T) {
 	}
 }
 
+// A token handed out again after a crash of the server that kept the
+// counter: the story names the crash, which a reader needs to see why.
+func TestContractTokensGrowNamesTheFault(t *testing.T) {
+	h := twoHolders().recorded(100, 3).fault("crash-member", []string{"r0"}, 2500, 3900).
+		grant(3, 4000, 4100, 1, 15, "/l/lock/c").rel(3, "lock", 4200, 4210, ok).deleted(4205, "c3", 1, 16, "release")
+	expect(t, Contract(h.ops()), Invalid, `process 3 (c3) was granted token 1 at 4.10 s (invoked 4.00 s), but process 2 (c2) had been granted the higher or equal token 12 at 2.10 s; faults active then: fault crash-member on r0 was active 2.50-3.90 s.`)
+}
+
 func TestContractGrantOfLostLock(t *testing.T) {
 	// c2's key (token 12) expired at revision 13, while it waited; it was
 	// granted on a state at revision 14 anyway: etcd#11456.
@@ -79,7 +87,7 @@ func TestContractGrantOfLostLock(t *testing.T) {
 		deleted(2005, "c1", 10, 14, "release").
 		rel(2, "lock", 3000, 3010, ok)
 	expect(t, Contract(h.ops()), Invalid,
-		`Promise 2 (no grant of a lost lock): on key "lock", process 2 (c2) was granted token 12 at 2.10 s (asked at 1.05 s) on a state at revision 14, but the server had deleted its key (token 12) at revision 13 (1.90 s): its lease expired while it waited: it was granted a lock whose key was already gone.`)
+		`Promise 2 (no grant of a lost lock): on key "lock", process 2 (c2) was granted token 12 at 2.10 s (asked at 1.05 s) on a state at revision 14, but the server had deleted its key (token 12) at revision 13 (1.90 s): its lease expired while it waited: it was granted a lock whose key was already gone; faults active then: fault pause-client on c2 was active 1.20-1.80 s.`)
 
 	// The same loss after the decision (revision 13) is the lease race.
 	h = (&hist{}).recorded(100, 1, 2).
