@@ -161,3 +161,42 @@ type Started struct {
 	// Close stops everything Start started.
 	Close func() error
 }
+
+// Planned is a run's system as its backend plans it (PlanRun), before
+// anything starts; Start starts it.
+type Planned struct {
+	// Plan is the run as planned; its Members is the number Members
+	// names. The harness completes its Families once the faults are
+	// resolved.
+	Plan Plan
+	// Members name the system's members (Options.Plan).
+	Members []string
+	// Prototype is a system of the type Start returns, not started: what
+	// it offers the faults (Options.Prototype).
+	Prototype system.System
+	// Args are the command-line flags that give the options, for the
+	// command that reproduces the run (Options.Args).
+	Args []string
+
+	options Options
+}
+
+// PlanRun asks o to plan a run of p: its members (an error says what is
+// wrong before anything starts), what its system offers, and the flags
+// that give o.
+func PlanRun(o Options, p Plan) (Planned, error) {
+	members, err := o.Plan(p)
+	if err != nil {
+		return Planned{}, err
+	}
+	p.Members = len(members)
+	return Planned{Plan: p, Members: members, Prototype: o.Prototype(p), Args: o.Args(len(members)), options: o}, nil
+}
+
+// Start starts the system as planned: its data under the run directory
+// dir, its servers' logs in logDir, a line for the user to logf.
+func (p Planned) Start(ctx context.Context, dir, logDir string, logf func(format string, args ...any)) (*Started, error) {
+	run := p.Plan
+	run.Dir, run.LogDir, run.Logf = dir, logDir, logf
+	return p.options.Start(ctx, run)
+}

@@ -10,5 +10,5 @@ func (p *Plan) OfferedCells() []nemesis.Cell {
 	if len(p.Nemesis.Faults) == 0 || p.System == nil {
 		return nil
 	}
-	return nemesis.OfferedCells(p.System.Prototype(p.system), p.faults)
+	return nemesis.OfferedCells(p.system.Prototype, p.faults)
 }

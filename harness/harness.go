@@ -161,7 +161,7 @@ func (p *Plan) Run(ctx context.Context) (*Results, error) {
 	if _, err := os.Stat(history); runErr != nil && err != nil {
 		return nil, runErr
 	}
-	co := CheckOptions{VisualizationDir: p.Dir, Timeout: p.CheckTimeout, Required: p.Required, LivenessBound: p.LivenessBound}
+	co := CheckOptions{VisualizationDir: p.Dir, Timeout: p.CheckTimeout, Required: p.Required, LivenessBound: p.LivenessBound, planned: p.facts}
 	if st != nil {
 		co.Hashes = st.hashes
 	}
@@ -178,8 +178,8 @@ func (p *Plan) Run(ctx context.Context) (*Results, error) {
 	}
 	seed := p.Workload.Seed
 	res.Seed, res.Config, res.Interrupted, res.Shrunk = &seed, &config, interrupted, p.Shrunk
-	if reproducible(p.RecipeName) {
-		res.Args, res.Command = Reproduce(p.Options)
+	if p.reproducible {
+		res.Args, res.Command = reproduce(p.Options, p.builtin, p.system.Args)
 	}
 	if w := p.boundUnderTTL(); w != "" {
 		res.Warnings = append(res.Warnings, w)
@@ -229,7 +229,7 @@ func execute(ctx context.Context, p *Plan, history string) (*runStats, error) {
 	st := &runStats{}
 	began := time.Now()
 	logs := filepath.Join(o.Dir, "logs")
-	sut, err := p.startSystem(ctx, logs)
+	sut, err := p.system.Start(ctx, o.Dir, logs, o.logf)
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func TestPlan(t *testing.T) {
 			t.Logf("%s not planned: %v (its servers are not installed?)", b.Name, err)
 			continue
 		}
-		leases := system.Has(o.System.Prototype(o.system), system.CapLeases)
+		leases := system.Has(o.system.Prototype, system.CapLeases)
 		if slices.Contains(o.Nemesis.Faults, "lease") != leases || !slices.Contains(o.Nemesis.Faults, "pause") {
 			t.Errorf("%s (leases %v): default faults planned as %v", b.Name, leases, o.Nemesis.Faults)
 		}
@@ -77,7 +77,7 @@ func TestPlan(t *testing.T) {
 		for _, f := range nemesis.Categories() {
 			o, err := NewPlan(Options{Workload: cfg, Time: time.Second, Nemesis: nemesis.Config{Faults: []string{f}}})
 			switch {
-			case err == nil && len(nemesis.Offering([]string{f}, nemesis.Offered(o.System.Prototype(o.system)))) == 0:
+			case err == nil && len(nemesis.Offering([]string{f}, nemesis.Offered(o.system.Prototype))) == 0:
 				t.Errorf("%s planned with --nemesis %s, which its system does not offer", b.Name, f)
 			case err != nil && (!strings.Contains(err.Error(), "--nemesis: fault "+f+" needs ") || !strings.Contains(err.Error(), "which "+b.Name+" does not offer")):
 				t.Errorf("%s with --nemesis %s: %v", b.Name, f, err)
@@ -162,15 +162,15 @@ func TestPlanDrawsTheSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(p.members, []string{"m0", "m1", "m2", "m3", "m4"}) || p.schedule == nil || len(p.schedule.Entries) == 0 {
-		t.Fatalf("planned members %q, schedule %v", p.members, p.schedule)
+	if !slices.Equal(p.system.Members, []string{"m0", "m1", "m2", "m3", "m4"}) || p.schedule == nil || len(p.schedule.Entries) == 0 {
+		t.Fatalf("planned members %q, schedule %v", p.system.Members, p.schedule)
 	}
 	if !slices.Equal(p.schedule.Clients, workload.ClientNames(o.Workload.Clients)) || p.schedule.Members != 5 {
 		t.Errorf("schedule for clients %q and %d members", p.schedule.Clients, p.schedule.Members)
 	}
 	for _, e := range p.schedule.Entries {
 		for _, m := range []string{e.Target, e.Fallback} {
-			if strings.HasPrefix(m, "m") && !slices.Contains(p.members, m) {
+			if strings.HasPrefix(m, "m") && !slices.Contains(p.system.Members, m) {
 				t.Errorf("%s strikes %q, no planned member", e.Fault, m)
 			}
 		}
@@ -184,12 +184,12 @@ func TestPlanDrawsTheSchedule(t *testing.T) {
 	}
 	for _, started := range [][]string{{"m0", "m1", "m2"}, {"m0", "m1", "m2", "m3", "x"}} {
 		if err := p.agrees(started); err == nil {
-			t.Errorf("members %q started for a plan of %q: not refused", started, p.members)
+			t.Errorf("members %q started for a plan of %q: not refused", started, p.system.Members)
 		}
 	}
 	// A member the plan cannot name (an external cluster's own) is the
 	// system's to name.
-	p.members = []string{"", "", "", "", ""}
+	p.system.Members = []string{"", "", "", "", ""}
 	if err := p.agrees([]string{"a", "b", "c", "d", "e"}); err != nil {
 		t.Errorf("an external cluster's names: %v", err)
 	}

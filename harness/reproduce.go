@@ -18,6 +18,22 @@ import (
 // program receives them; command is the line a shell reads them from. A
 // planned run records them in its results.
 func Reproduce(o Options) (args []string, command string) {
+	recipe := o.RecipeName
+	if recipe == "" && o.Workload.Recipe != nil {
+		recipe = o.Workload.Recipe.Name()
+	}
+	_, _, builtin := registry.Builtin(recipe)
+	var system []string
+	if o.System != nil {
+		system = o.System.Args(o.Members)
+	}
+	return reproduce(o, builtin, system)
+}
+
+// reproduce is Reproduce's command for a run of o whose recipe is a
+// built-in or not, and whose backend's options are given by the flags
+// system.
+func reproduce(o Options, builtin bool, system []string) (args []string, command string) {
 	w := o.Workload
 	recipe := o.RecipeName
 	if recipe == "" && w.Recipe != nil {
@@ -28,7 +44,7 @@ func Reproduce(o Options) (args []string, command string) {
 		args = []string{"scenario", "run", o.Scenario.Name}
 	}
 	args = append(args, "--recipe", recipe)
-	if _, _, builtin := registry.Builtin(recipe); !builtin && o.Backend != "" {
+	if !builtin && o.Backend != "" {
 		args = append(args, "--backend", o.Backend)
 	}
 	if r, ok := w.Recipe.(*execlock.Recipe); ok && r.Clock != execlock.ClockAuto {
@@ -39,9 +55,7 @@ func Reproduce(o Options) (args []string, command string) {
 		"--think-min", w.ThinkMin.String(), "--think", w.ThinkMax.String(), "--op-timeout", w.OpTimeout.String(),
 		"--guard", w.Guard, "--time", o.Time.String(), "--quiet", o.Quiet.String(),
 		"--liveness-bound", o.LivenessBound.String(), "--require", strings.Join(o.Required, ","))
-	if o.System != nil {
-		args = append(args, o.System.Args(o.Members)...)
-	}
+	args = append(args, system...)
 	lo, hi := w.SlowRange()
 	args = append(args, "--slow-share", strconv.FormatFloat(w.SlowShare, 'g', -1, 64), "--slow-think", lo.String()+"-"+hi.String())
 	if w.Workload == histories.WorkloadStock {
@@ -62,11 +76,4 @@ func Reproduce(o Options) (args []string, command string) {
 		args = append(args, "--nemesis", "none")
 	}
 	return args, "locktest " + shellwords.Join(args)
-}
-
-// reproducible says whether the command line can name recipe: a built-in
-// or a lock in another process (exec:), not a team's own Go recipe.
-func reproducible(recipe string) bool {
-	_, _, builtin := registry.Builtin(recipe)
-	return builtin || execlock.IsSpec(recipe)
 }

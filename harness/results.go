@@ -184,6 +184,29 @@ type CheckOptions struct {
 	// run's end, for the consistency check; nil: none (a history file
 	// holds none).
 	Hashes []checker.MemberHash
+
+	// planned are what a planned run knows of its backend and recipe,
+	// which Check learns from the registry for a stored history; nil for
+	// one.
+	planned *checkFacts
+}
+
+// checkFacts are what the checks' results say of a history's backend and
+// recipe: the backend's name and words, and whether the recipe's token is
+// no fencing token.
+type checkFacts struct {
+	backend   string
+	terms     checker.Terms
+	noFencing bool
+}
+
+// factsOf are the facts of a stored history of backend (the default
+// backend's when it names none) and recipe, from the registry.
+func factsOf(backend, recipe string) *checkFacts {
+	if backend == "" {
+		backend = registry.Default().Name
+	}
+	return &checkFacts{backend: backend, terms: registry.Terms(backend), noFencing: registry.NoFencingToken(recipe)}
 }
 
 // Check reads a history in one pass into the checker's compact form (the
@@ -192,11 +215,14 @@ func Check(path string, o CheckOptions) (*Results, error) {
 	if o.LivenessBound <= 0 {
 		o.LivenessBound = DefaultLivenessBound
 	}
-	required, err := expandRequire(o.Required)
-	if err != nil {
-		return nil, err
+	if o.planned == nil {
+		// A planned run's are expanded already.
+		required, err := expandRequire(o.Required)
+		if err != nil {
+			return nil, err
+		}
+		o.Required = required
 	}
-	o.Required = required
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -257,22 +283,21 @@ func Check(path string, o CheckOptions) (*Results, error) {
 	}
 	cut := h.JudgeCut(checks, o.LivenessBound)
 	p.done()
-	noFencing := registry.NoFencingToken(h.Recipe())
-	if noFencing {
+	facts := o.planned
+	if facts == nil {
+		facts = factsOf(h.Backend(), h.Recipe())
+	}
+	if facts.noFencing {
 		for i, c := range checks {
 			if c.Name == histories.CheckResource {
 				checks[i].Explanation = strings.TrimPrefix(c.Explanation+"\n"+notFencing(h.Recipe()), "\n")
 			}
 		}
 	}
-	backend := h.Backend()
-	if backend == "" {
-		backend = registry.Default().Name
-	}
 	res := &Results{
-		Backend:        backend,
-		Terms:          registry.Terms(backend),
-		NoFencingToken: noFencing,
+		Backend:        facts.backend,
+		Terms:          facts.terms,
+		NoFencingToken: facts.noFencing,
 		Versions:       versions(),
 		History:        path,
 		Checks:         checks,

@@ -133,22 +133,22 @@ func (o *Options) Apply(s scenario.Settings) error {
 
 // stage completes the scenario the run plays, once its recipe, resource
 // and system are known: the verdicts it expects of them, and its schedule
-// unless o replays one, drawn for members; p is the backend's plan of the
-// run, which the schedule's faults may change (a failover needs a
-// replica): it returns the members the backend plans then, or members
-// (those planned before) when o replays a schedule.
-func (o *Options) stage(p backend.Plan, members []string) ([]string, error) {
+// unless o replays one, drawn for the members planned; p is the backend's
+// plan of the run, which the schedule's faults may change (a failover needs
+// a replica): it returns the system the backend plans then, or planned
+// (the one before) when o replays a schedule.
+func (o *Options) stage(p backend.Plan, planned backend.Planned) (backend.Planned, error) {
 	sc := o.play
 	o.Scenario = &Scenario{Name: sc.Name, Lesson: sc.Lesson, Expect: sc.Expected(o.RecipeName, string(o.Resource)), Bugs: sc.Bugs}
 	if o.Schedule != nil {
-		return members, nil
+		return planned, nil
 	}
-	s := sc.Schedule(o.Workload.Seed, scenario.Shape{Members: len(members), Clients: workload.ClientNames(o.Workload.Clients), TTL: time.Duration(o.Workload.TTL) * time.Second})
+	s := sc.Schedule(o.Workload.Seed, scenario.Shape{Members: len(planned.Members), Clients: workload.ClientNames(o.Workload.Clients), TTL: time.Duration(o.Workload.TTL) * time.Second})
 	o.Schedule = &s
-	p.Members, p.Families = len(members), o.faultFamilies()
-	members, err := o.System.Plan(p)
-	s.Members = len(members)
-	return members, err
+	p.Members, p.Families = len(planned.Members), o.faultFamilies()
+	staged, err := backend.PlanRun(o.System, p)
+	s.Members = len(staged.Members)
+	return staged, err
 }
 
 // Scenario is a catalog scenario as a run plays it (package scenario holds

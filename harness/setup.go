@@ -8,9 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -85,36 +82,17 @@ func (o *Options) nemesisConfig(members, clients, offers []string, quorum int) n
 	return c
 }
 
-// drawSchedule plans the faults the run carries out: the schedule it
-// replays (fitted to its system if asked), else one drawn from the seed;
-// none without faults.
-func (p *Plan) drawSchedule() error {
-	switch {
-	case p.Schedule != nil && p.FitSchedule:
-		fitted, dropped := fitSchedule(*p.Schedule, p.faults.Offers, p.members)
-		p.schedule, p.dropped = &fitted, dropped
-	case p.Schedule != nil:
-		p.schedule = p.Schedule
-	case len(p.Nemesis.Faults) > 0:
-		s, err := nemesis.Generate(p.Workload.Seed, p.faults)
-		if err != nil {
-			return err
-		}
-		p.schedule = &s
-	}
-	return nil
-}
-
 // agrees checks that the started system's members are those planned,
 // which the schedule's faults were drawn against; a name planned as ""
 // is the system's to give.
 func (p *Plan) agrees(members []string) error {
-	same := len(members) == len(p.members)
+	planned := p.system.Members
+	same := len(members) == len(planned)
 	for i := 0; same && i < len(members); i++ {
-		same = p.members[i] == "" || p.members[i] == members[i]
+		same = planned[i] == "" || planned[i] == members[i]
 	}
 	if !same {
-		return fmt.Errorf("harness: the %s system started members %q, its plan named %q", p.Backend, members, p.members)
+		return fmt.Errorf("harness: the %s system started members %q, its plan named %q", p.Backend, members, planned)
 	}
 	return nil
 }
@@ -196,7 +174,7 @@ func cpuTime() time.Duration {
 // system that can carry out every fault kind (--nemesis all: every
 // family), with o.Members members named m0, m1, ... and no recipe's
 // quorum: one schedule for runs on several backends, each of which fits it
-// to its own system (Options.FitSchedule). Nil without faults.
+// to its own system (Options.FitSchedule, nemesis.Plan). Nil without faults.
 func DrawSchedule(o Options) (*nemesis.Schedule, error) {
 	if len(o.Nemesis.Faults) == 0 {
 		return nil, nil
@@ -211,40 +189,4 @@ func DrawSchedule(o Options) (*nemesis.Schedule, error) {
 		return nil, err
 	}
 	return &s, nil
-}
-
-// fitSchedule fits s, drawn by DrawSchedule, to a system with these
-// members that offers these fault kinds (nil: every kind): a fault on
-// member mI strikes member I modulo their number (a pause or crash of a
-// member is one of any backend's server alike, and one of the leader is
-// one of a member where there is no leader; a member the plan cannot name
-// keeps mI), and a fault the system cannot carry out, or whose members do
-// not fit it, is dropped and returned.
-func fitSchedule(s nemesis.Schedule, offers, members []string) (nemesis.Schedule, []nemesis.Entry) {
-	member := func(name string) string {
-		if i, err := strconv.Atoi(strings.TrimPrefix(name, "m")); err == nil && strings.HasPrefix(name, "m") && members[i%len(members)] != "" {
-			return members[i%len(members)]
-		}
-		return name
-	}
-	offered := func(kind string) bool { return offers == nil || slices.Contains(offers, kind) }
-	fitted := s
-	fitted.Members, fitted.Entries = len(members), []nemesis.Entry{}
-	var dropped []nemesis.Entry
-	for _, e := range s.Entries {
-		e.Target, e.Fallback = member(e.Target), member(e.Fallback)
-		if e.Fault == nemesis.CrashLeader && !offered(e.Fault) && offered(nemesis.CrashMember) {
-			// A system without a leader crashes a member: the leader
-			// selector resolves to the entry's fallback, as a member
-			// pause aimed at the leader does.
-			e.Fault = nemesis.CrashMember
-		}
-		one := nemesis.Schedule{Members: len(members), Clients: s.Clients, Entries: []nemesis.Entry{e}}
-		if !offered(e.Fault) || one.Validate() != nil {
-			dropped = append(dropped, e)
-			continue
-		}
-		fitted.Entries = append(fitted.Entries, e)
-	}
-	return fitted, dropped
 }

@@ -1,19 +1,16 @@
 package harness
 
 import (
-	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/resource"
-	"github.com/locktest/locktest/system"
-	"github.com/locktest/locktest/workload"
 )
 
 // Plan is one run as Run carries it out, computed once by NewPlan from
@@ -31,12 +28,11 @@ type Plan struct {
 	// them on a plan. Any other change (another seed, a scenario staged)
 	// is one to the options, planned again.
 	Options
-	// system is the run as its backend's options plan it.
-	system backend.Plan
-	// members name the system's members as its backend plans them: the
-	// names the schedule's faults strike ("" for one the system names
-	// only once reached, an external cluster's).
-	members []string
+	// system is the run's system as its backend planned it, which Run
+	// starts: its members' names (the schedule's faults strike them; ""
+	// for one the system names only once reached, an external cluster's),
+	// what it offers, the flags that give it.
+	system backend.Planned
 	// faults configure the nemesis with the planned facts: the members,
 	// the clients, the fault kinds the run can carry out (those its
 	// system offers that the recipe can suffer), a grant's quorum.
@@ -46,6 +42,13 @@ type Plan struct {
 	// drawn from the seed; nil without faults.
 	schedule *nemesis.Schedule
 	dropped  []nemesis.Entry
+	// facts are what the checks learn of the run's backend and recipe
+	// from the registry for a stored history, known here.
+	facts *checkFacts
+	// builtin says the recipe is a built-in; reproducible, that the
+	// command line can name it: a built-in or a lock in another process
+	// (exec:), not a team's own Go recipe.
+	builtin, reproducible bool
 }
 
 // NewPlan plans a run of o before anything starts: the backend of its
@@ -56,9 +59,13 @@ type Plan struct {
 // replayed, fitted), the required checks expanded ("all" is every check)
 // and the other defaults filled in. An error says what is wrong, in the
 // CLI's flag names where it can. The CLI prints a run's plan before
-// starting it. o itself is left as it was.
+// starting it. o itself is left as it was. Each package it asks is asked
+// once: the registry (the recipe's backend), the backend (the system),
+// the workload (its clients), the nemesis (the faults and their
+// schedule); what they return is what Run carries out.
 func NewPlan(o Options) (*Plan, error) {
-	system, members, proto, err := o.plan()
+	p := &Plan{}
+	c, err := o.plan(p)
 	if err != nil {
 		return nil, err
 	}
@@ -66,20 +73,28 @@ func NewPlan(o Options) (*Plan, error) {
 		return nil, fmt.Errorf("time must be positive, got %v", o.Time)
 	}
 	o.Workload.Resource = o.Resource
-	if err := o.Workload.Validate(); err != nil {
-		return nil, err
-	}
-	clients := workload.ClientNames(o.Workload.Clients)
-	offers, err := o.planFaults(proto)
+	clients, err := o.Workload.Plan()
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Options: o, system: system, members: members}
-	p.faults = p.nemesisConfig(members, clients, offers, grantQuorum(system.Majority, len(members)))
-	if err := p.drawSchedule(); err != nil {
+	ask := nemesis.Ask{Config: o.nemesisConfig(p.system.Members, clients, nil, grantQuorum(c.IsBuiltin && c.Builtin.Majority, len(p.system.Members))),
+		Seed: o.Workload.Seed, System: p.system.Prototype, Backend: o.Backend, Default: o.DefaultFaults, Schedule: o.Schedule, Fit: o.FitSchedule}
+	if l, ok := o.Workload.Recipe.(lock.Limited); ok {
+		ask.Refuses = l.Refuses
+	}
+	nem, err := nemesis.Plan(ask)
+	if err != nil {
 		return nil, err
 	}
-	p.system.Families = p.faultFamilies()
+	o.Nemesis.Faults = nem.Config.Faults
+	if len(o.Nemesis.Faults) > 0 && o.Quiet == 0 {
+		o.Quiet = DefaultQuiet
+	}
+	if o.Quiet < 0 {
+		return nil, fmt.Errorf("quiet period must not be negative, got %v", o.Quiet)
+	}
+	p.Options, p.faults, p.schedule, p.dropped = o, nem.Config, nem.Schedule, nem.Dropped
+	p.system.Plan.Families = p.faultFamilies()
 	if p.Required == nil {
 		p.Required = []string{RequireData}
 	}
@@ -95,128 +110,37 @@ func NewPlan(o Options) (*Plan, error) {
 	return p, nil
 }
 
-// plan resolves o's recipe, backend and system (see NewPlan), and returns
-// the run as its backend's options plan it, the members they name, and a
-// prototype of the system (backend.Options.Prototype).
-func (o *Options) plan() (p backend.Plan, members []string, proto system.System, err error) {
+// plan resolves o's recipe, backend and system (see NewPlan) into p's
+// system, and returns the registry's choice.
+func (o *Options) plan(p *Plan) (registry.Choice, error) {
 	c, err := registry.Resolve(o.Workload.Recipe, o.Backend, o.System)
 	if err != nil {
-		return p, nil, nil, err
+		return c, err
 	}
 	o.Backend, o.RecipeName, o.System, o.Workload.Recipe = c.Backend.Name, c.RecipeName, c.Options, c.Recipe
 	if o.Resource == "" {
 		o.Resource = resource.Fenced
 	}
 	if err := o.checkResource(c.Backend); err != nil {
-		return p, nil, nil, err
+		return c, err
 	}
-	p = backend.Plan{Recipe: o.RecipeName, Majority: c.IsBuiltin && c.Builtin.Majority, Families: o.faultFamilies(), Members: o.Members, Resource: o.Resource}
-	if members, err = o.System.Plan(p); err != nil {
-		return p, nil, nil, err
+	p.facts = &checkFacts{backend: c.Backend.Name, terms: c.Backend.Terms, noFencing: c.IsBuiltin && c.Builtin.NoFencingToken}
+	p.builtin, p.reproducible = c.IsBuiltin, c.IsBuiltin || execlock.IsSpec(c.RecipeName)
+	bp := backend.Plan{Recipe: o.RecipeName, Majority: c.IsBuiltin && c.Builtin.Majority, Families: o.faultFamilies(), Members: o.Members, Resource: o.Resource}
+	if p.system, err = backend.PlanRun(o.System, bp); err != nil {
+		return c, err
 	}
 	if o.play != nil {
-		if members, err = o.stage(p, members); err != nil {
-			return p, nil, nil, err
+		// The scenario's schedule may change the system (a failover needs
+		// a replica): its members and flags are those planned for it.
+		staged, err := o.stage(bp, p.system)
+		if err != nil {
+			return c, err
 		}
+		p.system.Members, p.system.Args, p.system.Plan.Members = staged.Members, staged.Args, len(staged.Members)
 	}
-	o.Members = len(members)
-	p.Members = o.Members
-	if err := o.refuseByRecipe(); err != nil {
-		return p, nil, nil, err
-	}
-	return p, members, o.System.Prototype(p), nil
-}
-
-// planFaults resolves o's faults for a system like proto: a schedule
-// replayed checked, the default faults narrowed to those it offers, what
-// it cannot carry out at all refused, --nemesis all resolved, and the
-// quiet period's default. It returns the fault kinds the run can carry
-// out: those proto offers that the recipe can suffer.
-func (o *Options) planFaults(proto system.System) ([]string, error) {
-	if o.Schedule != nil {
-		if err := o.Schedule.Validate(); err != nil {
-			return nil, err
-		}
-		if o.Schedule.Members != o.Members && !o.FitSchedule {
-			return nil, fmt.Errorf("the schedule is for %d members, the run has %d", o.Schedule.Members, o.Members)
-		}
-	}
-	offers := o.recipeOffers(nemesis.Offered(proto))
-	if o.DefaultFaults {
-		o.Nemesis.Faults = nemesis.Offering(o.Nemesis.Faults, offers)
-	}
-	// What the system cannot carry out at all is refused now, before any
-	// server starts: a family asked for by name, or a kind of the
-	// schedule replayed (a fitted schedule drops what its system cannot
-	// take).
-	refuse := func(what, name string) error {
-		lacks := nemesis.Lacks(name, proto)
-		if len(lacks) == 0 {
-			return nil
-		}
-		where := fmt.Sprintf(" (it offers %s)", strings.Join(nemesis.Expand([]string{nemesis.All}, offers), ", "))
-		if h, ok := proto.(system.Hinter); ok {
-			where = "; " + h.Hint()
-		}
-		return fmt.Errorf("%s %s needs %s, which %s does not offer%s", what, name, capNames(lacks), o.Backend, where)
-	}
-	switch {
-	case o.Schedule == nil:
-		for _, name := range o.Nemesis.Faults {
-			if err := refuse("--nemesis: fault", name); err != nil {
-				return nil, err
-			}
-		}
-	case !o.FitSchedule:
-		for _, e := range o.Schedule.Entries {
-			if err := refuse("the schedule's fault", e.Fault); err != nil {
-				return nil, err
-			}
-		}
-	}
-	o.Nemesis.Faults = nemesis.Expand(o.Nemesis.Faults, offers)
-	if len(o.Nemesis.Faults) > 0 && o.Quiet == 0 {
-		o.Quiet = DefaultQuiet
-	}
-	if o.Quiet < 0 {
-		return nil, fmt.Errorf("quiet period must not be negative, got %v", o.Quiet)
-	}
-	return offers, nil
-}
-
-// refuseByRecipe refuses, by name, a fault family that the recipe under
-// test cannot suffer (lock.Limited): one --nemesis names, or one of the
-// schedule's, unless the schedule is to be fitted (its faults the run
-// cannot carry out are then dropped).
-func (o *Options) refuseByRecipe() error {
-	l, ok := o.Workload.Recipe.(lock.Limited)
-	if !ok {
-		return nil
-	}
-	for _, f := range o.Nemesis.Faults {
-		if why := l.Refuses(f); why != "" {
-			return fmt.Errorf("--nemesis %s: %s", f, why)
-		}
-	}
-	if o.Schedule != nil && !o.FitSchedule {
-		for _, f := range o.Schedule.Families() {
-			if why := l.Refuses(f); why != "" {
-				return fmt.Errorf("the schedule's %s faults: %s", f, why)
-			}
-		}
-	}
-	return nil
-}
-
-// recipeOffers narrows the fault kinds a system offers to those the
-// recipe under test can suffer (lock.Limited), once, as data the nemesis
-// is handed.
-func (o *Options) recipeOffers(offers []string) []string {
-	l, ok := o.Workload.Recipe.(lock.Limited)
-	if !ok {
-		return offers
-	}
-	return slices.DeleteFunc(slices.Clone(offers), func(kind string) bool { return l.Refuses(nemesis.FamilyOf(kind)) != "" })
+	o.Members = len(p.system.Members)
+	return c, nil
 }
 
 // checkResource refuses a resource mode the run's backend does not keep:
@@ -242,14 +166,6 @@ func (o *Options) faultFamilies() []string {
 	return fs
 }
 
-// startSystem starts the system under test of the run's backend, as
-// planned.
-func (p *Plan) startSystem(ctx context.Context, logs string) (*backend.Started, error) {
-	bp := p.system
-	bp.Dir, bp.LogDir, bp.Logf = p.Dir, logs, p.logf
-	return p.System.Start(ctx, bp)
-}
-
 // grantQuorum is how many of a run's members a grant takes when each holds
 // its own copy of the lock (majority: lock.Builtin.Majority, Redlock's
 // majority of its masters, as planned); 0 for every other recipe, whose
@@ -259,13 +175,4 @@ func grantQuorum(majority bool, members int) int {
 		return 0
 	}
 	return members/2 + 1
-}
-
-// capNames are caps in words: "leases", "partition and leader".
-func capNames(caps []system.Capability) string {
-	names := make([]string, len(caps))
-	for i, c := range caps {
-		names[i] = string(c)
-	}
-	return strings.Join(names, " and ")
 }

@@ -136,6 +136,15 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// Plan checks c before anything starts (Validate), and names the clients
+// New will make of it (ClientNames), against which faults are drawn.
+func (c Config) Plan() (clients []string, err error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return ClientNames(c.Clients), nil
+}
+
 // workload is the effective workload name.
 func (c Config) workload() string {
 	if c.Workload == "" {

@@ -1,4 +1,4 @@
-package harness
+package nemesis
 
 import (
 	"reflect"
@@ -6,38 +6,31 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/locktest/locktest/nemesis"
-	"github.com/locktest/locktest/workload"
 )
 
 // One schedule for etcd and Redis: an etcd system with every kind gets it
 // unchanged; a single Redis server gets each member fault on its one
 // server, and the faults it cannot carry out dropped, not lost silently.
-func TestFitSchedule(t *testing.T) {
+func TestFit(t *testing.T) {
 	t.Parallel()
-	o := Options{Members: 3, Time: 60 * time.Second, Workload: workload.DefaultConfig(),
-		Nemesis: nemesis.Config{Faults: []string{"pause", "lease", "crash", "isolate"}}}
-	o.Workload.Seed = 4
-	s, err := DrawSchedule(o)
+	// As harness.DrawSchedule draws one for every backend.
+	cfg := Config{Faults: []string{"pause", "lease", "crash", "isolate"}, Members: 3, MemberLinks: "etcd",
+		Clients: []string{"c0", "c1", "c2", "c3", "c4"}, TTL: 2 * time.Second, Time: 60 * time.Second}
+	s, err := Generate(4, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, _ := DrawSchedule(o)
-	if !reflect.DeepEqual(s, again) {
-		t.Fatal("the same options drew two schedules")
-	}
-	same, dropped := fitSchedule(*s, nil, []string{"m0", "m1", "m2"})
-	if !reflect.DeepEqual(&same, s) || len(dropped) != 0 {
+	same, dropped := fit(s, nil, []string{"m0", "m1", "m2"})
+	if !reflect.DeepEqual(same, s) || len(dropped) != 0 {
 		t.Errorf("fitting to the system it was drawn for changed it: %d dropped", len(dropped))
 	}
 
-	redis := func(k string) bool { return !strings.HasPrefix(k, "lease") && k != nemesis.CrashLeader }
+	redis := func(k string) bool { return !strings.HasPrefix(k, "lease") && k != CrashLeader }
 	var offers []string
-	for _, f := range nemesis.Families() {
+	for _, f := range Families() {
 		offers = append(offers, slices.DeleteFunc(f.Spec().KindNames(), func(k string) bool { return !redis(k) })...)
 	}
-	fitted, dropped := fitSchedule(*s, offers, []string{"r0"})
+	fitted, dropped := fit(s, offers, []string{"r0"})
 	if len(fitted.Entries)+len(dropped) != len(s.Entries) || len(dropped) == 0 || len(fitted.Entries) == 0 {
 		t.Fatalf("%d kept and %d dropped of %d", len(fitted.Entries), len(dropped), len(s.Entries))
 	}
@@ -63,12 +56,12 @@ func TestFitSchedule(t *testing.T) {
 	}
 	crashes := 0 // of the leader, which a Redis server has not
 	for _, e := range s.Entries {
-		if e.Fault == nemesis.CrashLeader {
+		if e.Fault == CrashLeader {
 			crashes++
 		}
 	}
 	for _, e := range fitted.Entries {
-		if e.Fault == nemesis.CrashMember && e.Target == nemesis.TargetLeader {
+		if e.Fault == CrashMember && e.Target == TargetLeader {
 			crashes--
 		}
 	}
