@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"os/exec"
 	"reflect"
 	"slices"
 	"strings"
@@ -192,5 +193,32 @@ func TestPlanDrawsTheSchedule(t *testing.T) {
 	p.system.Members = []string{"", "", "", "", ""}
 	if err := p.agrees([]string{"a", "b", "c", "d", "e"}); err != nil {
 		t.Errorf("an external cluster's names: %v", err)
+	}
+}
+
+// A scenario's schedule may need a system other than the one its options
+// alone plan (failover-redis: a replica and Sentinel, for its failover):
+// the run's system, against which its schedule is checked before anything
+// starts and which Run starts, is the one planned for the schedule.
+func TestPlanStagesTheScenarioSystem(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server is not installed (apt-get install redis-server)")
+	}
+	sc, err := registry.Catalog().Lookup("failover-redis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := Play(Options{Workload: workload.DefaultConfig()}, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPlan(o)
+	if err != nil {
+		t.Fatalf("the scenario was not planned: %v", err)
+	}
+	if !system.Has(p.system.Prototype, system.CapFailover) || len(p.system.Members) != p.Members || p.system.Plan.Members != p.Members || p.Members < 2 {
+		t.Errorf("planned %q (%d members), offering failover %v: not the replicated system its schedule needs",
+			p.system.Members, p.Members, system.Has(p.system.Prototype, system.CapFailover))
 	}
 }

@@ -65,8 +65,7 @@ type Plan struct {
 // schedule); what they return is what Run carries out.
 func NewPlan(o Options) (*Plan, error) {
 	p := &Plan{}
-	c, err := o.plan(p)
-	if err != nil {
+	if err := o.plan(p); err != nil {
 		return nil, err
 	}
 	if o.Time <= 0 {
@@ -77,7 +76,7 @@ func NewPlan(o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	ask := nemesis.Ask{Config: o.nemesisConfig(p.system.Members, clients, nil, grantQuorum(c.IsBuiltin && c.Builtin.Majority, len(p.system.Members))),
+	ask := nemesis.Ask{Config: o.nemesisConfig(p.system.Members, clients, nil, grantQuorum(p.system.Plan.Majority, len(p.system.Members))),
 		Seed: o.Workload.Seed, System: p.system.Prototype, Backend: o.Backend, Default: o.DefaultFaults, Schedule: o.Schedule, Fit: o.FitSchedule}
 	if l, ok := o.Workload.Recipe.(lock.Limited); ok {
 		ask.Refuses = l.Refuses
@@ -110,37 +109,35 @@ func NewPlan(o Options) (*Plan, error) {
 	return p, nil
 }
 
-// plan resolves o's recipe, backend and system (see NewPlan) into p's
-// system, and returns the registry's choice.
-func (o *Options) plan(p *Plan) (registry.Choice, error) {
+// plan resolves o's recipe, backend and system (see NewPlan) into p.
+func (o *Options) plan(p *Plan) error {
 	c, err := registry.Resolve(o.Workload.Recipe, o.Backend, o.System)
 	if err != nil {
-		return c, err
+		return err
 	}
 	o.Backend, o.RecipeName, o.System, o.Workload.Recipe = c.Backend.Name, c.RecipeName, c.Options, c.Recipe
 	if o.Resource == "" {
 		o.Resource = resource.Fenced
 	}
 	if err := o.checkResource(c.Backend); err != nil {
-		return c, err
+		return err
 	}
 	p.facts = &checkFacts{backend: c.Backend.Name, terms: c.Backend.Terms, noFencing: c.IsBuiltin && c.Builtin.NoFencingToken}
 	p.builtin, p.reproducible = c.IsBuiltin, c.IsBuiltin || execlock.IsSpec(c.RecipeName)
 	bp := backend.Plan{Recipe: o.RecipeName, Majority: c.IsBuiltin && c.Builtin.Majority, Families: o.faultFamilies(), Members: o.Members, Resource: o.Resource}
 	if p.system, err = backend.PlanRun(o.System, bp); err != nil {
-		return c, err
+		return err
 	}
 	if o.play != nil {
 		// The scenario's schedule may change the system (a failover needs
-		// a replica): its members and flags are those planned for it.
-		staged, err := o.stage(bp, p.system)
-		if err != nil {
-			return c, err
+		// a replica, which the system then offers): the run's is the one
+		// planned for it.
+		if p.system, err = o.stage(bp, p.system); err != nil {
+			return err
 		}
-		p.system.Members, p.system.Args, p.system.Plan.Members = staged.Members, staged.Args, len(staged.Members)
 	}
 	o.Members = len(p.system.Members)
-	return c, nil
+	return nil
 }
 
 // checkResource refuses a resource mode the run's backend does not keep:
