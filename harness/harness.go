@@ -275,7 +275,7 @@ func execute(ctx context.Context, p *Plan, history string) (*runStats, error) {
 		resAddr string
 		stale   <-chan struct{} // stays nil, never ready, with a kept resource
 	)
-	if o.Resource.HTTP() {
+	if p.httpResource {
 		// The resource logs each write it accepts as it accepts it, so
 		// that a killed run's log settles the writes it cut off too.
 		resLog, err := os.Create(filepath.Join(o.Dir, resourceLogName))

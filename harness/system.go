@@ -49,6 +49,9 @@ type Plan struct {
 	// command line can name it: a built-in or a lock in another process
 	// (exec:), not a team's own Go recipe.
 	builtin, reproducible bool
+	// httpResource says the run serves the protected resource over HTTP;
+	// else its backend keeps it (resource.Mode.HTTP).
+	httpResource bool
 }
 
 // NewPlan plans a run of o before anything starts: the backend of its
@@ -119,7 +122,8 @@ func (o *Options) plan(p *Plan) error {
 	if o.Resource == "" {
 		o.Resource = resource.Fenced
 	}
-	if err := o.checkResource(c.Backend); err != nil {
+	p.httpResource = o.Resource.HTTP()
+	if err := o.checkResource(c.Backend, p.httpResource); err != nil {
 		return err
 	}
 	p.facts = &checkFacts{backend: c.Backend.Name, terms: c.Backend.Terms, noFencing: c.IsBuiltin && c.Builtin.NoFencingToken}
@@ -140,10 +144,10 @@ func (o *Options) plan(p *Plan) error {
 	return nil
 }
 
-// checkResource refuses a resource mode the run's backend does not keep:
-// one of another backend's, or none at all.
-func (o *Options) checkResource(b backend.Backend) error {
-	if o.Resource.HTTP() || slices.ContainsFunc(b.Resources, func(r backend.Resource) bool { return r.Mode == o.Resource }) {
+// checkResource refuses a resource mode the run's backend does not keep
+// (http: the run serves it): one of another backend's, or none at all.
+func (o *Options) checkResource(b backend.Backend, http bool) error {
+	if http || slices.ContainsFunc(b.Resources, func(r backend.Resource) bool { return r.Mode == o.Resource }) {
 		return nil
 	}
 	if keeper, ok := registry.Keeper(o.Resource); ok {
