@@ -18,11 +18,7 @@ import (
 // program receives them; command is the line a shell reads them from. A
 // planned run records them in its results.
 func Reproduce(o Options) (args []string, command string) {
-	recipe := o.RecipeName
-	if recipe == "" && o.Workload.Recipe != nil {
-		recipe = o.Workload.Recipe.Name()
-	}
-	_, _, builtin := registry.Builtin(recipe)
+	_, _, builtin := registry.Builtin(o.recipe())
 	var system []string
 	if o.System != nil {
 		system = o.System.Args(o.Members)
@@ -35,15 +31,11 @@ func Reproduce(o Options) (args []string, command string) {
 // system.
 func reproduce(o Options, builtin bool, system []string) (args []string, command string) {
 	w := o.Workload
-	recipe := o.RecipeName
-	if recipe == "" && w.Recipe != nil {
-		recipe = w.Recipe.Name()
-	}
 	args = []string{"run"}
 	if o.Scenario != nil {
 		args = []string{"scenario", "run", o.Scenario.Name}
 	}
-	args = append(args, "--recipe", recipe)
+	args = append(args, "--recipe", o.recipe())
 	if !builtin && o.Backend != "" {
 		args = append(args, "--backend", o.Backend)
 	}
@@ -76,4 +68,12 @@ func reproduce(o Options, builtin bool, system []string) (args []string, command
 		args = append(args, "--nemesis", "none")
 	}
 	return args, "locktest " + shellwords.Join(args)
+}
+
+// recipe names the recipe under test: the plan's name, else the recipe's.
+func (o Options) recipe() string {
+	if o.RecipeName == "" && o.Workload.Recipe != nil {
+		return o.Workload.Recipe.Name()
+	}
+	return o.RecipeName
 }

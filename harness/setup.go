@@ -66,10 +66,10 @@ func (o *Options) sweepBeside() {
 }
 
 // nemesisConfig completes the nemesis configuration with the run's facts
-// as planned: its members' names, its clients' (workload.ClientNames), the
-// fault kinds it can carry out (nil: every kind) and how many members a
-// grant takes (grantQuorum; 0: none).
-func (o *Options) nemesisConfig(members, clients, offers []string, quorum int) nemesis.Config {
+// as planned: its members' names, its clients' (workload.ClientNames) and
+// how many members a grant takes (grantQuorum; 0: none). The fault kinds
+// it can carry out are nemesis.Plan's to find (nil: every kind).
+func (o *Options) nemesisConfig(members, clients []string, quorum int) nemesis.Config {
 	c := o.Nemesis
 	c.Members = o.Members
 	c.MemberNames = members
@@ -78,7 +78,6 @@ func (o *Options) nemesisConfig(members, clients, offers []string, quorum int) n
 	c.Clients = clients
 	c.TTL = time.Duration(o.Workload.TTL) * time.Second
 	c.Time = o.Time
-	c.Offers = offers
 	return c
 }
 
@@ -182,7 +181,7 @@ func DrawSchedule(o Options) (*nemesis.Schedule, error) {
 	if o.Members == 0 {
 		o.Members = 3
 	}
-	cfg := o.nemesisConfig(nil, workload.ClientNames(o.Workload.Clients), nil, 0)
+	cfg := o.nemesisConfig(nil, workload.ClientNames(o.Workload.Clients), 0)
 	cfg.MemberLinks = registry.Default().Name
 	s, err := nemesis.Generate(o.Workload.Seed, cfg)
 	if err != nil {

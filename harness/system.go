@@ -79,7 +79,7 @@ func NewPlan(o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	ask := nemesis.Ask{Config: o.nemesisConfig(p.system.Members, clients, nil, grantQuorum(p.system.Plan.Majority, len(p.system.Members))),
+	ask := nemesis.Ask{Config: o.nemesisConfig(p.system.Members, clients, grantQuorum(p.system.Plan.Majority, len(p.system.Members))),
 		Seed: o.Workload.Seed, System: p.system.Prototype, Backend: o.Backend, Default: o.DefaultFaults, Schedule: o.Schedule, Fit: o.FitSchedule}
 	if l, ok := o.Workload.Recipe.(lock.Limited); ok {
 		ask.Refuses = l.Refuses
