@@ -96,7 +96,7 @@ func NewPlan(o Options) (*Plan, error) {
 		return nil, fmt.Errorf("quiet period must not be negative, got %v", o.Quiet)
 	}
 	p.Options, p.faults, p.schedule, p.dropped = o, nem.Config, nem.Schedule, nem.Dropped
-	p.system.Plan.Families = p.faultFamilies()
+	p.system.Plan.Families = nem.Families
 	if p.Required == nil {
 		p.Required = []string{RequireData}
 	}

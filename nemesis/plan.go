@@ -46,6 +46,9 @@ type Planned struct {
 	// drawn from the seed; nil without faults.
 	Schedule *Schedule
 	Dropped  []Entry
+	// Families are the fault families the run may inject: those of the
+	// faults resolved, and those of the schedule replayed.
+	Families []string
 }
 
 // Plan resolves a run's faults before anything starts, in the CLI's flag
@@ -115,7 +118,10 @@ func Plan(a Ask) (Planned, error) {
 	}
 	cfg.Faults = Expand(cfg.Faults, offers)
 	cfg.Offers = offers
-	p := Planned{Config: cfg}
+	p := Planned{Config: cfg, Families: slices.Clone(cfg.Faults)}
+	if a.Schedule != nil {
+		p.Families = append(p.Families, a.Schedule.Families()...)
+	}
 	switch {
 	case a.Schedule != nil && a.Fit:
 		fitted, dropped := fit(*a.Schedule, offers, cfg.MemberNames)
