@@ -74,3 +74,77 @@ func TestFit(t *testing.T) {
 		}
 	}
 }
+
+// Plan resolves a run's faults against what its system offers before
+// anything starts. On a bare system (no capability: the client faults
+// only), all is the families it offers, drawn the same from the same
+// seed; a family it cannot carry out is refused by name, naming the
+// backend, unless the faults are a plain run's defaults (left out then); a
+// family the lock cannot suffer is refused by name, and left out of all;
+// a replayed schedule of another size is refused, unless it is to be
+// fitted.
+func TestPlan(t *testing.T) {
+	t.Parallel()
+	ask := func(faults ...string) Ask {
+		cfg := Config{Faults: faults, Members: 3, MemberNames: []string{"m0", "m1", "m2"}, Clients: []string{"c0", "c1"}, Time: 30 * time.Second}
+		return Ask{Config: cfg, Seed: 1, System: bare{}, Backend: "bare"}
+	}
+	all, err := Plan(ask(All))
+	if err != nil {
+		t.Fatal(err)
+	}
+	offers := Offered(bare{})
+	if want := Expand([]string{All}, offers); len(want) == 0 || slices.Contains(want, "partition") || !slices.Equal(all.Config.Faults, want) {
+		t.Errorf("all planned as %v, want %v", all.Config.Faults, want)
+	}
+	if all.Schedule == nil || len(all.Schedule.Entries) == 0 || !slices.Equal(all.Families, all.Config.Faults) {
+		t.Fatalf("schedule %v, families %v", all.Schedule, all.Families)
+	}
+	for _, e := range all.Schedule.Entries {
+		if !slices.Contains(offers, e.Fault) {
+			t.Errorf("drew %s, which the system does not offer", e.Fault)
+		}
+	}
+	if again, _ := Plan(ask(All)); !reflect.DeepEqual(again.Schedule, all.Schedule) {
+		t.Error("the same seed drew another schedule")
+	}
+
+	if _, err := Plan(ask("partition")); err == nil || !strings.Contains(err.Error(), "--nemesis: fault partition needs ") || !strings.Contains(err.Error(), "which bare does not offer") {
+		t.Errorf("partition on a bare system: %v", err)
+	}
+	defaults := ask("partition", "clock")
+	defaults.Default = true
+	if p, err := Plan(defaults); err != nil || !slices.Equal(p.Config.Faults, []string{"clock"}) {
+		t.Errorf("default faults planned as %v (%v), want clock alone", p.Config.Faults, err)
+	}
+
+	noClock := func(family string) string {
+		if family == "clock" {
+			return "no clock of its own"
+		}
+		return ""
+	}
+	limited := ask("clock")
+	limited.Refuses = noClock
+	if _, err := Plan(limited); err == nil || err.Error() != "--nemesis clock: no clock of its own" {
+		t.Errorf("a family the lock cannot suffer: %v", err)
+	}
+	limited = ask(All)
+	limited.Refuses = noClock
+	p, err := Plan(limited)
+	if err != nil || slices.Contains(p.Config.Faults, "clock") || slices.ContainsFunc(p.Config.Offers, func(k string) bool { return FamilyOf(k) == "clock" }) {
+		t.Errorf("all for a lock without clock faults: %v, offers %v (%v)", p.Config.Faults, p.Config.Offers, err)
+	}
+
+	other := *all.Schedule
+	other.Members = 5
+	replay := ask()
+	replay.Schedule = &other
+	if _, err := Plan(replay); err == nil || err.Error() != "the schedule is for 5 members, the run has 3" {
+		t.Errorf("a schedule of another size: %v", err)
+	}
+	replay.Fit = true
+	if p, err := Plan(replay); err != nil || p.Schedule == nil || p.Schedule.Members != 3 {
+		t.Errorf("fitted: %v (%v)", p.Schedule, err)
+	}
+}
