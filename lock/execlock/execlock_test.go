@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	be "github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clock"
@@ -108,8 +109,13 @@ func tryRun(t *testing.T, backend string, command []string, opts ...func(*runOpt
 		cfg.TTL = o.ttl
 	}
 	var log logBuffer
+	var sys be.Options
+	if backend == "zookeeper" {
+		sys = &sharedEnsemble{}
+	}
 	res, err := harness.Run(context.Background(), harness.Options{
 		Dir:      t.TempDir(),
+		System:   sys,
 		Backend:  backend,
 		Workload: cfg,
 		Resource: o.mode,
