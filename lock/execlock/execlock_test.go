@@ -160,6 +160,9 @@ func TestPausedProcessLosesItsLease(t *testing.T) {
 	cfg := workload.DefaultConfig()
 	cfg.Recipe = execlock.New(testClient(t)...)
 	cfg.Seed = 3
+	// Three clients, not the default five: the test client's lock is no
+	// queue (waiters poll), and liveness is asserted.
+	cfg.Clients = 3
 	o, err := harness.Play(harness.Options{Dir: t.TempDir(), Backend: "etcd", Workload: cfg, Resource: resource.Fenced}, sc)
 	if err != nil {
 		t.Fatal(err)
