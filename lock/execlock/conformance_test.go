@@ -163,6 +163,7 @@ var systems = map[string]*shared{"etcd": {}, "redis": {}, "zookeeper": {}}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	closeEnsembles()
 	for _, s := range systems {
 		if s.close != nil {
 			s.close()

@@ -75,6 +75,13 @@ class Etcd:
     def acquire(self, name, deadline):
         key = PREFIX + name
         while True:
+            # A read while the key is there: each attempt is a lease and a
+            # Txn through raft, too dear to poll with.
+            if "--grant-always" not in FLAGS and self.call("/v3/kv/range", {"key": b64(key), "keys_only": True}).get("kvs"):
+                if time.monotonic() > deadline:
+                    raise Fail("timeout: %s is held by another" % key, True)
+                time.sleep(0.05)
+                continue
             lease = self.call("/v3/lease/grant", {"TTL": TTL})["ID"]
             txn = self.call("/v3/kv/txn", {
                 "compare": [{"key": b64(key), "target": "CREATE", "create_revision": "0"}],
