@@ -116,17 +116,20 @@ func (r *roles) Role(string) string {
 // The stop of a lost release reply waits for the client's next grant,
 // not the release it is still in, and says whether it came.
 func TestRegrantedWaitsForTheNextGrant(t *testing.T) {
+	// A grant that comes is seen however slowly the host runs the polls (a
+	// TTL of a minute); one that never comes ends the wait at 2 TTLs.
 	for _, c := range []struct {
 		roles []string
+		ttl   time.Duration
 		want  string
 	}{
-		{[]string{"holder", "holder", "waiter", "waiter", "holder"}, "after "},
-		{[]string{"holder", "idle", "holder"}, "after "},
-		{[]string{"holder"}, "not within 20ms"}, // still in its release
-		{[]string{"holder", "waiter"}, "not within 20ms"},
+		{[]string{"holder", "holder", "waiter", "waiter", "holder"}, time.Minute, "after "},
+		{[]string{"holder", "idle", "holder"}, time.Minute, "after "},
+		{[]string{"holder"}, 10 * time.Millisecond, "not within 20ms"}, // still in its release
+		{[]string{"holder", "waiter"}, 10 * time.Millisecond, "not within 20ms"},
 	} {
 		r := &roles{fakeClients: &fakeClients{names: []string{"c0"}}, list: c.roles}
-		env := &Env{Clients: r, TTL: 10 * time.Millisecond}
+		env := &Env{Clients: r, TTL: c.ttl}
 		got := env.regranted(context.Background(), "c0", time.Millisecond)
 		if !strings.HasPrefix(got, c.want) {
 			t.Errorf("roles %v: %q, want %q", c.roles, got, c.want)
