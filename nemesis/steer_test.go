@@ -175,3 +175,39 @@ func TestIdleSelector(t *testing.T) {
 		t.Errorf("state %q", f.State())
 	}
 }
+
+// A steered schedule holds the cells whose faults are over, settled too,
+// by the end of the run's faults, allowing each steerDrift for every
+// steered fault before it: a cell that would not fit is left for a later
+// run and the next that fits is drawn in its place. A client's crash,
+// instant, is not followed by a crash's settle time.
+func TestSteerPacksTheRun(t *testing.T) {
+	t.Parallel()
+	cfg := genConfig(3)
+	cfg.Dense, cfg.Time = true, 13*time.Second
+	cfg.Steer, _ = ParseCells("member×member,leader×crash,holder×crash,idle×pause,acquire-in-flight×lost-reply")
+	s, err := Generate(5, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, e := range s.Entries {
+		if e.Params["cell"] == "" {
+			continue
+		}
+		got = append(got, e.Params["cell"])
+		f, _ := familyOf(e.Fault)
+		if end := e.At + time.Duration(len(got)-1)*steerDrift + e.Duration + settle(f, e.Fault); end > cfg.Time {
+			t.Errorf("entry %d (%s) ends at %s, after the faults' %s", i, e.Params["cell"], end, cfg.Time)
+		}
+		if e.Fault == CrashClient && i+1 < len(s.Entries) && s.Entries[i+1].At != e.At+cfg.WithDefaults().gap() {
+			t.Errorf("the entry after a client's crash at %s starts at %s, want a gap after it", e.At, s.Entries[i+1].At)
+		}
+	}
+	// member×member takes 10.5 s with its settle; the leader's crash (6 s)
+	// and the pause (2.5 s) no longer fit, the client's crash and the lost
+	// reply (0.25 s) do.
+	if want := []string{"member×member", "holder×crash", "acquire-in-flight×lost-reply"}; !slices.Equal(got, want) {
+		t.Errorf("steered cells placed: %v, want %v", got, want)
+	}
+}

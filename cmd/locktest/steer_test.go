@@ -35,8 +35,8 @@ func TestCoverageSteers(t *testing.T) {
 	if got := nemesis.CellKeys(w); len(w) != 3 || strings.Contains(got, "holder×pause") {
 		t.Errorf("wanted by mutex: %s; want the three offered not struck", got)
 	}
-	if w[len(w)-1] != mkCell("leader×crash") {
-		t.Errorf("wanted by mutex: %s; want the crash, slowest to start and stop, last", nemesis.CellKeys(w))
+	if w[0] != mkCell("leader×crash") {
+		t.Errorf("wanted by mutex: %s; want the crash, slowest to start and stop, first", nemesis.CellKeys(w))
 	}
 	if again := cv.wanted("mutex", 1); !slices.Equal(again, w) {
 		t.Errorf("the same seed, another order: %v, %v", again, w)
@@ -76,8 +76,9 @@ func TestCoverageSteers(t *testing.T) {
 
 // The random runs keep from the scenarios the runs it takes to steer a
 // fault at every offered cell, as many as each run's schedule has room
-// for, taking the recipes in turn, and one more; as many whole runs as fit
-// in half the budget.
+// for, taking the recipes in turn but passing over one whose backend has
+// all its cells struck while another has not, and one more; as many whole
+// runs as fit in all but catalogShare of the budget.
 func TestRunsToCover(t *testing.T) {
 	cv := newCoverage()
 	var mutex, redlock []nemesis.Cell
@@ -97,9 +98,10 @@ func TestRunsToCover(t *testing.T) {
 		asked = append(asked, r)
 		return steer[:min(room, len(steer))]
 	}
-	// mutex: 12 cells, 5 a run: runs 1, 3, 5; redlock's 3 in run 2, and run 4 has none left.
-	if n := cv.runsToCover([]string{"mutex", "redlock"}, 1, 100, placed); n != 5 {
-		t.Errorf("%d runs to cover (asked %v), want 5", n, asked)
+	// mutex: 12 cells, 5 a run; redlock's 3 in its first run, and its
+	// second turn is passed over: its backend is covered, etcd is not.
+	if n := cv.runsToCover([]string{"mutex", "redlock"}, 1, 100, placed); n != 4 || !slices.Equal(asked, []string{"mutex", "redlock", "mutex", "mutex"}) {
+		t.Errorf("%d runs to cover (asked %v), want 4: mutex, redlock, mutex, mutex", n, asked)
 	}
 	if len(cv.struck) != 0 {
 		t.Error("the estimate struck cells")
@@ -119,11 +121,37 @@ func TestRunsToCover(t *testing.T) {
 	if got := reserve(0, 30*time.Second, 10*time.Minute); got != 0 {
 		t.Errorf("reserve of no run: %s", got)
 	}
-	if got := reserve(50, 40*time.Second, 10*time.Minute); got != 280*time.Second {
-		t.Errorf("reserve of 50 runs: %s, want the 7 runs that fit in half the budget", got)
+	if got := reserve(50, 40*time.Second, 10*time.Minute); got != 520*time.Second {
+		t.Errorf("reserve of 50 runs: %s, want the 13 runs that fit in nine tenths of the budget", got)
 	}
-	if got := reserve(3, 30*time.Second, 50*time.Second); got != 0 {
-		t.Errorf("reserve of 3 runs in a budget of less than two: %s, want none", got)
+	if got := reserve(3, 30*time.Second, 50*time.Second); got != 30*time.Second {
+		t.Errorf("reserve of 3 runs in a budget of less than two: %s, want the one that fits", got)
+	}
+}
+
+// A random run gives way when every cell its system offers is struck on
+// its backend and another recipe's backend has some left; when none has,
+// the random runs go on, unsteered.
+func TestCoveredBackendGivesWay(t *testing.T) {
+	cv := newCoverage()
+	cv.offer("mutex", "etcd", []nemesis.Cell{mkCell("holder×pause"), mkCell("leader×crash")})
+	cv.offer("election", "etcd", []nemesis.Cell{mkCell("holder×pause")})
+	cv.offer("redlock", "redis", []nemesis.Cell{mkCell("holder×pause")})
+	recipes := []string{"mutex", "election", "redlock"}
+	cv.strike("redis", []nemesis.Cell{mkCell("holder×pause")})
+	if !cv.skip("redlock", recipes) || cv.skip("mutex", recipes) {
+		t.Errorf("redis covered, etcd not: skip redlock %v, mutex %v; want true, false", cv.skip("redlock", recipes), cv.skip("mutex", recipes))
+	}
+	cv.strike("etcd", []nemesis.Cell{mkCell("holder×pause")})
+	// election's one cell is struck, but mutex, on the same backend, still wants leader×crash.
+	if !cv.skip("election", recipes) || cv.skip("mutex", recipes) {
+		t.Errorf("etcd's holder×pause struck: skip election %v, mutex %v; want true, false", cv.skip("election", recipes), cv.skip("mutex", recipes))
+	}
+	cv.strike("etcd", []nemesis.Cell{mkCell("leader×crash")})
+	for _, r := range recipes {
+		if cv.skip(r, recipes) {
+			t.Errorf("everything struck: %s still skipped", r)
+		}
 	}
 }
 
