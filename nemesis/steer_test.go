@@ -211,3 +211,18 @@ func TestSteerPacksTheRun(t *testing.T) {
 		t.Errorf("steered cells placed: %v, want %v", got, want)
 	}
 }
+
+// With one client nobody waits; with no section thinking workAhead no
+// holder has work ahead; otherwise every client state is reached.
+func TestUnreached(t *testing.T) {
+	t.Parallel()
+	if u := Unreached(5, 4*time.Second); len(u) != 0 {
+		t.Errorf("5 clients, 4 s sections: %v", u)
+	}
+	if u := Unreached(1, workAhead); len(u) != 1 || u[StateWaiter] == "" {
+		t.Errorf("one client: %v, want the waiter", u)
+	}
+	if u := Unreached(2, workAhead-time.Millisecond); len(u) != 1 || u[StateMidSection] == "" {
+		t.Errorf("sections under %s: %v, want the mid-section", workAhead, u)
+	}
+}

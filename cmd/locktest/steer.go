@@ -32,6 +32,7 @@ const catalogShare = 0.1
 type coverage struct {
 	struck    map[string]map[string]nemesis.Cell // by backend
 	offered   map[string][]nemesis.Cell          // by recipe
+	unreached map[string]map[string]string       // by backend: states its runs' workload never reaches, and why
 	backendOf map[string]string                  // a recipe's
 	steered   []steeredRun
 }
@@ -43,13 +44,18 @@ type steeredRun struct {
 }
 
 func newCoverage() *coverage {
-	return &coverage{struck: map[string]map[string]nemesis.Cell{}, offered: map[string][]nemesis.Cell{}, backendOf: map[string]string{}}
+	return &coverage{struck: map[string]map[string]nemesis.Cell{}, offered: map[string][]nemesis.Cell{},
+		unreached: map[string]map[string]string{}, backendOf: map[string]string{}}
 }
 
 // offer notes the cells the system of recipe's random runs, on backend,
-// offers.
-func (cv *coverage) offer(recipe, backend string, cells []nemesis.Cell) {
+// offers, and the client states their workload never reaches, with why
+// (their cells are not offered: harness.Plan.Unreached).
+func (cv *coverage) offer(recipe, backend string, cells []nemesis.Cell, unreached map[string]string) {
 	cv.offered[recipe], cv.backendOf[recipe] = cells, backend
+	if len(unreached) > 0 {
+		cv.unreached[backend] = unreached
+	}
 }
 
 // strike notes the cells a run on backend struck (a run that could not
@@ -210,6 +216,13 @@ func (cv *coverage) write(w io.Writer) {
 			}
 		}
 		fmt.Fprintf(w, "cells offered but not struck on %s (%d): %s\n", b, len(missed), orNone(missed))
+		if u := cv.unreached[b]; len(u) > 0 {
+			var why []string
+			for _, st := range slices.Sorted(maps.Keys(u)) {
+				why = append(why, fmt.Sprintf("%s (%s)", st, u[st]))
+			}
+			fmt.Fprintf(w, "cells not offered on %s, of states its runs never reach: %s\n", b, strings.Join(why, ", "))
+		}
 	}
 	for _, s := range cv.steered {
 		fmt.Fprintf(w, "steered %s toward %s: %s\n", s.name, nemesis.CellKeys(s.steer), s.command)

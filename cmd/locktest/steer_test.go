@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -27,8 +28,8 @@ func mkCell(key string) nemesis.Cell {
 func TestCoverageSteers(t *testing.T) {
 	cv := newCoverage()
 	offered := []nemesis.Cell{mkCell("holder×pause"), mkCell("waiter×pause"), mkCell("leader×crash"), mkCell("release-in-flight×lost-reply")}
-	cv.offer("mutex", "etcd", offered)
-	cv.offer("redlock", "redis", offered[:2])
+	cv.offer("mutex", "etcd", offered, nil)
+	cv.offer("redlock", "redis", offered[:2], map[string]string{nemesis.StateWaiter: "one client"})
 	cv.strike("etcd", []nemesis.Cell{{State: nemesis.StateHolder, Fault: "pause", Count: 2}, {State: nemesis.StateIdle, Fault: "slow", Count: 1}})
 
 	w := cv.wanted("mutex", 1)
@@ -67,6 +68,7 @@ func TestCoverageSteers(t *testing.T) {
 		"cells offered but not struck on etcd (3): leader×crash, release-in-flight×lost-reply, waiter×pause\n" +
 		"cells struck on redis (2, 2 of them offered): holder×pause (0), waiter×pause (0)\n" +
 		"cells offered but not struck on redis (0): none\n" +
+		"cells not offered on redis, of states its runs never reach: waiter (one client)\n" +
 		"cells struck on zookeeper (1, 0 of them offered): holder×isolate (0)\n" +
 		"steered seed 1 mutex fenced toward leader×crash: locktest run --seed 1 --steer leader×crash\n"
 	if b.String() != want {
@@ -90,8 +92,8 @@ func TestRunsToCover(t *testing.T) {
 	for _, st := range []string{nemesis.StateHolder, nemesis.StateWaiter, nemesis.StateMember} {
 		redlock = append(redlock, nemesis.Cell{State: st, Fault: "crash"})
 	}
-	cv.offer("mutex", "etcd", mutex)
-	cv.offer("redlock", "redis", redlock)
+	cv.offer("mutex", "etcd", mutex, nil)
+	cv.offer("redlock", "redis", redlock, nil)
 	room := 5
 	var asked []string
 	placed := func(r string, seed int64, steer []nemesis.Cell) []nemesis.Cell {
@@ -134,9 +136,9 @@ func TestRunsToCover(t *testing.T) {
 // the random runs go on, unsteered.
 func TestCoveredBackendGivesWay(t *testing.T) {
 	cv := newCoverage()
-	cv.offer("mutex", "etcd", []nemesis.Cell{mkCell("holder×pause"), mkCell("leader×crash")})
-	cv.offer("election", "etcd", []nemesis.Cell{mkCell("holder×pause")})
-	cv.offer("redlock", "redis", []nemesis.Cell{mkCell("holder×pause")})
+	cv.offer("mutex", "etcd", []nemesis.Cell{mkCell("holder×pause"), mkCell("leader×crash")}, nil)
+	cv.offer("election", "etcd", []nemesis.Cell{mkCell("holder×pause")}, nil)
+	cv.offer("redlock", "redis", []nemesis.Cell{mkCell("holder×pause")}, nil)
 	recipes := []string{"mutex", "election", "redlock"}
 	cv.strike("redis", []nemesis.Cell{mkCell("holder×pause")})
 	if !cv.skip("redlock", recipes) || cv.skip("mutex", recipes) {
@@ -189,5 +191,41 @@ func TestSteeredRunReplays(t *testing.T) {
 	redrawn, err := harness.DrawSchedule(again.Options)
 	if err != nil || !reflect.DeepEqual(redrawn, drawn) {
 		t.Errorf("the command redraws another schedule (%v):\n%+v\nwant\n%+v", err, redrawn, drawn)
+	}
+}
+
+// A state the run's workload never puts a client in offers no cell, and
+// says why: nobody waits with one client, no holder has work ahead when
+// no section thinks 200 ms.
+func TestUnreachedStatesNotOffered(t *testing.T) {
+	for _, tc := range []struct {
+		given map[string]string
+		gone  []string
+	}{
+		{map[string]string{}, nil},
+		{map[string]string{"clients": "1"}, []string{nemesis.StateWaiter}},
+		{map[string]string{"slow-share": "0"}, []string{nemesis.StateMidSection}},
+		{map[string]string{"slow-share": "0", "think": "300ms"}, nil},
+	} {
+		plan, _, err := nightlyOptions(planned{Seed: 1, Recipe: "mutex", Resource: "fenced"}, tc.given)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := plan.Unreached()
+		if got := slices.Sorted(maps.Keys(u)); !slices.Equal(got, tc.gone) {
+			t.Errorf("%v: unreached %v, want %v", tc.given, u, tc.gone)
+		}
+		offered := plan.OfferedCells()
+		if len(offered) == 0 {
+			t.Fatalf("%v: no cell offered", tc.given)
+		}
+		for _, c := range offered {
+			if _, ok := u[c.State]; ok {
+				t.Errorf("%v: %s offered, its state never reached", tc.given, c.Key())
+			}
+		}
+		if want := slices.ContainsFunc(offered, func(c nemesis.Cell) bool { return c.State == nemesis.StateWaiter }); want == slices.Contains(tc.gone, nemesis.StateWaiter) {
+			t.Errorf("%v: waiter cells offered %v", tc.given, want)
+		}
 	}
 }
