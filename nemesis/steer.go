@@ -237,13 +237,17 @@ const idleWait = 3 * time.Second
 const idlePoll = 100 * time.Microsecond
 
 // idleClient finds a client neither holding nor waiting, polling every
-// idlePoll, until idleWait; else the fallback.
+// idlePoll, until idleWait; else the fallback. The role it found is the
+// one recorded: a client is idle for microseconds between a release and
+// its next acquire, and asked again it was often a waiter already (a
+// nightly's steered idle×clock on ZooKeeper recorded a waiter).
 func (env *Env) idleClient(ctx context.Context, e Entry, params map[string]string) (string, error) {
 	wctx, cancel := context.WithTimeout(ctx, idleWait)
 	defer cancel()
 	for {
 		for _, c := range env.Clients.Names() {
 			if env.Clients.Role(c) == StateIdle {
+				params["role"] = StateIdle
 				return c, nil
 			}
 		}

@@ -226,3 +226,31 @@ func TestUnreached(t *testing.T) {
 		t.Errorf("sections under %s: %v, want the mid-section", workAhead, u)
 	}
 }
+
+// fleeting is clients each idle only the first time it is asked, a waiter
+// from then on: as a client is idle for microseconds before its next
+// acquire.
+type fleeting struct {
+	*fakeClients
+	asked map[string]int
+}
+
+func (f *fleeting) Role(c string) string {
+	f.asked[c]++
+	if f.asked[c] == 1 {
+		return StateIdle
+	}
+	return StateWaiter
+}
+
+// The idle selector records the role it found the client in, not the one
+// the client has moved on to by the time the fault is recorded.
+func TestIdleSelectorRecordsWhatItSaw(t *testing.T) {
+	t.Parallel()
+	env := &Env{Clients: &fleeting{fakeClients: &fakeClients{names: []string{"c0"}}, asked: map[string]int{}}}
+	inj := &Injected{Params: map[string]string{}}
+	got, err := env.client(context.Background(), Entry{Fault: ClockRate, Target: TargetIdle, Fallback: "c0"}, inj, false)
+	if err != nil || got != "c0" || inj.Params["role"] != StateIdle {
+		t.Fatalf("struck %q (%v), params %v; want c0, recorded idle", got, err, inj.Params)
+	}
+}
