@@ -104,7 +104,7 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 		return s, nil
 	}
 
-	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg, steer: slices.Clone(cfg.Steer)}
+	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg, steer: slices.Concat(cfg.Steer, cfg.Steer)}
 	// An aimed schedule opens with a lost release reply (lostaim.go); a
 	// steered one with its cells.
 	start := cfg.gap()
@@ -162,8 +162,8 @@ type Gen struct {
 	// before are entries a Draw places before its own, at the same time:
 	// the strike starts as soon as they stop.
 	before []Entry
-	// steer are the steered cells not yet drawn (Config.Steer), and
-	// placed how many of them the schedule holds.
+	// steer are the steered cells not yet drawn (Config.Steer, twice),
+	// and placed how many of them the schedule holds.
 	steer  []Cell
 	placed int
 }

@@ -89,8 +89,36 @@ func TestSteerDrawsTheCellsFirst(t *testing.T) {
 			t.Errorf("entry %d (%s): target %q fallback %q, want %q and a fallback", i, w.cell, e.Target, e.Fallback, w.target)
 		}
 	}
-	if e := s.Entries[len(want)]; e.Params["cell"] != "" {
-		t.Errorf("entry %d after the steered ones: cell %q", len(want), e.Params["cell"])
+	// The room left is steered at the cells again, in the same order, as
+	// long as they fit; then the mix draws.
+	i := len(want)
+	for ; i < len(s.Entries) && s.Entries[i].Params["cell"] != ""; i++ {
+		if got, w := s.Entries[i].Params["cell"], want[i-len(want)].cell; got != w {
+			t.Errorf("entry %d, steered again: cell %q, want %q", i, got, w)
+		}
+	}
+	if i == len(want) || i == len(s.Entries) {
+		t.Errorf("%d entries steered of %d: want a second pass at some cells, then the mix", i, len(s.Entries))
+	}
+}
+
+// A run with room to spare strikes its cells a second time, for a strike
+// that missed its cell (no client was idle).
+func TestSteerTwice(t *testing.T) {
+	t.Parallel()
+	cfg := genConfig(3)
+	cfg.Dense, cfg.Time = true, 30*time.Second
+	cfg.Steer, _ = ParseCells("idle×pause")
+	s, err := Generate(5, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cells []string
+	for _, e := range s.Entries {
+		cells = append(cells, e.Params["cell"])
+	}
+	if len(cells) < 3 || cells[0] != "idle×pause" || cells[1] != "idle×pause" || cells[2] != "" {
+		t.Errorf("cells of the entries: %q; want idle×pause twice, then the mix", cells)
 	}
 }
 
