@@ -2,7 +2,9 @@ package nemesis
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"time"
 )
 
 // The lock states a fault can strike in, as the run saw them when it
@@ -86,5 +88,21 @@ func counted(n map[Cell]int) []Cell {
 	slices.SortFunc(out, func(a, b Cell) int {
 		return cmp.Or(cmp.Compare(a.Fault, b.Fault), cmp.Compare(a.State, b.State))
 	})
+	return out
+}
+
+// Unreached are the client states that a workload of clients, whose
+// longest critical section thinks for longest, never puts a client in,
+// each with why: a system offers their cells, but no fault finds a client
+// in them (its selector falls back to another client, which strikes
+// another cell).
+func Unreached(clients int, longest time.Duration) map[string]string {
+	out := map[string]string{}
+	if clients < 2 {
+		out[StateWaiter] = "one client: nobody waits for a lock"
+	}
+	if longest < workAhead {
+		out[StateMidSection] = fmt.Sprintf("no critical section has %s of work ahead (the longest thinks %s)", workAhead, longest)
+	}
 	return out
 }

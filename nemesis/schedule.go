@@ -104,7 +104,7 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 		return s, nil
 	}
 
-	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg, steer: slices.Clone(cfg.Steer)}
+	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg, steer: slices.Concat(cfg.Steer, cfg.Steer)}
 	// An aimed schedule opens with a lost release reply (lostaim.go); a
 	// steered one with its cells.
 	start := cfg.gap()
@@ -114,7 +114,7 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 		start += first.Duration + cfg.gap()
 	}
 	for at := start; at < cfg.Time; {
-		f, e, steered := g.steered(every, clients)
+		f, e, steered := g.steered(every, clients, at)
 		if !steered {
 			f = g.family(fams)
 			e = Entry{Fault: g.kind(cfg.kinds(f, clients)), Params: map[string]string{}}
@@ -144,7 +144,8 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 		if steered {
 			// Placed where the real system lets it: after the fault has
 			// started and stopped (a restart, a member rejoining).
-			at += f.Spec().Settle
+			at += settle(f, e.Fault)
+			g.placed++
 		}
 	}
 	if cfg.Aim {
@@ -161,8 +162,10 @@ type Gen struct {
 	// before are entries a Draw places before its own, at the same time:
 	// the strike starts as soon as they stop.
 	before []Entry
-	// steer are the steered cells not yet drawn (Config.Steer).
-	steer []Cell
+	// steer are the steered cells not yet drawn (Config.Steer, twice),
+	// and placed how many of them the schedule holds.
+	steer  []Cell
+	placed int
 }
 
 // kind draws one of ks, f's kinds, in proportion to their weights.

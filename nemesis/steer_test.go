@@ -89,8 +89,36 @@ func TestSteerDrawsTheCellsFirst(t *testing.T) {
 			t.Errorf("entry %d (%s): target %q fallback %q, want %q and a fallback", i, w.cell, e.Target, e.Fallback, w.target)
 		}
 	}
-	if e := s.Entries[len(want)]; e.Params["cell"] != "" {
-		t.Errorf("entry %d after the steered ones: cell %q", len(want), e.Params["cell"])
+	// The room left is steered at the cells again, in the same order, as
+	// long as they fit; then the mix draws.
+	i := len(want)
+	for ; i < len(s.Entries) && s.Entries[i].Params["cell"] != ""; i++ {
+		if got, w := s.Entries[i].Params["cell"], want[i-len(want)].cell; got != w {
+			t.Errorf("entry %d, steered again: cell %q, want %q", i, got, w)
+		}
+	}
+	if i == len(want) || i == len(s.Entries) {
+		t.Errorf("%d entries steered of %d: want a second pass at some cells, then the mix", i, len(s.Entries))
+	}
+}
+
+// A run with room to spare strikes its cells a second time, for a strike
+// that missed its cell (no client was idle).
+func TestSteerTwice(t *testing.T) {
+	t.Parallel()
+	cfg := genConfig(3)
+	cfg.Dense, cfg.Time = true, 30*time.Second
+	cfg.Steer, _ = ParseCells("idle×pause")
+	s, err := Generate(5, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cells []string
+	for _, e := range s.Entries {
+		cells = append(cells, e.Params["cell"])
+	}
+	if len(cells) < 3 || cells[0] != "idle×pause" || cells[1] != "idle×pause" || cells[2] != "" {
+		t.Errorf("cells of the entries: %q; want idle×pause twice, then the mix", cells)
 	}
 }
 
@@ -173,5 +201,84 @@ func TestIdleSelector(t *testing.T) {
 	f := Fired{Fault: PauseClient, Targets: inj.Targets, Params: inj.Params}
 	if f.State() != StateIdle {
 		t.Errorf("state %q", f.State())
+	}
+}
+
+// A steered schedule holds the cells whose faults are over, settled too,
+// by the end of the run's faults, allowing each steerDrift for every
+// steered fault before it: a cell that would not fit is left for a later
+// run and the next that fits is drawn in its place. A client's crash,
+// instant, is not followed by a crash's settle time.
+func TestSteerPacksTheRun(t *testing.T) {
+	t.Parallel()
+	cfg := genConfig(3)
+	cfg.Dense, cfg.Time = true, 13*time.Second
+	cfg.Steer, _ = ParseCells("member×member,leader×crash,holder×crash,idle×pause,acquire-in-flight×lost-reply")
+	s, err := Generate(5, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, e := range s.Entries {
+		if e.Params["cell"] == "" {
+			continue
+		}
+		got = append(got, e.Params["cell"])
+		f, _ := familyOf(e.Fault)
+		if end := e.At + time.Duration(len(got)-1)*steerDrift + e.Duration + settle(f, e.Fault); end > cfg.Time {
+			t.Errorf("entry %d (%s) ends at %s, after the faults' %s", i, e.Params["cell"], end, cfg.Time)
+		}
+		if e.Fault == CrashClient && i+1 < len(s.Entries) && s.Entries[i+1].At != e.At+cfg.WithDefaults().gap() {
+			t.Errorf("the entry after a client's crash at %s starts at %s, want a gap after it", e.At, s.Entries[i+1].At)
+		}
+	}
+	// member×member takes 10.5 s with its settle; the leader's crash (6 s)
+	// and the pause (2.5 s) no longer fit, the client's crash and the lost
+	// reply (0.25 s) do.
+	if want := []string{"member×member", "holder×crash", "acquire-in-flight×lost-reply"}; !slices.Equal(got, want) {
+		t.Errorf("steered cells placed: %v, want %v", got, want)
+	}
+}
+
+// With one client nobody waits; with no section thinking workAhead no
+// holder has work ahead; otherwise every client state is reached.
+func TestUnreached(t *testing.T) {
+	t.Parallel()
+	if u := Unreached(5, 4*time.Second); len(u) != 0 {
+		t.Errorf("5 clients, 4 s sections: %v", u)
+	}
+	if u := Unreached(1, workAhead); len(u) != 1 || u[StateWaiter] == "" {
+		t.Errorf("one client: %v, want the waiter", u)
+	}
+	if u := Unreached(2, workAhead-time.Millisecond); len(u) != 1 || u[StateMidSection] == "" {
+		t.Errorf("sections under %s: %v, want the mid-section", workAhead, u)
+	}
+}
+
+// fleeting is clients each idle only the first time it is asked, a waiter
+// from then on: as a client is idle for microseconds before its next
+// acquire.
+type fleeting struct {
+	*fakeClients
+	asked map[string]int
+}
+
+func (f *fleeting) Role(c string) string {
+	f.asked[c]++
+	if f.asked[c] == 1 {
+		return StateIdle
+	}
+	return StateWaiter
+}
+
+// The idle selector records the role it found the client in, not the one
+// the client has moved on to by the time the fault is recorded.
+func TestIdleSelectorRecordsWhatItSaw(t *testing.T) {
+	t.Parallel()
+	env := &Env{Clients: &fleeting{fakeClients: &fakeClients{names: []string{"c0"}}, asked: map[string]int{}}}
+	inj := &Injected{Params: map[string]string{}}
+	got, err := env.client(context.Background(), Entry{Fault: ClockRate, Target: TargetIdle, Fallback: "c0"}, inj, false)
+	if err != nil || got != "c0" || inj.Params["role"] != StateIdle {
+		t.Fatalf("struck %q (%v), params %v; want c0, recorded idle", got, err, inj.Params)
 	}
 }

@@ -66,7 +66,9 @@ func (env *Env) client(ctx context.Context, e Entry, inj *Injected, fresh bool) 
 	if err != nil {
 		return "", err
 	}
-	inj.Params["role"] = env.Clients.Role(name)
+	if _, seen := inj.Params["role"]; !seen { // as its selector saw it, if it looked
+		inj.Params["role"] = env.Clients.Role(name)
+	}
 	inj.Targets = []string{name}
 	return name, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -27,16 +28,16 @@ func mkCell(key string) nemesis.Cell {
 func TestCoverageSteers(t *testing.T) {
 	cv := newCoverage()
 	offered := []nemesis.Cell{mkCell("holder×pause"), mkCell("waiter×pause"), mkCell("leader×crash"), mkCell("release-in-flight×lost-reply")}
-	cv.offer("mutex", "etcd", offered)
-	cv.offer("redlock", "redis", offered[:2])
+	cv.offer("mutex", "etcd", offered, nil)
+	cv.offer("redlock", "redis", offered[:2], map[string]string{nemesis.StateWaiter: "one client"})
 	cv.strike("etcd", []nemesis.Cell{{State: nemesis.StateHolder, Fault: "pause", Count: 2}, {State: nemesis.StateIdle, Fault: "slow", Count: 1}})
 
 	w := cv.wanted("mutex", 1)
 	if got := nemesis.CellKeys(w); len(w) != 3 || strings.Contains(got, "holder×pause") {
 		t.Errorf("wanted by mutex: %s; want the three offered not struck", got)
 	}
-	if w[len(w)-1] != mkCell("leader×crash") {
-		t.Errorf("wanted by mutex: %s; want the crash, slowest to start and stop, last", nemesis.CellKeys(w))
+	if w[0] != mkCell("leader×crash") {
+		t.Errorf("wanted by mutex: %s; want the crash, slowest to start and stop, first", nemesis.CellKeys(w))
 	}
 	if again := cv.wanted("mutex", 1); !slices.Equal(again, w) {
 		t.Errorf("the same seed, another order: %v, %v", again, w)
@@ -67,6 +68,7 @@ func TestCoverageSteers(t *testing.T) {
 		"cells offered but not struck on etcd (3): leader×crash, release-in-flight×lost-reply, waiter×pause\n" +
 		"cells struck on redis (2, 2 of them offered): holder×pause (0), waiter×pause (0)\n" +
 		"cells offered but not struck on redis (0): none\n" +
+		"cells not offered on redis, of states its runs never reach: waiter (one client)\n" +
 		"cells struck on zookeeper (1, 0 of them offered): holder×isolate (0)\n" +
 		"steered seed 1 mutex fenced toward leader×crash: locktest run --seed 1 --steer leader×crash\n"
 	if b.String() != want {
@@ -76,8 +78,9 @@ func TestCoverageSteers(t *testing.T) {
 
 // The random runs keep from the scenarios the runs it takes to steer a
 // fault at every offered cell, as many as each run's schedule has room
-// for, taking the recipes in turn, and one more; as many whole runs as fit
-// in half the budget.
+// for, taking the recipes in turn but passing over one whose backend has
+// all its cells struck while another has not, and one more; as many whole
+// runs as fit in all but catalogShare of the budget.
 func TestRunsToCover(t *testing.T) {
 	cv := newCoverage()
 	var mutex, redlock []nemesis.Cell
@@ -89,17 +92,18 @@ func TestRunsToCover(t *testing.T) {
 	for _, st := range []string{nemesis.StateHolder, nemesis.StateWaiter, nemesis.StateMember} {
 		redlock = append(redlock, nemesis.Cell{State: st, Fault: "crash"})
 	}
-	cv.offer("mutex", "etcd", mutex)
-	cv.offer("redlock", "redis", redlock)
+	cv.offer("mutex", "etcd", mutex, nil)
+	cv.offer("redlock", "redis", redlock, nil)
 	room := 5
 	var asked []string
 	placed := func(r string, seed int64, steer []nemesis.Cell) []nemesis.Cell {
 		asked = append(asked, r)
 		return steer[:min(room, len(steer))]
 	}
-	// mutex: 12 cells, 5 a run: runs 1, 3, 5; redlock's 3 in run 2, and run 4 has none left.
-	if n := cv.runsToCover([]string{"mutex", "redlock"}, 1, 100, placed); n != 5 {
-		t.Errorf("%d runs to cover (asked %v), want 5", n, asked)
+	// mutex: 12 cells, 5 a run; redlock's 3 in its first run, and its
+	// second turn is passed over: its backend is covered, etcd is not.
+	if n := cv.runsToCover([]string{"mutex", "redlock"}, 1, 100, placed); n != 4 || !slices.Equal(asked, []string{"mutex", "redlock", "mutex", "mutex"}) {
+		t.Errorf("%d runs to cover (asked %v), want 4: mutex, redlock, mutex, mutex", n, asked)
 	}
 	if len(cv.struck) != 0 {
 		t.Error("the estimate struck cells")
@@ -119,11 +123,37 @@ func TestRunsToCover(t *testing.T) {
 	if got := reserve(0, 30*time.Second, 10*time.Minute); got != 0 {
 		t.Errorf("reserve of no run: %s", got)
 	}
-	if got := reserve(50, 40*time.Second, 10*time.Minute); got != 280*time.Second {
-		t.Errorf("reserve of 50 runs: %s, want the 7 runs that fit in half the budget", got)
+	if got := reserve(50, 40*time.Second, 10*time.Minute); got != 520*time.Second {
+		t.Errorf("reserve of 50 runs: %s, want the 13 runs that fit in nine tenths of the budget", got)
 	}
-	if got := reserve(3, 30*time.Second, 50*time.Second); got != 0 {
-		t.Errorf("reserve of 3 runs in a budget of less than two: %s, want none", got)
+	if got := reserve(3, 30*time.Second, 50*time.Second); got != 30*time.Second {
+		t.Errorf("reserve of 3 runs in a budget of less than two: %s, want the one that fits", got)
+	}
+}
+
+// A random run gives way when every cell its system offers is struck on
+// its backend and another recipe's backend has some left; when none has,
+// the random runs go on, unsteered.
+func TestCoveredBackendGivesWay(t *testing.T) {
+	cv := newCoverage()
+	cv.offer("mutex", "etcd", []nemesis.Cell{mkCell("holder×pause"), mkCell("leader×crash")}, nil)
+	cv.offer("election", "etcd", []nemesis.Cell{mkCell("holder×pause")}, nil)
+	cv.offer("redlock", "redis", []nemesis.Cell{mkCell("holder×pause")}, nil)
+	recipes := []string{"mutex", "election", "redlock"}
+	cv.strike("redis", []nemesis.Cell{mkCell("holder×pause")})
+	if !cv.skip("redlock", recipes) || cv.skip("mutex", recipes) {
+		t.Errorf("redis covered, etcd not: skip redlock %v, mutex %v; want true, false", cv.skip("redlock", recipes), cv.skip("mutex", recipes))
+	}
+	cv.strike("etcd", []nemesis.Cell{mkCell("holder×pause")})
+	// election's one cell is struck, but mutex, on the same backend, still wants leader×crash.
+	if !cv.skip("election", recipes) || cv.skip("mutex", recipes) {
+		t.Errorf("etcd's holder×pause struck: skip election %v, mutex %v; want true, false", cv.skip("election", recipes), cv.skip("mutex", recipes))
+	}
+	cv.strike("etcd", []nemesis.Cell{mkCell("leader×crash")})
+	for _, r := range recipes {
+		if cv.skip(r, recipes) {
+			t.Errorf("everything struck: %s still skipped", r)
+		}
 	}
 }
 
@@ -161,5 +191,41 @@ func TestSteeredRunReplays(t *testing.T) {
 	redrawn, err := harness.DrawSchedule(again.Options)
 	if err != nil || !reflect.DeepEqual(redrawn, drawn) {
 		t.Errorf("the command redraws another schedule (%v):\n%+v\nwant\n%+v", err, redrawn, drawn)
+	}
+}
+
+// A state the run's workload never puts a client in offers no cell, and
+// says why: nobody waits with one client, no holder has work ahead when
+// no section thinks 200 ms.
+func TestUnreachedStatesNotOffered(t *testing.T) {
+	for _, tc := range []struct {
+		given map[string]string
+		gone  []string
+	}{
+		{map[string]string{}, nil},
+		{map[string]string{"clients": "1"}, []string{nemesis.StateWaiter}},
+		{map[string]string{"slow-share": "0"}, []string{nemesis.StateMidSection}},
+		{map[string]string{"slow-share": "0", "think": "300ms"}, nil},
+	} {
+		plan, _, err := nightlyOptions(planned{Seed: 1, Recipe: "mutex", Resource: "fenced"}, tc.given)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := plan.Unreached()
+		if got := slices.Sorted(maps.Keys(u)); !slices.Equal(got, tc.gone) {
+			t.Errorf("%v: unreached %v, want %v", tc.given, u, tc.gone)
+		}
+		offered := plan.OfferedCells()
+		if len(offered) == 0 {
+			t.Fatalf("%v: no cell offered", tc.given)
+		}
+		for _, c := range offered {
+			if _, ok := u[c.State]; ok {
+				t.Errorf("%v: %s offered, its state never reached", tc.given, c.Key())
+			}
+		}
+		if want := slices.ContainsFunc(offered, func(c nemesis.Cell) bool { return c.State == nemesis.StateWaiter }); want == slices.Contains(tc.gone, nemesis.StateWaiter) {
+			t.Errorf("%v: waiter cells offered %v", tc.given, want)
+		}
 	}
 }
