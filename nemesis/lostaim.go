@@ -19,12 +19,13 @@ const lostStream = 0x6c6f7374
 // schedule turns on the holder's release instead.
 const renewToRelease = 0.5
 
-// aimLost turns the lost replies of s on releases, from the
+// aimLost turns the lost replies of s on releases and acquires, from the
 // seed on a stream of its own: every lost release reply strikes the
 // holder's (the client drawn kept as the fallback; a release is only ever
 // a holder's, and the holder's comes within its section, not whenever the
-// client drawn holds again), and a share of the lost renewal replies
-// become the holder's lost release reply.
+// client drawn holds again), a share of the lost renewal replies become
+// the holder's lost release reply, and the others its lost acquire reply
+// (the holder's next acquire).
 func aimLost(seed int64, s *Schedule, cfg Config) {
 	rng := rand.New(rand.NewPCG(uint64(seed), lostStream))
 	r := cfg.Durations[lostReply{}.Spec().Name]
@@ -33,11 +34,19 @@ func aimLost(seed int64, s *Schedule, cfg Config) {
 		if e.Params["cell"] != "" {
 			continue // steered: aimed at its cell already
 		}
-		if e.Fault == LostReplyRenew && rng.Float64() < renewToRelease {
-			e.Fault, e.Duration = LostReplyRelease, lostDur(rng, r)
+		turned := e.Fault == LostReplyRenew
+		if turned {
+			// A lost renewal reply costs little: a share strike the
+			// holder's release, the rest its next acquire, whose request
+			// creates its claim, which the lost reply leaves in doubt.
+			e.Fault = LostReplyAcquire
+			if rng.Float64() < renewToRelease {
+				e.Fault = LostReplyRelease
+			}
+			e.Duration = lostDur(rng, r)
 			delete(e.Params, "ahead")
 		}
-		if e.Fault == LostReplyRelease && e.Target != TargetHolder {
+		if (e.Fault == LostReplyRelease || turned) && e.Target != TargetHolder {
 			fallback := e.Target
 			if e.Target == TargetWaiter {
 				fallback = e.Fallback

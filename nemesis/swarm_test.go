@@ -98,7 +98,7 @@ func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 				turned++
 				continue
 			}
-			if p.Fault == LostReplyAcquire {
+			if p.Fault == LostReplyAcquire || p.Fault == LostReplyRenew && e.Fault == LostReplyAcquire {
 				if e.Target != TargetHolder {
 					t.Errorf("seed %d: entry %d aimed as %+v", seed, i, e)
 				}
