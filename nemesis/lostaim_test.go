@@ -67,7 +67,7 @@ func TestAimTurnsLostRepliesOnReleases(t *testing.T) {
 		aimed := cfg
 		aimed.Aim = true
 		s, _ := Generate(seed, aimed)
-		for i, e := range after(t, s) {
+		for i, e := range unearly(seed, aimed, plain.Entries, after(t, s)) {
 			p := plain.Entries[i]
 			switch {
 			case p.Fault == LostReplyRenew && e.Fault == LostReplyAcquire:

@@ -108,7 +108,8 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	// An aimed schedule opens with a lost release reply (lostaim.go); a
 	// steered one with its cells.
 	start := cfg.gap()
-	if len(cfg.Steer) == 0 && cfg.opensLost(fams) {
+	opened := len(cfg.Steer) == 0 && cfg.opensLost(fams)
+	if opened {
 		first := openingStrike(seed, cfg, start)
 		s.Entries = append(s.Entries, first)
 		start += first.Duration + cfg.gap()
@@ -150,8 +151,35 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	if cfg.Aim {
 		aimLost(seed, &s, cfg)
 		aimAt(seed, &s, cfg.TTL)
+		if opened {
+			lostAcquireEarly(s.Entries[1:], cfg.gap())
+		}
 	}
 	return s, nil
+}
+
+// lostAcquireEarly has the first lost acquire reply of es, an aimed
+// schedule after its opening strike, come first: most faults of a run come
+// late, waiting for their moment or the fault before, and those drawn late
+// often never run; the opening strike loses a release's reply, this an
+// acquire's, the other reply whose loss leaves a claim in doubt (its
+// request created it; a client that creates it again leaves the first
+// behind: ZooKeeper's ghost node). It takes the first entry's time, and
+// the entries before it move later by its duration and gap: the schedule
+// strikes as much, in another order, and those after it keep their times.
+func lostAcquireEarly(es []Entry, gap time.Duration) {
+	i := slices.IndexFunc(es, func(e Entry) bool { return e.Fault == LostReplyAcquire })
+	if i <= 0 {
+		return
+	}
+	e := es[i]
+	d := e.Duration + gap
+	e.At = es[0].At
+	copy(es[1:i+1], es[:i])
+	for k := 1; k <= i; k++ {
+		es[k].At += d
+	}
+	es[0] = e
 }
 
 // Gen draws a schedule's entries from its seed; families draw through it.

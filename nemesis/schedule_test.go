@@ -325,3 +325,76 @@ func TestGenerateBareQuorum(t *testing.T) {
 		t.Errorf("without a quorum %d entries on a bare quorum", bare)
 	}
 }
+
+// unearly undoes lostAcquireEarly on inner, the entries of the aimed
+// schedule of seed under cfg after its opening strike, whose plain
+// schedule (drawn without aim) is plain: it finds where the lost acquire
+// reply stood by aiming the plain entries as Generate does, before the
+// move.
+func unearly(seed int64, cfg Config, plain, inner []Entry) []Entry {
+	cfg = cfg.WithDefaults()
+	pre := Schedule{Seed: seed, Members: cfg.Members, Clients: cfg.Clients,
+		Entries: append([]Entry{openingStrike(seed, cfg, 0)}, slices.Clone(plain[:len(inner)])...)}
+	aimLost(seed, &pre, cfg)
+	aimAt(seed, &pre, cfg.TTL)
+	i := slices.IndexFunc(pre.Entries[1:], func(e Entry) bool { return e.Fault == LostReplyAcquire })
+	out := slices.Clone(inner)
+	if i > 0 {
+		m := out[0]
+		copy(out[:i], out[1:i+1])
+		out[i] = m
+	}
+	return out
+}
+
+// An aimed schedule's first lost acquire reply comes right after its
+// opening strike; the entries it passes move later by its duration and
+// the gap, and those after it keep their times.
+func TestLostAcquireEarly(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Aim, cfg.Dense = true, true
+	moved := 0
+	for seed := int64(1); seed <= 30; seed++ {
+		plainCfg := cfg
+		plainCfg.Aim = false
+		plain, _ := Generate(seed, plainCfg)
+		s, err := Generate(seed, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner := after(t, s)
+		i := slices.IndexFunc(inner, func(e Entry) bool { return e.Fault == LostReplyAcquire })
+		if i < 0 {
+			continue
+		}
+		if i != 0 {
+			t.Errorf("seed %d: the first lost acquire reply is entry %d after the opening", seed, i)
+			continue
+		}
+		was := unearly(seed, cfg, plain.Entries, inner)
+		j := slices.IndexFunc(was, func(e Entry) bool { return e.Fault == LostReplyAcquire })
+		if j == 0 {
+			continue
+		}
+		moved++
+		// The aimed schedule's times before the move: the plain one's,
+		// later by the opening strike; inner[0] took the first's.
+		at := func(k int) time.Duration { return inner[0].At + plain.Entries[k].At - plain.Entries[0].At }
+		d := inner[0].Duration + cfg.WithDefaults().gap()
+		for k := 1; k < len(inner); k++ {
+			want := at(k)
+			if k <= j {
+				want = at(k-1) + d
+			}
+			if inner[k].At != want {
+				t.Errorf("seed %d: entry %d at %s, want %s", seed, k, inner[k].At, want)
+			}
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("seed %d: %v", seed, err)
+		}
+	}
+	if moved == 0 {
+		t.Error("no schedule had a lost acquire reply to move")
+	}
+}
