@@ -158,17 +158,18 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	return s, nil
 }
 
-// lostAcquireEarly has the first lost acquire reply of es, an aimed
-// schedule after its opening strike, come first: most faults of a run come
-// late, waiting for their moment or the fault before, and those drawn late
-// often never run; the opening strike loses a release's reply, this an
-// acquire's, the other reply whose loss leaves a claim in doubt (its
-// request created it; a client that creates it again leaves the first
-// behind: ZooKeeper's ghost node). It takes the first entry's time, and
-// the entries before it move later by its duration and gap: the schedule
-// strikes as much, in another order, and those after it keep their times.
+// lostAcquireEarly has the first lost acquire reply of es that strikes an
+// acquire's request (lostCreate), es an aimed schedule after its opening
+// strike, come first: most faults of a run come late, waiting for their
+// moment or the fault before, and those drawn late often never run; the
+// opening strike loses a release's reply, this an acquire's, the other
+// reply whose loss leaves a claim in doubt (its request created it; a
+// client that creates it again leaves the first behind: ZooKeeper's ghost
+// node). It takes the first entry's time, and the entries before it move
+// later by its duration and gap: the schedule strikes as much, in another
+// order, and those after it keep their times.
 func lostAcquireEarly(es []Entry, gap time.Duration) {
-	i := slices.IndexFunc(es, func(e Entry) bool { return e.Fault == LostReplyAcquire })
+	i := slices.IndexFunc(es, lostCreate)
 	if i <= 0 {
 		return
 	}
@@ -181,6 +182,11 @@ func lostAcquireEarly(es []Entry, gap time.Duration) {
 	}
 	es[0] = e
 }
+
+// lostCreate says whether e loses the reply to an acquire's request, which
+// creates the client's claim: the holder's next acquire, or a client's
+// next; not a waiter's in flight, whose claim is made already.
+func lostCreate(e Entry) bool { return e.Fault == LostReplyAcquire && e.Target != TargetWaiter }
 
 // Gen draws a schedule's entries from its seed; families draw through it.
 type Gen struct {
