@@ -80,6 +80,7 @@ func (o *Options) nemesisConfig(members, clients, offers []string, quorum int) n
 	c.MemberLinks = o.Backend
 	c.Clients = clients
 	c.TTL = time.Duration(o.Workload.TTL) * time.Second
+	c.OpTimeout = o.Workload.OpTimeout
 	c.Time = o.Time
 	c.Offers = offers
 	return c
