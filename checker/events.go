@@ -181,7 +181,9 @@ func (b *Builder) event(op histories.Op) {
 		tok, _ := paramInt(p, "create_revision")
 		rev, _ := paramInt(p, "revision")
 		d := Deletion{Key: key, Token: tok, Revision: rev, Lease: p["lease"], By: p["by"], Targets: b.targets(targets), Time: op.Time, Index: op.Index,
-			leaseAlive: p["lease_alive"], releasedBy: p["released_by"], releasedToken: p["released_token"], owner: -1}
+			leaseAlive: p["lease_alive"], releasedBy: p["released_by"], releasedToken: p["released_token"], owner: -1,
+			node: p["node"], headOwn: p["head_own"]}
+		d.headOwnRev, _ = paramInt(p, "head_own_revision")
 		if n, ok := paramInt(p, "process"); ok {
 			d.owner = histories.Process(n)
 		}

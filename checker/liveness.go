@@ -43,7 +43,30 @@ func Liveness(ops []histories.Op, bound time.Duration) Result { return Build(ops
 // A history with no acquire and no locker failure is unknown: there is
 // nothing to judge; one in which the lock granted nothing at all says so,
 // and is invalid if a client was stuck, else unknown.
+//
+// Besides, at any time, faults or not: a client that gave up waiting
+// behind a node of its own session that it did not know it had (a ghost:
+// see ghosts) is a violation; a history that tells one is invalid.
 func (h *History) Liveness(bound time.Duration) Result {
+	res := h.liveness(bound)
+	if h.err != nil {
+		return res
+	}
+	if gs := h.ghosts(); len(gs) > 0 {
+		lines := []string{}
+		for _, g := range gs {
+			lines = append(lines, g.Story)
+		}
+		if res.Verdict == Invalid {
+			lines = append(lines, res.Explanation)
+		}
+		res.Verdict, res.Violations = Invalid, append(gs, res.Violations...)
+		res.Explanation = strings.Join(lines, "\n")
+	}
+	return res
+}
+
+func (h *History) liveness(bound time.Duration) Result {
 	began := time.Now()
 	res := Result{Name: histories.CheckLiveness, Verdict: Unknown}
 	if h.err != nil {
@@ -355,6 +378,9 @@ func livenessCut(h *History, r Result, c *Cut, bound time.Duration) string {
 		from, since = heal, "the final heal"
 	}
 	switch {
+	case slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Kind == "ghost" }):
+		// A ghost is judged whenever it was, from the records there.
+		return ""
 	case h.unhealed():
 		return fmt.Sprintf("The run was cut short at %s, before its final heal: liveness is judged only after it.", at)
 	case r.Verdict == Valid:

@@ -68,7 +68,7 @@ type Violation struct {
 	// "token-order" (a grant's token not above an earlier one),
 	// "stale-write" (the resource accepted a lower token after a higher
 	// one), "not-linearizable" (porcupine's verdict, with its window),
-	// "stuck" (liveness) or "diverged" (consistency).
+	// "stuck" or "ghost" (liveness) or "diverged" (consistency).
 	Kind      string   `json:"kind"`
 	Key       string   `json:"key,omitempty"`
 	Processes []int    `json:"processes,omitempty"`
@@ -143,9 +143,15 @@ type Deletion struct {
 	// ("true", "false"; "": the observer could not ask); releasedBy and
 	// releasedToken are, for an other-release, whose release of which
 	// token deleted it; owner is the process the observer says owned the
-	// key (-1: not said).
+	// key (-1: not said). node is the deleted child's name (ZooKeeper's
+	// observer says it; "": not said); headOwn, for the owner's clean-up
+	// of a node never granted, the node that headed the lock's queue then,
+	// another of the same session, older and never granted, created at
+	// headOwnRev ("": none such, or not said).
 	leaseAlive, releasedBy, releasedToken string
 	owner                                 histories.Process
+	node, headOwn                         string
+	headOwnRev                            int64
 }
 
 // Overlap is a pair of processes that believed they held the same lock at

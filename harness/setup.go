@@ -77,6 +77,7 @@ func (o *Options) nemesisConfig(members, clients []string, quorum int) nemesis.C
 	c.MemberLinks = o.Backend
 	c.Clients = clients
 	c.TTL = time.Duration(o.Workload.TTL) * time.Second
+	c.OpTimeout = o.Workload.OpTimeout
 	c.Time = o.Time
 	return c
 }

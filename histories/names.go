@@ -22,7 +22,10 @@ const (
 	// FKeyDeleted: the server deleted a client's lock key. Targets
 	// [client]; params key, lease, revision, create_revision, process, by
 	// (one of the Deleted* causes), and for DeletedByOther released_by and
-	// released_token; lease_alive when the observer could ask.
+	// released_token; lease_alive when the observer could ask; for
+	// DeletedByAcquire, head_own and head_own_revision when the head of the
+	// lock's queue was then another node of the same session, never
+	// granted (ZooKeeper's observer).
 	FKeyDeleted = "key-deleted"
 	// FLeaseLost: a client's session ended while it believed it held a
 	// lock. Targets [client]; params key, token, lease, process.

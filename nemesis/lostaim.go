@@ -19,12 +19,13 @@ const lostStream = 0x6c6f7374
 // schedule turns on the holder's release instead.
 const renewToRelease = 0.5
 
-// aimLost turns the lost replies of s on releases, from the
+// aimLost turns the lost replies of s on releases and acquires, from the
 // seed on a stream of its own: every lost release reply strikes the
 // holder's (the client drawn kept as the fallback; a release is only ever
 // a holder's, and the holder's comes within its section, not whenever the
-// client drawn holds again), and a share of the lost renewal replies
-// become the holder's lost release reply.
+// client drawn holds again), a share of the lost renewal replies become
+// the holder's lost release reply, and the others its lost acquire reply
+// (the holder's next acquire).
 func aimLost(seed int64, s *Schedule, cfg Config) {
 	rng := rand.New(rand.NewPCG(uint64(seed), lostStream))
 	r := cfg.Durations[lostReply{}.Spec().Name]
@@ -33,11 +34,19 @@ func aimLost(seed int64, s *Schedule, cfg Config) {
 		if e.Params["cell"] != "" {
 			continue // steered: aimed at its cell already
 		}
-		if e.Fault == LostReplyRenew && rng.Float64() < renewToRelease {
-			e.Fault, e.Duration = LostReplyRelease, lostDur(rng, r)
+		turned := e.Fault == LostReplyRenew
+		if turned {
+			// A lost renewal reply costs little: a share strike the
+			// holder's release, the rest its next acquire, whose request
+			// creates its claim, which the lost reply leaves in doubt.
+			e.Fault = LostReplyAcquire
+			if rng.Float64() < renewToRelease {
+				e.Fault = LostReplyRelease
+			}
+			e.Duration = lostDur(rng, r)
 			delete(e.Params, "ahead")
 		}
-		if e.Fault == LostReplyRelease && e.Target != TargetHolder {
+		if (e.Fault == LostReplyRelease || turned) && e.Target != TargetHolder {
 			fallback := e.Target
 			if e.Target == TargetWaiter {
 				fallback = e.Fallback
@@ -62,12 +71,14 @@ func lostDur(rng *rand.Rand, r Range) time.Duration {
 // release reply: it does when the system offers it and the run has
 // clients.
 func (c Config) opensLost(fams []Family) bool {
-	if !c.Aim || len(c.Clients) == 0 {
-		return false
-	}
+	return c.Aim && len(c.Clients) > 0 && c.offersLost(fams, LostReplyRelease)
+}
+
+// offersLost says whether fams offer the lost reply kind, to clients.
+func (c Config) offersLost(fams []Family, kind string) bool {
 	for _, f := range fams {
 		if _, ok := f.(lostReply); ok {
-			return slices.Contains(c.kinds(f, true), LostReplyRelease)
+			return slices.Contains(c.kinds(f, true), kind)
 		}
 	}
 	return false

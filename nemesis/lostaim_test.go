@@ -56,8 +56,8 @@ func after(t *testing.T, s Schedule) []Entry {
 }
 
 // Aimed, every lost release reply strikes the holder's release (the
-// client drawn its fallback), and about half the lost renewal replies
-// become one.
+// client drawn its fallback), about half the lost renewal replies become
+// one and the others the holder's lost acquire reply.
 func TestAimTurnsLostRepliesOnReleases(t *testing.T) {
 	cfg := swarmConfig()
 	cfg.Faults = []string{"lost-reply"}
@@ -67,11 +67,19 @@ func TestAimTurnsLostRepliesOnReleases(t *testing.T) {
 		aimed := cfg
 		aimed.Aim = true
 		s, _ := Generate(seed, aimed)
-		for i, e := range after(t, s) {
+		for i, e := range unearly(seed, aimed, plain.Entries, after(t, s)) {
 			p := plain.Entries[i]
 			switch {
-			case p.Fault == LostReplyRenew && e.Fault == LostReplyRenew:
+			case p.Fault == LostReplyRenew && e.Fault == LostReplyAcquire:
 				renewed++
+				want := p.Target
+				if p.Target == TargetHolder || p.Target == TargetWaiter {
+					want = p.Fallback
+				}
+				r := aimed.WithDefaults().Durations["lost-reply"]
+				if e.Target != TargetHolder || e.Fallback != want || e.Duration < r.Min || e.Duration > r.Max || e.Params["ahead"] != "" {
+					t.Errorf("seed %d: %+v turned into %+v", seed, p, e)
+				}
 			case p.Fault == LostReplyRenew:
 				turned++
 				r := aimed.WithDefaults().Durations["lost-reply"]
@@ -92,7 +100,7 @@ func TestAimTurnsLostRepliesOnReleases(t *testing.T) {
 		}
 	}
 	if renewed == 0 || turned == 0 {
-		t.Errorf("%d lost renewal replies turned on releases, %d kept", turned, renewed)
+		t.Errorf("%d lost renewal replies turned on releases, %d on acquires", turned, renewed)
 	}
 }
 

@@ -190,6 +190,9 @@ type Config struct {
 	// TTL is the clients' session lease TTL (default 2 s). Some defaults
 	// derive from it.
 	TTL time.Duration `json:"ttl_ns"`
+	// OpTimeout is the clients' operation timeout (0: not known): the
+	// stop of a lost acquire reply waits for the acquire's answer up to it.
+	OpTimeout time.Duration `json:"op_timeout_ns,omitempty"`
 
 	// The mix (--nemesis-mix, swarm.go), all of it drawn from the seed:
 	// Swarm has each schedule draw from a random subset of Faults; Aim

@@ -50,7 +50,7 @@ type Report struct {
 // failed heal.
 func Run(ctx context.Context, cfg Config, sys system.System, cl Clients, rec Recorder, sched Schedule) (Report, error) {
 	cfg = cfg.WithDefaults()
-	r := &runner{cfg: cfg, env: &Env{Sys: sys, Clients: cl, TTL: cfg.TTL}, rec: rec, start: time.Now(), rep: Report{Faults: []Fired{}}}
+	r := &runner{cfg: cfg, env: &Env{Sys: sys, Clients: cl, TTL: cfg.TTL, OpTimeout: cfg.OpTimeout}, rec: rec, start: time.Now(), rep: Report{Faults: []Fired{}}}
 	if err := sched.Validate(); err != nil {
 		return r.rep, err
 	}

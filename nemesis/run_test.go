@@ -924,3 +924,37 @@ func TestRunLostReply(t *testing.T) {
 	}
 	checkHealed(t, ctx, c, "c0")
 }
+
+// A lost acquire reply on a client's request stays in force until the
+// acquire has its answer, up to the operation timeout: a client that made
+// its claim twice (ZooKeeper's ghost node) answers only when it gives up,
+// and a next fault must not end its session first. Here the client answers
+// 4 s after the cut, later than the 3 s a lost reply's stop waits for
+// others.
+func TestLostAcquireReplyWaitsForTheAnswer(t *testing.T) {
+	t.Parallel()
+	c, ctx := startCluster(t)
+	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0"}
+	sched := Schedule{Members: 3, Clients: fc.names, Entries: []Entry{
+		{At: 0, Fault: LostReplyAcquire, Target: TargetHolder, Fallback: "c1", Duration: 200 * time.Millisecond},
+	}}
+	rec := newRec()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(rctx, Config{OpTimeout: 8 * time.Second}, c, fc, rec, sched)
+		done <- err
+	}()
+	h := fc.fire(t)
+	time.Sleep(200*time.Millisecond + answerWait + time.Second) // the client's wait behind its first claim
+	h.after(errors.New("zk: connection closed"))
+	ev := rec.wait(t, histories.FStop, LostReplyAcquire, 10*time.Second)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p := ev.Value.Params
+	if p["answered_after"] == "" || p["client_saw"] != "error: zk: connection closed" {
+		t.Errorf("stop params %v; want the acquire's answer", p)
+	}
+}

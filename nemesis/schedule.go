@@ -108,7 +108,8 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	// An aimed schedule opens with a lost release reply (lostaim.go); a
 	// steered one with its cells.
 	start := cfg.gap()
-	if len(cfg.Steer) == 0 && cfg.opensLost(fams) {
+	opened := len(cfg.Steer) == 0 && cfg.opensLost(fams)
+	if opened {
 		first := openingStrike(seed, cfg, start)
 		s.Entries = append(s.Entries, first)
 		start += first.Duration + cfg.gap()
@@ -151,9 +152,60 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	if cfg.Aim {
 		aimLost(seed, &s, cfg)
 		aimAt(seed, &s, cfg.TTL)
+		if opened {
+			lostAcquireEarly(seed, cfg, fams, &s)
+		}
 	}
 	return s, nil
 }
+
+// lostAcquireEarly has an aimed schedule strike a lost acquire reply
+// right after its opening strike: the first of s that strikes an
+// acquire's request (lostCreate), or, where the system offers them and s
+// has none, the holder's next acquire's, drawn from the seed on a stream
+// of its own. Most faults of a run come late, waiting for their moment or
+// the fault before, and those drawn late often never run; the opening
+// strike loses a release's reply, this an acquire's, the other reply whose
+// loss leaves a claim in doubt (its request created it; a client that
+// creates it again leaves the first behind: ZooKeeper's ghost node). It
+// takes the time of the first entry after the opening, and the entries it
+// passes move later by its duration and gap: those after it keep their
+// times.
+func lostAcquireEarly(seed int64, cfg Config, fams []Family, s *Schedule) {
+	es := s.Entries[1:]
+	if len(es) == 0 {
+		return
+	}
+	i := slices.IndexFunc(es, lostCreate)
+	switch {
+	case i == 0:
+		return
+	case i < 0:
+		if !cfg.offersLost(fams, LostReplyAcquire) {
+			return
+		}
+		rng := rand.New(rand.NewPCG(uint64(seed), lostStream+2))
+		e := Entry{Fault: LostReplyAcquire, Target: TargetHolder, Fallback: cfg.Clients[rng.IntN(len(cfg.Clients))],
+			Duration: lostDur(rng, cfg.Durations[lostReply{}.Spec().Name])}
+		// Drawn last, and moved first below, as one drawn there.
+		s.Entries = append(s.Entries, e)
+		es = s.Entries[1:]
+		i = len(es) - 1
+	}
+	e := es[i]
+	d := e.Duration + cfg.gap()
+	e.At = es[0].At
+	copy(es[1:i+1], es[:i])
+	for k := 1; k <= i; k++ {
+		es[k].At += d
+	}
+	es[0] = e
+}
+
+// lostCreate says whether e loses the reply to an acquire's request, which
+// creates the client's claim: the holder's next acquire, or a client's
+// next; not a waiter's in flight, whose claim is made already.
+func lostCreate(e Entry) bool { return e.Fault == LostReplyAcquire && e.Target != TargetWaiter }
 
 // Gen draws a schedule's entries from its seed; families draw through it.
 type Gen struct {

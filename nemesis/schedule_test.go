@@ -325,3 +325,93 @@ func TestGenerateBareQuorum(t *testing.T) {
 		t.Errorf("without a quorum %d entries on a bare quorum", bare)
 	}
 }
+
+// unearly undoes lostAcquireEarly on inner, the entries of the aimed
+// schedule of seed under cfg after its opening strike, whose plain
+// schedule (drawn without aim) is plain: it finds where the lost acquire
+// reply stood by aiming the plain entries as Generate does, before the
+// move.
+func unearly(seed int64, cfg Config, plain, inner []Entry) []Entry {
+	cfg = cfg.WithDefaults()
+	pre := Schedule{Seed: seed, Members: cfg.Members, Clients: cfg.Clients,
+		Entries: append([]Entry{openingStrike(seed, cfg, 0)}, slices.Clone(plain[:min(len(inner), len(plain))])...)}
+	aimLost(seed, &pre, cfg)
+	aimAt(seed, &pre, cfg.TTL)
+	i := slices.IndexFunc(pre.Entries[1:], lostCreate)
+	out := slices.Clone(inner)
+	switch {
+	case i < 0 && len(out) > 0:
+		return out[1:] // drawn for the move
+	case i > 0:
+		m := out[0]
+		copy(out[:i], out[1:i+1])
+		out[i] = m
+	}
+	return out
+}
+
+// An aimed schedule's first lost acquire reply on a client's request (not
+// a waiter's in flight) comes right after its opening strike, or the
+// holder's is drawn there when it has none; the entries it passes move
+// later by its duration and the gap, and those after it keep their times.
+func TestLostAcquireEarly(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Aim, cfg.Dense = true, true
+	r := cfg.WithDefaults().Durations["lost-reply"]
+	moved, drawn := 0, 0
+	for seed := int64(1); seed <= 30; seed++ {
+		plainCfg := cfg
+		plainCfg.Aim = false
+		plain, _ := Generate(seed, plainCfg)
+		s, err := Generate(seed, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("seed %d: %v", seed, err)
+		}
+		inner := after(t, s)
+		if !lostCreate(inner[0]) {
+			t.Errorf("seed %d: the entry after the opening is %+v", seed, inner[0])
+			continue
+		}
+		was := unearly(seed, cfg, plain.Entries, inner)
+		j := slices.IndexFunc(was, lostCreate)
+		switch {
+		case j == 0:
+			continue // drawn there
+		case j < 0:
+			drawn++
+			if e := inner[0]; e.Target != TargetHolder || !slices.Contains(cfg.Clients, e.Fallback) || e.Duration < r.Min || e.Duration > r.Max {
+				t.Errorf("seed %d: drawn %+v", seed, e)
+			}
+			j = len(was)
+		default:
+			moved++
+		}
+		// The aimed schedule's times before the move: the plain one's,
+		// later by the opening strike; inner[0] took the first's.
+		at := func(k int) time.Duration { return inner[0].At + plain.Entries[k].At - plain.Entries[0].At }
+		d := inner[0].Duration + cfg.WithDefaults().gap()
+		for k := 1; k < len(inner); k++ {
+			var want time.Duration
+			if k <= j {
+				want = at(k-1) + d
+			} else {
+				want = at(k)
+			}
+			if inner[k].At != want {
+				t.Errorf("seed %d: entry %d at %s, want %s", seed, k, inner[k].At, want)
+			}
+		}
+	}
+	if moved == 0 || drawn == 0 {
+		t.Errorf("%d lost acquire replies moved, %d drawn", moved, drawn)
+	}
+	// No lost replies offered: none.
+	cfg.Faults = []string{"pause", "isolate"}
+	s, _ := Generate(1, cfg)
+	if slices.ContainsFunc(s.Entries, func(e Entry) bool { return e.Fault == LostReplyAcquire }) {
+		t.Errorf("a lost acquire reply drawn from pause and isolate: %+v", s.Entries)
+	}
+}

@@ -73,7 +73,7 @@ func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 		// release reply it opens with (lostaim.go): a prefix of the plain
 		// schedule's entries, later by the first.
 		holderPauseFirst(plain.Entries)
-		inner := after(t, s)
+		inner := unearly(seed, aimed, plain.Entries, after(t, s))
 		if len(inner) > len(plain.Entries) {
 			t.Fatalf("seed %d: %d entries aimed, %d plain", seed, len(inner), len(plain.Entries))
 		}
@@ -98,7 +98,7 @@ func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 				turned++
 				continue
 			}
-			if p.Fault == LostReplyAcquire {
+			if p.Fault == LostReplyAcquire || p.Fault == LostReplyRenew && e.Fault == LostReplyAcquire {
 				if e.Target != TargetHolder {
 					t.Errorf("seed %d: entry %d aimed as %+v", seed, i, e)
 				}

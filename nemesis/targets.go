@@ -16,8 +16,9 @@ import (
 type Env struct {
 	Sys     system.System
 	Clients Clients
-	// TTL is the clients' lease TTL.
-	TTL time.Duration
+	// TTL is the clients' lease TTL; OpTimeout their operation timeout
+	// (0: not known).
+	TTL, OpTimeout time.Duration
 	// aimBy is when a fault being injected must strike at the latest to
 	// last its duration within the run's fault phase (zero: no bound):
 	// an aimed fault waits for its moment no longer.

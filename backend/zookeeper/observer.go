@@ -239,6 +239,9 @@ func (o *observer) deleted(tx txnlog.Txn, path, lock, child string) {
 	case known && tx.Session == n.owner:
 		by = histories.DeletedByAcquire // an Acquire that gave up
 		params["lease_alive"] = "true"
+		if head, h, ok := o.headOwn(tx, lock, n); ok {
+			params["head_own"], params["head_own_revision"] = head, strconv.FormatInt(h.czxid, 10)
+		}
 	case known && o.notes.of(tx.Session).client == "":
 		// A session no client was seen on: a library may make a new
 		// session of its own (Curator does, once it has declared the old
@@ -277,6 +280,46 @@ func (o *observer) deleted(tx txnlog.Txn, path, lock, child string) {
 	if _, err := o.rec.Record(histories.Op{Type: histories.Info, F: histories.FKeyDeleted, Process: histories.Nemesis, Key: lock, Value: v}); err != nil {
 		o.fail(err)
 	}
+}
+
+// headOwn names the head of lock's queue when the session that made tx
+// deletes its own node n, never granted, after its acquire gave up, if that
+// head is another node of the same session, older than n and never
+// granted: the client gave up waiting behind its own node, a node it did
+// not know it had (ZOOKEEPER-1262's ghost, kazoo#732's orphan). The queue
+// is the lock's children in creation order (a sequential child's number
+// follows its parent's creations). Not told when a creation of a child of
+// the lock before tx is logged but not yet trusted: the head may be one
+// the observer has not taken in yet.
+func (o *observer) headOwn(tx txnlog.Txn, lock string, n node) (string, node, bool) {
+	var head string
+	var h node
+	for p, c := range o.nodes {
+		if l, _, ok := o.lockNode(p); ok && l == lock && (head == "" || c.czxid < h.czxid) {
+			head, h = p, c
+		}
+	}
+	if head == "" || h.owner != tx.Session || h.czxid >= n.czxid || o.notes.wasGranted(head) {
+		return "", node{}, false
+	}
+	for z, l := range o.pending {
+		if z < tx.Zxid && !l.applied && o.createsIn(l.txn, lock) {
+			return "", node{}, false
+		}
+	}
+	return head[strings.LastIndexByte(head, '/')+1:], h, true
+}
+
+// createsIn says whether tx creates a child of lock.
+func (o *observer) createsIn(tx txnlog.Txn, lock string) bool {
+	switch tx.Type {
+	case txnlog.TypeCreate, txnlog.TypeCreate2:
+		l, _, ok := o.lockNode(tx.Path)
+		return ok && l == lock
+	case txnlog.TypeMulti:
+		return slices.ContainsFunc(tx.Ops, func(op txnlog.Txn) bool { return o.createsIn(op, lock) })
+	}
+	return false
 }
 
 func (o *observer) fail(err error) {

@@ -276,3 +276,51 @@ func TestDeletedBySessionOfWhom(t *testing.T) {
 		}
 	}
 }
+
+// When a session deletes its own node, never granted, after its acquire
+// gave up, the observer says whether the head of the queue was then an
+// older node of the same session, never granted (ZOOKEEPER-1262's ghost):
+// not when the head is another session's, or was granted, or when a
+// creation in the lock before the delete is logged but not yet trusted.
+func TestHeadOwn(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		headOwner int64
+		granted   bool
+		pending   bool
+		want      string
+	}{
+		{"the session's own", 1, false, false, "lock-0000000013"},
+		{"another session's", 2, false, false, ""},
+		{"granted", 1, true, false, ""},
+		{"a creation not yet trusted", 1, false, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &memRecorder{}
+			o := &observer{prefix: "/l/", locks: map[string]bool{"lock": true}, rec: rec, notes: newNotes(),
+				nodes: map[string]node{}, pending: map[int64]*logged{}}
+			o.notes.session(1, "c1", 1)
+			o.notes.session(2, "c2", 2)
+			o.nodes["/l/lock/lock-0000000013"] = node{czxid: 13, owner: tc.headOwner}
+			o.nodes["/l/lock/lock-0000000014"] = node{czxid: 14, owner: 2}
+			o.nodes["/l/other/lock-0000000001"] = node{czxid: 1, owner: 2} // another lock's queue
+			o.nodes["/l/lock/lock-0000000015"] = node{czxid: 15, owner: 1}
+			if tc.granted {
+				o.notes.granted("/l/lock/lock-0000000013")
+			}
+			if tc.pending {
+				o.pending[12] = &logged{txn: txnlog.Txn{Zxid: 12, Type: txnlog.TypeCreate, Path: "/l/lock/lock-0000000012"}}
+			}
+			o.locks["other"] = true
+			path := "/l/lock/lock-0000000015"
+			o.deleted(txnlog.Txn{Session: 1, Cxid: 7, Zxid: 20, Type: txnlog.TypeDelete, Path: path}, path, "lock", "lock-0000000015")
+			p := rec.ops[len(rec.ops)-1].Value.Params
+			if p["by"] != histories.DeletedByAcquire || p["head_own"] != tc.want {
+				t.Fatalf("by %q, head_own %q; want %q, %q", p["by"], p["head_own"], histories.DeletedByAcquire, tc.want)
+			}
+			if tc.want != "" && p["head_own_revision"] != "13" {
+				t.Errorf("head_own_revision %q, want 13", p["head_own_revision"])
+			}
+		})
+	}
+}
