@@ -116,7 +116,7 @@ func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 			if p.Fault == LeaseRevoke {
 				ahead = "200ms-"
 			}
-			if e.Target != TargetWaiter || e.Fallback != fallback || e.Params["ahead"] != ahead {
+			if e.Target != TargetWaiter || e.Fallback != fallback || e.Params["ahead"] != ahead || e.Params["queued"] != "last" {
 				t.Errorf("seed %d: entry %d aimed as %+v", seed, i, e)
 			}
 			turned++

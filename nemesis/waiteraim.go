@@ -22,8 +22,8 @@ import (
 const waiterStream = 0x77616974
 
 // waiterOpening is an aimed schedule's strike on a queued waiter's lease,
-// at at: the waiter queued first, behind a holder with its section ahead
-// of it (waiterAhead), its lease revoked when the system offers that (the
+// at at: the waiter queued last (param queued), behind a holder with its
+// section ahead of it (waiterAhead), its lease revoked when the system offers that (the
 // server deletes its key at once, and the holder releases after), else
 // the client paused past its lease but not past its acquire
 // (waiterPause), as a waiter of a lock in a process of its own is. The
@@ -50,6 +50,7 @@ func (c Config) waiterOpening(seed int64, fams []Family, at time.Duration) (Entr
 		e.Params = map[string]string{}
 	}
 	e.Params["ahead"] = waiterAhead(e.Fault, c.TTL).String() + "-"
+	e.Params["queued"] = "last"
 	// Aimed already: the aim pass and holderPauseFirst leave it alone.
 	e.Params["opening"] = "waiter"
 	return e, true

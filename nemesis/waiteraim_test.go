@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func TestAimStrikesAWaiterEarly(t *testing.T) {
 			}
 			first, w := s.Entries[0], s.Entries[1]
 			if w.Fault != c.kind || w.Target != TargetWaiter || !slices.Contains(cfg.Clients, w.Fallback) ||
-				w.Duration != c.dur || w.Params["ahead"] != c.ahead || w.At != first.At+first.Duration+500*time.Millisecond {
+				w.Duration != c.dur || w.Params["ahead"] != c.ahead || w.Params["queued"] != "last" || w.At != first.At+first.Duration+500*time.Millisecond {
 				t.Errorf("%v seed %d: second entry %+v, want a waiter's %s", c.faults, seed, w, c.kind)
 			}
 			if c.kind == PauseClient && w.Params["before_write"] != "false" {
@@ -88,5 +89,26 @@ func TestWaiterOpeningKeepsItsTarget(t *testing.T) {
 	}
 	if holders == 0 {
 		t.Error("no pause of the holder after the opening: nothing to swap")
+	}
+}
+
+// A fault on a waiter with param queued=last strikes the waiter queued
+// last, which has the most of its acquire's time left; without it, the
+// one queued first.
+func TestQueuedLastStrikesTheLastWaiter(t *testing.T) {
+	for _, c := range []struct {
+		params map[string]string
+		want   string
+	}{{map[string]string{"queued": "last", "before_write": "false"}, "c2"}, {map[string]string{"before_write": "false"}, "c1"}} {
+		fc := &fakeClients{names: []string{"c0", "c1", "c2"}, holder: "c0", waiter: "c1", lastWaiter: "c2"}
+		env := &Env{Sys: leasing{}, Clients: fc, TTL: 2 * time.Second}
+		e := Entry{Fault: PauseClient, Target: TargetWaiter, Fallback: "c0", Duration: 3 * time.Second, Params: c.params}
+		inj, err := pause{}.Inject(context.Background(), env, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(inj.Targets, []string{c.want}) || inj.Params["queued"] != c.params["queued"] {
+			t.Errorf("params %v: struck %v (params %v), want %s", c.params, inj.Targets, inj.Params, c.want)
+		}
 	}
 }
