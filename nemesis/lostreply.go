@@ -44,7 +44,7 @@ func (lostReply) Spec() Spec {
 	links := []system.Capability{system.CapLinks}
 	return Spec{
 		Name: "lost-reply",
-		Doc:  "One operation of one client reaches the server, which applies it, and its reply never comes back (Jepsen's operation of unknown outcome): `lost-reply-release` (the holder's next release; drawn twice as often; with param `hold_next`, a duration, the client's next section is then held open that long by a pause armed before its next write, so that a retry of the release in doubt finds the next grant alive, and the fault stays in force until the client is granted again and that section is over, at most two TTLs for the grant: param `regranted` says after how long; an aimed schedule opens with one), `lost-reply-acquire` (the holder's next acquire, a queued waiter's acquire in flight, whose reply is its grant, or any client's next) and `lost-reply-renew` (the next lease renewal, or watchdog extend, of a holder with work ahead or of a waiter). Just before the client sends the operation (a hook in the workload, as a failpoint in the client would be), every link of that client gets a toxiproxy `timeout` toxic of timeout 0 on its downstream only: the request goes through, whatever the servers send is held. After the fault's duration (TTL/8 to TTL/4: ample for the server to apply it) the toxic is removed, which closes the held connections: the cut. The client sees its connection break, an error (etcd: `Unavailable ... error reading from server: EOF`; Redis: `EOF`; ZooKeeper: go-zookeeper's `zk: connection closed` on the pending request, which the ZooKeeper recipes settle themselves: see below), the history records the operation `info` (unknown), and the fault's stop says `reply=lost`, `client_saw` and `op`; the story says \"its reply was lost\", the report marks the cut on the client's lane. A release already in flight is never struck (its reply is on its way); the struck client goes on only once all its links are whole again. `TestLostReplyEndToEnd` (backend/etcd) checks on real members that the server applied the release (its key is gone, read directly, while the client still waits) and the client saw an error.",
+		Doc:  "One operation of one client reaches the server, which applies it, and its reply never comes back (Jepsen's operation of unknown outcome): `lost-reply-release` (the holder's next release; drawn twice as often; with param `hold_next`, a duration, the client's next section is then held open that long by a pause armed before its next write, so that a retry of the release in doubt finds the next grant alive, and the fault stays in force until the client is granted again and that section is over, at most two TTLs for the grant: param `regranted` says after how long; with param `request` `lost`, the release's request is held too and never reaches the server, whose grant stays; an aimed schedule opens with one of each), `lost-reply-acquire` (the holder's next acquire, a queued waiter's acquire in flight, whose reply is its grant, or any client's next) and `lost-reply-renew` (the next lease renewal, or watchdog extend, of a holder with work ahead or of a waiter). Just before the client sends the operation (a hook in the workload, as a failpoint in the client would be), every link of that client gets a toxiproxy `timeout` toxic of timeout 0 on its downstream only: the request goes through, whatever the servers send is held. After the fault's duration (TTL/8 to TTL/4: ample for the server to apply it) the toxic is removed, which closes the held connections: the cut. The client sees its connection break, an error (etcd: `Unavailable ... error reading from server: EOF`; Redis: `EOF`; ZooKeeper: go-zookeeper's `zk: connection closed` on the pending request, which the ZooKeeper recipes settle themselves: see below), the history records the operation `info` (unknown), and the fault's stop says `reply=lost`, `client_saw` and `op`; the story says \"its reply was lost\", the report marks the cut on the client's lane. A release already in flight is never struck (its reply is on its way); the struck client goes on only once all its links are whole again. `TestLostReplyEndToEnd` (backend/etcd) checks on real members that the server applied the release (its key is gone, read directly, while the client still waits) and the client saw an error.",
 		// Releases twice as often as the others: a release whose reply is
 		// lost is where retries go wrong (etcd#22082).
 		Kinds: []Kind{
@@ -121,9 +121,18 @@ func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 	}
 	var ts toxics
 	inj.Stop = func(context.Context) error { return ts.remove() }
+	streams := []string{"downstream"}
+	if e.Params["request"] == "lost" && e.Fault == LostReplyRelease {
+		// Param request=lost: the release's request is held too, and the
+		// cut closes its connection before the server ever sees it: the
+		// client sees the same error, and the server still holds its
+		// grant (etcd#22123: Resign forgot leadership all the same).
+		streams = append(streams, "upstream")
+		inj.Params["request"] = "lost"
+	}
 	drop := func() error {
 		for _, p := range ps {
-			if err := ts.add(p, e.Fault, "timeout", toxiclient.Attributes{"timeout": 0}, "downstream"); err != nil {
+			if err := ts.add(p, e.Fault, "timeout", toxiclient.Attributes{"timeout": 0}, streams...); err != nil {
 				return err
 			}
 		}

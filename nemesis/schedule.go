@@ -105,18 +105,15 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	}
 
 	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg, steer: slices.Clone(cfg.Steer)}
-	// An aimed schedule opens with a lost release reply (lostaim.go) and
-	// a waiter's lease ended in line (waiteraim.go); a steered one with
-	// its cells.
+	// An aimed schedule opens with a strike of each class (opening.go); a
+	// steered one with its cells.
 	start := cfg.gap()
-	if len(cfg.Steer) == 0 && cfg.opensLost(fams) {
-		first := openingStrike(seed, cfg, start)
-		s.Entries = append(s.Entries, first)
-		start += first.Duration + cfg.gap()
-	}
-	if w, ok := cfg.waiterOpening(seed, fams, start); len(cfg.Steer) == 0 && ok {
-		s.Entries = append(s.Entries, w)
-		start += w.Duration + cfg.gap()
+	if len(cfg.Steer) == 0 && cfg.Aim {
+		for _, o := range cfg.openings(seed, fams) {
+			o.At = start
+			s.Entries = append(s.Entries, o)
+			start += o.Duration + cfg.gap()
+		}
 	}
 	for at := start; at < cfg.Time; {
 		f, e, steered := g.steered(every, clients)

@@ -60,7 +60,7 @@ func TestAimStrikesAWaiterEarly(t *testing.T) {
 		for seed := int64(1); seed <= 20; seed++ {
 			s, _ := Generate(seed, cfg)
 			for _, e := range s.Entries {
-				if e.Params["opening"] != "" {
+				if e.Params["opening"] == "waiter" {
 					t.Errorf("%v aim %v seed %d: opening %+v", c.faults, c.aim, seed, e)
 				}
 			}
@@ -109,6 +109,43 @@ func TestQueuedLastStrikesTheLastWaiter(t *testing.T) {
 		}
 		if !slices.Equal(inj.Targets, []string{c.want}) || inj.Params["queued"] != c.params["queued"] {
 			t.Errorf("params %v: struck %v (params %v), want %s", c.params, inj.Targets, inj.Params, c.want)
+		}
+	}
+}
+
+// An aimed schedule on a system with lost replies opens with two lost
+// releases of the holder: the reply lost, first, and after the waiter's
+// strike the request lost too (param request), its next section held open
+// as the first's is; each after the one before it.
+func TestAimLosesAReleaseRequest(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Time, cfg.TTL, cfg.Aim, cfg.Dense = 30*time.Second, 2*time.Second, true, true
+	r := cfg.WithDefaults().Durations["lost-reply"]
+	for seed := int64(1); seed <= 20; seed++ {
+		s, _ := Generate(seed, cfg)
+		first, w, req := s.Entries[0], s.Entries[1], s.Entries[2]
+		if first.Fault != LostReplyRelease || first.Params["request"] != "" || w.Params["opening"] != "waiter" {
+			t.Fatalf("seed %d: opens with %+v, %+v", seed, first, w)
+		}
+		if req.Fault != LostReplyRelease || req.Target != TargetHolder || !slices.Contains(cfg.Clients, req.Fallback) ||
+			req.Params["request"] != "lost" || req.Params["hold_next"] != "500ms" || req.Duration < r.Min || req.Duration > r.Max ||
+			req.At != w.At+w.Duration+500*time.Millisecond {
+			t.Errorf("seed %d: third entry %+v, want the holder's release request lost", seed, req)
+		}
+		for _, e := range s.Entries[3:] {
+			if e.Params["request"] != "" || e.At < req.At+req.Duration {
+				t.Errorf("seed %d: %+v after the lost request", seed, e)
+			}
+		}
+	}
+	// Without aim, none.
+	cfg.Aim = false
+	for seed := int64(1); seed <= 20; seed++ {
+		s, _ := Generate(seed, cfg)
+		for _, e := range s.Entries {
+			if e.Params["request"] != "" {
+				t.Errorf("seed %d: %+v unaimed", seed, e)
+			}
 		}
 	}
 }

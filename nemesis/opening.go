@@ -1,0 +1,98 @@
+package nemesis
+
+import (
+	"math/rand/v2"
+	"slices"
+)
+
+// The openings of an aimed schedule: one strike early in the run for each
+// class of moment where lock bugs live, before the faults drawn at random.
+// Those are spread over many families whose starts and stops take
+// seconds each (a member removed and added back, a lost release waiting
+// for its client's next grant), and a 30 s run draws only five or six of
+// them: a class that needs one fault at one moment (a waiter's lease
+// ended while it queues: etcd#11456, etcd#11051; a release whose request
+// never arrived: etcd#22123) was often struck by none. Each opening is
+// marked with param opening, which the aim pass and holderPauseFirst
+// leave alone.
+
+// openings are the strikes an aimed schedule opens with, in order, their
+// At left to the caller: the holder's lost release reply (openingStrike),
+// a queued waiter's lease ended (waiterOpening), and the holder's release
+// whose request is lost (requestOpening); those fams and the run offer.
+func (c Config) openings(seed int64, fams []Family) []Entry {
+	lost := c.opensLost(fams)
+	var out []Entry
+	if lost {
+		out = append(out, openingStrike(seed, c))
+	}
+	if w, ok := c.waiterOpening(seed, fams); ok {
+		out = append(out, w)
+	}
+	if lost {
+		out = append(out, c.requestOpening(seed))
+	}
+	return out
+}
+
+// requestOpening is the holder's lost release as an opening, whose request
+// is lost with its reply (param request): the release never reaches the
+// server, whose grant stays, and a service that retries it, or acquires
+// again, meets that grant (etcd#22123; etcd#22082 when the retry comes
+// after the next grant, which param hold_next holds open).
+func (c Config) requestOpening(seed int64) Entry {
+	rng := rand.New(rand.NewPCG(uint64(seed), lostStream+2))
+	return Entry{
+		Fault: LostReplyRelease, Target: TargetHolder,
+		Fallback: c.Clients[rng.IntN(len(c.Clients))],
+		Duration: lostDur(rng, c.Durations[lostReply{}.Spec().Name]),
+		Params:   map[string]string{"request": "lost", "hold_next": (c.TTL / 4).String(), "opening": "release-request"},
+	}
+}
+
+// waiterStream is the PCG stream of the waiter opening's draws.
+const waiterStream = 0x77616974
+
+// waiterOpening is an aimed schedule's strike on a queued waiter's lease:
+// the waiter queued last (param queued), behind a holder with its section
+// ahead of it (waiterAhead), its lease revoked when the system offers that
+// (the server deletes its key at once, and the holder releases after), else
+// the client paused past its lease but not past its acquire
+// (waiterPause), as a waiter of a lock in a process of its own is. The
+// client drawn from the seed is the fallback. ok is false when the run
+// has no clients, no aim, or neither kind is offered.
+func (c Config) waiterOpening(seed int64, fams []Family) (Entry, bool) {
+	if !c.Aim || len(c.Clients) == 0 {
+		return Entry{}, false
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), waiterStream))
+	e := Entry{Target: TargetWaiter, Fallback: c.Clients[rng.IntN(len(c.Clients))]}
+	switch {
+	case c.offersKind(fams, LeaseRevoke):
+		e.Fault = LeaseRevoke
+	case c.offersKind(fams, PauseClient):
+		e.Fault = PauseClient
+		r := c.Durations[pause{}.Spec().Name]
+		e.Duration = max(r.Min, min(r.Max, waiterPause(c.TTL)))
+		e.Params = map[string]string{"before_write": "false"}
+	default:
+		return Entry{}, false
+	}
+	if e.Params == nil {
+		e.Params = map[string]string{}
+	}
+	e.Params["ahead"] = waiterAhead(e.Fault, c.TTL).String() + "-"
+	e.Params["queued"] = "last"
+	e.Params["opening"] = "waiter"
+	return e, true
+}
+
+// offersKind says whether one of fams draws kind for a run with clients.
+func (c Config) offersKind(fams []Family, kind string) bool {
+	for _, f := range fams {
+		if slices.Contains(c.kinds(f, true), kind) {
+			return true
+		}
+	}
+	return false
+}
