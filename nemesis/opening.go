@@ -54,13 +54,21 @@ func (c Config) requestOpening(seed int64) Entry {
 const waiterStream = 0x77616974
 
 // waiterOpening is an aimed schedule's strike on a queued waiter's lease:
-// the waiter queued last (param queued), behind a holder with its section
-// ahead of it (waiterAhead), its lease revoked when the system offers that
-// (the server deletes its key at once, and the holder releases after), else
-// the client paused past its lease but not past its acquire
-// (waiterPause), as a waiter of a lock in a process of its own is. The
-// client drawn from the seed is the fallback. ok is false when the run
-// has no clients, no aim, or neither kind is offered.
+// the waiter first in line, struck as the holder enters its section (param
+// ahead, bounded: a section just begun, not one under way), so that it has
+// waited only through the sections before and is granted next, well before
+// its acquire gives up; struck behind a section under way, the first in
+// line had often waited seconds and gave up first (mutex-3.4 seed 1: the
+// revocation came 0.8 s before its acquire's 5 s ran out), and the last in
+// line waited behind every section and gave up as well (seed 5). Its lease
+// is revoked when the system offers that, behind a section of at least
+// workAhead (the server deletes its key while the holder still works);
+// else the client is paused past its lease (waiterPause) behind a section
+// of at most a TTL, as a waiter of a lock in a process of its own is: its
+// claim blocks the line until its lease runs out, and it wakes to a grant
+// while its acquire still waits. The client drawn from the seed is the
+// fallback. ok is false when the run has no clients, no aim, or neither
+// kind is offered.
 func (c Config) waiterOpening(seed int64, fams []Family) (Entry, bool) {
 	if !c.Aim || len(c.Clients) == 0 {
 		return Entry{}, false
@@ -70,19 +78,15 @@ func (c Config) waiterOpening(seed int64, fams []Family) (Entry, bool) {
 	switch {
 	case c.offersKind(fams, LeaseRevoke):
 		e.Fault = LeaseRevoke
+		e.Params = map[string]string{"ahead": workAhead.String() + "-" + (2 * c.TTL).String()}
 	case c.offersKind(fams, PauseClient):
 		e.Fault = PauseClient
 		r := c.Durations[pause{}.Spec().Name]
 		e.Duration = max(r.Min, min(r.Max, waiterPause(c.TTL)))
-		e.Params = map[string]string{"before_write": "false"}
+		e.Params = map[string]string{"before_write": "false", "ahead": "0s-" + c.TTL.String()}
 	default:
 		return Entry{}, false
 	}
-	if e.Params == nil {
-		e.Params = map[string]string{}
-	}
-	e.Params["ahead"] = waiterAhead(e.Fault, c.TTL).String() + "-"
-	e.Params["queued"] = "last"
 	e.Params["opening"] = "waiter"
 	return e, true
 }

@@ -66,8 +66,6 @@ type fakeClients struct {
 	names  []string
 	holder string
 	waiter string
-	// lastWaiter, if set, is the waiter queued last (Waiter with last).
-	lastWaiter string
 	// entering is the holder entering a slow section, and its think time.
 	entering string
 	think    time.Duration
@@ -115,12 +113,9 @@ func (f *fakeClients) Lease(c string) (string, bool) {
 	return l, ok
 }
 
-func (f *fakeClients) Waiter(_ time.Duration, last bool) (string, bool) {
+func (f *fakeClients) Waiter(time.Duration) (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if last && f.lastWaiter != "" {
-		return f.lastWaiter, true
-	}
 	return f.waiter, f.waiter != ""
 }
 func (f *fakeClients) Entering(min, max, _ time.Duration) (string, bool) {

@@ -57,8 +57,8 @@ const holderAim = 0.5
 // aimAt turns some client faults of s on the moments where locks break,
 // from the seed on a stream of its own: a share of the faults that can
 // outlast a lease strike a waiter queued behind a section with work left
-// (waiterAhead; those drawn on a waiter are aimed so too), the waiter
-// queued last (param queued), with the client first drawn as the fallback, and a share of lost acquire replies
+// (waiterAhead; those drawn on a waiter are aimed so too), with the
+// client first drawn as the fallback, and a share of lost acquire replies
 // strike the holder's next acquire; a lost release reply of the holder
 // holds its next section open (param hold_next, TTL/4). Faults on the
 // holder keep their target. The first pause strikes the holder
@@ -111,11 +111,6 @@ func aimAt(seed int64, s *Schedule, ttl time.Duration) {
 		if _, ok := e.Params["ahead"]; !ok {
 			e.Params["ahead"] = waiterAhead(e.Fault, ttl).String() + "-"
 		}
-		// The waiter queued last: the one queued first has often waited
-		// seconds behind a long section, and its acquire gives up before
-		// the holder releases (mutex-3.4 seed 1: a revocation 0.8 s
-		// before its acquire's 5 s ran out).
-		e.Params["queued"] = "last"
 	}
 }
 

@@ -108,14 +108,8 @@ func (env *Env) findClient(ctx context.Context, e Entry, params map[string]strin
 				params["aimed"] = "true"
 			}
 		}
-		// Param queued=last: the waiter queued last, which has the most
-		// of its acquire's time left to stay in line through the fault.
-		last := e.Params["queued"] == "last"
-		if last {
-			params["queued"] = "last"
-		}
 		for {
-			if w, ok := env.Clients.Waiter(minWaiterWait, last); ok {
+			if w, ok := env.Clients.Waiter(minWaiterWait); ok {
 				return w, nil
 			}
 			if !sleepUntil(wctx, time.Now().Add(5*time.Millisecond)) {

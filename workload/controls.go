@@ -75,19 +75,14 @@ func (w *Workload) Ahead(min time.Duration) (string, bool) {
 
 // Waiter returns the client that has waited longest in Acquire, if one has
 // waited at least minWait (long enough to be queued behind a holder rather
-// than about to be granted at once); with last, the one of those that
-// began to wait last: the last in line, with the most of its acquire's
-// time left.
-func (w *Workload) Waiter(minWait time.Duration, last bool) (string, bool) {
-	best, since, by := "", time.Time{}, time.Now().Add(-minWait)
+// than about to be granted at once).
+func (w *Workload) Waiter(minWait time.Duration) (string, bool) {
+	best, since := "", time.Now().Add(-minWait)
 	for _, c := range w.clients {
 		c.mu.Lock()
 		t := c.waiting
 		c.mu.Unlock()
-		if t.IsZero() || t.After(by) {
-			continue
-		}
-		if best == "" || last && t.After(since) || !last && t.Before(since) {
+		if !t.IsZero() && !t.After(since) {
 			best, since = c.name, t
 		}
 	}

@@ -60,27 +60,3 @@ func TestAhead(t *testing.T) {
 		t.Fatalf("Ahead(3.5s) = %q; want none (c0 has about 3 s left)", c)
 	}
 }
-
-// Waiter finds a client queued at least minWait: the one queued first, or
-// with last the one queued last; not one that has only just begun.
-func TestWaiter(t *testing.T) {
-	now := time.Now()
-	w := &Workload{clients: []*client{
-		{name: "c0", waiting: now.Add(-2 * time.Second)},
-		{name: "c1", waiting: now.Add(-time.Millisecond)},
-		{name: "c2"},
-		{name: "c3", waiting: now.Add(-3 * time.Second)},
-		{name: "c4", waiting: now.Add(-500 * time.Millisecond)},
-	}}
-	for _, c := range []struct {
-		last bool
-		want string
-	}{{false, "c3"}, {true, "c4"}} {
-		if got, ok := w.Waiter(100*time.Millisecond, c.last); !ok || got != c.want {
-			t.Errorf("Waiter(100ms, %v) = %q, %v; want %s", c.last, got, ok, c.want)
-		}
-	}
-	if got, ok := w.Waiter(5*time.Second, true); ok {
-		t.Errorf("Waiter(5s) = %q; want none", got)
-	}
-}
