@@ -40,12 +40,19 @@ func (c Config) openings(seed int64, fams []Family) []Entry {
 // server, whose grant stays, and a service that retries it, or acquires
 // again, meets that grant (etcd#22123; etcd#22082 when the retry comes
 // after the next grant, which param hold_next holds open).
+//
+// It is cut after TTL/16, not the family's TTL/8 to TTL/4: the server
+// needs no time to apply a request it never sees, and the session's
+// renewals are held with it (their replies only, with a lost reply), then
+// resume only a second or so after the cut; held longer, the session's
+// lease ran out after the cut (election-retry seed 1, TTL 2 s: 1.4 s
+// after), and with it the grant the retry should meet.
 func (c Config) requestOpening(seed int64) Entry {
 	rng := rand.New(rand.NewPCG(uint64(seed), lostStream+2))
 	return Entry{
 		Fault: LostReplyRelease, Target: TargetHolder,
 		Fallback: c.Clients[rng.IntN(len(c.Clients))],
-		Duration: lostDur(rng, c.Durations[lostReply{}.Spec().Name]),
+		Duration: c.TTL / 16,
 		Params:   map[string]string{"request": "lost", "hold_next": (c.TTL / 4).String(), "opening": "release-request"},
 	}
 }
