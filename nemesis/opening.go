@@ -69,13 +69,14 @@ const waiterStream = 0x77616974
 // revocation came 0.8 s before its acquire's 5 s ran out), and the last in
 // line waited behind every section and gave up as well (seed 5). Its lease
 // is revoked when the system offers that, behind a section of at least
-// workAhead (the server deletes its key while the holder still works);
-// else the client is paused past its lease (waiterPause) behind a section
-// of at most a TTL, as a waiter of a lock in a process of its own is: its
-// claim blocks the line until its lease runs out, and it wakes to a grant
-// while its acquire still waits. The client drawn from the seed is the
-// fallback. ok is false when the run has no clients, no aim, or neither
-// kind is offered.
+// workAhead (the server deletes its key while the holder still works), the
+// revocation in force until the lock passes on (param until); else the
+// client is paused past its lease (waiterPause) behind a section of at
+// most a TTL, as a waiter of a lock in a process of its own is: its claim
+// blocks the line until its lease runs out, and it wakes to a grant while
+// its acquire still waits. The client drawn from the seed is the fallback.
+// ok is false when the run has no clients, no aim, or neither kind is
+// offered.
 func (c Config) waiterOpening(seed int64, fams []Family) (Entry, bool) {
 	if !c.Aim || len(c.Clients) == 0 {
 		return Entry{}, false
@@ -85,7 +86,7 @@ func (c Config) waiterOpening(seed int64, fams []Family) (Entry, bool) {
 	switch {
 	case c.offersKind(fams, LeaseRevoke):
 		e.Fault = LeaseRevoke
-		e.Params = map[string]string{"ahead": workAhead.String() + "-" + (2 * c.TTL).String()}
+		e.Params = map[string]string{"ahead": workAhead.String() + "-" + (2 * c.TTL).String(), "until": "passed"}
 	case c.offersKind(fams, PauseClient):
 		e.Fault = PauseClient
 		r := c.Durations[pause{}.Spec().Name]

@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -38,6 +39,9 @@ func TestAimStrikesAWaiterEarly(t *testing.T) {
 			if w.Fault != c.kind || w.Target != TargetWaiter || !slices.Contains(cfg.Clients, w.Fallback) ||
 				w.Duration != c.dur || w.Params["ahead"] != c.ahead || w.At != first.At+first.Duration+500*time.Millisecond {
 				t.Errorf("%v seed %d: second entry %+v, want a waiter's %s", c.faults, seed, w, c.kind)
+			}
+			if c.kind == LeaseRevoke && w.Params["until"] != "passed" {
+				t.Errorf("%v seed %d: waiter's revocation %+v over at once", c.faults, seed, w)
 			}
 			if c.kind == PauseClient && w.Params["before_write"] != "false" {
 				t.Errorf("%v seed %d: waiter's pause %+v armed for a write", c.faults, seed, w)
@@ -125,5 +129,33 @@ func TestAimLosesAReleaseRequest(t *testing.T) {
 				t.Errorf("seed %d: %+v unaimed", seed, e)
 			}
 		}
+	}
+}
+
+// A revocation with param until=passed stays in force until the lock
+// passes on, and says so; without it, it is over at once.
+func TestRevocationHeldUntilTheLockPasses(t *testing.T) {
+	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", leases: map[string]string{"c1": "1"}}
+	env := &Env{Sys: leasing{}, Clients: fc, TTL: 2 * time.Second}
+	plain, err := lease{}.Inject(context.Background(), env, Entry{Fault: LeaseRevoke, Target: TargetWaiter, Fallback: "c0"})
+	if err != nil || plain.Hold != nil {
+		t.Fatalf("a revocation without until: hold %v, err %v", plain.Hold != nil, err)
+	}
+	inj, err := lease{}.Inject(context.Background(), env, Entry{Fault: LeaseRevoke, Target: TargetWaiter, Fallback: "c0", Params: map[string]string{"until": "passed"}})
+	if err != nil || inj.Hold == nil {
+		t.Fatalf("a revocation until the lock passes: no hold (err %v)", err)
+	}
+	held := make(chan map[string]string, 1)
+	go func() { held <- inj.Hold(context.Background(), 0) }()
+	select {
+	case p := <-held:
+		t.Fatalf("the hold ended (%v) while c0 still held the lock", p)
+	case <-time.After(50 * time.Millisecond):
+	}
+	fc.mu.Lock()
+	fc.holder = ""
+	fc.mu.Unlock()
+	if p := <-held; p["passed"] != "true" {
+		t.Errorf("hold ended with %v, want passed=true", p)
 	}
 }
