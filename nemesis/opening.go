@@ -64,10 +64,12 @@ const waiterStream = 0x77616974
 // the waiter first in line, struck as the holder enters its section (param
 // ahead, bounded: a section just begun, not one under way), so that it has
 // waited only through the sections before and is granted next, well before
-// its acquire gives up; struck behind a section under way, the first in
-// line had often waited seconds and gave up first (mutex-3.4 seed 1: the
-// revocation came 0.8 s before its acquire's 5 s ran out), and the last in
-// line waited behind every section and gave up as well (seed 5). Its lease
+// its acquire gives up, when no waiter has waited TTL/4 yet (param waited:
+// a section begun behind a long one is passed over); struck behind a
+// section under way, the first in line had often waited seconds and gave
+// up first (mutex-3.4 seed 1: the revocation came 0.8 s before its
+// acquire's 5 s ran out), and the last in line waited behind every section
+// and gave up as well (seed 5). Its lease
 // is revoked when the system offers that, behind a section of at least
 // workAhead (the server deletes its key while the holder still works), the
 // revocation in force until the lock passes on (param until); else the
@@ -86,12 +88,12 @@ func (c Config) waiterOpening(seed int64, fams []Family) (Entry, bool) {
 	switch {
 	case c.offersKind(fams, LeaseRevoke):
 		e.Fault = LeaseRevoke
-		e.Params = map[string]string{"ahead": workAhead.String() + "-" + (2 * c.TTL).String(), "until": "passed"}
+		e.Params = map[string]string{"ahead": workAhead.String() + "-" + (2 * c.TTL).String(), "until": "passed", "waited": (c.TTL / 4).String()}
 	case c.offersKind(fams, PauseClient):
 		e.Fault = PauseClient
 		r := c.Durations[pause{}.Spec().Name]
 		e.Duration = max(r.Min, min(r.Max, waiterPause(c.TTL)))
-		e.Params = map[string]string{"before_write": "false", "ahead": "0s-" + c.TTL.String()}
+		e.Params = map[string]string{"before_write": "false", "ahead": "0s-" + c.TTL.String(), "waited": (c.TTL / 4).String()}
 	default:
 		return Entry{}, false
 	}

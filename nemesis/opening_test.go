@@ -40,6 +40,9 @@ func TestAimStrikesAWaiterEarly(t *testing.T) {
 				w.Duration != c.dur || w.Params["ahead"] != c.ahead || w.At != first.At+first.Duration+500*time.Millisecond {
 				t.Errorf("%v seed %d: second entry %+v, want a waiter's %s", c.faults, seed, w, c.kind)
 			}
+			if w.Params["waited"] != "500ms" {
+				t.Errorf("%v seed %d: waiter's strike %+v not limited to a waiter queued under TTL/4", c.faults, seed, w)
+			}
 			if c.kind == LeaseRevoke && w.Params["until"] != "passed" {
 				t.Errorf("%v seed %d: waiter's revocation %+v over at once", c.faults, seed, w)
 			}
@@ -157,5 +160,26 @@ func TestRevocationHeldUntilTheLockPasses(t *testing.T) {
 	fc.mu.Unlock()
 	if p := <-held; p["passed"] != "true" {
 		t.Errorf("hold ended with %v, want passed=true", p)
+	}
+}
+
+// A waiter's strike with param waited passes over a section entered while
+// a waiter has queued that long already, and strikes behind one entered
+// while every waiter is fresh.
+func TestAimWaiterPassesOverStaleQueues(t *testing.T) {
+	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", entering: "c0", think: time.Second, waited: 3 * time.Second}
+	env := &Env{Clients: fc, TTL: 2 * time.Second, aimBy: time.Now().Add(300 * time.Millisecond)}
+	if env.aimWaiter(context.Background(), "200ms-4s", 500*time.Millisecond) {
+		t.Error("aimed behind a section whose first waiter had waited 3 s")
+	}
+	if !env.aimWaiter(context.Background(), "200ms-4s", 0) {
+		t.Error("without a limit, not aimed behind a section entered")
+	}
+	fc.mu.Lock()
+	fc.waited = 100 * time.Millisecond
+	fc.mu.Unlock()
+	env.aimBy = time.Now().Add(300 * time.Millisecond)
+	if !env.aimWaiter(context.Background(), "200ms-4s", 500*time.Millisecond) {
+		t.Error("not aimed behind a section whose waiters had waited 100 ms")
 	}
 }

@@ -66,6 +66,9 @@ type fakeClients struct {
 	names  []string
 	holder string
 	waiter string
+	// waited, if set, is how long waiter has waited (Waiter finds it
+	// only if that is at least its minWait); unset, any wait.
+	waited time.Duration
 	// entering is the holder entering a slow section, and its think time.
 	entering string
 	think    time.Duration
@@ -113,9 +116,12 @@ func (f *fakeClients) Lease(c string) (string, bool) {
 	return l, ok
 }
 
-func (f *fakeClients) Waiter(time.Duration) (string, bool) {
+func (f *fakeClients) Waiter(min time.Duration) (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.waited > 0 && f.waited < min {
+		return "", false
+	}
 	return f.waiter, f.waiter != ""
 }
 func (f *fakeClients) Entering(min, max, _ time.Duration) (string, bool) {

@@ -324,6 +324,11 @@ func (e Entry) validate(n int) error {
 			return err
 		}
 	}
+	if w, ok := e.Params["waited"]; ok {
+		if d, err := time.ParseDuration(w); err != nil || d < 0 || e.Target != TargetWaiter {
+			return fmt.Errorf("param waited %q: want a duration, on a fault aimed at a %s", w, TargetWaiter)
+		}
+	}
 	seen := map[int]bool{}
 	for _, g := range e.Groups {
 		for _, m := range g {

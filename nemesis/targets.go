@@ -104,7 +104,8 @@ func (env *Env) findClient(ctx context.Context, e Entry, params map[string]strin
 		// Aimed: a waiter queued behind a holder that has just begun a
 		// long section, so that it stays queued through the fault.
 		if aim, ok := e.Params["ahead"]; ok {
-			if _, ok := env.aim(ctx, aim); ok {
+			limit, _ := time.ParseDuration(e.Params["waited"])
+			if env.aimWaiter(ctx, aim, limit) {
 				params["aimed"] = "true"
 			}
 		}
@@ -180,6 +181,31 @@ func (env *Env) aim(ctx context.Context, ahead string) (string, bool) {
 		}
 		if !sleepUntil(wctx, time.Now().Add(5*time.Millisecond)) {
 			return "", false
+		}
+	}
+}
+
+// aimWaiter waits, as aim does, for a holder entering a section of the
+// range ahead; with limit set (param waited), for one behind which every
+// waiter has waited less than limit, so that the first in line, struck
+// then, is granted before its acquire gives up. A section begun behind a
+// long one, whose waiters had queued through it, is passed over (mutex-3.4
+// seed 5: the first in line, struck 3.6 s into its wait, gave up 1.4 s
+// later, before the holder released).
+func (env *Env) aimWaiter(ctx context.Context, ahead string, limit time.Duration) bool {
+	actx, cancel := context.WithTimeout(ctx, aimWait)
+	defer cancel()
+	for {
+		if _, ok := env.aim(actx, ahead); !ok {
+			return false
+		}
+		if _, stale := env.Clients.Waiter(limit); limit <= 0 || !stale {
+			return true
+		}
+		// The next section: this one is entered no more once the
+		// slack is past.
+		if !sleepUntil(actx, time.Now().Add(enteredSlack)) {
+			return false
 		}
 	}
 }
