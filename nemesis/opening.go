@@ -20,19 +20,20 @@ import (
 // At left to the caller: the holder's lost release reply (openingStrike),
 // a queued waiter's lease ended (waiterOpening), and the holder's release
 // whose request is lost (requestOpening); those fams and the run offer.
+// None where the run offers no lost replies: a run of a family or two
+// (sweep's time to harm under pause, isolate or lease alone) is about
+// those faults on the holder, and a waiter's strike first put off the
+// first harm (pause, seeds 1-6: the median first stale write at 7.11 s,
+// 4.19 s without it).
 func (c Config) openings(seed int64, fams []Family) []Entry {
-	lost := c.opensLost(fams)
-	var out []Entry
-	if lost {
-		out = append(out, openingStrike(seed, c))
+	if !c.opensLost(fams) {
+		return nil
 	}
+	out := []Entry{openingStrike(seed, c)}
 	if w, ok := c.waiterOpening(seed, fams); ok {
 		out = append(out, w)
 	}
-	if lost {
-		out = append(out, c.requestOpening(seed))
-	}
-	return out
+	return append(out, c.requestOpening(seed))
 }
 
 // requestOpening is the holder's lost release as an opening, whose request

@@ -12,7 +12,8 @@ import (
 // else a pause of the waiter past its lease (TTL+1 s), each aimed at a
 // section just begun (a bounded ahead), the revocation at one of at least
 // 200 ms, the pause at one of at most a TTL; the rest of the schedule
-// starts after it. Without aim, or without a kind that ends a lease, there is none.
+// starts after it. Without aim, without a kind that ends a lease, or
+// without lost replies, there is none.
 func TestAimStrikesAWaiterEarly(t *testing.T) {
 	for _, c := range []struct {
 		faults []string
@@ -57,11 +58,12 @@ func TestAimStrikesAWaiterEarly(t *testing.T) {
 			}
 		}
 	}
-	// Not aimed, or no kind that ends a waiter's lease: no such opening.
+	// Not aimed, no kind that ends a waiter's lease, or no lost replies
+	// (a run of pauses alone strikes the holder first): no such opening.
 	for _, c := range []struct {
 		faults []string
 		aim    bool
-	}{{[]string{All}, false}, {[]string{"isolate", "lost-reply", "crash"}, true}} {
+	}{{[]string{All}, false}, {[]string{"isolate", "lost-reply", "crash"}, true}, {[]string{"pause"}, true}, {[]string{"lease", "isolate"}, true}} {
 		cfg := swarmConfig()
 		cfg.Faults, cfg.Aim = c.faults, c.aim
 		for seed := int64(1); seed <= 20; seed++ {
