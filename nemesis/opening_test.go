@@ -185,3 +185,20 @@ func TestAimWaiterPassesOverStaleQueues(t *testing.T) {
 		t.Error("not aimed behind a section whose waiters had waited 100 ms")
 	}
 }
+
+// A waiter's strike that wants a fresh waiter gives up looking after two
+// TTLs (here 100 ms), not aimWait's ten seconds, where none is ever fresh.
+func TestAimWaiterLooksForTwoTTLs(t *testing.T) {
+	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", entering: "c0", think: time.Second, waited: 3 * time.Second}
+	env := &Env{Clients: fc, TTL: 50 * time.Millisecond}
+	done := make(chan bool, 1)
+	go func() { done <- env.aimWaiter(context.Background(), "200ms-4s", 500*time.Millisecond) }()
+	select {
+	case aimed := <-done:
+		if aimed {
+			t.Error("aimed behind a section whose first waiter had waited 3 s")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("still looking for a fresh waiter after 5 s; want two TTLs, 100 ms")
+	}
+}
