@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/locktest/locktest/histories"
@@ -24,7 +25,7 @@ type lease struct{}
 func (lease) Spec() Spec {
 	return Spec{
 		Name: "lease",
-		Doc:  "Ends a client's lease: starve its keepalives (its links drop data) until the server expires it, mostly the holder's mid-section (the lease race); or, twice as often, revoke it with an admin client, the holder's or, as often, a queued waiter's (whose key the server then deletes while it waits: etcd#11456).",
+		Doc:  "Ends a client's lease: starve its keepalives (its links drop data) until the server expires it, mostly the holder's mid-section (the lease race); or, twice as often, revoke it with an admin client, the holder's or, as often, a queued waiter's (whose key the server then deletes while it waits: etcd#11456; with param `until` `passed` the revocation stays in force until the lock passes on, at most two TTLs: param `passed`).",
 		// Two revocations to one starvation. Starving shows the lease race
 		// on holders; a revocation strikes a holder or, as often, a waiter,
 		// whose key the server then deletes while it is queued: where lock
@@ -79,6 +80,16 @@ func (lease) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 		defer cancel()
 		if err := leases.RevokeLease(rctx, id); err != nil {
 			return inj, fmt.Errorf("%s: %w", name, err)
+		}
+		if e.Params["until"] == "passed" {
+			// In force until the lock passes on (at most regrantWait
+			// TTLs): the next fault must not strike the release that a
+			// revoked waiter's grant waits for (mutex-3.4 seed 1: a lost
+			// release request of that holder, 3 s later, kept its grant
+			// until the waiter gave up).
+			inj.Hold = func(ctx context.Context, _ time.Duration) map[string]string {
+				return map[string]string{"passed": strconv.FormatBool(env.lockPassed(ctx, regrantWait*env.TTL))}
+			}
 		}
 		return inj, nil
 	}

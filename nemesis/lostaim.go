@@ -84,16 +84,16 @@ func (c Config) offersLost(fams []Family, kind string) bool {
 	return false
 }
 
-// openingStrike is an aimed schedule's first fault, at at: the holder's
+// openingStrike is an aimed schedule's first fault: the holder's
 // lost release reply (the client drawn from the seed when nobody holds the
 // lock then). Most faults of a run come late, waiting for their moment or
 // for the fault before, and the lost release replies drawn late often
 // never run; a retry of the release needs time after it besides, the
 // client's next grant.
-func openingStrike(seed int64, cfg Config, at time.Duration) Entry {
+func openingStrike(seed int64, cfg Config) Entry {
 	rng := rand.New(rand.NewPCG(uint64(seed), lostStream+1))
 	return Entry{
-		At: at, Fault: LostReplyRelease, Target: TargetHolder,
+		Fault: LostReplyRelease, Target: TargetHolder,
 		Fallback: cfg.Clients[rng.IntN(len(cfg.Clients))],
 		Duration: lostDur(rng, cfg.Durations[lostReply{}.Spec().Name]),
 	}

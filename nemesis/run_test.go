@@ -66,6 +66,9 @@ type fakeClients struct {
 	names  []string
 	holder string
 	waiter string
+	// waited, if set, is how long waiter has waited (Waiter finds it
+	// only if that is at least its minWait); unset, any wait.
+	waited time.Duration
 	// entering is the holder entering a slow section, and its think time.
 	entering string
 	think    time.Duration
@@ -113,9 +116,12 @@ func (f *fakeClients) Lease(c string) (string, bool) {
 	return l, ok
 }
 
-func (f *fakeClients) Waiter(time.Duration) (string, bool) {
+func (f *fakeClients) Waiter(min time.Duration) (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.waited > 0 && f.waited < min {
+		return "", false
+	}
 	return f.waiter, f.waiter != ""
 }
 func (f *fakeClients) Entering(min, max, _ time.Duration) (string, bool) {
@@ -849,9 +855,16 @@ func hex(l clientv3.LeaseID) string { return strconv.FormatInt(int64(l), 16) }
 // its own links) reaches the server and is applied, its reply is dropped,
 // and the cut after the fault's duration breaks the connection: the client
 // sees an error soon after the cut, not at its own timeout, and the key is
-// gone on the server. The fault's params say what the client saw.
+// gone on the server. The fault's params say what the client saw. With
+// param request=lost the request is held too: the client sees the same
+// error, and the key is still there.
 func TestRunLostReply(t *testing.T) {
 	t.Parallel()
+	t.Run("reply", func(t *testing.T) { testRunLost(t, false) })
+	t.Run("request", func(t *testing.T) { testRunLost(t, true) })
+}
+
+func testRunLost(t *testing.T, request bool) {
 	c, ctx := startCluster(t)
 	cli, err := c.Client("c0")
 	if err != nil {
@@ -863,8 +876,12 @@ func TestRunLostReply(t *testing.T) {
 	}
 	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0"}
 	hold := 300 * time.Millisecond
+	params := map[string]string{"hold_next": "500ms"}
+	if request {
+		params["request"] = "lost"
+	}
 	sched := Schedule{Members: 3, Clients: fc.names, Entries: []Entry{
-		{At: 0, Fault: LostReplyRelease, Target: TargetHolder, Fallback: "c1", Duration: hold, Params: map[string]string{"hold_next": "500ms"}},
+		{At: 0, Fault: LostReplyRelease, Target: TargetHolder, Fallback: "c1", Duration: hold, Params: params},
 	}}
 	rec := newRec()
 	cancel := goRun(c, fc, rec, sched)
@@ -901,11 +918,12 @@ func TestRunLostReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Kvs) != 0 {
-		t.Errorf("the server did not apply the delete whose reply was lost: %+v", got.Kvs)
+	if applied := len(got.Kvs) == 0; applied == request {
+		t.Errorf("request lost %v: the server applied the delete %v (%+v)", request, applied, got.Kvs)
 	}
 	p := stop.Value.Params
-	if p["op"] != histories.Release || p["reply"] != "lost" || !strings.HasPrefix(p["client_saw"], "error: ") || p["role"] != "holder" {
+	if p["op"] != histories.Release || p["reply"] != "lost" || !strings.HasPrefix(p["client_saw"], "error: ") || p["role"] != "holder" ||
+		p["request"] != params["request"] {
 		t.Errorf("stop params %v", p)
 	}
 	// Param hold_next: the client's next section is held open, a pause

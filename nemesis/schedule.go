@@ -105,14 +105,17 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	}
 
 	g := &Gen{rng: rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)), cfg: cfg, steer: slices.Concat(cfg.Steer, cfg.Steer)}
-	// An aimed schedule opens with a lost release reply (lostaim.go); a
+	// An aimed schedule opens with a strike of each class (opening.go); a
 	// steered one with its cells.
 	start := cfg.gap()
-	opened := len(cfg.Steer) == 0 && cfg.opensLost(fams)
-	if opened {
-		first := openingStrike(seed, cfg, start)
-		s.Entries = append(s.Entries, first)
-		start += first.Duration + cfg.gap()
+	var opened int
+	if len(cfg.Steer) == 0 && cfg.Aim {
+		for _, o := range cfg.openings(seed, fams) {
+			o.At = start
+			s.Entries = append(s.Entries, o)
+			start += o.Duration + cfg.gap()
+			opened++
+		}
 	}
 	for at := start; at < cfg.Time; {
 		f, e, steered := g.steered(every, clients, at)
@@ -152,15 +155,15 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 	if cfg.Aim {
 		aimLost(seed, &s, cfg)
 		aimAt(seed, &s, cfg.TTL)
-		if opened {
-			lostAcquireEarly(seed, cfg, fams, &s)
+		if opened > 0 {
+			lostAcquireEarly(seed, cfg, fams, &s, opened)
 		}
 	}
 	return s, nil
 }
 
 // lostAcquireEarly has an aimed schedule strike a lost acquire reply
-// right after its opening strike: the first of s that strikes an
+// right after its openings (opening.go): the first of s that strikes an
 // acquire's request (lostCreate), or, where the system offers them and s
 // has none, the holder's next acquire's, drawn from the seed on a stream
 // of its own. Most faults of a run come late, waiting for their moment or
@@ -171,8 +174,8 @@ func Generate(seed int64, cfg Config) (Schedule, error) {
 // takes the time of the first entry after the opening, and the entries it
 // passes move later by its duration and gap: those after it keep their
 // times.
-func lostAcquireEarly(seed int64, cfg Config, fams []Family, s *Schedule) {
-	es := s.Entries[1:]
+func lostAcquireEarly(seed int64, cfg Config, fams []Family, s *Schedule, opened int) {
+	es := s.Entries[opened:]
 	if len(es) == 0 {
 		return
 	}
@@ -184,12 +187,12 @@ func lostAcquireEarly(seed int64, cfg Config, fams []Family, s *Schedule) {
 		if !cfg.offersLost(fams, LostReplyAcquire) {
 			return
 		}
-		rng := rand.New(rand.NewPCG(uint64(seed), lostStream+2))
+		rng := rand.New(rand.NewPCG(uint64(seed), lostStream+3))
 		e := Entry{Fault: LostReplyAcquire, Target: TargetHolder, Fallback: cfg.Clients[rng.IntN(len(cfg.Clients))],
 			Duration: lostDur(rng, cfg.Durations[lostReply{}.Spec().Name])}
 		// Drawn last, and moved first below, as one drawn there.
 		s.Entries = append(s.Entries, e)
-		es = s.Entries[1:]
+		es = s.Entries[opened:]
 		i = len(es) - 1
 	}
 	e := es[i]
@@ -375,6 +378,11 @@ func (e Entry) validate(n int) error {
 		}
 		if _, _, err := parseAhead(a); err != nil {
 			return err
+		}
+	}
+	if w, ok := e.Params["waited"]; ok {
+		if d, err := time.ParseDuration(w); err != nil || d < 0 || e.Target != TargetWaiter {
+			return fmt.Errorf("param waited %q: want a duration, on a fault aimed at a %s", w, TargetWaiter)
 		}
 	}
 	seen := map[int]bool{}

@@ -326,18 +326,19 @@ func TestGenerateBareQuorum(t *testing.T) {
 	}
 }
 
-// unearly undoes lostAcquireEarly on inner, the entries of the aimed
-// schedule of seed under cfg after its opening strike, whose plain
-// schedule (drawn without aim) is plain: it finds where the lost acquire
-// reply stood by aiming the plain entries as Generate does, before the
-// move.
-func unearly(seed int64, cfg Config, plain, inner []Entry) []Entry {
+// unearly undoes lostAcquireEarly on the aimed schedule s of seed under
+// cfg, whose entries after its openings are inner and whose plain schedule
+// (drawn without aim) is plain: it finds where the lost acquire reply
+// stood by aiming the plain entries as Generate does, after the same
+// openings, before the move.
+func unearly(seed int64, cfg Config, s Schedule, plain, inner []Entry) []Entry {
 	cfg = cfg.WithDefaults()
+	opens := s.Entries[:len(s.Entries)-len(inner)]
 	pre := Schedule{Seed: seed, Members: cfg.Members, Clients: cfg.Clients,
-		Entries: append([]Entry{openingStrike(seed, cfg, 0)}, slices.Clone(plain[:min(len(inner), len(plain))])...)}
+		Entries: slices.Concat(opens, plain[:min(len(inner), len(plain))])}
 	aimLost(seed, &pre, cfg)
 	aimAt(seed, &pre, cfg.TTL)
-	i := slices.IndexFunc(pre.Entries[1:], lostCreate)
+	i := slices.IndexFunc(pre.Entries[len(opens):], lostCreate)
 	out := slices.Clone(inner)
 	switch {
 	case i < 0 && len(out) > 0:
@@ -375,7 +376,7 @@ func TestLostAcquireEarly(t *testing.T) {
 			t.Errorf("seed %d: the entry after the opening is %+v", seed, inner[0])
 			continue
 		}
-		was := unearly(seed, cfg, plain.Entries, inner)
+		was := unearly(seed, cfg, s, plain.Entries, inner)
 		j := slices.IndexFunc(was, lostCreate)
 		switch {
 		case j == 0:

@@ -69,8 +69,8 @@ func aimAt(seed int64, s *Schedule, ttl time.Duration) {
 	holderPauseFirst(s.Entries)
 	for i := range s.Entries {
 		e := &s.Entries[i]
-		if e.Params["cell"] != "" {
-			continue // steered: aimed at its cell already
+		if e.Params["cell"] != "" || e.Params["opening"] != "" {
+			continue // steered or an opening: aimed already
 		}
 		if e.Fault == PauseClient && e.Target == TargetHolder && e.Params["before_write"] == "true" {
 			// A holder mid-section is paused at once, not at its write
@@ -124,8 +124,8 @@ func aimAt(seed int64, s *Schedule, ttl time.Duration) {
 func holderPauseFirst(es []Entry) {
 	first := -1
 	for i, e := range es {
-		if e.Fault != PauseClient && (e.Fault != PauseMember || e.Params["until"] != "") || e.Params["cell"] != "" {
-			continue // not a pause, one staging the strike after it, or one steered to its cell
+		if e.Fault != PauseClient && (e.Fault != PauseMember || e.Params["until"] != "") || e.Params["cell"] != "" || e.Params["opening"] != "" {
+			continue // not a pause, one staging the strike after it, or one aimed already (steered, an opening)
 		}
 		holder := e.Fault == PauseClient && e.Target == TargetHolder
 		switch {

@@ -69,14 +69,15 @@ func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 		aimed := cfg
 		aimed.Aim = true
 		s, _ := Generate(seed, aimed)
-		// The pauses' order (TestHolderPauseFirst), after the lost
-		// release reply it opens with (lostaim.go): a prefix of the plain
-		// schedule's entries, later by the first.
-		holderPauseFirst(plain.Entries)
-		inner := unearly(seed, aimed, plain.Entries, after(t, s))
+		// The pauses' order (TestHolderPauseFirst), after the strikes it
+		// opens with (opening.go): a prefix of the plain
+		// schedule's entries (the openings take the time of the last),
+		// later by the first, the lost acquire reply moved early put back.
+		inner := unearly(seed, aimed, s, plain.Entries, after(t, s))
 		if len(inner) > len(plain.Entries) {
 			t.Fatalf("seed %d: %d entries aimed, %d plain", seed, len(inner), len(plain.Entries))
 		}
+		holderPauseFirst(plain.Entries[:len(inner)])
 		for i, e := range inner {
 			p := plain.Entries[i]
 			e.At = p.At
@@ -93,7 +94,7 @@ func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 			}
 			if p.Fault == PauseClient && p.Target == TargetHolder {
 				if p.Params["before_write"] != "true" || e.Params["mid_section"] != "200ms" {
-					t.Errorf("seed %d: entry %d aimed as %+v", seed, i, e)
+					t.Errorf("seed %d: entry %d aimed as %+v from %+v", seed, i, e, p)
 				}
 				turned++
 				continue

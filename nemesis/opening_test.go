@@ -1,0 +1,204 @@
+package nemesis
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+)
+
+// An aimed schedule strikes a queued waiter's lease right after the lost
+// release reply it opens with: a revocation where leases can be revoked,
+// else a pause of the waiter past its lease (TTL+1 s), each aimed at a
+// section just begun (a bounded ahead), the revocation at one of at least
+// 200 ms, the pause at one of at most a TTL; the rest of the schedule
+// starts after it. Without aim, without a kind that ends a lease, or
+// without lost replies, there is none.
+func TestAimStrikesAWaiterEarly(t *testing.T) {
+	for _, c := range []struct {
+		faults []string
+		kind   string
+		dur    time.Duration
+		ahead  string
+	}{
+		{[]string{All}, LeaseRevoke, 0, "200ms-4s"},
+		{[]string{"lease", "lost-reply", "crash"}, LeaseRevoke, 0, "200ms-4s"},
+		{[]string{"pause", "lost-reply", "crash"}, PauseClient, 3 * time.Second, "0s-2s"},
+	} {
+		cfg := swarmConfig()
+		cfg.Faults, cfg.Time, cfg.TTL = c.faults, 30*time.Second, 2*time.Second
+		cfg.Aim, cfg.Dense = true, true
+		for seed := int64(1); seed <= 20; seed++ {
+			s, err := Generate(seed, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Entries) < 3 {
+				t.Fatalf("%v seed %d: %d entries", c.faults, seed, len(s.Entries))
+			}
+			first, w := s.Entries[0], s.Entries[1]
+			if w.Fault != c.kind || w.Target != TargetWaiter || !slices.Contains(cfg.Clients, w.Fallback) ||
+				w.Duration != c.dur || w.Params["ahead"] != c.ahead || w.At != first.At+first.Duration+500*time.Millisecond {
+				t.Errorf("%v seed %d: second entry %+v, want a waiter's %s", c.faults, seed, w, c.kind)
+			}
+			if w.Params["waited"] != "500ms" {
+				t.Errorf("%v seed %d: waiter's strike %+v not limited to a waiter queued under TTL/4", c.faults, seed, w)
+			}
+			if c.kind == LeaseRevoke && w.Params["until"] != "passed" {
+				t.Errorf("%v seed %d: waiter's revocation %+v over at once", c.faults, seed, w)
+			}
+			if c.kind == PauseClient && w.Params["before_write"] != "false" {
+				t.Errorf("%v seed %d: waiter's pause %+v armed for a write", c.faults, seed, w)
+			}
+			if next := s.Entries[2]; next.At < w.At+w.Duration+500*time.Millisecond {
+				t.Errorf("%v seed %d: %s at %s, during the waiter's strike", c.faults, seed, next.Fault, next.At)
+			}
+			if err := s.Validate(); err != nil {
+				t.Errorf("%v seed %d: %v", c.faults, seed, err)
+			}
+		}
+	}
+	// Not aimed, no kind that ends a waiter's lease, or no lost replies
+	// (a run of pauses alone strikes the holder first): no such opening.
+	for _, c := range []struct {
+		faults []string
+		aim    bool
+	}{{[]string{All}, false}, {[]string{"isolate", "lost-reply", "crash"}, true}, {[]string{"pause"}, true}, {[]string{"lease", "isolate"}, true}} {
+		cfg := swarmConfig()
+		cfg.Faults, cfg.Aim = c.faults, c.aim
+		for seed := int64(1); seed <= 20; seed++ {
+			s, _ := Generate(seed, cfg)
+			for _, e := range s.Entries {
+				if e.Params["opening"] == "waiter" {
+					t.Errorf("%v aim %v seed %d: opening %+v", c.faults, c.aim, seed, e)
+				}
+			}
+		}
+	}
+}
+
+// The waiter's pause an aimed schedule opens with stays on the waiter:
+// the first pause of the holder is not swapped into its place
+// (holderPauseFirst), nor is it aimed again.
+func TestWaiterOpeningKeepsItsTarget(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Faults, cfg.Time, cfg.Aim = []string{"pause", "lost-reply"}, 30*time.Second, true
+	holders := 0
+	for seed := int64(1); seed <= 20; seed++ {
+		s, _ := Generate(seed, cfg)
+		w := s.Entries[1]
+		if w.Fault != PauseClient || w.Target != TargetWaiter || w.Params["mid_section"] != "" {
+			t.Errorf("seed %d: opening %+v", seed, w)
+		}
+		for _, e := range s.Entries[2:] {
+			if e.Fault == PauseClient && e.Target == TargetHolder {
+				holders++
+			}
+		}
+	}
+	if holders == 0 {
+		t.Error("no pause of the holder after the opening: nothing to swap")
+	}
+}
+
+// An aimed schedule on a system with lost replies opens with two lost
+// releases of the holder: the reply lost, first, and after the waiter's
+// strike the request lost too (param request), cut after TTL/16, its next
+// section held open as the first's is; each after the one before it.
+func TestAimLosesAReleaseRequest(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Time, cfg.TTL, cfg.Aim, cfg.Dense = 30*time.Second, 2*time.Second, true, true
+	for seed := int64(1); seed <= 20; seed++ {
+		s, _ := Generate(seed, cfg)
+		first, w, req := s.Entries[0], s.Entries[1], s.Entries[2]
+		if first.Fault != LostReplyRelease || first.Params["request"] != "" || w.Params["opening"] != "waiter" {
+			t.Fatalf("seed %d: opens with %+v, %+v", seed, first, w)
+		}
+		if req.Fault != LostReplyRelease || req.Target != TargetHolder || !slices.Contains(cfg.Clients, req.Fallback) ||
+			req.Params["request"] != "lost" || req.Params["hold_next"] != "500ms" || req.Duration != 125*time.Millisecond ||
+			req.At != w.At+w.Duration+500*time.Millisecond {
+			t.Errorf("seed %d: third entry %+v, want the holder's release request lost", seed, req)
+		}
+		for _, e := range s.Entries[3:] {
+			if e.Params["request"] != "" || e.At < req.At+req.Duration {
+				t.Errorf("seed %d: %+v after the lost request", seed, e)
+			}
+		}
+	}
+	// Without aim, none.
+	cfg.Aim = false
+	for seed := int64(1); seed <= 20; seed++ {
+		s, _ := Generate(seed, cfg)
+		for _, e := range s.Entries {
+			if e.Params["request"] != "" {
+				t.Errorf("seed %d: %+v unaimed", seed, e)
+			}
+		}
+	}
+}
+
+// A revocation with param until=passed stays in force until the lock
+// passes on, and says so; without it, it is over at once.
+func TestRevocationHeldUntilTheLockPasses(t *testing.T) {
+	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", leases: map[string]string{"c1": "1"}}
+	env := &Env{Sys: leasing{}, Clients: fc, TTL: 2 * time.Second}
+	plain, err := lease{}.Inject(context.Background(), env, Entry{Fault: LeaseRevoke, Target: TargetWaiter, Fallback: "c0"})
+	if err != nil || plain.Hold != nil {
+		t.Fatalf("a revocation without until: hold %v, err %v", plain.Hold != nil, err)
+	}
+	inj, err := lease{}.Inject(context.Background(), env, Entry{Fault: LeaseRevoke, Target: TargetWaiter, Fallback: "c0", Params: map[string]string{"until": "passed"}})
+	if err != nil || inj.Hold == nil {
+		t.Fatalf("a revocation until the lock passes: no hold (err %v)", err)
+	}
+	held := make(chan map[string]string, 1)
+	go func() { held <- inj.Hold(context.Background(), 0) }()
+	select {
+	case p := <-held:
+		t.Fatalf("the hold ended (%v) while c0 still held the lock", p)
+	case <-time.After(50 * time.Millisecond):
+	}
+	fc.mu.Lock()
+	fc.holder = ""
+	fc.mu.Unlock()
+	if p := <-held; p["passed"] != "true" {
+		t.Errorf("hold ended with %v, want passed=true", p)
+	}
+}
+
+// A waiter's strike with param waited passes over a section entered while
+// a waiter has queued that long already, and strikes behind one entered
+// while every waiter is fresh.
+func TestAimWaiterPassesOverStaleQueues(t *testing.T) {
+	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", entering: "c0", think: time.Second, waited: 3 * time.Second}
+	env := &Env{Clients: fc, TTL: 2 * time.Second, aimBy: time.Now().Add(300 * time.Millisecond)}
+	if env.aimWaiter(context.Background(), "200ms-4s", 500*time.Millisecond) {
+		t.Error("aimed behind a section whose first waiter had waited 3 s")
+	}
+	if !env.aimWaiter(context.Background(), "200ms-4s", 0) {
+		t.Error("without a limit, not aimed behind a section entered")
+	}
+	fc.mu.Lock()
+	fc.waited = 100 * time.Millisecond
+	fc.mu.Unlock()
+	env.aimBy = time.Now().Add(300 * time.Millisecond)
+	if !env.aimWaiter(context.Background(), "200ms-4s", 500*time.Millisecond) {
+		t.Error("not aimed behind a section whose waiters had waited 100 ms")
+	}
+}
+
+// A waiter's strike that wants a fresh waiter gives up looking after two
+// TTLs (here 100 ms), not aimWait's ten seconds, where none is ever fresh.
+func TestAimWaiterLooksForTwoTTLs(t *testing.T) {
+	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", entering: "c0", think: time.Second, waited: 3 * time.Second}
+	env := &Env{Clients: fc, TTL: 50 * time.Millisecond}
+	done := make(chan bool, 1)
+	go func() { done <- env.aimWaiter(context.Background(), "200ms-4s", 500*time.Millisecond) }()
+	select {
+	case aimed := <-done:
+		if aimed {
+			t.Error("aimed behind a section whose first waiter had waited 3 s")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("still looking for a fresh waiter after 5 s; want two TTLs, 100 ms")
+	}
+}
