@@ -12,17 +12,17 @@ import (
 	"github.com/locktest/locktest/histories"
 )
 
-// Describer says in words what a fault of kind fault did to its targets
+// Describer says in words what a fault of kind fault, with its params, did to its targets
 // ("c4 was paused"), for stories; false for a kind it does not know. The
 // checker knows no fault kinds itself: its caller sets one on the Builder
 // (the harness passes nemesis.Describe).
-type Describer func(fault string, targets []string) (phrase string, ok bool)
+type Describer func(fault string, targets []string, params map[string]string) (phrase string, ok bool)
 
 // phrase says what a fault did, in words: the Describer's phrase, or a
 // generic one.
 func (h *History) phrase(f Fault) string {
 	if h.describe != nil {
-		if p, ok := h.describe(f.Fault, f.Targets); ok {
+		if p, ok := h.describe(f.Fault, f.Targets, f.Params); ok {
 			return p
 		}
 	}

@@ -54,7 +54,7 @@ func pausedHolder() *hist {
 
 // describePause is a Describer that knows one fault kind, as the nemesis
 // knows them all.
-func describePause(fault string, targets []string) (string, bool) {
+func describePause(fault string, targets []string, _ map[string]string) (string, bool) {
 	if fault != "pause-client" {
 		return "", false
 	}

@@ -39,8 +39,8 @@ func (clockFault) Spec() Spec {
 }
 
 // clockSays is Kind.Says for a fault on the targets' clocks.
-func clockSays(phrase string) func([]string) string {
-	return func(ts []string) string { return "the clock of " + targets(ts) + " " + phrase }
+func clockSays(phrase string) func([]string, map[string]string) string {
+	return func(ts []string, _ map[string]string) string { return "the clock of " + targets(ts) + " " + phrase }
 }
 
 // Draw favours the holder and the slow direction: a holder whose clock

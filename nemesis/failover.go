@@ -30,7 +30,7 @@ func (failover) Spec() Spec {
 		// failover), and a way to bring the old master back. Who promoted
 		// the replica, and on what grounds, is the system's to say (its
 		// Promotion, in the fault's params).
-		Kinds: []Kind{{Name: Failover, Needs: []system.Capability{system.CapFailover, system.CapCrashMember}, Says: func(ts []string) string {
+		Kinds: []Kind{{Name: Failover, Needs: []system.Capability{system.CapFailover, system.CapCrashMember}, Says: func(ts []string, _ map[string]string) string {
 			if len(ts) != 2 {
 				return "the master " + targets(ts) + " was lost and its replica was promoted, which had not seen the lock"
 			}

@@ -70,7 +70,7 @@ type Kind struct {
 	Instant bool
 	// Says what it did to its targets, for the checks' stories ("c4 was
 	// paused").
-	Says func(targets []string) string
+	Says func(targets []string, params map[string]string) string
 }
 
 // healer is a family that may leave something behind: Heal undoes it, at
@@ -235,14 +235,14 @@ func allKinds() []string {
 	return ks
 }
 
-// Describe says in words what a fault of kind did to its targets, for the
-// checks' stories; false for a kind no family knows.
-func Describe(kind string, targets []string) (string, bool) {
+// Describe says in words what a fault of kind, with params, did to its
+// targets, for the checks' stories; false for a kind no family knows.
+func Describe(kind string, targets []string, params map[string]string) (string, bool) {
 	k, _, ok := kindOf(kind)
 	if !ok {
 		return "", false
 	}
-	return k.Says(targets), true
+	return k.Says(targets, params), true
 }
 
 // Refuse says which of the faults (categories) the system cannot run at
@@ -342,8 +342,8 @@ func targets(ts []string) string {
 }
 
 // says is Kind.Says for a phrase after the targets ("was paused").
-func says(phrase string) func([]string) string {
-	return func(ts []string) string { return targets(ts) + " " + phrase }
+func says(phrase string) func([]string, map[string]string) string {
+	return func(ts []string, _ map[string]string) string { return targets(ts) + " " + phrase }
 }
 
 // fixed is Spec.Durations for a range that does not depend on the TTL.

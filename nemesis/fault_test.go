@@ -32,7 +32,7 @@ func TestRegistry(t *testing.T) {
 			if got, ok := familyOf(k); !ok || got != f {
 				t.Errorf("familyOf(%s) is not %s", k, f.Spec().Name)
 			}
-			if p, ok := Describe(k, []string{"c7"}); !ok || !strings.Contains(p, "c7") {
+			if p, ok := Describe(k, []string{"c7"}, nil); !ok || !strings.Contains(p, "c7") {
 				t.Errorf("Describe(%s) = %q, %v: want a phrase naming the target", k, p, ok)
 			}
 		}
@@ -49,7 +49,7 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("%s: %v", f.Spec().Name, err)
 		}
 	}
-	if _, ok := Describe("no-such-fault", nil); ok {
+	if _, ok := Describe("no-such-fault", nil, nil); ok {
 		t.Error("Describe knows an unknown kind")
 	}
 }
@@ -87,5 +87,16 @@ func TestRefuseNamesTheMissingCapability(t *testing.T) {
 	}
 	if ops := rec.all(); len(ops) != 0 {
 		t.Errorf("Run recorded %d events for a refused schedule", len(ops))
+	}
+}
+
+// A release whose request was lost with its reply never reached the
+// server, and its story must not say it did.
+func TestDescribeLostRequest(t *testing.T) {
+	if p, _ := Describe(LostReplyRelease, []string{"c1"}, map[string]string{"request": "lost"}); p != "c1's release never reached the server: its request was lost, and its reply" {
+		t.Errorf("request lost: %q", p)
+	}
+	if p, _ := Describe(LostReplyRelease, []string{"c1"}, nil); p != "c1's release reached the server, but its reply was lost" {
+		t.Errorf("reply lost: %q", p)
 	}
 }

@@ -31,10 +31,10 @@ func (lease) Spec() Spec {
 		// whose key the server then deletes while it is queued: where lock
 		// bugs (etcd#11456) live.
 		Kinds: []Kind{
-			{Name: LeaseStarve, Needs: []system.Capability{system.CapLinks, system.CapLeases}, Clients: true, Says: func(ts []string) string {
+			{Name: LeaseStarve, Needs: []system.Capability{system.CapLinks, system.CapLeases}, Clients: true, Says: func(ts []string, _ map[string]string) string {
 				return "lease renewals of " + targets(ts) + " were starved"
 			}},
-			{Name: LeaseRevoke, Needs: []system.Capability{system.CapLeases}, Weight: 2, Clients: true, Instant: true, Says: func(ts []string) string {
+			{Name: LeaseRevoke, Needs: []system.Capability{system.CapLeases}, Weight: 2, Clients: true, Instant: true, Says: func(ts []string, _ map[string]string) string {
 				return "the lease of " + targets(ts) + " was revoked"
 			}},
 		},

@@ -61,8 +61,11 @@ func (lostReply) Spec() Spec {
 }
 
 // lostSays is Kind.Says for a lost reply to op.
-func lostSays(op string) func([]string) string {
-	return func(ts []string) string {
+func lostSays(op string) func([]string, map[string]string) string {
+	return func(ts []string, params map[string]string) string {
+		if params["request"] == "lost" {
+			return fmt.Sprintf("%s's %s never reached the server: its request was lost, and its reply", targets(ts), op)
+		}
 		return fmt.Sprintf("%s's %s reached the server, but its reply was lost", targets(ts), op)
 	}
 }

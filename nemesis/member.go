@@ -30,10 +30,10 @@ func (membership) Spec() Spec {
 		Doc:  "Changes the cluster's membership, as an operator replacing a member does (Jepsen's member nemesis, etcd's `MemberReplace` failpoint): `member-remove` removes a member (the leader half the time) with etcd's `MemberRemove`, stops it and wipes its data for the fault's duration (2-4 s: the cluster shrinks), then adds it back with `MemberAdd` as a new member with empty data under the same name and addresses (it grows); `member-replace` removes one and at once adds a fresh one in its place, until it has caught up. etcd refuses membership changes until its members have been connected for 5 s, so a member fault soon after a start, a restart or another member fault waits for that (`remove_took`).",
 		// A cluster of fewer than three members would lose its quorum.
 		Kinds: []Kind{
-			{Name: MemberRemove, Needs: need, Members: 3, Says: func(ts []string) string {
+			{Name: MemberRemove, Needs: need, Members: 3, Says: func(ts []string, _ map[string]string) string {
 				return "member " + targets(ts) + " was removed from the cluster"
 			}},
-			{Name: MemberReplace, Needs: need, Members: 3, Says: func(ts []string) string {
+			{Name: MemberReplace, Needs: need, Members: 3, Says: func(ts []string, _ map[string]string) string {
 				return "member " + targets(ts) + " was replaced with a fresh one"
 			}},
 		},

@@ -93,7 +93,7 @@ func TestDescribeMember(t *testing.T) {
 		MemberRemove:  "member m1 was removed from the cluster",
 		MemberReplace: "member m1 was replaced with a fresh one",
 	} {
-		if got, _ := Describe(kind, []string{"m1"}); got != want {
+		if got, _ := Describe(kind, []string{"m1"}, nil); got != want {
 			t.Errorf("Describe(%s) = %q, want %q", kind, got, want)
 		}
 	}

@@ -30,7 +30,7 @@ func (partition) Spec() Spec {
 		Doc:  "Cuts member pairs, both ways (embedded: etcd's own `CutPeer`/`MendPeer` on both sides; processes: the peer connections themselves): `one` member, the `leader`, a random `majority`, and with 5 members `majorities-ring` and `bridge`; each client is placed on a side and loses its links to the other.",
 		Kinds: []Kind{
 			{Name: PartitionOne, Needs: cut, Says: says("was isolated")},
-			{Name: PartitionLeader, Needs: append(cut, system.CapLeader), Says: func(ts []string) string {
+			{Name: PartitionLeader, Needs: append(cut, system.CapLeader), Says: func(ts []string, _ map[string]string) string {
 				return "the leader " + targets(ts) + " was partitioned away"
 			}},
 			{Name: PartitionMajority, Needs: cut, Says: says("was isolated")},
@@ -45,8 +45,10 @@ func (partition) Spec() Spec {
 }
 
 // active is Kind.Says for a kind without words of its own.
-func active(kind string) func([]string) string {
-	return func(ts []string) string { return "fault " + kind + " on " + targets(ts) + " was active" }
+func active(kind string) func([]string, map[string]string) string {
+	return func(ts []string, _ map[string]string) string {
+		return "fault " + kind + " on " + targets(ts) + " was active"
+	}
 }
 
 func (partition) Draw(g *Gen, e *Entry, d Range) {

@@ -34,7 +34,7 @@ func (pause) Spec() Spec {
 		// member pause.
 		Kinds: []Kind{
 			{Name: PauseClient, Weight: 4, Clients: true, Says: says("was paused")},
-			{Name: PauseMember, Needs: []system.Capability{system.CapPauseMember}, Clients: true, Says: func(ts []string) string {
+			{Name: PauseMember, Needs: []system.Capability{system.CapPauseMember}, Clients: true, Says: func(ts []string, _ map[string]string) string {
 				if len(ts) > 1 {
 					return "members " + targets(ts) + " were paused"
 				}

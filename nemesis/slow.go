@@ -23,7 +23,7 @@ func (slow) Spec() Spec {
 	return Spec{
 		Name: "slow",
 		Doc:  "Latency with jitter, bandwidth limits or resets on any link, including the resource's.",
-		Kinds: []Kind{{Name: Slow, Needs: []system.Capability{system.CapLinks}, Clients: true, Says: func(ts []string) string {
+		Kinds: []Kind{{Name: Slow, Needs: []system.Capability{system.CapLinks}, Clients: true, Says: func(ts []string, _ map[string]string) string {
 			return "the network of " + targets(ts) + " was slowed"
 		}}},
 		Durations:      fixed(2*time.Second, 4*time.Second),
