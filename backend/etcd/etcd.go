@@ -102,7 +102,8 @@ var scenarios = []scenario.Scenario{
 			"delete by key name, deletes the new grant's key: its holder goes on believing it holds the lock while the " +
 			"next client is granted it. The contract check names the release that deleted another grant's key (promise " +
 			"4). The fix proposed upstream deletes only while the Mutex still owns the grant it was for: --recipe " +
-			"mutex-retry-owned does so and keeps the contract.",
+			"mutex-retry-owned does so and keeps the contract when the reply is lost; when the request is lost too (the delete never " +
+			"reached etcd), the next Lock is granted the same key at the same create revision, which the fenced retry still deletes.",
 		// A 5 s lease: the struck client's lease renewals lose their
 		// replies with the release's, and a loaded machine's stall of a
 		// second or two on top of that made a 2 s lease lapse, its session
@@ -185,7 +186,8 @@ var scenarios = []scenario.Scenario{
 			"key stays under its session's lease; its next Campaign finds its own key still there and leads again on " +
 			"the old revision: a grant whose fencing token did not grow, the contract check's promise 1, and nobody " +
 			"else could lead meanwhile. The fix proposed upstream keeps the leadership until the delete is answered; " +
-			"--recipe election-retry-kept does so and keeps the contract.",
+			"--recipe election-retry-kept does so and keeps the contract here (under other faults its Campaign, 3.6.16's, " +
+			"still shows etcd#11051, as election's does).",
 		// A 5 s lease: the cut holder's keepalives are held with its
 		// Resign, and its session must outlive the cut.
 		Run: scenario.Settings{Recipe: etcdlock.ElectionRetryName, Time: 4 * time.Second, Clients: 2, TTL: 5,
