@@ -2,7 +2,6 @@ package nemesis
 
 import (
 	"math/rand/v2"
-	"slices"
 	"time"
 )
 
@@ -71,17 +70,7 @@ func lostDur(rng *rand.Rand, r Range) time.Duration {
 // release reply: it does when the system offers it and the run has
 // clients.
 func (c Config) opensLost(fams []Family) bool {
-	return c.Aim && len(c.Clients) > 0 && c.offersLost(fams, LostReplyRelease)
-}
-
-// offersLost says whether fams offer the lost reply kind, to clients.
-func (c Config) offersLost(fams []Family, kind string) bool {
-	for _, f := range fams {
-		if _, ok := f.(lostReply); ok {
-			return slices.Contains(c.kinds(f, true), kind)
-		}
-	}
-	return false
+	return c.Aim && len(c.Clients) > 0 && c.offersKind(fams, LostReplyRelease)
 }
 
 // openingStrike is an aimed schedule's first fault: the holder's

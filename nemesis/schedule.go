@@ -184,7 +184,7 @@ func lostAcquireEarly(seed int64, cfg Config, fams []Family, s *Schedule, opened
 	case i == 0:
 		return
 	case i < 0:
-		if !cfg.offersLost(fams, LostReplyAcquire) {
+		if !cfg.offersKind(fams, LostReplyAcquire) {
 			return
 		}
 		rng := rand.New(rand.NewPCG(uint64(seed), lostStream+3))
