@@ -45,6 +45,19 @@ func TestAimOpensWithALostRelease(t *testing.T) {
 	}
 }
 
+// aimedBeside draws seed's schedule under cfg plain and aimed, and returns
+// both and the aimed one's entries after its openings (the openings take
+// the time of the last), the lost acquire reply moved early put back:
+// entry for entry, what aim made of the plain draws.
+func aimedBeside(t *testing.T, seed int64, cfg Config) (plain, aimed Schedule, inner []Entry) {
+	t.Helper()
+	plain, _ = Generate(seed, cfg)
+	withAim := cfg
+	withAim.Aim = true
+	aimed, _ = Generate(seed, withAim)
+	return plain, aimed, unearly(seed, withAim, aimed, plain.Entries, after(t, aimed))
+}
+
 // after are the entries of an aimed schedule after those it opens with:
 // the lost release reply, and the waiter's strike if it has one.
 func after(t *testing.T, s Schedule) []Entry {
@@ -67,11 +80,8 @@ func TestAimTurnsLostRepliesOnReleases(t *testing.T) {
 	cfg.Faults = []string{"lost-reply"}
 	renewed, turned := 0, 0
 	for seed := int64(1); seed <= 30; seed++ {
-		plain, _ := Generate(seed, cfg)
-		aimed := cfg
-		aimed.Aim = true
-		s, _ := Generate(seed, aimed)
-		for i, e := range unearly(seed, aimed, s, plain.Entries, after(t, s)) {
+		plain, _, inner := aimedBeside(t, seed, cfg)
+		for i, e := range inner {
 			p := plain.Entries[i]
 			switch {
 			case p.Fault == LostReplyRenew && e.Fault == LostReplyAcquire:
@@ -80,13 +90,13 @@ func TestAimTurnsLostRepliesOnReleases(t *testing.T) {
 				if p.Target == TargetHolder || p.Target == TargetWaiter {
 					want = p.Fallback
 				}
-				r := aimed.WithDefaults().Durations["lost-reply"]
+				r := cfg.WithDefaults().Durations["lost-reply"]
 				if e.Target != TargetHolder || e.Fallback != want || e.Duration < r.Min || e.Duration > r.Max || e.Params["ahead"] != "" {
 					t.Errorf("seed %d: %+v turned into %+v", seed, p, e)
 				}
 			case p.Fault == LostReplyRenew:
 				turned++
-				r := aimed.WithDefaults().Durations["lost-reply"]
+				r := cfg.WithDefaults().Durations["lost-reply"]
 				if e.Fault != LostReplyRelease || e.Duration < r.Min || e.Duration > r.Max || e.Params["ahead"] != "" {
 					t.Errorf("seed %d: %+v turned into %+v", seed, p, e)
 				}

@@ -65,15 +65,9 @@ func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 	cfg.Faults = []string{"isolate", "lease", "pause", "crash", "lost-reply"}
 	turned, kept := 0, 0
 	for seed := int64(1); seed <= 30; seed++ {
-		plain, _ := Generate(seed, cfg)
-		aimed := cfg
-		aimed.Aim = true
-		s, _ := Generate(seed, aimed)
 		// The pauses' order (TestHolderPauseFirst), after the strikes it
-		// opens with (opening.go): a prefix of the plain
-		// schedule's entries (the openings take the time of the last),
-		// later by the first, the lost acquire reply moved early put back.
-		inner := unearly(seed, aimed, s, plain.Entries, after(t, s))
+		// opens with (opening.go): a prefix of the plain schedule's entries.
+		plain, s, inner := aimedBeside(t, seed, cfg)
 		if len(inner) > len(plain.Entries) {
 			t.Fatalf("seed %d: %d entries aimed, %d plain", seed, len(inner), len(plain.Entries))
 		}
