@@ -386,13 +386,10 @@ func nightlyOptions(p planned, given map[string]string) (*harness.Plan, string, 
 			return nil, "", err
 		}
 	}
-	o, err := rf.build()
+	o, err := rf.options()
 	if err == nil && p.Scenario != "" {
 		o.Schedule = nil // the scenario's scripted schedule
 		err = rf.stage(&o, sc)
-	}
-	if err == nil {
-		err = o.Workload.Validate()
 	}
 	if err != nil {
 		return nil, "", err

@@ -116,17 +116,9 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 }
 
 // options turns the flags into harness options, or says what is wrong.
+// The workload settings are checked where the run is planned
+// (harness.NewPlan), after a scenario's settings may have come over them.
 func (f *runFlags) options() (harness.Options, error) {
-	o, err := f.build()
-	if err == nil {
-		err = o.Workload.Validate()
-	}
-	return o, err
-}
-
-// build turns the flags into harness options, the workload's not yet
-// validated (a scenario's settings may still come over them).
-func (f *runFlags) build() (harness.Options, error) {
 	if !f.set("seed") && !f.seedDrawn {
 		*f.seed = time.Now().UnixNano() % 1_000_000
 		f.seedDrawn = true
@@ -272,7 +264,7 @@ func runCmd(args []string, stdout io.Writer) (int, error) {
 	}
 	p, err := harness.NewPlan(o)
 	if err != nil {
-		return exitUnknown, err
+		return exitUnknown, fmt.Errorf("run: %w", err)
 	}
 	return runOne(p, rf, lf, stdout)
 }

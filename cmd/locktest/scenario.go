@@ -123,14 +123,11 @@ func (f *runFlags) play(sc scenario.Scenario) error {
 // scenarioOptions are the options of a run of scenario sc (after play):
 // the flags' options with the scenario staged over them (stage).
 func (f *runFlags) scenarioOptions(sc scenario.Scenario) (harness.Options, error) {
-	o, err := f.build()
+	o, err := f.options()
 	if err != nil {
 		return o, err
 	}
-	if err := f.stage(&o, sc); err != nil {
-		return o, err
-	}
-	return o, o.Workload.Validate()
+	return o, f.stage(&o, sc)
 }
 
 // stage makes o, built from the flags (after play), play scenario sc: its

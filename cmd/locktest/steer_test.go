@@ -180,7 +180,7 @@ func TestSteeredRunReplays(t *testing.T) {
 	if err := fs.Parse(args[1:]); err != nil {
 		t.Fatal(err)
 	}
-	o, err := rf.build()
+	o, err := rf.options()
 	if err != nil {
 		t.Fatal(err)
 	}
