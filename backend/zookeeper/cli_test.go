@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/backend/zookeeper/zkserver"
+	"github.com/locktest/locktest/internal/partest"
 	"github.com/locktest/locktest/internal/polltest"
 	"github.com/locktest/locktest/internal/proc"
 )
@@ -28,7 +29,10 @@ var (
 	binDir  string
 )
 
+// The tests here mostly wait (on their ensembles, sessions expiring, a
+// run's clock): they run four at once (internal/partest).
 func TestMain(m *testing.M) {
+	partest.Raise()
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
