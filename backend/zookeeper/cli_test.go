@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/backend/zookeeper/zkserver"
+	"github.com/locktest/locktest/internal/partest"
 	"github.com/locktest/locktest/internal/polltest"
 	"github.com/locktest/locktest/internal/proc"
 )
@@ -28,7 +29,10 @@ var (
 	binDir  string
 )
 
+// The tests here mostly wait (on their ensembles, sessions expiring, a
+// run's clock): they run four at once (internal/partest).
 func TestMain(m *testing.M) {
+	partest.Raise()
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
@@ -103,9 +107,11 @@ func TestNotInstalled(t *testing.T) {
 
 // A run of zk-lock under every fault ZooKeeper takes keeps the resource
 // safe and the lock's contract, speaks of znodes and sessions, and leaves
-// no server behind; a fault it cannot take is refused by name. (It counts
-// this process's children: not in parallel with the others.)
+// no server behind (none keeps a file open in the run's directory, as a
+// server does its logs and data); a fault it cannot take is refused by
+// name.
 func TestRun(t *testing.T) {
+	t.Parallel()
 	zkserver.ForTest(t)
 	out := t.TempDir()
 	code, _, stderr := run(t, "run", "--recipe", "zk-lock", "--nemesis", "lease", "--out", out)
@@ -140,9 +146,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("the report page does not speak of %ss", w)
 		}
 	}
-	if left := proc.Children(os.Getpid()); len(left) > 0 {
-		t.Errorf("processes left: %v", left)
-	}
+	polltest.Until(t, 10*time.Second, "the run's servers to be gone", func() bool { return !proc.Using(out) })
 }
 
 // A run stopped part way, by Ctrl-C (SIGINT) and by SIGKILL, leaves no

@@ -20,6 +20,7 @@ import (
 	"github.com/locktest/locktest/backend/zookeeper/zkserver"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/partest"
 	"github.com/locktest/locktest/lock/execlock"
 )
 
@@ -161,7 +162,10 @@ type shared struct {
 
 var systems = map[string]*shared{"etcd": {}, "redis": {}, "zookeeper": {}}
 
+// The tests here mostly wait (on their servers, their clients' starts, a
+// run's clock): they run four at once (internal/partest).
 func TestMain(m *testing.M) {
+	partest.Raise()
 	code := m.Run()
 	closeEnsembles()
 	for _, s := range systems {

@@ -26,7 +26,7 @@ import (
 // every run). An ensemble serves one run at a time (the observer's
 // session past the links is the ensemble's, closed as a run ends):
 // there are as many as the runs at once, the tests run in parallel
-// (two on this machine), each started by the first run that finds none
+// (internal/partest: four), each started by the first run that finds none
 // free, all closed by TestMain.
 type sharedEnsemble struct{ zookeeper.Options }
 
