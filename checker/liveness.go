@@ -137,6 +137,7 @@ func (h *History) liveness(bound time.Duration) Result {
 		}
 	}
 	keys := map[string]bool{}
+	held := h.holds()
 	var stuck []Violation
 	anyGot := false
 	clients := slices.Sorted(maps.Keys(tries))
@@ -150,8 +151,8 @@ func (h *History) liveness(bound time.Duration) Result {
 				return
 			}
 			start := max(w[0].call, from)
-			if e-start > int64(bound) {
-				v := h.waitedTooLong(c, w, start, e, bound, since, who)
+			if idle, ok := idleStretch(held.of(w), start, e, bound); ok {
+				v := h.waitedTooLong(c, w, start, e, idle, bound, since, who)
 				res.Ops += v.judged
 				stuck = append(stuck, v.Violation)
 			} else {
@@ -254,6 +255,125 @@ type try struct {
 	lockerErr string
 }
 
+// span is a time in which a client held a lock: from its grant until its
+// release returned, or, never released, until the holder was last seen.
+type span struct {
+	from, to int64
+	holder   histories.Process
+	released bool
+}
+
+// heldSpans are the spans of each key, in order of their start.
+type heldSpans map[string][]span
+
+// holds returns who held each key's lock when: the time a correct lock may
+// keep a waiter waiting, whatever its order of grants. A release in flight
+// holds it still (the server frees the key at some time before its reply),
+// one the history ended before answering does not.
+func (h *History) holds() heldSpans {
+	out := heldSpans{}
+	holding := map[hold]*operation{}
+	add := func(a *operation, to int64, released bool) {
+		out[a.key] = append(out[a.key], span{from: a.ret, to: max(to, a.ret), holder: a.process, released: released})
+	}
+	for _, o := range h.ops {
+		k := hold{o.process, o.key}
+		switch {
+		case o.f == histories.Acquire && o.status == histories.OK:
+			if a := holding[k]; a != nil { // acquired again without releasing
+				add(a, o.call, false)
+			}
+			holding[k] = o
+		case o.f == histories.Release:
+			if a := holding[k]; a != nil {
+				to := o.ret
+				if o.missing {
+					to = o.call
+				}
+				add(a, to, true)
+				delete(holding, k)
+			}
+		}
+	}
+	for _, k := range sortedHolds(holding) {
+		add(holding[k], h.alive[k.p], false)
+	}
+	for _, ss := range out {
+		slices.SortStableFunc(ss, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	}
+	return out
+}
+
+// of returns the spans of the keys wait w asked for (of every key if it
+// asked for none: its locker was never built), in order of their start.
+func (hs heldSpans) of(w []try) []span {
+	keys := map[string]bool{}
+	for _, t := range w {
+		if t.op != nil {
+			keys[t.op.key] = true
+		}
+	}
+	if len(keys) == 0 {
+		for k := range hs {
+			keys[k] = true
+		}
+	}
+	if len(keys) == 1 {
+		for k := range keys {
+			return hs[k]
+		}
+	}
+	var out []span
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		out = append(out, hs[k]...)
+	}
+	slices.SortStableFunc(out, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	return out
+}
+
+// idle is a time in a wait in which nobody held the lock or was granted
+// it: from the wait's start or the end of a hold (after), to a grant or
+// the wait's end.
+type idle struct {
+	from, to int64
+	after    *span
+}
+
+// idleStretch returns the first idle time longer than bound in the wait
+// from start to e, if any: the lock made no progress then, which no order
+// of grants explains. Time in which others held the lock is not counted,
+// nor does idle time before a grant to another add up with idle time after
+// it: a waiter behind others' grants and sections, however many, is not
+// stuck while the lock goes on granting.
+func idleStretch(held []span, start, e int64, bound time.Duration) (idle, bool) {
+	cur := start
+	var after *span
+	for i := range held {
+		s := &held[i]
+		if s.from >= e {
+			break
+		}
+		if s.from > cur && s.from-cur > int64(bound) {
+			return idle{from: cur, to: s.from, after: after}, true
+		}
+		if s.to > cur {
+			cur, after = s.to, s
+		}
+	}
+	if e-cur > int64(bound) {
+		return idle{from: cur, to: e, after: after}, true
+	}
+	return idle{}, false
+}
+
+// freed says in words how span s ended, as "when ...".
+func freed(s *span) string {
+	if s.released {
+		return fmt.Sprintf("when process %d released it", s.holder)
+	}
+	return fmt.Sprintf("when process %d, its holder, was last seen", s.holder)
+}
+
 // stuckWait is a wait that ran past the bound, and how many acquires it
 // judged.
 type stuckWait struct {
@@ -261,10 +381,10 @@ type stuckWait struct {
 	judged int
 }
 
-// waitedTooLong tells of client c's wait w, from start to e, longer than
-// bound after since.
-func (h *History) waitedTooLong(c string, w []try, start, e int64, bound time.Duration, since string, who func(string, histories.Process) string) stuckWait {
-	deadline := addSat(start, int64(bound))
+// waitedTooLong tells of client c's wait w, from start to e, in which the
+// lock was idle longer than bound after since.
+func (h *History) waitedTooLong(c string, w []try, start, e int64, in idle, bound time.Duration, since string, who func(string, histories.Process) string) stuckWait {
+	deadline := addSat(in.from, int64(bound))
 	var r stuckWait
 	var key, lockerErr string
 	acquires, failed := 0, 0
@@ -282,16 +402,28 @@ func (h *History) waitedTooLong(c string, w []try, start, e int64, bound time.Du
 		}
 	}
 	r.Violation = Violation{Check: histories.CheckLiveness, Kind: "stuck", Key: key, Processes: r.Processes,
-		From: start, To: e, Faults: h.faultsDuring(start, e)}
+		From: in.from, To: e, Faults: h.faultsDuring(in.from, e)}
+	// idleWords tells of the idle time, when it began after a hold ended
+	// in the wait.
+	idleWords := ""
+	if in.after != nil {
+		idleWords = fmt.Sprintf("from %s, %s, to %s nobody held it or was granted it, %v: ",
+			h.at(in.from), freed(in.after), h.at(in.to), time.Duration(in.to-in.from).Round(time.Millisecond))
+	}
 	got := w[len(w)-1].op != nil && w[len(w)-1].op.status == histories.OK
 	var s string
 	switch {
 	case len(w) == 1 && acquires == 1:
 		o := w[0].op
 		r.To = deadline
-		r.Faults = h.faultsDuring(start, deadline)
-		s = fmt.Sprintf("%s asked for lock %q at %s and had not got it %v later, at %s (bound %v after %s)",
-			who(c, o.process), o.key, h.at(start), bound, h.at(deadline), bound, since)
+		r.Faults = h.faultsDuring(in.from, deadline)
+		if in.after == nil {
+			s = fmt.Sprintf("%s asked for lock %q at %s and had not got it %v later, at %s (bound %v after %s)",
+				who(c, o.process), o.key, h.at(start), bound, h.at(deadline), bound, since)
+		} else {
+			s = fmt.Sprintf("%s asked for lock %q at %s and had not got it at %s, %v after %s, nobody holding it or granted it in between (bound %v after %s)",
+				who(c, o.process), o.key, h.at(start), h.at(deadline), bound, strings.TrimPrefix(freed(in.after), "when "), bound, since)
+		}
 		switch {
 		case o.missing:
 			s += fmt.Sprintf("; it was still waiting when the history ended at %s", h.at(h.end-1))
@@ -310,9 +442,9 @@ func (h *History) waitedTooLong(c string, w []try, start, e int64, bound time.Du
 		if w[0].call < start {
 			asked = "was asking for lock %q when the wait began at %s"
 		}
-		s = fmt.Sprintf("%s "+asked+" and got it only at %s, %v later, over %s: %s; more than the bound of %v after %s.",
+		s = fmt.Sprintf("%s "+asked+" and got it only at %s, %v later, over %s: %s; %smore than the bound of %v after %s.",
 			clientActor(c), key, h.at(start), h.at(e), time.Duration(e-start).Round(time.Millisecond),
-			words.Plural(len(w), "attempt"), h.attemptsInWords(w), bound, since)
+			words.Plural(len(w), "attempt"), h.attemptsInWords(w), idleWords, bound, since)
 	default:
 		what := fmt.Sprintf("asked for lock %q %s", key, words.Times(acquires))
 		if failed > 0 {
@@ -321,8 +453,13 @@ func (h *History) waitedTooLong(c string, w []try, start, e int64, bound time.Du
 				what = fmt.Sprintf("asked for lock %q %s and could not build its locker %s (%s)", key, words.Times(acquires), words.Times(failed), lockerErr)
 			}
 		}
-		s = fmt.Sprintf("%s %s from %s to %s, more than the bound of %v after %s, and never got the lock.",
-			clientActor(c), what, h.at(w[0].call), h.at(e), bound, since)
+		if in.after == nil {
+			s = fmt.Sprintf("%s %s from %s to %s, more than the bound of %v after %s, and never got the lock.",
+				clientActor(c), what, h.at(w[0].call), h.at(e), bound, since)
+		} else {
+			s = fmt.Sprintf("%s %s from %s to %s and never got the lock; %smore than the bound of %v after %s.",
+				clientActor(c), what, h.at(w[0].call), h.at(e), idleWords, bound, since)
+		}
 	}
 	r.Story = s
 	return r
