@@ -30,9 +30,15 @@ func Liveness(ops []histories.Op, bound time.Duration) Result { return Build(ops
 // runs from when it asked after the heal (its first acquire's invocation,
 // or the heal if it was waiting then) until it was granted, across its
 // definite failures, its failures to build a locker ("locker-failed"
-// events) and its retries: a wait that ran past bound is a violation, named
-// with the client's attempts, whether the client was granted late, gave up,
-// or was still waiting when the history ended. An unknown outcome (info)
+// events) and its retries. Only the lock's idle time in a wait counts:
+// time in which nobody held the lock (from a grant until its release
+// returned, or the holder was last seen) and nobody was granted it. A wait
+// with an idle stretch longer than bound is a violation, named with the
+// client's attempts, whether the client was granted late, gave up, or was
+// still waiting when the history ended. Idle stretches on either side of
+// a grant to another do not add up: a correct lock, fair or not, may keep
+// a client waiting behind any number of others' grants and sections, and
+// is stuck only when it stops making progress. An unknown outcome (info)
 // of an acquire in flight when the last fault ended restarts the wait at
 // the client's next ask: a fault may have hidden a grant (a lost reply).
 // One invoked after it does not: no fault can hide a grant then, so the
