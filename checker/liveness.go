@@ -527,7 +527,7 @@ func livenessCut(h *History, r Result, c *Cut, bound time.Duration) string {
 	case h.unhealed():
 		return fmt.Sprintf("The run was cut short at %s, before its final heal: liveness is judged only after it.", at)
 	case r.Verdict == Valid:
-		return fmt.Sprintf("The run was cut short at %s, %s after %s: acquires asked in its last %v could not be judged, and the rest of its quiet period was not recorded (until then, every client that asked got the lock within the bound).",
+		return fmt.Sprintf("The run was cut short at %s, %s after %s: acquires asked in its last %v could not be judged, and the rest of its quiet period was not recorded (until then, no client that asked waited on an idle lock longer than the bound).",
 			at, fmt.Sprintf("%.2f s", time.Duration(c.Time-from).Seconds()), since, bound)
 	}
 	// A lock that granted nothing is judged so by the liveness check only
