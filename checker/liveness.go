@@ -269,18 +269,43 @@ type span struct {
 	released bool
 }
 
-// heldSpans are the spans of each key, in order of their start.
-type heldSpans map[string][]span
+// spans are holds in order of their start; toMax[i] is the latest end of
+// the first i+1, to find those that reach past a time.
+type spans struct {
+	s     []span
+	toMax []int64
+}
+
+func newSpans(s []span) spans {
+	slices.SortStableFunc(s, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	toMax := make([]int64, len(s))
+	for i, x := range s {
+		toMax[i] = x.to
+		if i > 0 {
+			toMax[i] = max(x.to, toMax[i-1])
+		}
+	}
+	return spans{s, toMax}
+}
+
+// heldSpans are the holds of each key, and of all keys together.
+type heldSpans struct {
+	byKey map[string]spans
+	all   spans
+}
 
 // holds returns who held each key's lock when: the time a correct lock may
 // keep a waiter waiting, whatever its order of grants. A release in flight
 // holds it still (the server frees the key at some time before its reply),
 // one the history ended before answering does not.
 func (h *History) holds() heldSpans {
-	out := heldSpans{}
+	byKey := map[string][]span{}
+	var all []span
 	holding := map[hold]*operation{}
 	add := func(a *operation, to int64, released bool) {
-		out[a.key] = append(out[a.key], span{from: a.ret, to: max(to, a.ret), holder: a.process, released: released})
+		s := span{from: a.ret, to: max(to, a.ret), holder: a.process, released: released}
+		byKey[a.key] = append(byKey[a.key], s)
+		all = append(all, s)
 	}
 	for _, o := range h.ops {
 		k := hold{o.process, o.key}
@@ -304,37 +329,31 @@ func (h *History) holds() heldSpans {
 	for _, k := range sortedHolds(holding) {
 		add(holding[k], h.alive[k.p], false)
 	}
-	for _, ss := range out {
-		slices.SortStableFunc(ss, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	out := heldSpans{byKey: map[string]spans{}, all: newSpans(all)}
+	for k, s := range byKey {
+		out.byKey[k] = newSpans(s)
 	}
 	return out
 }
 
-// of returns the spans of the keys wait w asked for (of every key if it
-// asked for none: its locker was never built), in order of their start.
-func (hs heldSpans) of(w []try) []span {
-	keys := map[string]bool{}
+// of returns the holds of the key wait w asked for; of every key if it
+// asked for several, or none (its locker was never built): any grant then
+// may be what it waited behind.
+func (hs heldSpans) of(w []try) spans {
+	key := ""
 	for _, t := range w {
-		if t.op != nil {
-			keys[t.op.key] = true
+		switch {
+		case t.op == nil:
+		case key == "":
+			key = t.op.key
+		case key != t.op.key:
+			return hs.all
 		}
 	}
-	if len(keys) == 0 {
-		for k := range hs {
-			keys[k] = true
-		}
+	if key == "" {
+		return hs.all
 	}
-	if len(keys) == 1 {
-		for k := range keys {
-			return hs[k]
-		}
-	}
-	var out []span
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		out = append(out, hs[k]...)
-	}
-	slices.SortStableFunc(out, func(a, b span) int { return cmp.Compare(a.from, b.from) })
-	return out
+	return hs.byKey[key]
 }
 
 // idle is a time in a wait in which nobody held the lock or was granted
@@ -351,11 +370,14 @@ type idle struct {
 // nor does idle time before a grant to another add up with idle time after
 // it: a waiter behind others' grants and sections, however many, is not
 // stuck while the lock goes on granting.
-func idleStretch(held []span, start, e int64, bound time.Duration) (idle, bool) {
+func idleStretch(held spans, start, e int64, bound time.Duration) (idle, bool) {
 	cur := start
 	var after *span
-	for i := range held {
-		s := &held[i]
+	// Holds before the first that reaches past start cover none of the
+	// wait.
+	first, _ := slices.BinarySearch(held.toMax, start+1)
+	for i := first; i < len(held.s); i++ {
+		s := &held.s[i]
 		if s.from >= e {
 			break
 		}

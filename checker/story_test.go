@@ -415,6 +415,10 @@ func TestLivenessBehindOthers(t *testing.T) {
 	h = base().acq(2, "lock", 10050, 10100, ok, 2).read(2, "x", 12000, 12100, ok, 0).
 		acq(1, "lock", 10200, 0, none, 0).read(9, "x", 20000, 20001, ok, 0)
 	expect(t, Liveness(h.ops(), bound), Invalid, "at 19.10 s, 7s after process 2, its holder, was last seen")
+	// Holds of another lock are no progress of this one.
+	h = base().acq(2, "b", 10050, 10100, ok, 2).rel(2, "b", 19800, 19900, ok).
+		acq(1, "a", 10200, 0, none, 0).read(9, "x", 20000, 20001, ok, 0)
+	expect(t, Liveness(h.ops(), bound), Invalid, `Client c1 (process 1) asked for lock "a" at 10.20 s and had not got it 7s later, at 17.20 s`)
 	// Failing again and again while nobody is granted: stuck.
 	h = base().acq(2, "lock", 10050, 10100, ok, 2).rel(2, "lock", 10200, 10300, ok).
 		acq(1, "lock", 10200, 15200, fail, 0).acq(1, "lock", 15300, 18500, fail, 0).read(9, "x", 20000, 20001, ok, 0)
