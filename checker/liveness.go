@@ -30,9 +30,15 @@ func Liveness(ops []histories.Op, bound time.Duration) Result { return Build(ops
 // runs from when it asked after the heal (its first acquire's invocation,
 // or the heal if it was waiting then) until it was granted, across its
 // definite failures, its failures to build a locker ("locker-failed"
-// events) and its retries: a wait that ran past bound is a violation, named
-// with the client's attempts, whether the client was granted late, gave up,
-// or was still waiting when the history ended. An unknown outcome (info)
+// events) and its retries. Only the lock's idle time in a wait counts:
+// time in which nobody held the lock (from a grant until its release
+// returned, or the holder was last seen) and nobody was granted it. A wait
+// with an idle stretch longer than bound is a violation, named with the
+// client's attempts, whether the client was granted late, gave up, or was
+// still waiting when the history ended. Idle stretches on either side of
+// a grant to another do not add up: a correct lock, fair or not, may keep
+// a client waiting behind any number of others' grants and sections, and
+// is stuck only when it stops making progress. An unknown outcome (info)
 // of an acquire in flight when the last fault ended restarts the wait at
 // the client's next ask: a fault may have hidden a grant (a lost reply).
 // One invoked after it does not: no fault can hide a grant then, so the
@@ -137,6 +143,7 @@ func (h *History) liveness(bound time.Duration) Result {
 		}
 	}
 	keys := map[string]bool{}
+	held := h.holds()
 	var stuck []Violation
 	anyGot := false
 	clients := slices.Sorted(maps.Keys(tries))
@@ -150,8 +157,8 @@ func (h *History) liveness(bound time.Duration) Result {
 				return
 			}
 			start := max(w[0].call, from)
-			if e-start > int64(bound) {
-				v := h.waitedTooLong(c, w, start, e, bound, since, who)
+			if idle, ok := idleStretch(held.of(w), start, e, bound); ok {
+				v := h.waitedTooLong(c, w, start, e, idle, bound, since, who)
 				res.Ops += v.judged
 				stuck = append(stuck, v.Violation)
 			} else {
@@ -254,6 +261,147 @@ type try struct {
 	lockerErr string
 }
 
+// span is a time in which a client held a lock: from its grant until its
+// release returned, or, never released, until the holder was last seen.
+type span struct {
+	from, to int64
+	holder   histories.Process
+	released bool
+}
+
+// spans are holds in order of their start; toMax[i] is the latest end of
+// the first i+1, to find those that reach past a time.
+type spans struct {
+	s     []span
+	toMax []int64
+}
+
+func newSpans(s []span) spans {
+	slices.SortStableFunc(s, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	toMax := make([]int64, len(s))
+	for i, x := range s {
+		toMax[i] = x.to
+		if i > 0 {
+			toMax[i] = max(x.to, toMax[i-1])
+		}
+	}
+	return spans{s, toMax}
+}
+
+// heldSpans are the holds of each key, and of all keys together.
+type heldSpans struct {
+	byKey map[string]spans
+	all   spans
+}
+
+// holds returns who held each key's lock when: the time a correct lock may
+// keep a waiter waiting, whatever its order of grants. A release in flight
+// holds it still (the server frees the key at some time before its reply),
+// one the history ended before answering does not.
+func (h *History) holds() heldSpans {
+	byKey := map[string][]span{}
+	var all []span
+	holding := map[hold]*operation{}
+	add := func(a *operation, to int64, released bool) {
+		s := span{from: a.ret, to: max(to, a.ret), holder: a.process, released: released}
+		byKey[a.key] = append(byKey[a.key], s)
+		all = append(all, s)
+	}
+	for _, o := range h.ops {
+		k := hold{o.process, o.key}
+		switch {
+		case o.f == histories.Acquire && o.status == histories.OK:
+			if a := holding[k]; a != nil { // acquired again without releasing
+				add(a, o.call, false)
+			}
+			holding[k] = o
+		case o.f == histories.Release:
+			if a := holding[k]; a != nil {
+				to := o.ret
+				if o.missing {
+					to = o.call
+				}
+				add(a, to, true)
+				delete(holding, k)
+			}
+		}
+	}
+	for _, k := range sortedHolds(holding) {
+		add(holding[k], h.alive[k.p], false)
+	}
+	out := heldSpans{byKey: map[string]spans{}, all: newSpans(all)}
+	for k, s := range byKey {
+		out.byKey[k] = newSpans(s)
+	}
+	return out
+}
+
+// of returns the holds of the key wait w asked for; of every key if it
+// asked for several, or none (its locker was never built): any grant then
+// may be what it waited behind.
+func (hs heldSpans) of(w []try) spans {
+	key := ""
+	for _, t := range w {
+		switch {
+		case t.op == nil:
+		case key == "":
+			key = t.op.key
+		case key != t.op.key:
+			return hs.all
+		}
+	}
+	if key == "" {
+		return hs.all
+	}
+	return hs.byKey[key]
+}
+
+// idle is a time in a wait in which nobody held the lock or was granted
+// it: from the wait's start or the end of a hold (after), to a grant or
+// the wait's end.
+type idle struct {
+	from, to int64
+	after    *span
+}
+
+// idleStretch returns the first idle time longer than bound in the wait
+// from start to e, if any: the lock made no progress then, which no order
+// of grants explains. Time in which others held the lock is not counted,
+// nor does idle time before a grant to another add up with idle time after
+// it: a waiter behind others' grants and sections, however many, is not
+// stuck while the lock goes on granting.
+func idleStretch(held spans, start, e int64, bound time.Duration) (idle, bool) {
+	cur := start
+	var after *span
+	// Holds before the first that reaches past start cover none of the
+	// wait.
+	first, _ := slices.BinarySearch(held.toMax, start+1)
+	for i := first; i < len(held.s); i++ {
+		s := &held.s[i]
+		if s.from >= e {
+			break
+		}
+		if s.from > cur && s.from-cur > int64(bound) {
+			return idle{from: cur, to: s.from, after: after}, true
+		}
+		if s.to > cur {
+			cur, after = s.to, s
+		}
+	}
+	if e-cur > int64(bound) {
+		return idle{from: cur, to: e, after: after}, true
+	}
+	return idle{}, false
+}
+
+// freed says in words how span s ended, as "when ...".
+func freed(s *span) string {
+	if s.released {
+		return fmt.Sprintf("when process %d released it", s.holder)
+	}
+	return fmt.Sprintf("when process %d, its holder, was last seen", s.holder)
+}
+
 // stuckWait is a wait that ran past the bound, and how many acquires it
 // judged.
 type stuckWait struct {
@@ -261,10 +409,10 @@ type stuckWait struct {
 	judged int
 }
 
-// waitedTooLong tells of client c's wait w, from start to e, longer than
-// bound after since.
-func (h *History) waitedTooLong(c string, w []try, start, e int64, bound time.Duration, since string, who func(string, histories.Process) string) stuckWait {
-	deadline := addSat(start, int64(bound))
+// waitedTooLong tells of client c's wait w, from start to e, in which the
+// lock was idle longer than bound after since.
+func (h *History) waitedTooLong(c string, w []try, start, e int64, in idle, bound time.Duration, since string, who func(string, histories.Process) string) stuckWait {
+	deadline := addSat(in.from, int64(bound))
 	var r stuckWait
 	var key, lockerErr string
 	acquires, failed := 0, 0
@@ -282,16 +430,28 @@ func (h *History) waitedTooLong(c string, w []try, start, e int64, bound time.Du
 		}
 	}
 	r.Violation = Violation{Check: histories.CheckLiveness, Kind: "stuck", Key: key, Processes: r.Processes,
-		From: start, To: e, Faults: h.faultsDuring(start, e)}
+		From: in.from, To: e, Faults: h.faultsDuring(in.from, e)}
+	// idleWords tells of the idle time, when it began after a hold ended
+	// in the wait.
+	idleWords := ""
+	if in.after != nil {
+		idleWords = fmt.Sprintf("from %s, %s, to %s nobody held it or was granted it, %v: ",
+			h.at(in.from), freed(in.after), h.at(in.to), time.Duration(in.to-in.from).Round(time.Millisecond))
+	}
 	got := w[len(w)-1].op != nil && w[len(w)-1].op.status == histories.OK
 	var s string
 	switch {
 	case len(w) == 1 && acquires == 1:
 		o := w[0].op
 		r.To = deadline
-		r.Faults = h.faultsDuring(start, deadline)
-		s = fmt.Sprintf("%s asked for lock %q at %s and had not got it %v later, at %s (bound %v after %s)",
-			who(c, o.process), o.key, h.at(start), bound, h.at(deadline), bound, since)
+		r.Faults = h.faultsDuring(in.from, deadline)
+		if in.after == nil {
+			s = fmt.Sprintf("%s asked for lock %q at %s and had not got it %v later, at %s (bound %v after %s)",
+				who(c, o.process), o.key, h.at(start), bound, h.at(deadline), bound, since)
+		} else {
+			s = fmt.Sprintf("%s asked for lock %q at %s and had not got it at %s, %v after %s, nobody holding it or granted it in between (bound %v after %s)",
+				who(c, o.process), o.key, h.at(start), h.at(deadline), bound, strings.TrimPrefix(freed(in.after), "when "), bound, since)
+		}
 		switch {
 		case o.missing:
 			s += fmt.Sprintf("; it was still waiting when the history ended at %s", h.at(h.end-1))
@@ -310,9 +470,9 @@ func (h *History) waitedTooLong(c string, w []try, start, e int64, bound time.Du
 		if w[0].call < start {
 			asked = "was asking for lock %q when the wait began at %s"
 		}
-		s = fmt.Sprintf("%s "+asked+" and got it only at %s, %v later, over %s: %s; more than the bound of %v after %s.",
+		s = fmt.Sprintf("%s "+asked+" and got it only at %s, %v later, over %s: %s; %smore than the bound of %v after %s.",
 			clientActor(c), key, h.at(start), h.at(e), time.Duration(e-start).Round(time.Millisecond),
-			words.Plural(len(w), "attempt"), h.attemptsInWords(w), bound, since)
+			words.Plural(len(w), "attempt"), h.attemptsInWords(w), idleWords, bound, since)
 	default:
 		what := fmt.Sprintf("asked for lock %q %s", key, words.Times(acquires))
 		if failed > 0 {
@@ -321,8 +481,13 @@ func (h *History) waitedTooLong(c string, w []try, start, e int64, bound time.Du
 				what = fmt.Sprintf("asked for lock %q %s and could not build its locker %s (%s)", key, words.Times(acquires), words.Times(failed), lockerErr)
 			}
 		}
-		s = fmt.Sprintf("%s %s from %s to %s, more than the bound of %v after %s, and never got the lock.",
-			clientActor(c), what, h.at(w[0].call), h.at(e), bound, since)
+		if in.after == nil {
+			s = fmt.Sprintf("%s %s from %s to %s, more than the bound of %v after %s, and never got the lock.",
+				clientActor(c), what, h.at(w[0].call), h.at(e), bound, since)
+		} else {
+			s = fmt.Sprintf("%s %s from %s to %s and never got the lock; %smore than the bound of %v after %s.",
+				clientActor(c), what, h.at(w[0].call), h.at(e), idleWords, bound, since)
+		}
 	}
 	r.Story = s
 	return r
@@ -384,7 +549,7 @@ func livenessCut(h *History, r Result, c *Cut, bound time.Duration) string {
 	case h.unhealed():
 		return fmt.Sprintf("The run was cut short at %s, before its final heal: liveness is judged only after it.", at)
 	case r.Verdict == Valid:
-		return fmt.Sprintf("The run was cut short at %s, %s after %s: acquires asked in its last %v could not be judged, and the rest of its quiet period was not recorded (until then, every client that asked got the lock within the bound).",
+		return fmt.Sprintf("The run was cut short at %s, %s after %s: acquires asked in its last %v could not be judged, and the rest of its quiet period was not recorded (until then, no client that asked waited on an idle lock longer than the bound).",
 			at, fmt.Sprintf("%.2f s", time.Duration(c.Time-from).Seconds()), since, bound)
 	}
 	// A lock that granted nothing is judged so by the liveness check only

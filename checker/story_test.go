@@ -153,7 +153,7 @@ func TestLiveness(t *testing.T) {
 		read(9, "x", 9900, 10000, ok, 0)
 	r := Liveness(h.ops(), bound)
 	expect(t, r, Invalid,
-		`Process 2 asked for lock "lock" at 5.00 s and had not got it 1s later, at 6.00 s (bound 1s after the final heal at 5.00 s); it got it only at 8.00 s.`,
+		`Process 2 asked for lock "lock" at 5.00 s and had not got it at 6.80 s, 1s after process 1 released it, nobody holding it or granted it in between (bound 1s after the final heal at 5.00 s); it got it only at 8.00 s.`,
 		`Process 3 asked for lock "lock" at 6.00 s and had not got it 1s later, at 7.00 s`, "it was still waiting when the history ended at 10.00 s")
 	if len(r.Violations) != 2 || strings.Contains(r.Explanation, "Process 1 ") || strings.Contains(r.Explanation, "Process 4 ") {
 		t.Errorf("violations %+v", r.Violations)
@@ -366,6 +366,61 @@ func TestLivenessAcrossRetries(t *testing.T) {
 	expect(t, Liveness(h.ops(), bound), Invalid, `Client c1 asked for lock "lock" 3 times from 12.00 s to 19.50 s, more than the bound of 7s after the final heal at 10.00 s, and never got the lock.`)
 	// Locker failures are part of the wait.
 	h = base().event("locker-failed", 10100, []string{"c1"}, map[string]string{"error": "grant: no leader"}).
-		acq(1, "lock", 16000, 17500, ok, 2).rel(1, "lock", 17600, 17700, ok)
-	expect(t, Liveness(h.ops(), bound), Invalid, "its locker could not be built at 10.10 s (grant: no leader); process 1 asked at 16.00 s, granted at 17.50 s")
+		acq(1, "lock", 16000, 18500, ok, 2).rel(1, "lock", 18600, 18700, ok)
+	expect(t, Liveness(h.ops(), bound), Invalid, "its locker could not be built at 10.10 s (grant: no leader); process 1 asked at 16.00 s, granted at 18.50 s",
+		"from 10.95 s, when process 2 released it, to 18.50 s nobody held it or was granted it, 7.55s: more than the bound of 7s")
+}
+
+// Only time in which the lock made no progress makes a client stuck: nobody
+// held it or was granted it. A correct lock, fair or not, may keep a
+// client waiting behind others' grants and sections longer than the bound.
+func TestLivenessBehindOthers(t *testing.T) {
+	const bound = 7 * time.Second
+	base := func() *hist {
+		return (&hist{}).clientOf(1, "c1").clientOf(5, "c1").clientOf(2, "c2").clientOf(3, "c3").clientOf(4, "c4").
+			fault("partition-leader", []string{"m0"}, 1000, 8000).event("heal", 10000, nil, nil)
+	}
+	// A fair queue: c1 times out behind slow sections, asks again at the
+	// back, and is granted 7.4 s after it first asked.
+	h := base().acq(1, "lock", 10100, 15100, info, 0).acq(5, "lock", 15200, 17500, ok, 5).rel(5, "lock", 17600, 17700, ok).
+		acq(2, "lock", 10150, 10200, ok, 2).rel(2, "lock", 12400, 12500, ok).
+		acq(3, "lock", 10160, 12600, ok, 3).rel(3, "lock", 14800, 14900, ok).
+		acq(4, "lock", 10170, 15000, ok, 4).rel(4, "lock", 17300, 17400, ok).read(9, "x", 19000, 19001, ok, 0)
+	expect(t, Liveness(h.ops(), bound), Valid)
+	// An unfair lock: c1 loses every race for 15 s while c2 and c3 take
+	// turns.
+	h = base().acq(1, "lock", 10100, 15100, fail, 0).acq(1, "lock", 15200, 20200, fail, 0).acq(1, "lock", 20300, 25300, fail, 0)
+	for i := int64(0); i < 30; i++ {
+		p := 2 + int(i%2)
+		at := 10050 + 500*i
+		h = h.acq(p, "lock", at-40, at, ok, 10+i).rel(p, "lock", at+400, at+450, ok)
+	}
+	expect(t, Liveness(h.read(9, "x", 26000, 26001, ok, 0).ops(), bound), Valid)
+	// Idle times of 4 s on either side of a grant to another do not add
+	// up: the grant was progress.
+	h = base().acq(2, "lock", 10050, 10100, ok, 2).rel(2, "lock", 10150, 10200, ok).
+		acq(3, "lock", 10120, 14200, ok, 3).rel(3, "lock", 14250, 14300, ok).
+		acq(1, "lock", 10150, 18300, ok, 4).rel(1, "lock", 18400, 18500, ok).read(9, "x", 19000, 19001, ok, 0)
+	expect(t, Liveness(h.ops(), bound), Valid)
+	// A lock that stops granting once c2 released it: c1 is stuck from
+	// the release.
+	h = base().acq(2, "lock", 10050, 10100, ok, 2).rel(2, "lock", 10900, 11000, ok).
+		acq(1, "lock", 10500, 0, none, 0).read(9, "x", 20000, 20001, ok, 0)
+	r := Liveness(h.ops(), bound)
+	expect(t, r, Invalid, `Client c1 (process 1) asked for lock "lock" at 10.50 s and had not got it at 18.00 s, 7s after process 2 released it, nobody holding it or granted it in between`)
+	if len(r.Violations) != 1 || r.Violations[0].From != 11000*ms {
+		t.Errorf("violations %+v", r.Violations)
+	}
+	// A holder never seen again after 12.1 s: the lock is idle from then.
+	h = base().acq(2, "lock", 10050, 10100, ok, 2).read(2, "x", 12000, 12100, ok, 0).
+		acq(1, "lock", 10200, 0, none, 0).read(9, "x", 20000, 20001, ok, 0)
+	expect(t, Liveness(h.ops(), bound), Invalid, "at 19.10 s, 7s after process 2, its holder, was last seen")
+	// Holds of another lock are no progress of this one.
+	h = base().acq(2, "b", 10050, 10100, ok, 2).rel(2, "b", 19800, 19900, ok).
+		acq(1, "a", 10200, 0, none, 0).read(9, "x", 20000, 20001, ok, 0)
+	expect(t, Liveness(h.ops(), bound), Invalid, `Client c1 (process 1) asked for lock "a" at 10.20 s and had not got it 7s later, at 17.20 s`)
+	// Failing again and again while nobody is granted: stuck.
+	h = base().acq(2, "lock", 10050, 10100, ok, 2).rel(2, "lock", 10200, 10300, ok).
+		acq(1, "lock", 10200, 15200, fail, 0).acq(1, "lock", 15300, 18500, fail, 0).read(9, "x", 20000, 20001, ok, 0)
+	expect(t, Liveness(h.ops(), bound), Invalid, `Client c1 asked for lock "lock" 2 times from 10.20 s to 18.50 s and never got the lock; from 10.30 s, when process 2 released it, to 18.50 s nobody held it or was granted it, 8.2s: more than the bound of 7s after the final heal at 10.00 s.`)
 }

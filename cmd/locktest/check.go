@@ -18,7 +18,7 @@ func checkCmd(args []string, stdout io.Writer) (int, error) {
 	fs := newFlags("check", "check PATH [flags]\n\nRe-checks a stored history: a history.jsonl file, or a run directory holding one.\nResults go beside it: results.json in a run directory, NAME.results.json for a file.", stdout)
 	require := fs.String("require", harness.RequireData, "checks whose failure makes the exit status 1: a comma list of "+strings.Join(checker.Names(), ", ")+" (consistency only when the results carry member hashes), all, or "+harness.RequireData+" (resource, and invariant unless it is unknown)")
 	timeout := fs.Duration("timeout", time.Minute, "time limit for each check; a check that hits it is unknown")
-	bound := fs.Duration("liveness-bound", harness.DefaultLivenessBound, "after the final heal, every client that asks for a lock must get it within this")
+	bound := fs.Duration("liveness-bound", harness.DefaultLivenessBound, livenessBoundUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return exitUnknown, err
 	}

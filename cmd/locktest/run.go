@@ -33,6 +33,9 @@ const (
 	defaultTime    = 15 * time.Second
 )
 
+// livenessBoundUsage is --liveness-bound's help, for run and check.
+const livenessBoundUsage = "after the final heal, the longest the lock may stay idle (nobody holding it, nobody granted it) while a client asks for it"
+
 // runFlags are the flags run and sweep share: locktest's own, and every
 // backend's (backends).
 type runFlags struct {
@@ -103,7 +106,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		schedule:     fs.String("schedule", "", "replay the fault schedule in this file (a run's schedule.json) instead of drawing one"),
 		steer:        fs.String("steer", "", "cells (lock state × fault, a comma list of STATE×FAULT or STATE/FAULT) that the schedule's first faults are drawn to strike, in order: how nightly steers a random run toward cells not yet struck"),
 		checkTimeout: fs.Duration("check-timeout", time.Minute, "time limit for each check; a check that hits it is unknown"),
-		bound:        fs.Duration("liveness-bound", harness.DefaultLivenessBound, "after the final heal, every client that asks for a lock must get it within this"),
+		bound:        fs.Duration("liveness-bound", harness.DefaultLivenessBound, livenessBoundUsage),
 		recipe: fs.String("recipe", registry.Default().Recipes[0].Name, "lock recipe under test: "+strings.Join(registry.RecipeNames(), ", ")+
 			", or "+execlock.Prefix+"'COMMAND ARGS…': a lock in a process of its own, started for each client, speaking locktest's lock-client protocol (lock/execlock/README.md)"),
 		backend: fs.String("backend", "", "backend (lock service) of a recipe that is not a built-in ("+execlock.Prefix+"…): "+strings.Join(registry.Names(), ", ")+

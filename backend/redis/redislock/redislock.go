@@ -152,7 +152,7 @@ const DefaultPollInterval = 50 * time.Millisecond
 // or Replicated deployment; redlock uses every server of Conn.Servers, an
 // Independent(5) one.
 var Builtins = []lock.Builtin{
-	{Name: SetNXName, Doc: "`SET key value NX PX ttl` in a Lua script that also INCRs the lock's fencing counter (as Redisson's fenced lock does); compare-and-delete release; a watchdog renews the TTL every TTL/3 on the client's clock; waiters poll every 50 ms.", New: func() lock.Recipe { return SetNX(DefaultPollInterval) }},
+	{Name: SetNXName, Doc: "`SET key value NX PX ttl` in a Lua script that also INCRs the lock's fencing counter (as Redisson's fenced lock does); compare-and-delete release; a watchdog renews the TTL every TTL/3 on the client's clock; waiters poll every 50 ms. Its tokens grow only while the counter lives: a Redis that crashes and restarts empty (the crash fault, so `--nemesis all`) starts it over at 1, and `contract` is rightly invalid (promise 1, tokens grow; a fenced resource rejects every grant until the counter is back above the last token it accepted).", New: func() lock.Recipe { return SetNX(DefaultPollInterval) }},
 	{Name: RedlockName, Doc: "go-redsync's Redlock over 5 independent masters, its Extend the watchdog. No fencing token: its token is a counter taken after the grant, which a fenced resource cannot rely on.", New: func() lock.Recipe { return Redlock(DefaultPollInterval) }, NoFencingToken: true, Majority: true},
 	{Name: DelName, Doc: "broken on purpose, the flash-sale incident's lock: `SET key value NX EX ttl`, no watchdog, release by a plain `DEL` whoever holds the key; its token is an INCR after the grant.", New: func() lock.Recipe { return Del(DefaultPollInterval) }, Broken: true, NoFencingToken: true},
 }
