@@ -112,6 +112,12 @@ func (env *Env) findClient(ctx context.Context, e Entry, params map[string]strin
 				params["aimed"] = "true"
 			}
 		}
+		if e.Params["waiter"] == "fresh" {
+			if w, ok := env.freshWaiter(ctx, freshWaiterWait); ok {
+				params["fresh_waiter"] = "true"
+				return w, nil
+			}
+		}
 		for {
 			if w, ok := env.Clients.Waiter(minWaiterWait); ok {
 				return w, nil
