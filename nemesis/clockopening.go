@@ -1,10 +1,6 @@
 package nemesis
 
-import (
-	"context"
-	"math/rand/v2"
-	"time"
-)
+import "math/rand/v2"
 
 // clockStream is the PCG stream of the clock opening's draws.
 const clockStream = 0x636c6f6b
@@ -22,8 +18,8 @@ const clockStream = 0x636c6f6b
 // of fifteen entries).
 //
 // The step stays under the acquire's timeout (5 s by default), so that
-// the waiter is granted rather than given up; so the waiter struck is one
-// that has just begun to wait (param waiter=fresh, freshWaiter): a
+// the waiter is granted rather than given up; so the waiter struck is the
+// one that began to wait last (param waiter=newest): a
 // polling lock's longest waiter has mostly waited seconds (pg-lease-
 // client-clock's p99 acquire is over 4 s), and the step ended its acquire
 // on its own clock before it asked again (seed 4). Asking for a waiter
@@ -41,34 +37,6 @@ func (c Config) clockOpening(seed int64, fams []Family) (Entry, bool) {
 		Fault: ClockBump, Target: TargetWaiter,
 		Fallback: c.Clients[rng.IntN(len(c.Clients))],
 		Duration: c.TTL / 4,
-		Params:   map[string]string{"delta": (c.TTL + c.TTL/2).String(), "ahead": workAhead.String() + "-", "waiter": "fresh", "opening": "clock"},
+		Params:   map[string]string{"delta": (c.TTL + c.TTL/2).String(), "ahead": workAhead.String() + "-", "waiter": "newest", "opening": "clock"},
 	}, true
-}
-
-// freshWaiterWait bounds how long a strike on a fresh waiter looks for
-// one: a section with work ahead has just begun, and the client that
-// held before it asks again at once.
-const freshWaiterWait = 100 * time.Millisecond
-
-// freshWaiter is a client seen to begin waiting within d: one whose role
-// turns to waiter from idle or holder (the client that just released and
-// asks again, mostly), not one already waiting when the look began.
-func (env *Env) freshWaiter(ctx context.Context, d time.Duration) (string, bool) {
-	names := env.Clients.Names()
-	was := make([]string, len(names))
-	for i, n := range names {
-		was[i] = env.Clients.Role(n)
-	}
-	wctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	for sleepUntil(wctx, time.Now().Add(time.Millisecond)) {
-		for i, n := range names {
-			r := env.Clients.Role(n)
-			if r == TargetWaiter && was[i] != TargetWaiter {
-				return n, true
-			}
-			was[i] = r
-		}
-	}
-	return "", false
 }

@@ -33,7 +33,7 @@ func TestAimStepsAWaitersClockAhead(t *testing.T) {
 		}
 		k := s.Entries[i]
 		if k.Fault != ClockBump || k.Target != TargetWaiter || !slices.Contains(cfg.Clients, k.Fallback) ||
-			k.Duration != 500*time.Millisecond || k.Params["delta"] != "3s" || k.Params["ahead"] != "200ms-" || k.Params["waited"] != "" || k.Params["waiter"] != "fresh" {
+			k.Duration != 500*time.Millisecond || k.Params["delta"] != "3s" || k.Params["ahead"] != "200ms-" || k.Params["waited"] != "" || k.Params["waiter"] != "newest" {
 			t.Errorf("seed %d: clock opening %+v, want any waiter's clock 3s ahead for 500ms", seed, k)
 		}
 		if i+1 < len(s.Entries) {
@@ -62,49 +62,20 @@ func TestAimStepsAWaitersClockAhead(t *testing.T) {
 	}
 }
 
-// turning is fakeClients whose client turn begins to wait once its role
-// has been asked after times.
-type turning struct {
-	*fakeClients
-	turn  string
-	after int
-	asked int
-}
-
-func (t *turning) Role(c string) string {
-	if c != t.turn {
-		return t.fakeClients.Role(c)
-	}
-	t.asked++
-	if t.asked > t.after {
-		return "waiter"
-	}
-	return "idle"
-}
-
-// The clock opening strikes the client that begins to wait, not the one
-// waiting longest (whose acquire a step past its timeout would end); with
-// no client beginning to wait, the longest waiter.
-func TestClockOpeningStrikesAFreshWaiter(t *testing.T) {
+// The clock opening strikes the client that began to wait last, not the
+// one waiting longest (whose acquire a step past its timeout would end).
+func TestClockOpeningStrikesTheNewestWaiter(t *testing.T) {
 	k, ok := Config{Aim: true, Clients: []string{"c0", "c1", "c2"}, TTL: 2 * time.Second}.clockOpening(1, []Family{clockFault{}})
 	if !ok {
 		t.Fatal("no clock opening")
 	}
 	delete(k.Params, "ahead") // no section to aim at here
-	for _, c := range []struct {
-		after int
-		want  string
-		fresh bool
-	}{{3, "c1", true}, {1 << 30, "c2", false}} {
-		fc := &turning{fakeClients: &fakeClients{names: []string{"c0", "c1", "c2"}, holder: "c0", waiter: "c2"}, turn: "c1", after: c.after}
-		env := &Env{Clients: fc, TTL: 2 * time.Second}
-		inj, err := clockFault{}.Inject(context.Background(), env, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(inj.Targets, []string{c.want}) || (inj.Params["fresh_waiter"] == "true") != c.fresh ||
-			!slices.Contains(fc.calls, "bump "+c.want+" 3s") {
-			t.Errorf("turning after %d looks: struck %v (params %v, calls %v), want %s", c.after, inj.Targets, inj.Params, fc.calls, c.want)
-		}
+	fc := &fakeClients{names: []string{"c0", "c1", "c2"}, holder: "c0", waiter: "c2", newest: "c1"}
+	inj, err := clockFault{}.Inject(context.Background(), &Env{Clients: fc, TTL: 2 * time.Second}, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(inj.Targets, []string{"c1"}) || !slices.Contains(fc.calls, "bump c1 3s") {
+		t.Errorf("struck %v (calls %v), want the newest waiter c1", inj.Targets, fc.calls)
 	}
 }

@@ -112,9 +112,8 @@ func (env *Env) findClient(ctx context.Context, e Entry, params map[string]strin
 				params["aimed"] = "true"
 			}
 		}
-		if e.Params["waiter"] == "fresh" {
-			if w, ok := env.freshWaiter(ctx, freshWaiterWait); ok {
-				params["fresh_waiter"] = "true"
+		if e.Params["waiter"] == "newest" {
+			if w, ok := env.Clients.Newest(minWaiterWait); ok {
 				return w, nil
 			}
 		}
