@@ -32,6 +32,7 @@ type Clients interface {
 	Crash(client string) error                                        // drop the client's session without closing it; it continues as a new process with a new session
 	Lease(client string) (id string, ok bool)                         // the client's current session lease, in hex
 	Waiter(minWait time.Duration) (client string, ok bool)            // the client longest in Acquire, if it has waited at least minWait
+	Newest(minWait time.Duration) (client string, ok bool)            // the client that began its Acquire last of those that have waited at least minWait
 	Entering(min, max, within time.Duration) (client string, ok bool) // a holder that began, within the last within, a section thinking between min and max (max 0: no bound) on its clock
 	Ahead(min time.Duration) (client string, ok bool)                 // a holder whose section has at least min of its think time left
 	Role(client string) string                                        // "holder", "waiter" or "idle" now

@@ -18,8 +18,9 @@ import (
 
 // openings are the strikes an aimed schedule opens with, in order, their
 // At left to the caller: the holder's lost release reply (openingStrike),
-// a queued waiter's lease ended (waiterOpening), and the holder's release
-// whose request is lost (requestOpening); those fams and the run offer.
+// a queued waiter's lease ended (waiterOpening), the holder's release
+// whose request is lost (requestOpening), and a waiter's clock stepped
+// ahead (clockOpening); those fams and the run offer.
 // None where the run offers no lost replies: a run of a family or two
 // (sweep's time to harm under pause, isolate or lease alone) is about
 // those faults on the holder, and a waiter's strike first put off the
@@ -33,7 +34,11 @@ func (c Config) openings(seed int64, fams []Family) []Entry {
 	if w, ok := c.waiterOpening(seed, fams); ok {
 		out = append(out, w)
 	}
-	return append(out, c.requestOpening(seed))
+	out = append(out, c.requestOpening(seed))
+	if k, ok := c.clockOpening(seed, fams); ok {
+		out = append(out, k)
+	}
+	return out
 }
 
 // requestOpening is the holder's lost release as an opening, whose request

@@ -69,6 +69,8 @@ type fakeClients struct {
 	// waited, if set, is how long waiter has waited (Waiter finds it
 	// only if that is at least its minWait); unset, any wait.
 	waited time.Duration
+	// newest, if set, is the client that began waiting last (else waiter).
+	newest string
 	// entering is the holder entering a slow section, and its think time.
 	entering string
 	think    time.Duration
@@ -123,6 +125,14 @@ func (f *fakeClients) Waiter(min time.Duration) (string, bool) {
 		return "", false
 	}
 	return f.waiter, f.waiter != ""
+}
+func (f *fakeClients) Newest(min time.Duration) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.newest != "" {
+		return f.newest, true
+	}
+	return f.waiter, f.waiter != "" && (f.waited == 0 || f.waited >= min)
 }
 func (f *fakeClients) Entering(min, max, _ time.Duration) (string, bool) {
 	f.mu.Lock()

@@ -112,6 +112,11 @@ func (env *Env) findClient(ctx context.Context, e Entry, params map[string]strin
 				params["aimed"] = "true"
 			}
 		}
+		if e.Params["waiter"] == "newest" {
+			if w, ok := env.Clients.Newest(minWaiterWait); ok {
+				return w, nil
+			}
+		}
 		for {
 			if w, ok := env.Clients.Waiter(minWaiterWait); ok {
 				return w, nil

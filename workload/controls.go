@@ -89,6 +89,23 @@ func (w *Workload) Waiter(minWait time.Duration) (string, bool) {
 	return best, best != ""
 }
 
+// Newest returns the client that began waiting in Acquire last of those
+// that have waited at least minWait: the one furthest from its acquire's
+// timeout.
+func (w *Workload) Newest(minWait time.Duration) (string, bool) {
+	best, since := "", time.Time{}
+	limit := time.Now().Add(-minWait)
+	for _, c := range w.clients {
+		c.mu.Lock()
+		t := c.waiting
+		c.mu.Unlock()
+		if !t.IsZero() && !t.After(limit) && t.After(since) {
+			best, since = c.name, t
+		}
+	}
+	return best, best != ""
+}
+
 // Disarm cancels a pause armed for client's next write, saying whether
 // there was one, and says when the client's current pause ends (zero if it
 // is not paused).

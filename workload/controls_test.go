@@ -60,3 +60,25 @@ func TestAhead(t *testing.T) {
 		t.Fatalf("Ahead(3.5s) = %q; want none (c0 has about 3 s left)", c)
 	}
 }
+
+// Newest is the waiter that began its Acquire last of those that have
+// waited minWait; Waiter the one that began first.
+func TestNewestWaiter(t *testing.T) {
+	now := time.Now()
+	w := &Workload{clients: []*client{
+		{name: "c0", waiting: now.Add(-4 * time.Second)},
+		{name: "c1", waiting: now.Add(-300 * time.Millisecond)},
+		{name: "c2"}, // not waiting
+		{name: "c3", waiting: now.Add(-time.Second)},
+		{name: "c4", waiting: now}, // not yet queued
+	}}
+	if c, ok := w.Newest(20 * time.Millisecond); !ok || c != "c1" {
+		t.Errorf("Newest = %q, %v; want c1", c, ok)
+	}
+	if c, ok := w.Waiter(20 * time.Millisecond); !ok || c != "c0" {
+		t.Errorf("Waiter = %q, %v; want c0", c, ok)
+	}
+	if c, ok := w.Newest(time.Hour); ok {
+		t.Errorf("Newest(1h) = %q, want none", c)
+	}
+}
