@@ -7,13 +7,13 @@ import (
 	"time"
 )
 
-// An aimed schedule strikes a queued waiter's lease right after the lost
-// release reply it opens with: a revocation where leases can be revoked,
-// else a pause of the waiter past its lease (TTL+1 s), each aimed at a
-// section just begun (a bounded ahead), the revocation at one of at least
-// 200 ms, the pause at one of at most a TTL; the rest of the schedule
-// starts after it. Without aim, without a kind that ends a lease, or
-// without lost replies, there is none.
+// An aimed schedule opens with a strike on a queued waiter's lease, first
+// of all: a revocation where leases can be revoked, else a pause of the
+// waiter past its lease (TTL+1 s), each aimed at a section just begun (a
+// bounded ahead), the revocation at one of at least 200 ms, the pause at
+// one of at most a TTL; the rest of the schedule starts after it. Without
+// aim, without a kind that ends a lease, or without lost replies, there
+// is none.
 func TestAimStrikesAWaiterEarly(t *testing.T) {
 	for _, c := range []struct {
 		faults []string
@@ -36,10 +36,10 @@ func TestAimStrikesAWaiterEarly(t *testing.T) {
 			if len(s.Entries) < 3 {
 				t.Fatalf("%v seed %d: %d entries", c.faults, seed, len(s.Entries))
 			}
-			first, w := s.Entries[0], s.Entries[1]
+			w := s.Entries[0]
 			if w.Fault != c.kind || w.Target != TargetWaiter || !slices.Contains(cfg.Clients, w.Fallback) ||
-				w.Duration != c.dur || w.Params["ahead"] != c.ahead || w.At != first.At+first.Duration+500*time.Millisecond {
-				t.Errorf("%v seed %d: second entry %+v, want a waiter's %s", c.faults, seed, w, c.kind)
+				w.Duration != c.dur || w.Params["ahead"] != c.ahead || w.Params["opening"] != "waiter" || w.At != 500*time.Millisecond {
+				t.Errorf("%v seed %d: first entry %+v, want a waiter's %s", c.faults, seed, w, c.kind)
 			}
 			if w.Params["waited"] != "500ms" {
 				t.Errorf("%v seed %d: waiter's strike %+v not limited to a waiter queued under TTL/4", c.faults, seed, w)
@@ -50,8 +50,8 @@ func TestAimStrikesAWaiterEarly(t *testing.T) {
 			if c.kind == PauseClient && w.Params["before_write"] != "false" {
 				t.Errorf("%v seed %d: waiter's pause %+v armed for a write", c.faults, seed, w)
 			}
-			if next := s.Entries[2]; next.At < w.At+w.Duration+500*time.Millisecond {
-				t.Errorf("%v seed %d: %s at %s, during the waiter's strike", c.faults, seed, next.Fault, next.At)
+			if next := s.Entries[1]; next.At != w.At+w.Duration+500*time.Millisecond {
+				t.Errorf("%v seed %d: %s at %s, not right after the waiter's strike", c.faults, seed, next.Fault, next.At)
 			}
 			if err := s.Validate(); err != nil {
 				t.Errorf("%v seed %d: %v", c.faults, seed, err)
@@ -77,6 +77,67 @@ func TestAimStrikesAWaiterEarly(t *testing.T) {
 	}
 }
 
+// With the operation timeout known, the waiter's revocation waits for a
+// section that ends while the first in line, queued under TTL/4 as it
+// began, still waits, with TTL/2 to spare: at most 3.5 s of a 5 s
+// timeout and a TTL of 2 s (two TTLs, 4 s, left it 1 s at most for the
+// write, the release and the hand-off), never under 200 ms, and two TTLs
+// where the timeout is long or not known.
+func TestWaiterOpeningFitsTheAcquire(t *testing.T) {
+	for _, c := range []struct {
+		op    time.Duration
+		ahead string
+	}{{5 * time.Second, "200ms-3.5s"}, {0, "200ms-4s"}, {20 * time.Second, "200ms-4s"}, {time.Second, "200ms-200ms"}} {
+		cfg := swarmConfig()
+		cfg.Time, cfg.TTL, cfg.OpTimeout, cfg.Aim = 30*time.Second, 2*time.Second, c.op, true
+		for seed := int64(1); seed <= 5; seed++ {
+			s, _ := Generate(seed, cfg)
+			if w := s.Entries[0]; w.Params["opening"] != "waiter" || w.Params["ahead"] != c.ahead {
+				t.Errorf("op timeout %s seed %d: waiter's opening %+v, want ahead %s", c.op, seed, w, c.ahead)
+			}
+		}
+	}
+}
+
+// An aimed schedule where leases can be revoked revokes, right after the
+// waiter's strike, the lease of a holder with at least 200 ms of its
+// section ahead (param ahead, unbounded: one under way serves), the
+// client drawn its fallback, at once (no duration): a holder that lost
+// its lock and works on. Not aimed, without lease revocations, or without
+// lost replies, there is none.
+func TestAimRevokesAHolderEarly(t *testing.T) {
+	for _, faults := range [][]string{{All}, {"lease", "lost-reply", "crash"}} {
+		cfg := swarmConfig()
+		cfg.Faults, cfg.Time, cfg.TTL, cfg.Aim, cfg.Dense = faults, 30*time.Second, 2*time.Second, true, true
+		for seed := int64(1); seed <= 20; seed++ {
+			s, _ := Generate(seed, cfg)
+			w, h := s.Entries[0], s.Entries[1]
+			if h.Fault != LeaseRevoke || h.Target != TargetHolder || !slices.Contains(cfg.Clients, h.Fallback) || h.Duration != 0 ||
+				h.Params["ahead"] != "200ms-" || h.Params["opening"] != "holder" || h.At != w.At+w.Duration+500*time.Millisecond {
+				t.Errorf("%v seed %d: second entry %+v, want the holder's lease revoked", faults, seed, h)
+			}
+			if err := s.Validate(); err != nil {
+				t.Errorf("%v seed %d: %v", faults, seed, err)
+			}
+		}
+	}
+	for _, c := range []struct {
+		faults []string
+		aim    bool
+	}{{[]string{All}, false}, {[]string{"pause", "lost-reply", "crash"}, true}, {[]string{"lease", "isolate"}, true}} {
+		cfg := swarmConfig()
+		cfg.Faults, cfg.Aim = c.faults, c.aim
+		for seed := int64(1); seed <= 20; seed++ {
+			s, _ := Generate(seed, cfg)
+			for _, e := range s.Entries {
+				if e.Params["opening"] == "holder" {
+					t.Errorf("%v aim %v seed %d: opening %+v", c.faults, c.aim, seed, e)
+				}
+			}
+		}
+	}
+}
+
 // The waiter's pause an aimed schedule opens with stays on the waiter:
 // the first pause of the holder is not swapped into its place
 // (holderPauseFirst), nor is it aimed again.
@@ -86,11 +147,11 @@ func TestWaiterOpeningKeepsItsTarget(t *testing.T) {
 	holders := 0
 	for seed := int64(1); seed <= 20; seed++ {
 		s, _ := Generate(seed, cfg)
-		w := s.Entries[1]
+		w := s.Entries[0]
 		if w.Fault != PauseClient || w.Target != TargetWaiter || w.Params["mid_section"] != "" {
 			t.Errorf("seed %d: opening %+v", seed, w)
 		}
-		for _, e := range s.Entries[2:] {
+		for _, e := range s.Entries[1:] {
 			if e.Fault == PauseClient && e.Target == TargetHolder {
 				holders++
 			}
@@ -101,25 +162,26 @@ func TestWaiterOpeningKeepsItsTarget(t *testing.T) {
 	}
 }
 
-// An aimed schedule on a system with lost replies opens with two lost
-// releases of the holder: the reply lost, first, and after the waiter's
-// strike the request lost too (param request), cut after TTL/16, its next
-// section held open as the first's is; each after the one before it.
+// An aimed schedule on a system with lost replies strikes, after the
+// waiter's and the holder's openings, two lost releases of the holder:
+// the reply lost, first, and then the request lost too (param request),
+// cut after TTL/16, its next section held open as the first's is; each
+// after the one before it.
 func TestAimLosesAReleaseRequest(t *testing.T) {
 	cfg := swarmConfig()
 	cfg.Time, cfg.TTL, cfg.Aim, cfg.Dense = 30*time.Second, 2*time.Second, true, true
 	for seed := int64(1); seed <= 20; seed++ {
 		s, _ := Generate(seed, cfg)
-		first, w, req := s.Entries[0], s.Entries[1], s.Entries[2]
-		if first.Fault != LostReplyRelease || first.Params["request"] != "" || w.Params["opening"] != "waiter" {
-			t.Fatalf("seed %d: opens with %+v, %+v", seed, first, w)
+		first, req := s.Entries[2], s.Entries[3]
+		if s.Entries[0].Params["opening"] != "waiter" || s.Entries[1].Params["opening"] != "holder" || first.Fault != LostReplyRelease || first.Params["request"] != "" {
+			t.Fatalf("seed %d: opens with %+v", seed, s.Entries[:3])
 		}
 		if req.Fault != LostReplyRelease || req.Target != TargetHolder || !slices.Contains(cfg.Clients, req.Fallback) ||
 			req.Params["request"] != "lost" || req.Params["hold_next"] != "500ms" || req.Duration != 125*time.Millisecond ||
-			req.At != w.At+w.Duration+500*time.Millisecond {
-			t.Errorf("seed %d: third entry %+v, want the holder's release request lost", seed, req)
+			req.At != first.At+first.Duration+500*time.Millisecond {
+			t.Errorf("seed %d: fourth entry %+v, want the holder's release request lost", seed, req)
 		}
-		for _, e := range s.Entries[3:] {
+		for _, e := range s.Entries[4:] {
 			if e.Params["request"] != "" || e.At < req.At+req.Duration {
 				t.Errorf("seed %d: %+v after the lost request", seed, e)
 			}
