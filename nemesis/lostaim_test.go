@@ -9,7 +9,7 @@ import (
 )
 
 // An aimed schedule strikes the holder's lost release reply right after
-// the openings marked before it (the waiter's and the holder's), before
+// the openings marked before it (the holder's and the waiter's), before
 // every fault drawn.
 func TestAimOpensWithALostRelease(t *testing.T) {
 	cfg := swarmConfig()
@@ -64,7 +64,7 @@ func aimedBeside(t *testing.T, seed int64, cfg Config) (plain, aimed Schedule, i
 }
 
 // after are the entries of an aimed schedule after those it opens with:
-// the waiter's and the holder's strikes if it has them, the lost release
+// the holder's and the waiter's strikes if it has them, the lost release
 // reply, and the lost release request.
 func after(t *testing.T, s Schedule) []Entry {
 	t.Helper()

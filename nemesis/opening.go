@@ -18,18 +18,24 @@ import (
 // leave alone.
 
 // openings are the strikes an aimed schedule opens with, in order, their
-// At left to the caller: a queued waiter's lease ended (waiterOpening),
-// the lease of a holder with work ahead ended (holderOpening), the
+// At left to the caller: the lease of a holder with work ahead ended
+// (holderOpening), a queued waiter's lease ended (waiterOpening), the
 // holder's lost release reply (openingStrike), and the holder's release
 // whose request is lost (requestOpening); those fams and the run offer.
-// The waiter's goes first: behind a lost release reply, which stays in
-// force until its client is granted again (up to two TTLs and its next
-// section), it struck 6.6-10.0 s into the run (mutex-3.4, seeds 11-20),
-// 11.7 s in a run whose revoked waiter was then not granted; the holder's, instant, next: a lock whose
-// release deletes the key whoever holds it (unlock-any) harms only once a
-// holder lost its lock mid-section, and such a strike drawn at random
-// came behind the others' 12-18 s, if at all (seeds 11-20: 3 of 10,
-// at 18.8-30.4 s).
+//
+// The holder's goes first, instant: a lock whose release deletes the key
+// whoever holds it (unlock-any) harms only once a holder lost its lock
+// mid-section, and such a strike, drawn at random, came behind the
+// openings' 12-18 s if at all (seeds 11-20: 3 of 10, at 18.8-30.4 s).
+// It also ends the section the clients first queued behind: the
+// waiter's strike, which wants a section begun while every waiter is
+// fresh, found none within its two TTLs at the start of a run, where a
+// slow section or two held every client queued since the start, and
+// struck the waiter longest in line, which gave up first (mutex-3.4
+// seeds 13 and 17 with the waiter's strike first: 7 of 9). The waiter's
+// comes before the lost releases, each of which stays in force until its
+// client is granted again (up to two TTLs and its next section).
+//
 // None where the run offers no lost replies: a run of a family or two
 // (sweep's time to harm under pause, isolate or lease alone) is about
 // those faults on the holder, and a waiter's strike first put off the
@@ -40,11 +46,11 @@ func (c Config) openings(seed int64, fams []Family) []Entry {
 		return nil
 	}
 	var out []Entry
-	if w, ok := c.waiterOpening(seed, fams); ok {
-		out = append(out, w)
-	}
 	if h, ok := c.holderOpening(seed, fams); ok {
 		out = append(out, h)
+	}
+	if w, ok := c.waiterOpening(seed, fams); ok {
+		out = append(out, w)
 	}
 	return append(out, openingStrike(seed, c), c.requestOpening(seed))
 }

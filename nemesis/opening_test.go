@@ -7,23 +7,24 @@ import (
 	"time"
 )
 
-// An aimed schedule opens with a strike on a queued waiter's lease, first
-// of all: a revocation where leases can be revoked, else a pause of the
-// waiter past its lease (TTL+1 s), each aimed at a section just begun (a
-// bounded ahead), the revocation at one of at least 200 ms, the pause at
-// one of at most a TTL; the rest of the schedule starts after it. Without
-// aim, without a kind that ends a lease, or without lost replies, there
-// is none.
+// An aimed schedule opens with a strike on a queued waiter's lease (after
+// the holder's revocation, where leases can be revoked): a revocation
+// where leases can be revoked, else a pause of the waiter past its lease
+// (TTL+1 s), each aimed at a section just begun (a bounded ahead), the
+// revocation at one of at least 200 ms, the pause at one of at most a
+// TTL; the rest of the schedule starts after it. Without aim, without a
+// kind that ends a lease, or without lost replies, there is none.
 func TestAimStrikesAWaiterEarly(t *testing.T) {
 	for _, c := range []struct {
 		faults []string
 		kind   string
 		dur    time.Duration
 		ahead  string
+		at     time.Duration
 	}{
-		{[]string{All}, LeaseRevoke, 0, "200ms-4s"},
-		{[]string{"lease", "lost-reply", "crash"}, LeaseRevoke, 0, "200ms-4s"},
-		{[]string{"pause", "lost-reply", "crash"}, PauseClient, 3 * time.Second, "0s-2s"},
+		{[]string{All}, LeaseRevoke, 0, "200ms-4s", time.Second},
+		{[]string{"lease", "lost-reply", "crash"}, LeaseRevoke, 0, "200ms-4s", time.Second},
+		{[]string{"pause", "lost-reply", "crash"}, PauseClient, 3 * time.Second, "0s-2s", 500 * time.Millisecond},
 	} {
 		cfg := swarmConfig()
 		cfg.Faults, cfg.Time, cfg.TTL = c.faults, 30*time.Second, 2*time.Second
@@ -36,9 +37,13 @@ func TestAimStrikesAWaiterEarly(t *testing.T) {
 			if len(s.Entries) < 3 {
 				t.Fatalf("%v seed %d: %d entries", c.faults, seed, len(s.Entries))
 			}
-			w := s.Entries[0]
+			i := slices.IndexFunc(s.Entries, func(e Entry) bool { return e.Params["opening"] == "waiter" })
+			if i < 0 || i > 1 || i == 1 && s.Entries[0].Params["opening"] != "holder" {
+				t.Fatalf("%v seed %d: the waiter's strike at %d: %+v", c.faults, seed, i, s.Entries[:2])
+			}
+			w := s.Entries[i]
 			if w.Fault != c.kind || w.Target != TargetWaiter || !slices.Contains(cfg.Clients, w.Fallback) ||
-				w.Duration != c.dur || w.Params["ahead"] != c.ahead || w.Params["opening"] != "waiter" || w.At != 500*time.Millisecond {
+				w.Duration != c.dur || w.Params["ahead"] != c.ahead || w.At != c.at {
 				t.Errorf("%v seed %d: first entry %+v, want a waiter's %s", c.faults, seed, w, c.kind)
 			}
 			if w.Params["waited"] != "500ms" {
@@ -50,7 +55,7 @@ func TestAimStrikesAWaiterEarly(t *testing.T) {
 			if c.kind == PauseClient && w.Params["before_write"] != "false" {
 				t.Errorf("%v seed %d: waiter's pause %+v armed for a write", c.faults, seed, w)
 			}
-			if next := s.Entries[1]; next.At != w.At+w.Duration+500*time.Millisecond {
+			if next := s.Entries[i+1]; next.At != w.At+w.Duration+500*time.Millisecond {
 				t.Errorf("%v seed %d: %s at %s, not right after the waiter's strike", c.faults, seed, next.Fault, next.At)
 			}
 			if err := s.Validate(); err != nil {
@@ -92,29 +97,32 @@ func TestWaiterOpeningFitsTheAcquire(t *testing.T) {
 		cfg.Time, cfg.TTL, cfg.OpTimeout, cfg.Aim = 30*time.Second, 2*time.Second, c.op, true
 		for seed := int64(1); seed <= 5; seed++ {
 			s, _ := Generate(seed, cfg)
-			if w := s.Entries[0]; w.Params["opening"] != "waiter" || w.Params["ahead"] != c.ahead {
+			if w := s.Entries[1]; w.Params["opening"] != "waiter" || w.Params["ahead"] != c.ahead {
 				t.Errorf("op timeout %s seed %d: waiter's opening %+v, want ahead %s", c.op, seed, w, c.ahead)
 			}
 		}
 	}
 }
 
-// An aimed schedule where leases can be revoked revokes, right after the
-// waiter's strike, the lease of a holder with at least 200 ms of its
-// section ahead (param ahead, unbounded: one under way serves), the
-// client drawn its fallback, at once (no duration): a holder that lost
-// its lock and works on. Not aimed, without lease revocations, or without
-// lost replies, there is none.
+// An aimed schedule where leases can be revoked opens with a revocation
+// of the lease of a holder with at least 200 ms of its section ahead
+// (param ahead, unbounded: one under way serves), the client drawn its
+// fallback, at once (no duration): a holder that lost its lock and works
+// on; the waiter's strike comes right after it. Not aimed, without lease
+// revocations, or without lost replies, there is none.
 func TestAimRevokesAHolderEarly(t *testing.T) {
 	for _, faults := range [][]string{{All}, {"lease", "lost-reply", "crash"}} {
 		cfg := swarmConfig()
 		cfg.Faults, cfg.Time, cfg.TTL, cfg.Aim, cfg.Dense = faults, 30*time.Second, 2*time.Second, true, true
 		for seed := int64(1); seed <= 20; seed++ {
 			s, _ := Generate(seed, cfg)
-			w, h := s.Entries[0], s.Entries[1]
+			h, w := s.Entries[0], s.Entries[1]
 			if h.Fault != LeaseRevoke || h.Target != TargetHolder || !slices.Contains(cfg.Clients, h.Fallback) || h.Duration != 0 ||
-				h.Params["ahead"] != "200ms-" || h.Params["opening"] != "holder" || h.At != w.At+w.Duration+500*time.Millisecond {
-				t.Errorf("%v seed %d: second entry %+v, want the holder's lease revoked", faults, seed, h)
+				h.Params["ahead"] != "200ms-" || h.Params["opening"] != "holder" || h.At != 500*time.Millisecond {
+				t.Errorf("%v seed %d: first entry %+v, want the holder's lease revoked", faults, seed, h)
+			}
+			if w.Params["opening"] != "waiter" || w.At != h.At+500*time.Millisecond {
+				t.Errorf("%v seed %d: second entry %+v, want the waiter's strike", faults, seed, w)
 			}
 			if err := s.Validate(); err != nil {
 				t.Errorf("%v seed %d: %v", faults, seed, err)
@@ -163,7 +171,7 @@ func TestWaiterOpeningKeepsItsTarget(t *testing.T) {
 }
 
 // An aimed schedule on a system with lost replies strikes, after the
-// waiter's and the holder's openings, two lost releases of the holder:
+// holder's and the waiter's openings, two lost releases of the holder:
 // the reply lost, first, and then the request lost too (param request),
 // cut after TTL/16, its next section held open as the first's is; each
 // after the one before it.
@@ -173,7 +181,7 @@ func TestAimLosesAReleaseRequest(t *testing.T) {
 	for seed := int64(1); seed <= 20; seed++ {
 		s, _ := Generate(seed, cfg)
 		first, req := s.Entries[2], s.Entries[3]
-		if s.Entries[0].Params["opening"] != "waiter" || s.Entries[1].Params["opening"] != "holder" || first.Fault != LostReplyRelease || first.Params["request"] != "" {
+		if s.Entries[0].Params["opening"] != "holder" || s.Entries[1].Params["opening"] != "waiter" || first.Fault != LostReplyRelease || first.Params["request"] != "" {
 			t.Fatalf("seed %d: opens with %+v", seed, s.Entries[:3])
 		}
 		if req.Fault != LostReplyRelease || req.Target != TargetHolder || !slices.Contains(cfg.Clients, req.Fallback) ||
@@ -264,3 +272,4 @@ func TestAimWaiterLooksForTwoTTLs(t *testing.T) {
 		t.Fatal("still looking for a fresh waiter after 5 s; want two TTLs, 100 ms")
 	}
 }
+
