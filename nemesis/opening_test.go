@@ -273,3 +273,48 @@ func TestAimWaiterLooksForTwoTTLs(t *testing.T) {
 	}
 }
 
+// staleQueue is fakeClients whose waiter has waited long until Waiter has
+// been asked n times, and then is fresh: a queue that drains.
+type staleQueue struct {
+	*fakeClients
+	n int
+}
+
+func (q *staleQueue) Waiter(min time.Duration) (string, bool) {
+	q.mu.Lock()
+	if q.n--; q.n < 0 {
+		q.waited = 100 * time.Millisecond
+	}
+	q.mu.Unlock()
+	return q.fakeClients.Waiter(min)
+}
+
+// A waiter's strike with param waited that finds no section begun behind
+// a fresh queue waits for the queue to be fresh and strikes its first in
+// line then (param fresh_queue), not the waiter longest in line while
+// every waiter has queued for seconds; where it never turns fresh, that
+// one after all.
+func TestWaiterStrikeWaitsForAFreshQueue(t *testing.T) {
+	e := Entry{Fault: LeaseRevoke, Target: TargetWaiter, Fallback: "c0",
+		Params: map[string]string{"ahead": "200ms-4s", "until": "passed", "waited": "500ms"}}
+	q := &staleQueue{fakeClients: &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", waited: 3 * time.Second}, n: 3}
+	env := &Env{Clients: q, TTL: 50 * time.Millisecond}
+	params := map[string]string{}
+	w, err := env.findClient(context.Background(), e, params, true)
+	if err != nil || w != "c1" || params["fresh_queue"] != "true" || params["aimed"] != "" {
+		t.Errorf("struck %q (err %v) with params %v; want c1 once its queue was fresh", w, err, params)
+	}
+	q.mu.Lock()
+	if q.waited != 100*time.Millisecond {
+		t.Error("struck before the queue turned fresh")
+	}
+	q.mu.Unlock()
+
+	// Never fresh: the longest in line, once the wait is over.
+	stale := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", waited: 3 * time.Second}
+	env = &Env{Clients: stale, TTL: 50 * time.Millisecond}
+	params = map[string]string{}
+	if w, err := env.findClient(context.Background(), e, params, true); err != nil || w != "c1" || params["fresh_queue"] != "" {
+		t.Errorf("never fresh: struck %q (err %v) with params %v", w, err, params)
+	}
+}
