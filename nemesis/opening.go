@@ -22,6 +22,8 @@ import (
 // (holderOpening), a queued waiter's lease ended (waiterOpening), the
 // holder's lost release reply (openingStrike), and the holder's release
 // whose request is lost (requestOpening); those fams and the run offer.
+// Where no lease can be revoked, the lost release reply goes first, as
+// the waiter's strike must not (below).
 //
 // The holder's goes first, instant: a lock whose release deletes the key
 // whoever holds it (unlock-any) harms only once a holder lost its lock
@@ -32,9 +34,10 @@ import (
 // fresh, found none within its two TTLs at the start of a run, where a
 // slow section or two held every client queued since the start, and
 // struck the waiter longest in line, which gave up first (mutex-3.4
-// seeds 13 and 17 with the waiter's strike first: 7 of 9). The waiter's
-// comes before the lost releases, each of which stays in force until its
-// client is granted again (up to two TTLs and its next section).
+// seeds 13 and 17 with the waiter's strike first: 7 of 9). Behind the
+// holder's, the waiter's comes before the lost releases, each of which
+// stays in force until its client is granted again (up to two TTLs and
+// its next section).
 //
 // None where the run offers no lost replies: a run of a family or two
 // (sweep's time to harm under pause, isolate or lease alone) is about
@@ -45,14 +48,19 @@ func (c Config) openings(seed int64, fams []Family) []Entry {
 	if !c.opensLost(fams) {
 		return nil
 	}
-	var out []Entry
-	if h, ok := c.holderOpening(seed, fams); ok {
-		out = append(out, h)
+	lost := openingStrike(seed, c)
+	h, revokes := c.holderOpening(seed, fams)
+	out := []Entry{lost}
+	if revokes {
+		out[0] = h
 	}
 	if w, ok := c.waiterOpening(seed, fams); ok {
 		out = append(out, w)
 	}
-	return append(out, openingStrike(seed, c), c.requestOpening(seed))
+	if revokes {
+		out = append(out, lost)
+	}
+	return append(out, c.requestOpening(seed))
 }
 
 // holderStream is the PCG stream of the holder opening's draw.
