@@ -74,8 +74,13 @@ const holderStream = 0x686f6c64
 // does on the next holder's grant. It is instant; played as a pause
 // where the lock tells no lease. Where leases cannot be revoked, none:
 // a pause of the holder would take a TTL and more of the run, and the
-// first pause drawn strikes the holder already (holderPauseFirst). The
-// client drawn from the seed is the fallback.
+// first pause drawn strikes the holder already (holderPauseFirst). It
+// lasts 2*enteredSlack, quiet after the revocation, so that the waiter's
+// strike after it aims at the sections begun since: looking at once, it
+// took the revoked holder's section, just begun, for one the first in
+// line waits behind, and struck that waiter as the lock passed to it
+// (mutex-3.4 seed 13: revoked as it was granted, on its key). The client
+// drawn from the seed is the fallback.
 func (c Config) holderOpening(seed int64, fams []Family) (Entry, bool) {
 	if !c.Aim || len(c.Clients) == 0 || !c.offersKind(fams, LeaseRevoke) {
 		return Entry{}, false
@@ -84,6 +89,7 @@ func (c Config) holderOpening(seed int64, fams []Family) (Entry, bool) {
 	return Entry{
 		Fault: LeaseRevoke, Target: TargetHolder,
 		Fallback: c.Clients[rng.IntN(len(c.Clients))],
+		Duration: 2 * enteredSlack,
 		Params:   map[string]string{"ahead": workAhead.String() + "-", "opening": "holder"},
 	}, true
 }

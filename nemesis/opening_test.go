@@ -23,8 +23,8 @@ func TestAimStrikesAWaiterEarly(t *testing.T) {
 		ahead  string
 		at     time.Duration
 	}{
-		{[]string{All}, LeaseRevoke, 0, "200ms-4s", time.Second},
-		{[]string{"lease", "lost-reply", "crash"}, LeaseRevoke, 0, "200ms-4s", time.Second},
+		{[]string{All}, LeaseRevoke, 0, "200ms-4s", 1100 * time.Millisecond},
+		{[]string{"lease", "lost-reply", "crash"}, LeaseRevoke, 0, "200ms-4s", 1100 * time.Millisecond},
 		{[]string{"pause", "lost-reply", "crash"}, PauseClient, 3 * time.Second, "0s-2s", 0},
 	} {
 		cfg := swarmConfig()
@@ -117,8 +117,9 @@ func TestWaiterOpeningFitsTheAcquire(t *testing.T) {
 // An aimed schedule where leases can be revoked opens with a revocation
 // of the lease of a holder with at least 200 ms of its section ahead
 // (param ahead, unbounded: one under way serves), the client drawn its
-// fallback, at once (no duration): a holder that lost its lock and works
-// on; the waiter's strike comes right after it. Not aimed, without lease
+// fallback: a holder that lost its lock and works on; the waiter's strike
+// comes after it and 100 ms of quiet, which puts the revoked holder's
+// section out of its look. Not aimed, without lease
 // revocations, or without lost replies, there is none.
 func TestAimRevokesAHolderEarly(t *testing.T) {
 	for _, faults := range [][]string{{All}, {"lease", "lost-reply", "crash"}} {
@@ -127,11 +128,11 @@ func TestAimRevokesAHolderEarly(t *testing.T) {
 		for seed := int64(1); seed <= 20; seed++ {
 			s, _ := Generate(seed, cfg)
 			h, w := s.Entries[0], s.Entries[1]
-			if h.Fault != LeaseRevoke || h.Target != TargetHolder || !slices.Contains(cfg.Clients, h.Fallback) || h.Duration != 0 ||
+			if h.Fault != LeaseRevoke || h.Target != TargetHolder || !slices.Contains(cfg.Clients, h.Fallback) || h.Duration != 2*enteredSlack ||
 				h.Params["ahead"] != "200ms-" || h.Params["opening"] != "holder" || h.At != 500*time.Millisecond {
 				t.Errorf("%v seed %d: first entry %+v, want the holder's lease revoked", faults, seed, h)
 			}
-			if w.Params["opening"] != "waiter" || w.At != h.At+500*time.Millisecond {
+			if w.Params["opening"] != "waiter" || w.At != h.At+h.Duration+500*time.Millisecond {
 				t.Errorf("%v seed %d: second entry %+v, want the waiter's strike", faults, seed, w)
 			}
 			if err := s.Validate(); err != nil {
