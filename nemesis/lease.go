@@ -25,7 +25,7 @@ type lease struct{}
 func (lease) Spec() Spec {
 	return Spec{
 		Name: "lease",
-		Doc:  "Ends a client's lease: starve its keepalives (its links drop data) until the server expires it, mostly the holder's mid-section (the lease race); or, twice as often, revoke it with an admin client, the holder's or, as often, a queued waiter's (whose key the server then deletes while it waits: etcd#11456; with param `until` `passed` the revocation stays in force until the lock passes on, at most two TTLs: param `passed`).",
+		Doc:  "Ends a client's lease: starve its keepalives (its links drop data) until the server expires it, mostly the holder's mid-section (the lease race); or, twice as often, revoke it with an admin client, the holder's or, as often, a queued waiter's (whose key the server then deletes while it waits: etcd#11456; with param `until` `passed` the revocation stays in force until the lock passes on, at most two TTLs: param `passed`); an aimed schedule opens with a revocation of a holder's with work ahead and then of the waiter's first in line.",
 		// Two revocations to one starvation. Starving shows the lease race
 		// on holders; a revocation strikes a holder or, as often, a waiter,
 		// whose key the server then deletes while it is queued: where lock

@@ -66,16 +66,17 @@ func lostDur(rng *rand.Rand, r Range) time.Duration {
 	return r.Min + time.Duration(rng.Int64N(int64((r.Max-r.Min)/time.Millisecond)+1))*time.Millisecond
 }
 
-// opensLost says whether an aimed schedule opens with the holder's lost
-// release reply: it does when the system offers it and the run has
-// clients.
+// opensLost says whether an aimed schedule has openings (opening.go),
+// among them the holder's lost release reply: it does when the system
+// offers it and the run has clients.
 func (c Config) opensLost(fams []Family) bool {
 	return c.Aim && len(c.Clients) > 0 && c.offersKind(fams, LostReplyRelease)
 }
 
-// openingStrike is an aimed schedule's first fault: the holder's
-// lost release reply (the client drawn from the seed when nobody holds the
-// lock then). Most faults of a run come late, waiting for their moment or
+// openingStrike is the holder's lost release reply an aimed schedule
+// opens with (first where no lease can be revoked, else after the
+// holder's and the waiter's strikes; the client drawn from the seed when
+// nobody holds the lock then). Most faults of a run come late, waiting for their moment or
 // for the fault before, and the lost release replies drawn late often
 // never run; a retry of the release needs time after it besides, the
 // client's next grant.

@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// An aimed schedule opens with the holder's lost release reply, before
+// An aimed schedule strikes the holder's lost release reply right after
+// the openings marked before it (the holder's and the waiter's), before
 // every fault drawn.
 func TestAimOpensWithALostRelease(t *testing.T) {
 	cfg := swarmConfig()
@@ -21,10 +22,14 @@ func TestAimOpensWithALostRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		first := s.Entries[0]
+		i := slices.IndexFunc(s.Entries, func(e Entry) bool { return e.Params["opening"] == "" })
+		if i < 1 {
+			t.Fatalf("seed %d: no opening before %+v", seed, s.Entries)
+		}
+		first, prev := s.Entries[i], s.Entries[i-1]
 		if first.Fault != LostReplyRelease || first.Target != TargetHolder || !slices.Contains(cfg.Clients, first.Fallback) ||
-			first.Duration < r.Min || first.Duration > r.Max || first.At != 500*time.Millisecond || first.Params["hold_next"] != "500ms" {
-			t.Errorf("seed %d: first entry %+v", seed, first)
+			first.Duration < r.Min || first.Duration > r.Max || first.At != prev.At+prev.Duration+500*time.Millisecond || first.Params["hold_next"] != "500ms" {
+			t.Errorf("seed %d: first entry not an opening %+v", seed, first)
 		}
 		for _, e := range after(t, s) {
 			if e.At < first.At+first.Duration {
@@ -59,14 +64,20 @@ func aimedBeside(t *testing.T, seed int64, cfg Config) (plain, aimed Schedule, i
 }
 
 // after are the entries of an aimed schedule after those it opens with:
-// the lost release reply, and the waiter's strike if it has one.
+// the holder's and the waiter's strikes if it has them, the lost release
+// reply, and the lost release request.
 func after(t *testing.T, s Schedule) []Entry {
 	t.Helper()
-	if len(s.Entries) == 0 || s.Entries[0].Fault != LostReplyRelease {
+	es := s.Entries
+	opening := func(e Entry) bool { return e.Params["opening"] != "" }
+	for len(es) > 0 && opening(es[0]) {
+		es = es[1:]
+	}
+	if len(es) == 0 || es[0].Fault != LostReplyRelease {
 		t.Fatalf("schedule %+v does not open with a lost release reply", s.Entries)
 	}
-	es := s.Entries[1:]
-	for len(es) > 0 && es[0].Params["opening"] != "" {
+	es = es[1:]
+	for len(es) > 0 && opening(es[0]) {
 		es = es[1:]
 	}
 	return es

@@ -3,6 +3,7 @@ package nemesis
 import (
 	"math/rand/v2"
 	"slices"
+	"time"
 )
 
 // The openings of an aimed schedule: one strike early in the run for each
@@ -17,10 +18,28 @@ import (
 // leave alone.
 
 // openings are the strikes an aimed schedule opens with, in order, their
-// At left to the caller: the holder's lost release reply (openingStrike),
-// a queued waiter's lease ended (waiterOpening), the holder's release
+// At left to the caller: the lease of a holder with work ahead ended
+// (holderOpening), a queued waiter's lease ended (waiterOpening), the
+// holder's lost release reply (openingStrike), the holder's release
 // whose request is lost (requestOpening), and a waiter's clock stepped
 // ahead (clockOpening); those fams and the run offer.
+// Where no lease can be revoked, the lost release reply goes first, as
+// the waiter's strike must not (below).
+//
+// The holder's goes first, instant: a lock whose release deletes the key
+// whoever holds it (unlock-any) harms only once a holder lost its lock
+// mid-section, and such a strike, drawn at random, came behind the
+// openings' 12-18 s if at all (seeds 11-20: 3 of 10, at 18.8-30.4 s).
+// It also ends the section the clients first queued behind: the
+// waiter's strike, which wants a section begun while every waiter is
+// fresh, found none within its two TTLs at the start of a run, where a
+// slow section or two held every client queued since the start, and
+// struck the waiter longest in line, which gave up first (mutex-3.4
+// seeds 13 and 17 with the waiter's strike first: 7 of 9). Behind the
+// holder's, the waiter's comes before the lost releases, each of which
+// stays in force until its client is granted again (up to two TTLs and
+// its next section).
+//
 // None where the run offers no lost replies: a run of a family or two
 // (sweep's time to harm under pause, isolate or lease alone) is about
 // those faults on the holder, and a waiter's strike first put off the
@@ -30,15 +49,54 @@ func (c Config) openings(seed int64, fams []Family) []Entry {
 	if !c.opensLost(fams) {
 		return nil
 	}
-	out := []Entry{openingStrike(seed, c)}
+	lost := openingStrike(seed, c)
+	h, revokes := c.holderOpening(seed, fams)
+	out := []Entry{lost}
+	if revokes {
+		out[0] = h
+	}
 	if w, ok := c.waiterOpening(seed, fams); ok {
 		out = append(out, w)
+	}
+	if revokes {
+		out = append(out, lost)
 	}
 	out = append(out, c.requestOpening(seed))
 	if k, ok := c.clockOpening(seed, fams); ok {
 		out = append(out, k)
 	}
 	return out
+}
+
+// holderStream is the PCG stream of the holder opening's draw.
+const holderStream = 0x686f6c64
+
+// holderOpening is an aimed schedule's revocation of the lease of a
+// holder with work ahead (param ahead: at least workAhead of its section
+// left), where the system revokes leases: the server deletes its key at
+// once, another client is granted, and the first still works and then
+// releases, which a lock that deletes whatever key is there (unlock-any)
+// does on the next holder's grant. It is instant; played as a pause
+// where the lock tells no lease. Where leases cannot be revoked, none:
+// a pause of the holder would take a TTL and more of the run, and the
+// first pause drawn strikes the holder already (holderPauseFirst). It
+// lasts 2*enteredSlack, quiet after the revocation, so that the waiter's
+// strike after it aims at the sections begun since: looking at once, it
+// took the revoked holder's section, just begun, for one the first in
+// line waits behind, and struck that waiter as the lock passed to it
+// (mutex-3.4 seed 13: revoked as it was granted, on its key). The client
+// drawn from the seed is the fallback.
+func (c Config) holderOpening(seed int64, fams []Family) (Entry, bool) {
+	if !c.Aim || len(c.Clients) == 0 || !c.offersKind(fams, LeaseRevoke) {
+		return Entry{}, false
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), holderStream))
+	return Entry{
+		Fault: LeaseRevoke, Target: TargetHolder,
+		Fallback: c.Clients[rng.IntN(len(c.Clients))],
+		Duration: 2 * enteredSlack,
+		Params:   map[string]string{"ahead": workAhead.String() + "-", "opening": "holder"},
+	}, true
 }
 
 // requestOpening is the holder's lost release as an opening, whose request
@@ -77,7 +135,8 @@ const waiterStream = 0x77616974
 // acquire's 5 s ran out), and the last in line waited behind every section
 // and gave up as well (seed 5). Its lease
 // is revoked when the system offers that, behind a section of at least
-// workAhead (the server deletes its key while the holder still works), the
+// workAhead (the server deletes its key while the holder still works) and
+// at most waiterSection (its acquire still waits when it ends), the
 // revocation in force until the lock passes on (param until); else the
 // client is paused past its lease (waiterPause) behind a section of at
 // most a TTL, as a waiter of a lock in a process of its own is: its claim
@@ -94,7 +153,7 @@ func (c Config) waiterOpening(seed int64, fams []Family) (Entry, bool) {
 	switch {
 	case c.offersKind(fams, LeaseRevoke):
 		e.Fault = LeaseRevoke
-		e.Params = map[string]string{"ahead": workAhead.String() + "-" + (2 * c.TTL).String(), "until": "passed", "waited": (c.TTL / 4).String()}
+		e.Params = map[string]string{"ahead": workAhead.String() + "-" + c.waiterSection().String(), "until": "passed", "waited": (c.TTL / 4).String()}
 	case c.offersKind(fams, PauseClient):
 		e.Fault = PauseClient
 		r := c.Durations[pause{}.Spec().Name]
@@ -105,6 +164,22 @@ func (c Config) waiterOpening(seed int64, fams []Family) (Entry, bool) {
 	}
 	e.Params["opening"] = "waiter"
 	return e, true
+}
+
+// waiterSection is the longest section behind which the waiter opening
+// revokes the first in line: two TTLs, or with the operation timeout known
+// short enough that the waiter, queued under TTL/4 as it begins, is still
+// in its acquire when the section ends, with TTL/2 to spare for the
+// holder's write and release and the hand-off on a loaded host. Behind a
+// section of two TTLs (4 s) the revoked waiter's acquire was answered
+// 3.5-4 s after it began in 6 of 10 runs (mutex-3.4, seeds 11-20), under
+// the 5 s after which it gives up and the bug no longer shows.
+func (c Config) waiterSection() time.Duration {
+	d := 2 * c.TTL
+	if c.OpTimeout > 0 {
+		d = min(d, c.OpTimeout-c.TTL/4-c.TTL/2)
+	}
+	return max(d, workAhead)
 }
 
 // offersKind says whether one of fams draws kind for a run with clients.

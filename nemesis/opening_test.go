@@ -7,23 +7,25 @@ import (
 	"time"
 )
 
-// An aimed schedule strikes a queued waiter's lease right after the lost
-// release reply it opens with: a revocation where leases can be revoked,
-// else a pause of the waiter past its lease (TTL+1 s), each aimed at a
-// section just begun (a bounded ahead), the revocation at one of at least
-// 200 ms, the pause at one of at most a TTL; the rest of the schedule
-// starts after it. Without aim, without a kind that ends a lease, or
-// without lost replies, there is none.
+// An aimed schedule's second strike is on a queued waiter's lease (after
+// the holder's revocation, where leases can be revoked, else after the
+// lost release reply): a revocation where leases can be revoked, else a
+// pause of the waiter past its lease (TTL+1 s), each aimed at a section
+// just begun (a bounded ahead), the revocation at one of at least 200 ms,
+// the pause at one of at most a TTL; the rest of the schedule starts
+// after it. Without aim, without a
+// kind that ends a lease, or without lost replies, there is none.
 func TestAimStrikesAWaiterEarly(t *testing.T) {
 	for _, c := range []struct {
 		faults []string
 		kind   string
 		dur    time.Duration
 		ahead  string
+		at     time.Duration
 	}{
-		{[]string{All}, LeaseRevoke, 0, "200ms-4s"},
-		{[]string{"lease", "lost-reply", "crash"}, LeaseRevoke, 0, "200ms-4s"},
-		{[]string{"pause", "lost-reply", "crash"}, PauseClient, 3 * time.Second, "0s-2s"},
+		{[]string{All}, LeaseRevoke, 0, "200ms-4s", 1100 * time.Millisecond},
+		{[]string{"lease", "lost-reply", "crash"}, LeaseRevoke, 0, "200ms-4s", 1100 * time.Millisecond},
+		{[]string{"pause", "lost-reply", "crash"}, PauseClient, 3 * time.Second, "0s-2s", 0},
 	} {
 		cfg := swarmConfig()
 		cfg.Faults, cfg.Time, cfg.TTL = c.faults, 30*time.Second, 2*time.Second
@@ -36,10 +38,23 @@ func TestAimStrikesAWaiterEarly(t *testing.T) {
 			if len(s.Entries) < 3 {
 				t.Fatalf("%v seed %d: %d entries", c.faults, seed, len(s.Entries))
 			}
-			first, w := s.Entries[0], s.Entries[1]
+			i := slices.IndexFunc(s.Entries, func(e Entry) bool { return e.Params["opening"] == "waiter" })
+			if i != 1 {
+				t.Fatalf("%v seed %d: the waiter's strike at %d: %+v", c.faults, seed, i, s.Entries[:2])
+			}
+			// After the holder's revocation, or where none, the lost
+			// release reply.
+			prev, w := s.Entries[0], s.Entries[1]
+			want := c.at
+			if c.kind == PauseClient {
+				if prev.Fault != LostReplyRelease || prev.Target != TargetHolder || prev.Params["opening"] != "" {
+					t.Errorf("%v seed %d: opens with %+v, want the lost release reply", c.faults, seed, prev)
+				}
+				want = prev.At + prev.Duration + 500*time.Millisecond
+			}
 			if w.Fault != c.kind || w.Target != TargetWaiter || !slices.Contains(cfg.Clients, w.Fallback) ||
-				w.Duration != c.dur || w.Params["ahead"] != c.ahead || w.At != first.At+first.Duration+500*time.Millisecond {
-				t.Errorf("%v seed %d: second entry %+v, want a waiter's %s", c.faults, seed, w, c.kind)
+				w.Duration != c.dur || w.Params["ahead"] != c.ahead || w.At != want {
+				t.Errorf("%v seed %d: first entry %+v, want a waiter's %s", c.faults, seed, w, c.kind)
 			}
 			if w.Params["waited"] != "500ms" {
 				t.Errorf("%v seed %d: waiter's strike %+v not limited to a waiter queued under TTL/4", c.faults, seed, w)
@@ -50,8 +65,8 @@ func TestAimStrikesAWaiterEarly(t *testing.T) {
 			if c.kind == PauseClient && w.Params["before_write"] != "false" {
 				t.Errorf("%v seed %d: waiter's pause %+v armed for a write", c.faults, seed, w)
 			}
-			if next := s.Entries[2]; next.At < w.At+w.Duration+500*time.Millisecond {
-				t.Errorf("%v seed %d: %s at %s, during the waiter's strike", c.faults, seed, next.Fault, next.At)
+			if next := s.Entries[i+1]; next.At != w.At+w.Duration+500*time.Millisecond {
+				t.Errorf("%v seed %d: %s at %s, not right after the waiter's strike", c.faults, seed, next.Fault, next.At)
 			}
 			if err := s.Validate(); err != nil {
 				t.Errorf("%v seed %d: %v", c.faults, seed, err)
@@ -70,6 +85,71 @@ func TestAimStrikesAWaiterEarly(t *testing.T) {
 			s, _ := Generate(seed, cfg)
 			for _, e := range s.Entries {
 				if e.Params["opening"] == "waiter" {
+					t.Errorf("%v aim %v seed %d: opening %+v", c.faults, c.aim, seed, e)
+				}
+			}
+		}
+	}
+}
+
+// With the operation timeout known, the waiter's revocation waits for a
+// section that ends while the first in line, queued under TTL/4 as it
+// began, still waits, with TTL/2 to spare: at most 3.5 s of a 5 s
+// timeout and a TTL of 2 s (two TTLs, 4 s, left it 1 s at most for the
+// write, the release and the hand-off), never under 200 ms, and two TTLs
+// where the timeout is long or not known.
+func TestWaiterOpeningFitsTheAcquire(t *testing.T) {
+	for _, c := range []struct {
+		op    time.Duration
+		ahead string
+	}{{5 * time.Second, "200ms-3.5s"}, {0, "200ms-4s"}, {20 * time.Second, "200ms-4s"}, {time.Second, "200ms-200ms"}} {
+		cfg := swarmConfig()
+		cfg.Time, cfg.TTL, cfg.OpTimeout, cfg.Aim = 30*time.Second, 2*time.Second, c.op, true
+		for seed := int64(1); seed <= 5; seed++ {
+			s, _ := Generate(seed, cfg)
+			if w := s.Entries[1]; w.Params["opening"] != "waiter" || w.Params["ahead"] != c.ahead {
+				t.Errorf("op timeout %s seed %d: waiter's opening %+v, want ahead %s", c.op, seed, w, c.ahead)
+			}
+		}
+	}
+}
+
+// An aimed schedule where leases can be revoked opens with a revocation
+// of the lease of a holder with at least 200 ms of its section ahead
+// (param ahead, unbounded: one under way serves), the client drawn its
+// fallback: a holder that lost its lock and works on; the waiter's strike
+// comes after it and 100 ms of quiet, which puts the revoked holder's
+// section out of its look. Not aimed, without lease
+// revocations, or without lost replies, there is none.
+func TestAimRevokesAHolderEarly(t *testing.T) {
+	for _, faults := range [][]string{{All}, {"lease", "lost-reply", "crash"}} {
+		cfg := swarmConfig()
+		cfg.Faults, cfg.Time, cfg.TTL, cfg.Aim, cfg.Dense = faults, 30*time.Second, 2*time.Second, true, true
+		for seed := int64(1); seed <= 20; seed++ {
+			s, _ := Generate(seed, cfg)
+			h, w := s.Entries[0], s.Entries[1]
+			if h.Fault != LeaseRevoke || h.Target != TargetHolder || !slices.Contains(cfg.Clients, h.Fallback) || h.Duration != 2*enteredSlack ||
+				h.Params["ahead"] != "200ms-" || h.Params["opening"] != "holder" || h.At != 500*time.Millisecond {
+				t.Errorf("%v seed %d: first entry %+v, want the holder's lease revoked", faults, seed, h)
+			}
+			if w.Params["opening"] != "waiter" || w.At != h.At+h.Duration+500*time.Millisecond {
+				t.Errorf("%v seed %d: second entry %+v, want the waiter's strike", faults, seed, w)
+			}
+			if err := s.Validate(); err != nil {
+				t.Errorf("%v seed %d: %v", faults, seed, err)
+			}
+		}
+	}
+	for _, c := range []struct {
+		faults []string
+		aim    bool
+	}{{[]string{All}, false}, {[]string{"pause", "lost-reply", "crash"}, true}, {[]string{"lease", "isolate"}, true}} {
+		cfg := swarmConfig()
+		cfg.Faults, cfg.Aim = c.faults, c.aim
+		for seed := int64(1); seed <= 20; seed++ {
+			s, _ := Generate(seed, cfg)
+			for _, e := range s.Entries {
+				if e.Params["opening"] == "holder" {
 					t.Errorf("%v aim %v seed %d: opening %+v", c.faults, c.aim, seed, e)
 				}
 			}
@@ -101,25 +181,26 @@ func TestWaiterOpeningKeepsItsTarget(t *testing.T) {
 	}
 }
 
-// An aimed schedule on a system with lost replies opens with two lost
-// releases of the holder: the reply lost, first, and after the waiter's
-// strike the request lost too (param request), cut after TTL/16, its next
-// section held open as the first's is; each after the one before it.
+// An aimed schedule on a system with lost replies strikes, after the
+// holder's and the waiter's openings, two lost releases of the holder:
+// the reply lost, first, and then the request lost too (param request),
+// cut after TTL/16, its next section held open as the first's is; each
+// after the one before it.
 func TestAimLosesAReleaseRequest(t *testing.T) {
 	cfg := swarmConfig()
 	cfg.Time, cfg.TTL, cfg.Aim, cfg.Dense = 30*time.Second, 2*time.Second, true, true
 	for seed := int64(1); seed <= 20; seed++ {
 		s, _ := Generate(seed, cfg)
-		first, w, req := s.Entries[0], s.Entries[1], s.Entries[2]
-		if first.Fault != LostReplyRelease || first.Params["request"] != "" || w.Params["opening"] != "waiter" {
-			t.Fatalf("seed %d: opens with %+v, %+v", seed, first, w)
+		first, req := s.Entries[2], s.Entries[3]
+		if s.Entries[0].Params["opening"] != "holder" || s.Entries[1].Params["opening"] != "waiter" || first.Fault != LostReplyRelease || first.Params["request"] != "" {
+			t.Fatalf("seed %d: opens with %+v", seed, s.Entries[:3])
 		}
 		if req.Fault != LostReplyRelease || req.Target != TargetHolder || !slices.Contains(cfg.Clients, req.Fallback) ||
 			req.Params["request"] != "lost" || req.Params["hold_next"] != "500ms" || req.Duration != 125*time.Millisecond ||
-			req.At != w.At+w.Duration+500*time.Millisecond {
-			t.Errorf("seed %d: third entry %+v, want the holder's release request lost", seed, req)
+			req.At != first.At+first.Duration+500*time.Millisecond {
+			t.Errorf("seed %d: fourth entry %+v, want the holder's release request lost", seed, req)
 		}
-		for _, e := range s.Entries[3:] {
+		for _, e := range s.Entries[4:] {
 			if e.Params["request"] != "" || e.At < req.At+req.Duration {
 				t.Errorf("seed %d: %+v after the lost request", seed, e)
 			}
@@ -200,5 +281,51 @@ func TestAimWaiterLooksForTwoTTLs(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("still looking for a fresh waiter after 5 s; want two TTLs, 100 ms")
+	}
+}
+
+// staleQueue is fakeClients whose waiter has waited long until Waiter has
+// been asked n times, and then is fresh: a queue that drains.
+type staleQueue struct {
+	*fakeClients
+	n int
+}
+
+func (q *staleQueue) Waiter(min time.Duration) (string, bool) {
+	q.mu.Lock()
+	if q.n--; q.n < 0 {
+		q.waited = 100 * time.Millisecond
+	}
+	q.mu.Unlock()
+	return q.fakeClients.Waiter(min)
+}
+
+// A waiter's strike with param waited that finds no section begun behind
+// a fresh queue waits for the queue to be fresh and strikes its first in
+// line then (param fresh_queue), not the waiter longest in line while
+// every waiter has queued for seconds; where it never turns fresh, that
+// one after all.
+func TestWaiterStrikeWaitsForAFreshQueue(t *testing.T) {
+	e := Entry{Fault: LeaseRevoke, Target: TargetWaiter, Fallback: "c0",
+		Params: map[string]string{"ahead": "200ms-4s", "until": "passed", "waited": "500ms"}}
+	q := &staleQueue{fakeClients: &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", waited: 3 * time.Second}, n: 3}
+	env := &Env{Clients: q, TTL: 50 * time.Millisecond}
+	params := map[string]string{}
+	w, err := env.findClient(context.Background(), e, params, true)
+	if err != nil || w != "c1" || params["fresh_queue"] != "true" || params["aimed"] != "" {
+		t.Errorf("struck %q (err %v) with params %v; want c1 once its queue was fresh", w, err, params)
+	}
+	q.mu.Lock()
+	if q.waited != 100*time.Millisecond {
+		t.Error("struck before the queue turned fresh")
+	}
+	q.mu.Unlock()
+
+	// Never fresh: the longest in line, once the wait is over.
+	stale := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", waited: 3 * time.Second}
+	env = &Env{Clients: stale, TTL: 50 * time.Millisecond}
+	params = map[string]string{}
+	if w, err := env.findClient(context.Background(), e, params, true); err != nil || w != "c1" || params["fresh_queue"] != "" {
+		t.Errorf("never fresh: struck %q (err %v) with params %v", w, err, params)
 	}
 }

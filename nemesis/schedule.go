@@ -37,7 +37,8 @@ type Entry struct {
 	Fallback string `json:"fallback,omitempty"`
 	// Duration is how long the fault lasts (for lease-starve: the longest it
 	// waits for the lease to expire). Zero for instantaneous faults
-	// (lease-revoke, crash-client).
+	// (lease-revoke, crash-client), or the quiet kept after one (the
+	// holder's revocation an aimed schedule opens with).
 	Duration time.Duration `json:"duration_ns"`
 	// Groups are member indices for partitions: for partition-majority
 	// [minority, majority]; for partition-bridge [side, bridge, side]; for
