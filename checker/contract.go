@@ -32,7 +32,9 @@ import (
 //     session (a retried release whose reply was lost: etcd#22082), by the
 //     observer's definite "other-release".
 //  5. A live holder keeps its claim: a holder's lease does not expire on
-//     the server while no fault was active during its last TTL. Stalls
+//     the server while no fault was active during its last TTL, but
+//     faults on other clients (a client's pause, links, clock or lease
+//     reach its own session alone). Stalls
 //     of locktest's own process then (the host did not run it: the
 //     history's stall events) of a quarter of the TTL or more, or a
 //     history that does not say it watched for them, leave it unjudged:
@@ -830,7 +832,8 @@ func (h *History) unsettled(b Belief) string {
 }
 
 // live judges promise 5: no holder's lease expires on the server while no
-// fault was active during its last TTL (plus expirySlack; see there), and
+// fault was active during its last TTL (plus expirySlack; see there), but
+// faults on other clients only (faultNear), and
 // locktest's own process ran throughout (no stall event then, in a
 // history whose setup says it watched for them).
 func (j *contractJudge) live() {
@@ -841,21 +844,35 @@ func (j *contractJudge) live() {
 	}
 	window := addSat(addSat(j.sd.ttl, j.sd.ttl), expirySlack)
 	for _, d := range j.sd.deletions {
-		if d.By != histories.DeletedByExpiry || h.revokedAt(d) || h.faultDuring(d.Time-int64(window), d.Time) {
+		if d.By != histories.DeletedByExpiry || h.revokedAt(d) {
 			continue
 		}
+		// others: faults were active, but each on other clients only,
+		// which no session of the holder's feels. Such an expiry is
+		// judged only where it definitely breaks the promise; where it
+		// could not be judged it is passed over, as under any fault.
+		others := h.faultDuring(d.Time-int64(window), d.Time)
 		b, ok, why := j.holderAt(d)
+		if others && (why != "" || !ok || h.faultNear(j.sd.clients[histories.Process(b.Process)], d.Time-int64(window), d.Time)) {
+			continue
+		}
 		switch {
 		case why != "":
 			j.cannot(promiseLive, why)
 			continue
 		case !ok:
 			continue
+		case d.leaseAlive != "false" && others:
+			continue
 		case d.leaseAlive != "false":
 			j.cannot(promiseLive, fmt.Sprintf("the observer could not confirm that the lease of token %d was gone when its %s was deleted at %s", d.Token, h.terms().key(), h.at(d.Time)))
 			continue
 		}
-		if total, s := h.stalled(d.Time-int64(window), d.Time); total >= j.sd.ttl/stallShare {
+		total, s := h.stalled(d.Time-int64(window), d.Time)
+		if others && (total >= j.sd.ttl/stallShare || j.sd.setup[histories.SetupStalls] != histories.StallsWatched) {
+			continue
+		}
+		if total >= j.sd.ttl/stallShare {
 			// A holder whose process does not run cannot renew: the
 			// host paused it, as a pause fault would.
 			j.cannot(promiseLive, fmt.Sprintf("the lease of token %d held by %s expired on the server at %s, but locktest's own process, its client's, was not run for %s in the %s before (the longest stall %s, from %s to %s): a holder that is not run cannot renew, as under a pause",
@@ -878,6 +895,9 @@ func (j *contractJudge) live() {
 		since := fmt.Sprintf("in the %s before", window)
 		if d.Time-h.start < int64(window) {
 			since = "since the history began"
+		}
+		if others {
+			since += " but on other clients, which reach their own sessions only"
 		}
 		j.broke(promiseLive, Violation{Key: d.Key, Processes: []int{b.Process}, Tokens: []int64{b.Token}, From: b.From, To: d.Time,
 			Story: fmt.Sprintf("on key %q, %s of %s, which held token %d since %s, expired on the server: its %s was deleted at %s, and no fault was active %s.",

@@ -167,7 +167,26 @@ func TestContractLiveHolderKeepsClaim(t *testing.T) {
 	expect(t, Contract(h.ops()), Invalid,
 		`Promise 5 (a live holder keeps its claim): on key "lock", the lease of process 1 (c1), which held token 10 since 1.10 s, expired on the server: its key was deleted at revision 11 (8.00 s), and no fault was active in the 6s before.`)
 
-	// A fault within two TTLs and the slack of the expiry excuses it.
+	// A fault on another client reaches that client's session alone: no
+	// excuse (no-renew under --nemesis all, whose faults leave few windows
+	// of two TTLs free of any fault).
+	others := func() *hist {
+		return (&hist{}).recorded(100, 1, 2).
+			grant(1, 1000, 1100, 10, 10, "/l/lock/a").
+			deleted(8000, "c1", 10, 11, "expiry", "lease_alive", "false").
+			rel(1, "lock", 9000, 9010, ok).
+			fault("pause-client", []string{"c2"}, 5000, 7000).
+			fault("lease-revoke", []string{"c2"}, 7500, 7500)
+	}
+	expect(t, Contract(others().ops()), Invalid,
+		`Promise 5 (a live holder keeps its claim): on key "lock", the lease of process 1 (c1), which held token 10 since 1.10 s, expired on the server: its key was deleted at revision 11 (8.00 s), and no fault was active in the 6s before but on other clients, which reach their own sessions only.`)
+
+	// A fault within two TTLs and the slack of the expiry excuses it: on
+	// the holder, on a member, or on targets the history does not name as
+	// clients.
+	for _, targets := range [][]string{{"c1"}, {"c2", "c1"}, {"m0"}, nil, {"c3"}} {
+		expect(t, Contract(others().fault("slow", targets, 2000, 2500).ops()), Valid)
+	}
 	h.fault("slow", []string{"c1"}, 2000, 2500)
 	expect(t, Contract(h.ops()), Valid)
 

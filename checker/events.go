@@ -393,6 +393,38 @@ func (h *History) faultDuring(from, to int64) bool {
 	return k > 0 && h.sd.endMax[k-1] >= from
 }
 
+// faultNear says whether a fault that could touch client c's session was
+// active at some time in [from, to]: any fault but one whose targets are
+// all other clients. A client's own faults (its pause, its cut, slowed or
+// lossy links, its clock, its lease, its crash) reach its session alone;
+// a member's, a partition's, or one whose targets the history does not
+// name as clients, reach every session. With c unnamed, any fault.
+func (h *History) faultNear(c string, from, to int64) bool {
+	if !h.faultDuring(from, to) {
+		return false
+	}
+	if c == "" {
+		return true
+	}
+	named := map[string]bool{}
+	for _, n := range h.sd.clients {
+		named[n] = true
+	}
+	for _, f := range h.sd.faults {
+		if f.Start > to || f.End < from {
+			continue
+		}
+		others := len(f.Targets) > 0
+		for _, t := range f.Targets {
+			others = others && t != c && named[t]
+		}
+		if !others {
+			return true
+		}
+	}
+	return false
+}
+
 // stalled returns how long in all locktest's own process was not run in
 // stalls that overlap [from, to], and the longest of them.
 func (h *History) stalled(from, to int64) (total time.Duration, longest Fault) {
