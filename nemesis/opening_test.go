@@ -75,21 +75,7 @@ func TestAimStrikesAWaiterEarly(t *testing.T) {
 	}
 	// Not aimed, no kind that ends a waiter's lease, or no lost replies
 	// (a run of pauses alone strikes the holder first): no such opening.
-	for _, c := range []struct {
-		faults []string
-		aim    bool
-	}{{[]string{All}, false}, {[]string{"isolate", "lost-reply", "crash"}, true}, {[]string{"pause"}, true}, {[]string{"lease", "isolate"}, true}} {
-		cfg := swarmConfig()
-		cfg.Faults, cfg.Aim = c.faults, c.aim
-		for seed := int64(1); seed <= 20; seed++ {
-			s, _ := Generate(seed, cfg)
-			for _, e := range s.Entries {
-				if e.Params["opening"] == "waiter" {
-					t.Errorf("%v aim %v seed %d: opening %+v", c.faults, c.aim, seed, e)
-				}
-			}
-		}
-	}
+	noOpening(t, "waiter", []aimedFaults{{[]string{All}, false}, {[]string{"isolate", "lost-reply", "crash"}, true}, {[]string{"pause"}, true}, {[]string{"lease", "isolate"}, true}})
 }
 
 // With the operation timeout known, the waiter's revocation waits for a
@@ -140,21 +126,7 @@ func TestAimRevokesAHolderEarly(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []struct {
-		faults []string
-		aim    bool
-	}{{[]string{All}, false}, {[]string{"pause", "lost-reply", "crash"}, true}, {[]string{"lease", "isolate"}, true}} {
-		cfg := swarmConfig()
-		cfg.Faults, cfg.Aim = c.faults, c.aim
-		for seed := int64(1); seed <= 20; seed++ {
-			s, _ := Generate(seed, cfg)
-			for _, e := range s.Entries {
-				if e.Params["opening"] == "holder" {
-					t.Errorf("%v aim %v seed %d: opening %+v", c.faults, c.aim, seed, e)
-				}
-			}
-		}
-	}
+	noOpening(t, "holder", []aimedFaults{{[]string{All}, false}, {[]string{"pause", "lost-reply", "crash"}, true}, {[]string{"lease", "isolate"}, true}})
 }
 
 // The waiter's pause an aimed schedule opens with stays on the waiter:
@@ -327,5 +299,29 @@ func TestWaiterStrikeWaitsForAFreshQueue(t *testing.T) {
 	params = map[string]string{}
 	if w, err := env.findClient(context.Background(), e, params, true); err != nil || w != "c1" || params["fresh_queue"] != "" {
 		t.Errorf("never fresh: struck %q (err %v) with params %v", w, err, params)
+	}
+}
+
+// aimedFaults are the families of a schedule, and whether it is aimed.
+type aimedFaults struct {
+	faults []string
+	aim    bool
+}
+
+// noOpening fails t if a schedule of any of cases, seeds 1-20, has an
+// opening of that name.
+func noOpening(t *testing.T, name string, cases []aimedFaults) {
+	t.Helper()
+	for _, c := range cases {
+		cfg := swarmConfig()
+		cfg.Faults, cfg.Aim = c.faults, c.aim
+		for seed := int64(1); seed <= 20; seed++ {
+			s, _ := Generate(seed, cfg)
+			for _, e := range s.Entries {
+				if e.Params["opening"] == name {
+					t.Errorf("%v aim %v seed %d: %s opening %+v", c.faults, c.aim, seed, name, e)
+				}
+			}
+		}
 	}
 }
