@@ -10,9 +10,8 @@ import (
 // An aimed schedule that offers clock steps and lost replies opens, after
 // its other openings, with a waiter's clock stepped TTL+TTL/2 ahead for
 // TTL/4, aimed at a holder with work ahead and any waiter however long it
-// has waited; the
-// entry after it starts a gap after its end. Without aim, without clock
-// faults, or without lost replies, there is none.
+// has waited; the entry after it starts a gap after its end. Without aim,
+// without clock faults, or without lost replies, there is none.
 func TestAimStepsAWaitersClockAhead(t *testing.T) {
 	cfg := swarmConfig()
 	cfg.Time, cfg.TTL = 30*time.Second, 2*time.Second
