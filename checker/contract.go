@@ -1,4 +1,4 @@
-// The contract check: the five promises a lease-based lock can keep.
+// The contract check: the six promises a lease-based lock can keep.
 
 package checker
 
@@ -358,7 +358,7 @@ func (j *contractJudge) unmatched(d *Deletion) string {
 	return fmt.Sprintf("the deletion recorded at %s (history index %d) has %s, so the history cannot tell whether it deleted this claim", j.h.atRevision(d.Revision, d.Time), d.Index, strings.Join(what, ", "))
 }
 
-// Contract judges the five promises a lease-based lock can keep (see the
+// Contract judges the six promises a lease-based lock can keep (see the
 // constants above). It is invalid if one definitely broke; unknown, naming
 // the promises it could not judge and why, if the history lacks what one
 // needs (decision revisions, the grants' keys, the observer's deletions, the

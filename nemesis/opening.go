@@ -21,9 +21,8 @@ import (
 // At left to the caller: the lease of a holder with work ahead ended
 // (holderOpening), a queued waiter's lease ended (waiterOpening), the
 // holder's lost release reply (openingStrike), the holder's release
-// whose request is lost (requestOpening), a waiter's clock stepped
-// ahead (clockOpening), and a client granted after a long wait slowed
-// through its section (waitOpening); those fams and the run offer.
+// whose request is lost (requestOpening), and a waiter's clock stepped
+// ahead (clockOpening); those fams and the run offer.
 // Where no lease can be revoked, the lost release reply goes first, as
 // the waiter's strike must not (below).
 //
@@ -65,9 +64,6 @@ func (c Config) openings(seed int64, fams []Family) []Entry {
 	out = append(out, c.requestOpening(seed))
 	if k, ok := c.clockOpening(seed, fams); ok {
 		out = append(out, k)
-	}
-	if w, ok := c.waitOpening(seed, fams); ok {
-		out = append(out, w)
 	}
 	return out
 }

@@ -381,11 +381,6 @@ func (e Entry) validate(n int) error {
 			return err
 		}
 	}
-	if q, ok := e.Params["queued"]; ok {
-		if d, err := time.ParseDuration(q); err != nil || d < 0 || e.Target != TargetWaiter {
-			return fmt.Errorf("param queued %q: want a duration, on a fault aimed at a %s", q, TargetWaiter)
-		}
-	}
 	if w, ok := e.Params["waited"]; ok {
 		if d, err := time.ParseDuration(w); err != nil || d < 0 || e.Target != TargetWaiter {
 			return fmt.Errorf("param waited %q: want a duration, on a fault aimed at a %s", w, TargetWaiter)

@@ -104,14 +104,6 @@ func (env *Env) findClient(ctx context.Context, e Entry, params map[string]strin
 	wctx, cancel := context.WithTimeout(ctx, freshGrantWait)
 	defer cancel()
 	if e.Target == TargetWaiter {
-		// Aimed: a waiter that has waited that long (waitOpening).
-		if q, ok := e.Params["queued"]; ok {
-			d, _ := time.ParseDuration(q)
-			if w, ok := env.queuedWaiter(ctx, d); ok {
-				params["aimed"] = "true"
-				return w, nil
-			}
-		}
 		// Aimed: a waiter queued behind a holder that has just begun a
 		// long section, so that it stays queued through the fault.
 		if aim, ok := e.Params["ahead"]; ok {
