@@ -32,9 +32,11 @@ var redisPy3847 = scenario.Scenario{
 		Recipes: []string{redisPyRetry}, Ecosystem: "Python: redis-py (Lock)",
 		Affected:   "the sync Lock.release since redis-py pull request 489 (2014), until pull request 4258",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (13.7 s mean, 15.2 s max); the contrast 10 of 10 (15.4 s max)",
-		Random: "0 of 10 (seeds 1-10, the scenario's settings, --nemesis all --time 30s, no script): liveness invalid in 5 " +
-			"(seeds 3, 5, 6, 7, 9), none the bug's: a retried release met the forgotten token (\"Cannot release an unlocked " +
-			"lock\") only in seeds 6 and 9, and each time the lock was granted again within 0.4 s"}},
+		Random: "5 of 5 (seeds 1-5, locktest power: default flags, TTL 2 s, --nemesis all --time 30s): contract invalid, " +
+			"promise 6, each at the aimed schedule's lost release request (16.3-20.4 s, median 18.7 s): the retry answered " +
+			"\"Cannot release an unlocked lock\" while the key stayed. Before promise 6 and that opening's aim at a holder " +
+			"entering a short section, 0 of 5: the 2 s key expires within the liveness bound, and the strike mostly met a " +
+			"holder in a slow section whose key had expired already"}},
 	Lesson: "redis-py's Lock.release sets its token to None before it sends the release: when the release fails on a " +
 		"connection error (here the holder's links are cut while it releases, so the request never reaches Redis), the " +
 		"key stays, and the lock object, which no longer knows its token, answers a retried release with \"Cannot " +
