@@ -1,4 +1,4 @@
-// The contract check: the five promises a lease-based lock can keep.
+// The contract check: the six promises a lease-based lock can keep.
 
 package checker
 
@@ -40,6 +40,13 @@ import (
 //     history that does not say it watched for them, leave it unjudged:
 //     a client that is not run cannot renew, and cannot be told from one
 //     paused by a fault.
+//  6. A release that returned ok took effect: right after it returned,
+//     the server no longer held the key with the value the releasing
+//     grant set (the observer's key-kept event says it still did: a
+//     release that answered success and left the lock taken until its
+//     TTL, redis-py#3847's retried release). Judged where the observer
+//     reads the key after each release (Redis on one server); a history
+//     without such reads has nothing to break it.
 //
 // Order is judged by revisions (a backend whose server has none says so in
 // its Terms, and promises 2 and 3 are then not judged): a claim is the key
@@ -55,6 +62,7 @@ const (
 	promiseOverlap = "3 (overlap only after loss)"
 	promiseRelease = "4 (release only your own)"
 	promiseLive    = "5 (a live holder keeps its claim)"
+	promiseTaken   = "6 (a release that returned ok took effect)"
 )
 
 // expirySlack widens the window in which promise 5 looks for faults before
@@ -350,7 +358,7 @@ func (j *contractJudge) unmatched(d *Deletion) string {
 	return fmt.Sprintf("the deletion recorded at %s (history index %d) has %s, so the history cannot tell whether it deleted this claim", j.h.atRevision(d.Revision, d.Time), d.Index, strings.Join(what, ", "))
 }
 
-// Contract judges the five promises a lease-based lock can keep (see the
+// Contract judges the six promises a lease-based lock can keep (see the
 // constants above). It is invalid if one definitely broke; unknown, naming
 // the promises it could not judge and why, if the history lacks what one
 // needs (decision revisions, the grants' keys, the observer's deletions, the
@@ -398,11 +406,12 @@ func (h *History) judgeContract() Result {
 	j.overlaps()
 	j.releases()
 	j.live()
+	j.kept()
 	res.LeaseRaces, res.LockBugs, res.Undecided, res.Overlaps = j.races, j.bugs, j.undecided, j.classes
 	h.classOf = j.classOf
 
 	var lines []string
-	for _, p := range []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive} {
+	for _, p := range []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive, promiseTaken} {
 		vs := j.violations[p]
 		for i, v := range vs {
 			if i == maxStories {
@@ -414,7 +423,7 @@ func (h *History) judgeContract() Result {
 		}
 	}
 	var notJudged []string
-	for _, p := range []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive} {
+	for _, p := range []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive, promiseTaken} {
 		if why, ok := j.unjudged[p]; ok {
 			res.Unjudged = append(res.Unjudged, p)
 			notJudged = append(notJudged, fmt.Sprintf("Promise %s could not be judged: %s.", p, why))
@@ -797,6 +806,28 @@ func (j *contractJudge) releases() {
 	}
 	if len(j.violations[promiseRelease]) == 0 && !j.sd.observedAll {
 		j.cannot(promiseRelease, "the history does not say that the observer saw every deletion (no observed event), so an other-release may be missing")
+	}
+}
+
+// kept judges promise 6 on the observer's key-kept events: each names a
+// process whose release returned ok while the server kept its grant's
+// key. The release is that process's last on the key invoked before the
+// event; one that did not return ok is not judged (the event says it did).
+func (j *contractJudge) kept() {
+	h := j.h
+	for _, k := range j.sd.kept {
+		var rel *operation
+		for _, o := range h.ops {
+			if o.f == histories.Release && o.process == k.process && o.key == k.key && o.inv < k.index {
+				rel = o
+			}
+		}
+		if rel == nil || rel.status != histories.OK || len(j.violations[promiseTaken]) > maxStories {
+			continue
+		}
+		j.broke(promiseTaken, Violation{Key: k.key, Processes: []int{int(k.process)}, From: rel.call, To: max(rel.ret, k.time), Faults: h.faultsDuring(rel.call, k.time),
+			Story: fmt.Sprintf("on key %q, the release by %s invoked at %s returned ok at %s, but right after it the server still held its %s, with the value its grant set: the release did not take effect.",
+				k.key, h.who(k.process), h.at(rel.call), h.at(rel.ret), h.terms().key())})
 	}
 }
 

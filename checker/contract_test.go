@@ -490,3 +490,29 @@ func TestContractClaimCreated(t *testing.T) {
 		t.Errorf("%d bugs, want 1", r.LockBugs)
 	}
 }
+
+// A release that returned ok while the server kept its grant's key
+// (redis-py#3847's retried release, which its Lock answers "unlocked"
+// without sending it) broke promise 6; the observer's key-kept event after
+// a release whose outcome is unknown judges nothing.
+func TestContractReleaseTookEffect(t *testing.T) {
+	h := func(release histories.Type) *hist {
+		h := (&hist{}).recorded(100, 1, 2).
+			grant(1, 1000, 1100, 10, 10, "").
+			rel(1, "lock", 2000, 2600, release).
+			event("key-kept", 2590, []string{"c1"}, map[string]string{"key": "lock", "process": "1", "server": "r0"}).
+			deleted(3100, "c1", 10, 11, "expiry", "lease_alive", "false")
+		if release == ok {
+			h.grant(2, 1500, 3150, 12, 12, "").rel(2, "lock", 4000, 4010, ok).deleted(4005, "c2", 12, 13, "release")
+		}
+		return h
+	}
+	r := Contract(h(ok).ops())
+	expect(t, r, Invalid, `Promise 6 (a release that returned ok took effect): on key "lock", the release by process 1 (c1) invoked at 2.00 s returned ok at 2.60 s, but right after it the server still held its key, with the value its grant set: the release did not take effect.`)
+	if len(r.Violations) != 1 || r.Violations[0].Kind != "promise 6" {
+		t.Errorf("violations %+v, want one of promise 6", r.Violations)
+	}
+	if r := Contract(h(info).ops()); slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Kind == "promise 6" }) {
+		t.Errorf("a release of unknown outcome judged by promise 6: %s", r.Explanation)
+	}
+}

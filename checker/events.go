@@ -24,6 +24,15 @@ type leaseLost struct {
 	index   int
 }
 
+// keyKept is a "key-kept" event: right after process's release returned
+// ok, the server still held its grant's key.
+type keyKept struct {
+	key     string
+	process histories.Process
+	time    int64
+	index   int
+}
+
 // storyData is what the nemesis's and the workload's events say, read as
 // the records come (Builder.event), and the beliefs, derived from the
 // operations when the history is finished.
@@ -47,6 +56,7 @@ type storyData struct {
 	heal      int64
 	deletions []Deletion
 	lost      []leaseLost
+	kept      []keyKept
 	beliefs   []Belief
 	// byToken orders the beliefs with a token by token, then key;
 	// byProcess holds a process's beliefs; toMax[i] is the latest end of
@@ -188,6 +198,10 @@ func (b *Builder) event(op histories.Op) {
 			d.owner = histories.Process(n)
 		}
 		sd.deletions = append(sd.deletions, d)
+	case histories.FKeyKept:
+		if n, ok := paramInt(p, "process"); ok {
+			sd.kept = append(sd.kept, keyKept{key: key, process: histories.Process(n), time: op.Time, index: op.Index})
+		}
 	case histories.FLockerFailed:
 		if len(targets) == 1 {
 			sd.lockerFailed = append(sd.lockerFailed, lockerFailure{client: targets[0], time: op.Time, err: p["error"]})

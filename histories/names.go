@@ -27,6 +27,11 @@ const (
 	// lock's queue was then another node of the same session, never
 	// granted (ZooKeeper's observer).
 	FKeyDeleted = "key-deleted"
+	// FKeyKept: right after a client's release returned ok, the server
+	// still held the key with the value that client's grant set: the
+	// release did not take effect (Redis's observer, on one server).
+	// Targets [client]; params key, process, server.
+	FKeyKept = "key-kept"
 	// FLeaseLost: a client's session ended while it believed it held a
 	// lock. Targets [client]; params key, token, lease, process.
 	FLeaseLost = "lease-lost"

@@ -234,6 +234,11 @@ func check(op Op) string {
 			return "process event: it names one client (targets) and the process number it works under (params process)"
 		}
 		return nonNegative("process")
+	case FKeyKept:
+		if params["process"] == "" {
+			return "key-kept event: it names the process whose release it judged (params process)"
+		}
+		return nonNegative("process")
 	case FKeyDeleted:
 		if r := nonNegative("revision", "create_revision", "process"); r != "" {
 			return r

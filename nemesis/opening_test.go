@@ -156,8 +156,9 @@ func TestWaiterOpeningKeepsItsTarget(t *testing.T) {
 // An aimed schedule on a system with lost replies strikes, after the
 // holder's and the waiter's openings, two lost releases of the holder:
 // the reply lost, first, and then the request lost too (param request),
-// cut after TTL/16, its next section held open as the first's is; each
-// after the one before it.
+// cut after TTL/16, its next section held open as the first's is, on a
+// holder entering a section of at most TTL/4 (param ahead); each after
+// the one before it.
 func TestAimLosesAReleaseRequest(t *testing.T) {
 	cfg := swarmConfig()
 	cfg.Time, cfg.TTL, cfg.Aim, cfg.Dense = 30*time.Second, 2*time.Second, true, true
@@ -168,7 +169,7 @@ func TestAimLosesAReleaseRequest(t *testing.T) {
 			t.Fatalf("seed %d: opens with %+v", seed, s.Entries[:3])
 		}
 		if req.Fault != LostReplyRelease || req.Target != TargetHolder || !slices.Contains(cfg.Clients, req.Fallback) ||
-			req.Params["request"] != "lost" || req.Params["hold_next"] != "500ms" || req.Duration != 125*time.Millisecond ||
+			req.Params["request"] != "lost" || req.Params["hold_next"] != "500ms" || req.Params["ahead"] != "0s-500ms" || req.Duration != 125*time.Millisecond ||
 			req.At != first.At+first.Duration+500*time.Millisecond {
 			t.Errorf("seed %d: fourth entry %+v, want the holder's release request lost", seed, req)
 		}

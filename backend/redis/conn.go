@@ -138,8 +138,8 @@ func (g grant) Releasing() {
 	}
 }
 
-func (g grant) Released(error) {
+func (g grant) Released(err error) {
 	if g.valued != nil {
-		g.values.released(g.key, *g.valued)
+		g.values.released(g.key, *g.valued, err)
 	}
 }

@@ -51,8 +51,11 @@ func startObserver(ctx context.Context, d *redisserver.Deployment, values *grant
 	}
 	o := &observer{keys: keys, rec: rec, d: d, values: values, servers: names, syncKey: keys.Prefix + ":observer-sync", cancel: cancel,
 		marks: make([]int, n), synced: make([]int, n), changed: make(chan struct{}), recorded: map[string]bool{}}
-	if n > 1 && len(d.Sentinels()) == 0 {
+	switch {
+	case n > 1 && len(d.Sentinels()) == 0:
 		values.setLocate(o.locate)
+	case n == 1:
+		values.setKept(o.kept)
 	}
 	var chans []<-chan redisserver.Event
 	for i := range n {
@@ -144,6 +147,44 @@ func (o *observer) locate(key, value string) []serverProcess {
 	wg.Wait()
 	slices.SortFunc(on, func(a, b serverProcess) int { return a.server - b.server })
 	return on
+}
+
+// keptWait bounds kept's sync and read: a paused server does not answer,
+// and the client waits for them.
+const keptWait = 200 * time.Millisecond
+
+// kept records a key-kept event when the one server (no replica: its
+// answer is the lock's state) still holds v's value at key right after
+// the release of v's grant returned ok: the release did not take effect.
+// Each grant sets a value of its own, and one deleted never comes back
+// (the servers keep no data across a restart), so the value there is that
+// grant's claim, untouched by its release. The value of a grant that tells
+// its key only was read after its grant, and is the next grant's if its
+// key was gone by then: so v is judged only once every deletion before the
+// release returned has been seen (Sync), none of them its key's, and no
+// other grant of the key noted the same value. A sync or read that fails,
+// or that a restart of the server crossed, says nothing.
+func (o *observer) kept(key string, v valueGrant) {
+	ctx, cancel := context.WithTimeout(context.Background(), keptWait)
+	defer cancel()
+	s := o.d.Servers()[0]
+	pid := s.Pid()
+	if o.Sync(ctx) != nil || !o.values.sole(key, v) {
+		return
+	}
+	got, err := s.Client().Get(ctx, key).Result()
+	if err != nil || got != v.value || s.Pid() != pid {
+		return
+	}
+	lock := strings.TrimPrefix(key, o.keys.Prefix)
+	params := map[string]string{"key": lock, "process": v.process.String(), "server": o.servers[0]}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	op := histories.Op{Type: histories.Info, F: histories.FKeyKept, Process: histories.Nemesis, Key: lock,
+		Value: &histories.Value{Targets: []string{v.client}, Params: params}}
+	if _, err := o.rec.Record(op); err != nil && o.err == nil {
+		o.err = fmt.Errorf("observer: %w", err)
+	}
 }
 
 // serverProcess is a server, by index, and the ID of its process then.
@@ -285,6 +326,10 @@ type grantValues struct {
 	// whose key is there, oldest first, with the master's process then.
 	locate  func(key, value string) []serverProcess
 	located map[string]map[int][]locatedGrant
+
+	// On one server (setKept): kept reads the key after a release that
+	// returned ok, and records it if the release did not take effect.
+	kept func(key string, v valueGrant)
 }
 
 type locatedGrant struct {
@@ -320,6 +365,13 @@ func (g *grantValues) setLocate(locate func(key, value string) []serverProcess) 
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.locate, g.located = locate, map[string]map[int][]locatedGrant{}
+}
+
+// setKept has every release that returned ok checked by kept.
+func (g *grantValues) setKept(kept func(key string, v valueGrant)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.kept = kept
 }
 
 // granted notes a grant that set key, and returns it numbered: the newest
@@ -377,15 +429,34 @@ func (g *grantValues) release(key string, v valueGrant) {
 	g.releasing[key] = append(g.releasing[key], valueRelease{valueGrant: v})
 }
 
-// released notes that v's release of key returned.
-func (g *grantValues) released(key string, v valueGrant) {
+// released notes that v's release of key returned, ok when err is nil;
+// an ok one is checked (setKept).
+func (g *grantValues) released(key string, v valueGrant, err error) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	for i, r := range g.releasing[key] {
 		if r.valueGrant == v && r.done.IsZero() {
 			g.releasing[key][i].done = time.Now()
 		}
 	}
+	kept := g.kept
+	g.mu.Unlock()
+	if kept != nil && err == nil {
+		kept(key, v)
+	}
+}
+
+// sole reports that v's key was not seen deleted and that no other grant
+// of key the observer keeps (the newest, and the one before it) noted
+// v's value.
+func (g *grantValues) sole(key string, v valueGrant) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, o := range []valueGrant{g.newest[key], g.previous[key]} {
+		if o.seq != v.seq && o.value == v.value {
+			return false
+		}
+	}
+	return !g.gone[v.seq]
 }
 
 // valueDeletion is who deleted a key, and whose grant's key it was.

@@ -1,10 +1,16 @@
 package redis
 
 import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/locktest/locktest/backend/redis/redisserver"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/workload"
 )
 
 // A deletion's event may reach the observer after the next grant's reply
@@ -25,7 +31,7 @@ func TestGrantValuesLateEvents(t *testing.T) {
 	g := newGrantValues()
 	a := grant(g, "c0", "a", 1)
 	g.release("lock", a)
-	g.released("lock", a)
+	g.released("lock", a, nil)
 	b := grant(g, "c1", "b", 2)
 	check("a release's late event", g.deleted("lock"), 1, histories.DeletedByRelease)
 	g.release("lock", b)
@@ -121,7 +127,7 @@ func TestRedlockObserverAttribution(t *testing.T) {
 	o.values.release("p/lock", a)
 	want("a release on four masters", events("del", 0, 1, 2, 3),
 		map[string]string{"by": histories.DeletedByRelease, "create_revision": "1", "server": "r0"})
-	o.values.released("p/lock", a)
+	o.values.released("p/lock", a, nil)
 
 	// c1 is granted on r0-r2 (r3 paused, r4 still holds c0's key). r4
 	// resumes and expires c0's key: c0's, not c1's, though c1's is newest.
@@ -147,5 +153,79 @@ func TestRedlockObserverAttribution(t *testing.T) {
 	// A "del" of c2's key outside its release has no cause said.
 	if ps := events("del", 1); len(ps) != 1 || ps[0]["by"] != "" || ps[0]["create_revision"] != "3" {
 		t.Errorf("a del of c2's key outside its release: %v, want one of token 3 with no cause", ps)
+	}
+}
+
+// keptRecorder keeps the key-kept events recorded.
+type keptRecorder struct {
+	mu   sync.Mutex
+	kept []histories.Op
+}
+
+func (r *keptRecorder) Record(op histories.Op) (histories.Op, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if op.F == histories.FKeyKept {
+		r.kept = append(r.kept, op)
+	}
+	return op, nil
+}
+
+func (r *keptRecorder) events() []histories.Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.kept)
+}
+
+// On a real server: a release that returned ok while the server still
+// holds its grant's value is recorded key-kept (promise 6's evidence); one
+// that deleted its key, or one that did not return ok, is not.
+func TestObserverKeyKept(t *testing.T) {
+	bin := redisserver.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := redisserver.Start(ctx, redisserver.Config{Binary: bin, Topology: redisserver.Single, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	values, rec := newGrantValues(), &keptRecorder{}
+	o, err := startObserver(ctx, d, values, workload.Keys{Prefix: "p/", Locks: []string{"lock"}}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	srv := d.Servers()[0].Client()
+	grant := func(value string, token int64) valueGrant {
+		t.Helper()
+		if err := srv.Set(ctx, "p/lock", value, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		return values.granted("p/lock", valueGrant{value: value, client: "c1", process: histories.Process(token), token: token})
+	}
+
+	a := grant("a", 1)
+	values.release("p/lock", a)
+	values.released("p/lock", a, errors.New("EOF")) // outcome unknown: nothing to judge
+	if got := rec.events(); len(got) != 0 {
+		t.Fatalf("a release that did not return ok recorded %v", got)
+	}
+	values.released("p/lock", a, nil) // ok, and the key is still a's
+	got := rec.events()
+	if len(got) != 1 || got[0].Key != "lock" || got[0].Value.Params["process"] != "1" || !slices.Equal(got[0].Value.Targets, []string{"c1"}) {
+		t.Fatalf("key-kept events %+v, want one of process 1 (c1) on lock", got)
+	}
+
+	if err := srv.Del(ctx, "p/lock").Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := grant("b", 2)
+	values.release("p/lock", b)
+	if err := srv.Del(ctx, "p/lock").Err(); err != nil {
+		t.Fatal(err)
+	}
+	values.released("p/lock", b, nil) // ok, and it took effect
+	if got := rec.events(); len(got) != 1 {
+		t.Fatalf("a release that deleted its key recorded key-kept: %+v", got[1:])
 	}
 }

@@ -5,7 +5,8 @@ a uuid1 string); key = the Redis key. The library never learns it lost the lock,
 finds the key gone or another's (LockNotOwnedError): then this adapter says lost.
 
 Options (the catalog's scenario redis-py-3847): --retry-release retries a release that failed on a
-connection error, as services retry errors; --fix=4258 applies redis-py pull request 4258
+connection error, as services retry errors, and takes a retry's "Cannot release an unlocked lock" for
+done, as they take it (see retry); --fix=4258 applies redis-py pull request 4258
 (the upstream fix of redis-py#3847) to the installed Lock: release() keeps its token until the
 release is done, unless the lock was no longer owned.
 
@@ -129,18 +130,23 @@ def release(name):
 
 def retry(name, lk, first):
     """Retries a release that failed on a connection error, as services do: up to 3 times, 200 ms
-    apart. Whatever it answers, the first attempt's outcome stays unknown (it may have deleted the
-    key), so a failure is never definite."""
+    apart. A retry answered "Cannot release an unlocked lock" is taken at redis-py's word, as a
+    service takes it: the Lock holds no token, which it says of a lock it has released, so the
+    release is done (redis-py 4.3.4 forgot its token before the first attempt's round trip, #3847:
+    it says so whether or not the key went). Otherwise the first attempt's outcome stays unknown
+    (it may have deleted the key), so a failure is never definite."""
     for attempt in range(3):
         time.sleep(0.2)
         try:
-            lk.release()  # redis-py 4.3.4 forgot its token: LockError "Cannot release an unlocked lock"
+            lk.release()
             return
         except ConnectionError as ex:
             last = ex
-        except LockError as ex:
+        except LockNotOwnedError as ex:
             last = ex
             break
+        except LockError:
+            return
     raise p.Fail("ConnectionError: %s; retried: %s: %s" % (first, type(last).__name__, last), False)
 
 
