@@ -52,7 +52,8 @@ func Liveness(ops []histories.Op, bound time.Duration) Result { return Build(ops
 //
 // Besides, at any time, faults or not: a client that gave up waiting
 // behind a node of its own session that it did not know it had (a ghost:
-// see ghosts) is a violation; a history that tells one is invalid.
+// see ghosts) is a violation, and so is a node a definite refusal left in
+// line (an orphan: see orphans); a history that tells one is invalid.
 func (h *History) Liveness(bound time.Duration) Result {
 	res := h.liveness(bound)
 	if h.err != nil {
