@@ -90,9 +90,9 @@ const givingUpStream = 0x67697665
 //
 // Only where the system can neither revoke leases nor expire keys early
 // (whether the run draws those or not): there a waiter's claim is its
-// connection's session (ZooKeeper's ephemeral node), kept through a brief
-// cut; etcd's and Redis's schedules are left as they were. The client
-// drawn from the seed is the fallback.
+// connection's session (ZooKeeper's ephemeral node, a database's session
+// lock), kept through a brief cut; etcd's and Redis's schedules are left
+// as they were. The client drawn from the seed is the fallback.
 func (c Config) givingUpOpening(seed int64, fams []Family) (Entry, bool) {
 	if c.OpTimeout <= 0 || !c.offersKind(fams, Isolate) || c.offers(LeaseRevoke) || c.offers(ClockJumpEmulated) {
 		return Entry{}, false
