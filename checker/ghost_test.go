@@ -124,4 +124,18 @@ func TestLivenessOrphan(t *testing.T) {
 	if r := Liveness(h.ops(), bound); r.Verdict != Valid {
 		t.Errorf("no definite refusal: %s (%s), want valid", r.Verdict, r.Explanation)
 	}
+	// An orphan is judged whenever it was: in a run cut short before its
+	// final heal too.
+	var cut []histories.Op
+	for _, op := range orphanRun("a1", histories.DeletedByExpiry).ops() {
+		if op.F != "heal" && op.Time < 12000*ms {
+			cut = append(cut, op)
+		}
+	}
+	cut[0].Value.Params["end"] = histories.EndRecorded
+	hh := Build(cut)
+	rs := []Result{hh.Liveness(bound)}
+	if c := hh.JudgeCut(rs, bound); c == nil || rs[0].Verdict != Invalid {
+		t.Errorf("cut short before its heal: cut %v, %s (%s), want invalid", c, rs[0].Verdict, rs[0].Explanation)
+	}
 }

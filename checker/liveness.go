@@ -544,8 +544,9 @@ func livenessCut(h *History, r Result, c *Cut, bound time.Duration) string {
 		from, since = heal, "the final heal"
 	}
 	switch {
-	case slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Kind == "ghost" }):
-		// A ghost is judged whenever it was, from the records there.
+	case slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Kind == "ghost" || v.Kind == "orphan" }):
+		// A ghost or an orphan is judged whenever it was, from the records
+		// there.
 		return ""
 	case h.unhealed():
 		return fmt.Sprintf("The run was cut short at %s, before its final heal: liveness is judged only after it.", at)
