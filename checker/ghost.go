@@ -79,25 +79,37 @@ func (h *History) ghosts() []Violation {
 // again.
 func (h *History) orphans(granted, told map[[2]string]bool) []Violation {
 	sd := h.story()
+	bySession := map[string][]Deletion{} // the nodes each session had
+	for _, d := range sd.deletions {
+		if d.node != "" && d.Lease != "" {
+			bySession[d.Lease] = append(bySession[d.Lease], d)
+		}
+	}
+	refused := map[histories.Process][]*operation{} // each process's definite refusals, in order
+	for _, o := range h.ops {
+		if o.f == histories.Acquire && o.status == histories.Fail {
+			refused[o.process] = append(refused[o.process], o)
+		}
+	}
 	var out []Violation
 	for _, old := range sd.deletions {
-		if old.node == "" || old.Lease == "" || old.owner < 0 || granted[[2]string{old.Key, old.node}] || told[[2]string{old.Key, old.node}] ||
+		if old.node == "" || old.Lease == "" || old.owner < 0 || old.Token <= 0 || granted[[2]string{old.Key, old.node}] || told[[2]string{old.Key, old.node}] ||
 			old.By != histories.DeletedByRevoke && old.By != histories.DeletedByExpiry {
 			continue
 		}
-		i := slices.IndexFunc(sd.deletions, func(d Deletion) bool {
-			return d.Key == old.Key && d.Lease == old.Lease && d.node != "" && d.node != old.node && d.Token > old.Token && d.Token < old.Revision
+		i := slices.IndexFunc(bySession[old.Lease], func(d Deletion) bool {
+			return d.Key == old.Key && d.node != old.node && d.Token > old.Token && d.Token < old.Revision
 		})
 		var r *operation
-		for _, o := range h.ops {
-			if o.process == old.owner && o.f == histories.Acquire && o.key == old.Key && o.status == histories.Fail && o.ret < old.Time {
+		for _, o := range refused[old.owner] {
+			if o.key == old.Key && o.ret < old.Time {
 				r = o
 			}
 		}
 		if i < 0 || r == nil {
 			continue
 		}
-		out = append(out, h.orphanStory(old, sd.deletions[i], r))
+		out = append(out, h.orphanStory(old, bySession[old.Lease][i], r))
 	}
 	return out
 }
