@@ -1,5 +1,6 @@
-// The liveness check's ghosts: a client that gave up waiting behind a node
-// of its own in its lock's queue, a node it did not know it had.
+// The liveness check's ghosts, a client that gave up waiting behind a node
+// of its own in its lock's queue, a node it did not know it had; and its
+// orphans, a node a definite refusal left in line.
 
 package checker
 
@@ -68,7 +69,7 @@ func (h *History) ghosts() []Violation {
 // session ended. A definite refusal promises that the acquire holds
 // nothing, its node removed first (the exec protocol's definite), and
 // locktest keeps a session after a definite refusal only (an unknown
-// outcome ends it): with one node per acquire (see ghosts), the older
+// outcome ends it; a built-in recipe's locker goes after any refusal): with one node per acquire (see ghosts), the older
 // node is an earlier acquire's, not granted and not the session's last,
 // so refused definitely; yet it stayed in line, where it stalls every
 // later waiter until its session ends (kazoo#732's orphan, its clean-up's
