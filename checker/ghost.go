@@ -1,9 +1,11 @@
-// The liveness check's ghosts: a client that gave up waiting behind a node
-// of its own in its lock's queue, a node it did not know it had.
+// The liveness check's ghosts, a client that gave up waiting behind a node
+// of its own in its lock's queue, a node it did not know it had; and its
+// orphans, a node a definite refusal left in line.
 
 package checker
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -39,6 +41,7 @@ func (h *History) ghosts() []Violation {
 		granted[[2]string{o.key, o.claim[strings.LastIndexByte(o.claim, '/')+1:]}] = true
 	}
 	var out []Violation
+	told := map[[2]string]bool{} // lock, node: a ghost told
 	for _, d := range sd.deletions {
 		if d.By != histories.DeletedByAcquire || d.headOwn == "" || d.Lease == "" || granted[[2]string{d.Key, d.headOwn}] {
 			continue
@@ -54,8 +57,86 @@ func (h *History) ghosts() []Violation {
 			continue
 		}
 		out = append(out, h.ghostStory(d, end))
+		told[[2]string{d.Key, d.headOwn}] = true
+	}
+	return append(out, h.orphans(granted, told)...)
+}
+
+// orphans finds, from the server's truth, each node a client's acquire
+// left in its lock's queue after the client was told, definitely, that the
+// acquire had failed: a node never granted that was still in line when a
+// later node of the same session was created, and that went only when the
+// session ended. A definite refusal promises that the acquire holds
+// nothing, its node removed first (the exec protocol's definite), and
+// locktest keeps a session after a definite refusal only (an unknown
+// outcome ends it; a built-in recipe's locker goes after any refusal): with one node per acquire (see ghosts), the older
+// node is an earlier acquire's, not granted and not the session's last,
+// so refused definitely; yet it stayed in line, where it stalls every
+// later waiter until its session ends (kazoo#732's orphan, its clean-up's
+// error swallowed). No fault explains it, whenever it happens: a fault can
+// make a clean-up fail, but then the refusal is not definite. Told only
+// with the owner's process's last definite refusal of the lock before the
+// node went, which the story names; an orphan a ghost told is not told
+// again.
+func (h *History) orphans(granted, told map[[2]string]bool) []Violation {
+	sd := h.story()
+	bySession := map[string][]Deletion{} // the nodes each session had
+	for _, d := range sd.deletions {
+		if d.node != "" && d.Lease != "" {
+			bySession[d.Lease] = append(bySession[d.Lease], d)
+		}
+	}
+	refused := map[histories.Process][]*operation{} // each process's definite refusals, in order
+	for _, o := range h.ops {
+		if o.f == histories.Acquire && o.status == histories.Fail {
+			refused[o.process] = append(refused[o.process], o)
+		}
+	}
+	var out []Violation
+	for _, old := range sd.deletions {
+		if old.node == "" || old.Lease == "" || old.owner < 0 || old.Token <= 0 || granted[[2]string{old.Key, old.node}] || told[[2]string{old.Key, old.node}] ||
+			old.By != histories.DeletedByRevoke && old.By != histories.DeletedByExpiry {
+			continue
+		}
+		i := slices.IndexFunc(bySession[old.Lease], func(d Deletion) bool {
+			return d.Key == old.Key && d.node != old.node && d.Token > old.Token && d.Token < old.Revision
+		})
+		var r *operation
+		for _, o := range refused[old.owner] {
+			if o.key == old.Key && o.ret < old.Time {
+				r = o
+			}
+		}
+		if i < 0 || r == nil {
+			continue
+		}
+		out = append(out, h.orphanStory(old, bySession[old.Lease][i], r))
 	}
 	return out
+}
+
+// orphanStory tells of the orphan old, still in line when later was made,
+// after the client's definite refusal r.
+func (h *History) orphanStory(old, later Deletion, r *operation) Violation {
+	v := Violation{Check: histories.CheckLiveness, Kind: "orphan", Key: old.Key, Processes: []int{int(r.process)}, From: r.ret, To: max(old.Time, r.ret),
+		Faults: h.faultsDuring(r.ret, max(old.Time, r.ret))}
+	how := "closed"
+	if old.By == histories.DeletedByExpiry {
+		how = "expired"
+	}
+	who := fmt.Sprintf("Process %d", r.process)
+	if c := h.sd.clients[r.process]; c != "" {
+		who = fmt.Sprintf("Client %s (process %d)", c, r.process)
+	}
+	v.Story = fmt.Sprintf("%s was refused lock %q definitely at %s (%s), which says its acquire held nothing, its node removed; yet its session %s's node %s (created at revision %d, never granted) "+
+		"was still in the lock's queue when the same session created %s (revision %d), and went only when the session %s, at %s (revision %d): "+
+		"an orphan that every later waiter queued behind (a clean-up whose error was swallowed)",
+		who, old.Key, h.at(r.ret), cmp.Or(h.errs[r], "refused"), old.Lease, old.node, old.Token, later.node, later.Token, how, h.at(old.Time), old.Revision)
+	if len(v.Faults) > 0 {
+		v.Story += "; faults active then: " + h.describeFaults(v.Faults)
+	}
+	v.Story += "."
+	return v
 }
 
 // ghostStory tells of the ghost that d's clean-up left behind and end

@@ -52,7 +52,8 @@ func Liveness(ops []histories.Op, bound time.Duration) Result { return Build(ops
 //
 // Besides, at any time, faults or not: a client that gave up waiting
 // behind a node of its own session that it did not know it had (a ghost:
-// see ghosts) is a violation; a history that tells one is invalid.
+// see ghosts) is a violation, and so is a node a definite refusal left in
+// line (an orphan: see orphans); a history that tells one is invalid.
 func (h *History) Liveness(bound time.Duration) Result {
 	res := h.liveness(bound)
 	if h.err != nil {
@@ -543,8 +544,9 @@ func livenessCut(h *History, r Result, c *Cut, bound time.Duration) string {
 		from, since = heal, "the final heal"
 	}
 	switch {
-	case slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Kind == "ghost" }):
-		// A ghost is judged whenever it was, from the records there.
+	case slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Kind == "ghost" || v.Kind == "orphan" }):
+		// A ghost or an orphan is judged whenever it was, from the records
+		// there.
 		return ""
 	case h.unhealed():
 		return fmt.Sprintf("The run was cut short at %s, before its final heal: liveness is judged only after it.", at)

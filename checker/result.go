@@ -68,7 +68,7 @@ type Violation struct {
 	// "token-order" (a grant's token not above an earlier one),
 	// "stale-write" (the resource accepted a lower token after a higher
 	// one), "not-linearizable" (porcupine's verdict, with its window),
-	// "stuck" or "ghost" (liveness) or "diverged" (consistency).
+	// "stuck", "ghost" or "orphan" (liveness) or "diverged" (consistency).
 	Kind      string   `json:"kind"`
 	Key       string   `json:"key,omitempty"`
 	Processes []int    `json:"processes,omitempty"`

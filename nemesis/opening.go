@@ -65,8 +65,51 @@ func (c Config) openings(seed int64, fams []Family) []Entry {
 	if k, ok := c.clockOpening(seed, fams); ok {
 		out = append(out, k)
 	}
+	if g, ok := c.givingUpOpening(seed, fams); ok {
+		out = append(out, g)
+	}
 	return out
 }
+
+// givingUpStream is the PCG stream of the giving-up opening's draws.
+const givingUpStream = 0x67697665
+
+// givingUpOpening is an aimed schedule's cut of a waiter's links across
+// the moment its acquire gives up (param giving_up: the wait at which it
+// strikes), shorter than its session: a lock that cleans up its claim
+// when it gives up sends that clean-up into the cut, and a clean-up whose
+// error is swallowed leaves the claim in line, owned by a session that
+// lives on once the links are back, which stalls the lock (kazoo#732).
+// Random isolations last 1.5-3 TTLs and end the session, and the claim
+// with it. It strikes TTL/5 before an exec lock's give-up (execlock's
+// timeout_ms: a second before the harness's deadline, at most a fifth of
+// it), which the harness's clock of the wait runs ahead of by the
+// request's trip, and cuts for TTL*9/20: a ZooKeeper client pings every
+// third of its session, so a session's servers may have heard nothing
+// for TTL/3 when the cut begins, and the client reconnects at the heal.
+//
+// Only where the system can neither revoke leases nor expire keys early
+// (whether the run draws those or not): there a waiter's claim is its
+// connection's session (ZooKeeper's ephemeral node, a database's session
+// lock), kept through a brief cut; etcd's and Redis's schedules are left
+// as they were. The client drawn from the seed is the fallback.
+func (c Config) givingUpOpening(seed int64, fams []Family) (Entry, bool) {
+	if c.OpTimeout <= 0 || !c.offersKind(fams, Isolate) || c.offers(LeaseRevoke) || c.offers(ClockJumpEmulated) {
+		return Entry{}, false
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), givingUpStream))
+	gives := c.OpTimeout - min(time.Second, c.OpTimeout/5)
+	return Entry{
+		Fault: Isolate, Target: TargetWaiter,
+		Fallback: c.Clients[rng.IntN(len(c.Clients))],
+		Duration: c.TTL * 9 / 20,
+		Params:   map[string]string{"giving_up": (gives - c.TTL/5).String(), "opening": "giving-up"},
+	}, true
+}
+
+// offers says whether the run's system can carry out kind, drawn or not
+// (nil Offers: every kind).
+func (c Config) offers(kind string) bool { return c.Offers == nil || slices.Contains(c.Offers, kind) }
 
 // holderStream is the PCG stream of the holder opening's draw.
 const holderStream = 0x686f6c64

@@ -326,3 +326,86 @@ func noOpening(t *testing.T, name string, cases []aimedFaults) {
 		}
 	}
 }
+
+// Where leases can be neither revoked nor expired early (ZooKeeper's
+// sessions), an aimed schedule with the clients' operation timeout known
+// ends its openings with a cut of a waiter's links, shorter than half a
+// TTL, struck TTL/5 before an exec lock's acquire gives up (a second
+// before the 5 s deadline): the last opening, after the waiter's clock
+// stepped ahead, before the random faults. Without the timeout, or where leases can be revoked or
+// keys expired early, none.
+func TestAimCutsAWaiterGivingUp(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Faults, cfg.Time, cfg.TTL, cfg.OpTimeout = []string{All}, 30*time.Second, 2*time.Second, 5*time.Second
+	cfg.Aim, cfg.Dense, cfg.Offers = true, true, sessionKinds()
+	for seed := int64(1); seed <= 20; seed++ {
+		s, err := Generate(seed, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(s.Entries, func(e Entry) bool { return e.Params["opening"] == "giving-up" })
+		if i != 4 || s.Entries[i-1].Params["opening"] != "clock" {
+			t.Fatalf("seed %d: the giving-up opening is entry %d, want 4 (after the waiter's clock stepped ahead)", seed, i)
+		}
+		g, req := s.Entries[i], s.Entries[i-1]
+		if g.Fault != Isolate || g.Target != TargetWaiter || !slices.Contains(cfg.Clients, g.Fallback) ||
+			g.Duration != 900*time.Millisecond || g.Params["giving_up"] != "3.6s" || g.At != req.At+req.Duration+500*time.Millisecond {
+			t.Errorf("seed %d: giving-up opening %+v", seed, g)
+		}
+		if next := s.Entries[i+1]; next.At < g.At+g.Duration {
+			t.Errorf("seed %d: %s at %s, during the cut", seed, next.Fault, next.At)
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("seed %d: %v", seed, err)
+		}
+	}
+	for _, c := range []struct {
+		offers []string
+		op     time.Duration
+	}{{sessionKinds(), 0}, {nil, 5 * time.Second}, {append(sessionKinds(), ClockJumpEmulated), 5 * time.Second}, {append(sessionKinds(), LeaseRevoke), 5 * time.Second}} {
+		cfg := swarmConfig()
+		cfg.Aim, cfg.OpTimeout, cfg.TTL, cfg.Offers = true, c.op, 2*time.Second, c.offers
+		for seed := int64(1); seed <= 20; seed++ {
+			s, _ := Generate(seed, cfg)
+			for _, e := range s.Entries {
+				if e.Params["giving_up"] != "" {
+					t.Errorf("%v op timeout %s seed %d: %+v", c.offers, c.op, seed, e)
+				}
+			}
+		}
+	}
+}
+
+// A strike with param giving_up waits for a waiter that has waited that
+// long, strikes it as aimed, and falls back once the run's end is near.
+func TestGivingUpWaitsForTheWait(t *testing.T) {
+	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", waited: time.Second}
+	env := &Env{Clients: fc, TTL: 2 * time.Second, aimBy: time.Now().Add(100 * time.Millisecond)}
+	e := Entry{Fault: Isolate, Target: TargetWaiter, Fallback: "c0", Params: map[string]string{"giving_up": "3.6s"}}
+	params := map[string]string{}
+	if w, err := env.findClient(context.Background(), e, params, true); err != nil || params["aimed"] != "" {
+		t.Errorf("a waiter of 1 s struck as giving up: %s, %v, %v", w, params, err)
+	}
+	fc.mu.Lock()
+	fc.waited = 4 * time.Second
+	fc.mu.Unlock()
+	params = map[string]string{}
+	env.aimBy = time.Now().Add(time.Minute)
+	if w, err := env.findClient(context.Background(), e, params, true); err != nil || w != "c1" || params["aimed"] != "true" {
+		t.Errorf("the waiter of 4 s: %s, %v, %v; want c1 aimed", w, params, err)
+	}
+}
+
+// sessionKinds are every fault kind but those that end a lease or expire
+// keys early: what a system of sessions (ZooKeeper) offers, at most.
+func sessionKinds() []string {
+	var out []string
+	for _, f := range families {
+		for _, k := range f.Spec().Kinds {
+			if k.Name != LeaseRevoke && k.Name != ClockJumpEmulated {
+				out = append(out, k.Name)
+			}
+		}
+	}
+	return out
+}

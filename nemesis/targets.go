@@ -104,6 +104,13 @@ func (env *Env) findClient(ctx context.Context, e Entry, params map[string]strin
 	wctx, cancel := context.WithTimeout(ctx, freshGrantWait)
 	defer cancel()
 	if e.Target == TargetWaiter {
+		if g, ok := e.Params["giving_up"]; ok {
+			gives, _ := time.ParseDuration(g)
+			if w, ok := env.givingUp(ctx, gives); ok {
+				params["aimed"] = "true"
+				return w, nil
+			}
+		}
 		// Aimed: a waiter queued behind a holder that has just begun a
 		// long section, so that it stays queued through the fault.
 		if aim, ok := e.Params["ahead"]; ok {
@@ -251,6 +258,25 @@ func (env *Env) freshWaiter(ctx context.Context, limit time.Duration) (string, b
 			if w, ok := env.Clients.Waiter(minWaiterWait); ok {
 				return w, true
 			}
+		}
+		if !sleepUntil(wctx, time.Now().Add(5*time.Millisecond)) {
+			return "", false
+		}
+	}
+}
+
+// givingUp waits, as aim does, for a waiter that has waited wait in its
+// acquire (the giving-up opening: its acquire is about to give up).
+func (env *Env) givingUp(ctx context.Context, wait time.Duration) (string, bool) {
+	d := aimWait
+	if !env.aimBy.IsZero() {
+		d = min(d, time.Until(env.aimBy))
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		if w, ok := env.Clients.Waiter(wait); ok {
+			return w, true
 		}
 		if !sleepUntil(wctx, time.Now().Add(5*time.Millisecond)) {
 			return "", false

@@ -29,9 +29,11 @@ var kazoo732 = scenario.Scenario{
 		Status:  "open; a fix is proposed in kazoo pull request 760",
 		Recipes: []string{kazooPerAcquire}, Ecosystem: "Python: kazoo (Lock)", Affected: "kazoo 2.8.0 (the code the report links); open upstream",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (20.9 s mean, 23.6 s max); the contrast 10 of 10 (25.5 s max)",
-		Random: "0 of 10 (seeds 1-10, the scenario's settings, --nemesis all --time 30s, no script): liveness invalid in 4 " +
-			"(seeds 4, 5, 6, 8), none the orphan node's stall: the lock was never free and ungranted after the final heal " +
-			"for longer than the 7 s bound (4.3 s at most); the waits were behind 6 s sections"}},
+		Random: "7 of 10 (seeds 1-10, locktest power: --nemesis all --time 30s, the default flags, 2026-11-27), each the " +
+			"bug's: 5 an orphan (a LockTimeout refusal whose node stayed in line on a live session, still there when the " +
+			"session made its next node), 2 a ghost; the giving-up opening made 6 of them, a member's pause under the owner's " +
+			"connection 1. Before the orphan and the opening, 0 of 10 (seeds 1-10, the scenario's settings, no script): the " +
+			"orphan's stall ends with the owner's session, about 7 s after it, and never outlasted the 7 s bound on an idle lock"}},
 	Lesson: "When a kazoo Lock's acquire fails (its timeout ran out, or a non-blocking acquire found the lock held), it " +
 		"deletes its contender node \"best effort\": an error of the connection (here the waiter's links are cut as its " +
 		"wait runs out) is swallowed, and the acquire reports a plain timeout. The session lives on once the connection " +

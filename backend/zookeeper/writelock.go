@@ -35,7 +35,10 @@ var writeLockLostWatch = scenario.Scenario{
 			"load average of 31-65)",
 		Random: "0 of 10 (seeds 1-10, the scenario's settings, --nemesis all --time 30s, no script): no run's adapter log has " +
 			"the lost watch; liveness invalid in 2 (seeds 5 and 10), none the bug's: waits of 7.2 and 8.7 s behind 3.6 s sections " +
-			"after crashes of members and pauses and isolations of holders"}},
+			"after crashes of members and pauses and isolations of holders. Again 0 of 5 (seeds 1-5, locktest power, " +
+			"2026-11-27, with the giving-up opening and the orphan), no lost watch in any adapter log; and under the default " +
+			"flags no judgement of the lock's idle time could see it: the stall ends when the stuck waiter's acquire gives up " +
+			"(4 s) and its unlock wakes the next waiter, under the 7 s bound"}},
 	Lesson: "WriteLock's lock() lists the lock's children and, when its node is not first, calls exists with a watch on the " +
 		"node just before its own. If that node was deleted between the listing and the exists (here the waiter's requests " +
 		"are slowed, so the holder lets go in between), exists returns null and leaves a watch for the node's creation, which " +
