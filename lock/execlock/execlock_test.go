@@ -2,6 +2,7 @@ package execlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/locktest/locktest/backend/zookeeper/zkserver"
 	"os"
@@ -35,9 +36,9 @@ import (
 // without a python3.
 func testClient(t *testing.T, flags ...string) []string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
+	py, err := python3()
 	if err != nil {
-		t.Skip("python3 not on PATH: the test client is a Python script (any Python 3, standard library only)")
+		t.Skip("python3 not on PATH: the test client is a Python script (any Python 3, standard library only): ", err)
 	}
 	script, err := filepath.Abs(filepath.Join("testdata", "lockclient.py"))
 	if err != nil {
@@ -45,6 +46,22 @@ func testClient(t *testing.T, flags ...string) []string {
 	}
 	return append([]string{py, script}, flags...)
 }
+
+// python3 is the interpreter that python3 on PATH runs, found once: a
+// version manager's shim (pyenv's is a shell script that runs a dozen
+// more) would otherwise be run again at every client's start, some 0.1 s
+// of CPU each, for the package's hundred-odd clients.
+var python3 = sync.OnceValues(func() (string, error) {
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		return "", err
+	}
+	py := strings.TrimSpace(string(out))
+	if py == "" {
+		return "", errors.New("python3 does not say where its interpreter is (sys.executable)")
+	}
+	return py, nil
+})
 
 type runOptions struct {
 	clients int
