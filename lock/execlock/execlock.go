@@ -210,6 +210,13 @@ func (r *Recipe) settle(ctx context.Context, l *locker) error {
 		// all of /proc), not only its leader's descendants (cheap).
 		every bool
 	)
+	// watchEvery watches the whole group from now on, four times less
+	// often: each look reads every process's entry (still five looks in
+	// settleTime).
+	watchEvery := func() {
+		every = true
+		tick.Reset(100 * time.Millisecond)
+	}
 	// group is what the group is doing: its leader's descendants while
 	// the kernel lists children (proc.Descendants), else all of it.
 	group := func() proc.GroupState {
@@ -217,7 +224,7 @@ func (r *Recipe) settle(ctx context.Context, l *locker) error {
 			if g, ok := proc.Descendants(l.pr.p.Pid()); ok {
 				return g
 			}
-			every = true
+			watchEvery()
 		}
 		return proc.Group(l.pr.p.Pid())
 	}
@@ -248,7 +255,8 @@ func (r *Recipe) settle(ctx context.Context, l *locker) error {
 		if slices.Sort(all.Pids); slices.Equal(all.Pids, g.Pids) {
 			return nil
 		}
-		every, was, quiet = true, proc.GroupState{}, now
+		watchEvery()
+		was, quiet = proc.GroupState{}, now
 	}
 }
 
