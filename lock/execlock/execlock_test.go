@@ -16,6 +16,7 @@ import (
 	"time"
 
 	be "github.com/locktest/locktest/backend"
+	"github.com/locktest/locktest/backend/etcd"
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clock"
@@ -127,8 +128,15 @@ func tryRun(t *testing.T, backend string, command []string, opts ...func(*runOpt
 	}
 	var log logBuffer
 	var sys be.Options
-	if backend == "zookeeper" {
+	switch {
+	case backend == "zookeeper":
 		sys = &sharedEnsemble{}
+	case backend == "etcd" && len(o.faults) == 0:
+		// etcd's own raft timing (100 ms heartbeat, 1 s election timeout),
+		// not locktest's 10 and 100 ms, which make leader changes quick
+		// to come after a fault: with no fault the leader stays, and the
+		// clients see the same etcd, for a tenth of its heartbeats' CPU.
+		sys = &etcd.Options{TickMs: 100, ElectionMs: 1000}
 	}
 	res, err := harness.Run(context.Background(), harness.Options{
 		Dir:      t.TempDir(),
