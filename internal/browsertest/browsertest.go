@@ -108,8 +108,14 @@ func launch() {
 		cancelAlloc()
 	}
 	// The first Run starts the browser, so that the tests' contexts are
-	// tabs of it.
-	if err := chromedp.Run(ctx); err != nil {
+	// tabs of it; its context lives on, so the bound on the start stops
+	// the browser instead of ending the context.
+	stop := time.AfterFunc(60*time.Second, browser.cancel)
+	err = chromedp.Run(ctx)
+	if !stop.Stop() {
+		err = fmt.Errorf("not started within 60 s (%v)", err)
+	}
+	if err != nil {
 		browser.err = fmt.Errorf("starting %s: %w", bin, err)
 	}
 }
