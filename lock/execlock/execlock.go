@@ -210,13 +210,6 @@ func (r *Recipe) settle(ctx context.Context, l *locker) error {
 		// all of /proc), not only its leader's descendants (cheap).
 		every bool
 	)
-	// watchEvery watches the whole group from now on, four times less
-	// often: each look reads every process's entry (still five looks in
-	// settleTime).
-	watchEvery := func() {
-		every = true
-		tick.Reset(100 * time.Millisecond)
-	}
 	// group is what the group is doing: its leader's descendants while
 	// the kernel lists children (proc.Descendants), else all of it.
 	group := func() proc.GroupState {
@@ -224,7 +217,7 @@ func (r *Recipe) settle(ctx context.Context, l *locker) error {
 			if g, ok := proc.Descendants(l.pr.p.Pid()); ok {
 				return g
 			}
-			watchEvery()
+			every = true
 		}
 		return proc.Group(l.pr.p.Pid())
 	}
@@ -255,8 +248,7 @@ func (r *Recipe) settle(ctx context.Context, l *locker) error {
 		if slices.Sort(all.Pids); slices.Equal(all.Pids, g.Pids) {
 			return nil
 		}
-		watchEvery()
-		was, quiet = proc.GroupState{}, now
+		every, was, quiet = true, proc.GroupState{}, now
 	}
 }
 
