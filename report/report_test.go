@@ -16,6 +16,13 @@ import (
 	"github.com/locktest/locktest/scenario"
 )
 
+// TestMain closes the browser the tests share (internal/browsertest).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	browsertest.Close()
+	os.Exit(code)
+}
+
 // checked re-checks a curated history (recorded from a real run) into a
 // directory of its own, as `locktest check` does, and returns its results.
 func checked(t *testing.T, dir, name string) *harness.Results {

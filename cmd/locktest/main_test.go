@@ -20,6 +20,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/browsertest"
 	"github.com/locktest/locktest/internal/partest"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/scenario"
@@ -41,7 +42,9 @@ func TestMain(m *testing.M) {
 	}
 	const mark = "LOCKTEST_CMD_TESTS_TMPDIR"
 	if os.Getenv(mark) != "" {
-		os.Exit(m.Run())
+		code := m.Run()
+		browsertest.Close()
+		os.Exit(code)
 	}
 	// The end-to-end runs (TestRuns) mostly wait on their servers and
 	// their runs' clocks, not on the CPU: run more of them at once than
@@ -55,6 +58,7 @@ func TestMain(m *testing.M) {
 	os.Setenv("TMPDIR", tmp)
 	os.Setenv(mark, tmp)
 	code := m.Run()
+	browsertest.Close()
 	os.RemoveAll(tmp)
 	os.Exit(code)
 }

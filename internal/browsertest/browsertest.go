@@ -4,6 +4,7 @@ package browsertest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,51 +19,37 @@ import (
 	"github.com/locktest/locktest/internal/scratch"
 )
 
-// Start starts headless Chromium for a test, or skips the test when the
-// machine has none. The browser and its profile are gone when the test ends;
-// the page's script errors are collected in the Errors returned.
+// browser is the headless Chromium the tests of a process share: started by
+// the first Start, closed by Close. A launch costs about a second of CPU
+// (the wrapper script, the browser's processes); a tab costs little.
+var browser struct {
+	once    sync.Once
+	skip    string // why the tests skip: no Chromium
+	err     error
+	ctx     context.Context // the browser's first tab; new tabs open beside it
+	cancel  func()
+	profile string
+}
+
+// Start opens a tab of headless Chromium for a test, or skips the test when
+// the machine has none. The tab is closed when the test ends; the page's
+// script errors are collected in the Errors returned. The browser is
+// shared by the process's tests: a package that calls Start calls Close
+// from its TestMain.
 func Start(t testing.TB) (context.Context, *Errors) {
 	t.Helper()
-	bin := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			bin = p
-			break
-		}
+	browser.once.Do(launch)
+	if browser.skip != "" {
+		t.Skip(browser.skip)
 	}
-	if bin == "" {
-		t.Skip("skipped: chromium is not installed (apt-get install chromium; .ci/run installs it)")
+	if browser.err != nil {
+		t.Fatal(browser.err)
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.WindowSize(1400, 1000))
-	// The profile is removed once Chromium has let go of it: it may still
-	// write there while it exits. Everything Chromium writes goes there:
-	// its temporary files (the singleton socket, left behind when it is
-	// killed), its crash reports and caches under HOME. Named after this
-	// process, a profile a killed test left is removed by the next locktest.
-	profile, err := scratch.Dir("", "chromium")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := filepath.Join(profile, "tmp")
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	opts = append(opts, chromedp.UserDataDir(filepath.Join(profile, "profile")),
-		chromedp.Env("TMPDIR="+tmp, "HOME="+profile, "XDG_CONFIG_HOME="+filepath.Join(profile, "config"), "XDG_CACHE_HOME="+filepath.Join(profile, "cache")))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTab := chromedp.NewContext(browser.ctx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
 	t.Cleanup(func() {
 		cancelTimeout()
-		cancelCtx()
-		cancelAlloc()
-		deadline := time.Now().Add(10 * time.Second)
-		for os.RemoveAll(profile) != nil && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
+		cancelTab()
 	})
 	errs := &Errors{}
 	chromedp.ListenTarget(ctx, func(ev any) {
@@ -76,6 +63,76 @@ func Start(t testing.TB) (context.Context, *Errors) {
 		}
 	})
 	return ctx, errs
+}
+
+// launch starts the shared browser.
+func launch() {
+	bin := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			bin = p
+			break
+		}
+	}
+	if bin == "" {
+		browser.skip = "skipped: chromium is not installed (apt-get install chromium; .ci/run installs it)"
+		return
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.WindowSize(1400, 1000))
+	// The profile is removed once Chromium has let go of it: it may still
+	// write there while it exits. Everything Chromium writes goes there:
+	// its temporary files (the singleton socket, left behind when it is
+	// killed), its crash reports and caches under HOME. Named after this
+	// process, a profile a killed test left is removed by the next locktest.
+	profile, err := scratch.Dir("", "chromium")
+	if err != nil {
+		browser.err = err
+		return
+	}
+	browser.profile = profile
+	tmp := filepath.Join(profile, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		browser.err = err
+		return
+	}
+	opts = append(opts, chromedp.UserDataDir(filepath.Join(profile, "profile")),
+		chromedp.Env("TMPDIR="+tmp, "HOME="+profile, "XDG_CONFIG_HOME="+filepath.Join(profile, "config"), "XDG_CACHE_HOME="+filepath.Join(profile, "cache")))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	browser.ctx = ctx
+	browser.cancel = func() {
+		cancelCtx()
+		cancelAlloc()
+	}
+	// The first Run starts the browser, so that the tests' contexts are
+	// tabs of it; its context lives on, so the bound on the start stops
+	// the browser instead of ending the context.
+	stop := time.AfterFunc(60*time.Second, browser.cancel)
+	err = chromedp.Run(ctx)
+	if !stop.Stop() {
+		err = fmt.Errorf("not started within 60 s (%v)", err)
+	}
+	if err != nil {
+		browser.err = fmt.Errorf("starting %s: %w", bin, err)
+	}
+}
+
+// Close stops the shared browser, if Start started it, and removes its
+// profile.
+func Close() {
+	if browser.cancel == nil && browser.profile == "" {
+		return
+	}
+	if browser.cancel != nil {
+		browser.cancel()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for os.RemoveAll(browser.profile) != nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Errors collects the page's exceptions and console errors, which arrive on

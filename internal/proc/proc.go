@@ -302,22 +302,11 @@ func Descendants(pgid int) (GroupState, bool) {
 		if string(f[2]) == group {
 			g.add(pid, f)
 		}
-		dir := "/proc/" + strconv.Itoa(pid) + "/task/"
-		tasks, err := os.ReadDir(dir)
-		if err != nil {
-			continue // exited since
+		kids, ok := childFiles(pid)
+		if !ok && pid == pgid {
+			return GroupState{}, false
 		}
-		for _, task := range tasks {
-			b, err := os.ReadFile(dir + task.Name() + "/children")
-			if errors.Is(err, fs.ErrNotExist) && pid == pgid && task.Name() == group {
-				return GroupState{}, false // no children files in this kernel
-			}
-			for _, c := range strings.Fields(string(b)) {
-				if n, err := strconv.Atoi(c); err == nil {
-					queue = append(queue, n)
-				}
-			}
-		}
+		queue = append(queue, kids...)
 	}
 	slices.Sort(g.Pids)
 	return g, true
@@ -336,26 +325,59 @@ func Alive(pid int) bool {
 	return err == nil && s != 'Z' && s != 'X'
 }
 
-// Children lists the live processes whose parent is pid.
+// Children lists the live processes whose parent is pid: from pid's
+// children files (/proc/PID/task/TID/children), a few reads where the
+// kernel has them, else from a scan of every process's entry (tests poll
+// this while runs go on).
 func Children(pid int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
+	var out []int
+	kids, ok := childFiles(pid)
+	if !ok {
+		kids = nil
+		ents, err := os.ReadDir("/proc")
+		if err != nil {
+			return nil
+		}
+		for _, e := range ents {
+			if p, err := strconv.Atoi(e.Name()); err == nil {
+				kids = append(kids, p)
+			}
+		}
 	}
 	parent := strconv.Itoa(pid)
-	var out []int
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		// "state ppid ...".
+	for _, p := range kids {
+		// "state ppid ...": a zombie has exited, and a pid read from a
+		// children file may have been reused since.
 		f, err := stat(p)
 		if err == nil && string(f[1]) == parent && string(f[0]) != "Z" {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// childFiles lists the pids in pid's children files, one for each of its
+// threads (none when pid is gone); false where the kernel has no such
+// files.
+func childFiles(pid int) ([]int, bool) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, true // exited since
+	}
+	var kids []int
+	for _, task := range tasks {
+		b, err := os.ReadFile(dir + task.Name() + "/children")
+		if errors.Is(err, fs.ErrNotExist) && task.Name() == strconv.Itoa(pid) {
+			return nil, false // no children files in this kernel
+		}
+		for _, c := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(c); err == nil {
+				kids = append(kids, n)
+			}
+		}
+	}
+	return kids, true
 }
 
 // Using reports whether some process has a file open under dir, or works

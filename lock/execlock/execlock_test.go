@@ -2,6 +2,7 @@ package execlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/locktest/locktest/backend/zookeeper/zkserver"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	be "github.com/locktest/locktest/backend"
+	"github.com/locktest/locktest/backend/etcd"
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clock"
@@ -35,9 +37,9 @@ import (
 // without a python3.
 func testClient(t *testing.T, flags ...string) []string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
+	py, err := python3()
 	if err != nil {
-		t.Skip("python3 not on PATH: the test client is a Python script (any Python 3, standard library only)")
+		t.Skip("python3 not on PATH: the test client is a Python script (any Python 3, standard library only): ", err)
 	}
 	script, err := filepath.Abs(filepath.Join("testdata", "lockclient.py"))
 	if err != nil {
@@ -45,6 +47,22 @@ func testClient(t *testing.T, flags ...string) []string {
 	}
 	return append([]string{py, script}, flags...)
 }
+
+// python3 is the interpreter that python3 on PATH runs, found once: a
+// version manager's shim (pyenv's is a shell script that runs a dozen
+// more) would otherwise be run again at every client's start, some 0.1 s
+// of CPU each, for the package's hundred-odd clients.
+var python3 = sync.OnceValues(func() (string, error) {
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		return "", err
+	}
+	py := strings.TrimSpace(string(out))
+	if py == "" {
+		return "", errors.New("python3 does not say where its interpreter is (sys.executable)")
+	}
+	return py, nil
+})
 
 type runOptions struct {
 	clients int
@@ -110,8 +128,15 @@ func tryRun(t *testing.T, backend string, command []string, opts ...func(*runOpt
 	}
 	var log logBuffer
 	var sys be.Options
-	if backend == "zookeeper" {
+	switch {
+	case backend == "zookeeper":
 		sys = &sharedEnsemble{}
+	case backend == "etcd" && len(o.faults) == 0:
+		// etcd's own raft timing (100 ms heartbeat, 1 s election timeout),
+		// not locktest's 10 and 100 ms, which make leader changes quick
+		// to come after a fault: with no fault the leader stays, and the
+		// clients see the same etcd, for a tenth of its heartbeats' CPU.
+		sys = &etcd.Options{TickMs: 100, ElectionMs: 1000}
 	}
 	res, err := harness.Run(context.Background(), harness.Options{
 		Dir:      t.TempDir(),

@@ -25,9 +25,12 @@ import (
 // toxiproxy of its own (a client's link is named by the client, c0, in
 // every run). An ensemble serves one run at a time (the observer's
 // session past the links is the ensemble's, closed as a run ends):
-// there are as many as the runs at once, the tests run in parallel
-// (internal/partest: four), each started by the first run that finds none
-// free, all closed by TestMain.
+// there are at most two, each started by the first run that finds none
+// free, all closed by TestMain. Two, not one for each of the tests run at
+// once (internal/partest: four): a third and a fourth ensemble cost 3
+// JVMs each, starting and then idling until the package ends, while the
+// package's ten runs on ZooKeeper, a few seconds each, rarely want more
+// than two at once.
 type sharedEnsemble struct{ zookeeper.Options }
 
 var ensembles struct {
@@ -41,7 +44,7 @@ var ensembles struct {
 }
 
 func (o *sharedEnsemble) Start(ctx context.Context, p backend.Plan) (*backend.Started, error) {
-	ensembles.once.Do(func() { ensembles.free = make(chan struct{}, max(1, parallel())) })
+	ensembles.once.Do(func() { ensembles.free = make(chan struct{}, max(1, min(2, parallel()))) })
 	select {
 	case ensembles.free <- struct{}{}:
 	case <-ctx.Done():
