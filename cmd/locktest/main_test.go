@@ -480,7 +480,11 @@ func testRunWithFaults(t *testing.T) {
 		}
 		var kinds []string
 		for i, f := range res.Run.Nemesis.Faults {
-			if i >= len(sched.Entries) || f.Entry != i || f.Fault != sched.Entries[i].Fault {
+			// A lease fault at a client with no lease at that moment (on a
+			// loaded host c0 can still be starting at 0.2 s) is played as
+			// a pause, and says so.
+			asPause := i < len(sched.Entries) && sched.Entries[i].Fault == "lease-revoke" && f.Fault == "pause-client" && f.Params["lease"] == "untold"
+			if i >= len(sched.Entries) || f.Entry != i || f.Fault != sched.Entries[i].Fault && !asPause {
 				t.Errorf("%s: fault %d was entry %d (%s) of %v", dir, i, f.Entry, f.Fault, sched.Entries)
 				continue
 			}
