@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -297,7 +298,7 @@ func TestWaiterStrikeWaitsForAFreshQueue(t *testing.T) {
 	stale := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", waited: 3 * time.Second}
 	env = &Env{Clients: stale, TTL: 50 * time.Millisecond}
 	params = map[string]string{}
-	if w, err := env.findClient(context.Background(), e, params, true); err != nil || w != "c1" || params["fresh_queue"] != "" {
+	if w, err := env.findClient(context.Background(), e, params, true); err != nil || w != "c1" || params["aimed"] != "" {
 		t.Errorf("never fresh: struck %q (err %v) with params %v", w, err, params)
 	}
 }
@@ -323,5 +324,85 @@ func noOpening(t *testing.T, name string, cases []aimedFaults) {
 				}
 			}
 		}
+	}
+}
+
+// Where the lock's waiters tell no lease (UntoldWaiters), the waiter's
+// strike is a pause of the waiter that began to wait last, for TTL+1 s,
+// once it has waited under TTL/4, behind any section (no param ahead);
+// the holder's revocation still opens the schedule. Where no lease can
+// be revoked, the flag changes nothing: the pause is aimed as before.
+func TestUntoldWaitersPauseTheNewest(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Time, cfg.TTL, cfg.Aim, cfg.Dense, cfg.UntoldWaiters = 30*time.Second, 2*time.Second, true, true, true
+	for seed := int64(1); seed <= 20; seed++ {
+		s, _ := Generate(seed, cfg)
+		h, w := s.Entries[0], s.Entries[1]
+		if h.Params["opening"] != "holder" || h.Fault != LeaseRevoke {
+			t.Errorf("seed %d: opens with %+v, want the holder's revocation", seed, h)
+		}
+		if w.Params["opening"] != "waiter" || w.Fault != PauseClient || w.Target != TargetWaiter || w.Duration != 3*time.Second ||
+			w.Params["waiter"] != "newest" || w.Params["waited"] != "500ms" || w.Params["ahead"] != "" || w.Params["before_write"] != "false" {
+			t.Errorf("seed %d: waiter's strike %+v, want the newest waiter paused 3s", seed, w)
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("seed %d: %v", seed, err)
+		}
+	}
+	cfg.Faults = []string{"pause", "lost-reply", "crash"}
+	for seed := int64(1); seed <= 20; seed++ {
+		told := cfg
+		told.UntoldWaiters = false
+		a, _ := Generate(seed, cfg)
+		b, _ := Generate(seed, told)
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("seed %d: without lease revocations the flag changed the schedule:\n%+v\n%+v", seed, a.Entries[:2], b.Entries[:2])
+		}
+	}
+}
+
+// staleNewest is fakeClients whose newest waiter has waited long until
+// Newest has been asked n times, and then 100 ms: a slow section ends.
+type staleNewest struct {
+	*fakeClients
+	n int
+}
+
+func (q *staleNewest) Newest(min time.Duration) (string, bool) {
+	q.mu.Lock()
+	if q.n--; q.n < 0 {
+		q.newestWaited = 100 * time.Millisecond
+	}
+	q.mu.Unlock()
+	return q.fakeClients.Newest(min)
+}
+
+// The pause of the newest waiter with param waited strikes it only once
+// it has waited under that (param aimed), not while it has queued
+// behind a slow section for seconds; where it never is, that one after
+// all, once the look is over.
+func TestNewestWaiterStruckFresh(t *testing.T) {
+	cfg := Config{Aim: true, Clients: []string{"c0", "c1", "c2"}, TTL: 2 * time.Second, UntoldWaiters: true}.WithDefaults()
+	e, ok := cfg.waiterOpening(1, families)
+	if !ok {
+		t.Fatal("no waiter opening")
+	}
+	q := &staleNewest{fakeClients: &fakeClients{names: cfg.Clients, holder: "c0", waiter: "c2", newest: "c1", newestWaited: 3 * time.Second}, n: 4}
+	env := &Env{Clients: q, TTL: cfg.TTL}
+	params := map[string]string{}
+	if w, err := env.findClient(context.Background(), e, params, false); err != nil || w != "c1" || params["aimed"] != "true" {
+		t.Errorf("struck %q (err %v) with params %v; want c1 once it had waited under 500ms", w, err, params)
+	}
+	q.mu.Lock()
+	if q.newestWaited != 100*time.Millisecond {
+		t.Error("struck before the newest waiter was fresh")
+	}
+	q.mu.Unlock()
+
+	stale := &fakeClients{names: cfg.Clients, holder: "c0", waiter: "c2", newest: "c1", newestWaited: 3 * time.Second}
+	env = &Env{Clients: stale, TTL: cfg.TTL, aimBy: time.Now().Add(50 * time.Millisecond)}
+	params = map[string]string{}
+	if w, err := env.findClient(context.Background(), e, params, false); err != nil || w != "c1" || params["aimed"] != "" {
+		t.Errorf("never fresh: struck %q (err %v) with params %v", w, err, params)
 	}
 }
