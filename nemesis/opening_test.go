@@ -329,7 +329,7 @@ func noOpening(t *testing.T, name string, cases []aimedFaults) {
 
 // Where the lock's waiters tell no lease (UntoldWaiters), the waiter's
 // strike is a pause of the waiter that began to wait last, for TTL+1 s,
-// once it has waited under TTL/4, behind any section (no param ahead);
+// once it has waited under TTL/8, behind any section (no param ahead);
 // the holder's revocation still opens the schedule. Where no lease can
 // be revoked, the flag changes nothing: the pause is aimed as before.
 func TestUntoldWaitersPauseTheNewest(t *testing.T) {
@@ -342,7 +342,7 @@ func TestUntoldWaitersPauseTheNewest(t *testing.T) {
 			t.Errorf("seed %d: opens with %+v, want the holder's revocation", seed, h)
 		}
 		if w.Params["opening"] != "waiter" || w.Fault != PauseClient || w.Target != TargetWaiter || w.Duration != 3*time.Second ||
-			w.Params["waiter"] != "newest" || w.Params["waited"] != "500ms" || w.Params["ahead"] != "" || w.Params["before_write"] != "false" {
+			w.Params["waiter"] != "newest" || w.Params["waited"] != "250ms" || w.Params["ahead"] != "" || w.Params["before_write"] != "false" {
 			t.Errorf("seed %d: waiter's strike %+v, want the newest waiter paused 3s", seed, w)
 		}
 		if err := s.Validate(); err != nil {
@@ -377,10 +377,10 @@ func (q *staleNewest) Newest(min time.Duration) (string, bool) {
 	return q.fakeClients.Newest(min)
 }
 
-// The pause of the newest waiter with param waited strikes it only once
-// it has waited under that (param aimed), not while it has queued
-// behind a slow section for seconds; where it never is, that one after
-// all, once the look is over.
+// The pause of the newest waiter with param waited (250 ms) strikes it
+// only once it has waited under that (param aimed; here 100 ms), not
+// while it has queued behind a slow section for seconds; where it never
+// is, that one after all, once the look is over.
 func TestNewestWaiterStruckFresh(t *testing.T) {
 	cfg := Config{Aim: true, Clients: []string{"c0", "c1", "c2"}, TTL: 2 * time.Second, UntoldWaiters: true}.WithDefaults()
 	e, ok := cfg.waiterOpening(1, families)
