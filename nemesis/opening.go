@@ -157,18 +157,22 @@ const waiterStream = 0x77616974
 // its acquire still waits. Where the lock's waiters tell no lease
 // (UntoldWaiters: a lock in a process of its own, whose revocation asPause
 // plays as that pause) the pause strikes the waiter that began to wait
-// last, once it has waited under TTL/8 (param waited), behind any section:
-// it is furthest from the end of its acquire, which must outlast the pause
-// and then the sections still ahead of it, and it still queues when
-// struck, however short the section (the first in line may be granted
-// before the pause stops it). The revocation's aim found no section begun
-// behind a fresh queue in a lock whose hand-offs take 50-80 ms, and struck
-// the longest waiter, which gave up (exec etcdmutex34, seeds 21-30: missed
-// 24 and 26, the catches' strikes 2.6-7.3 s into the run); under TTL/4 a
-// waiter struck 0.45 s into its acquire woke with 0.55 s of it left and
-// gave up behind a slow section (seed 21). The client drawn from the seed
-// is the fallback. ok is false when the run has no clients, no aim, or
-// neither kind is offered.
+// last, once it has waited under TTL/8 (param waited) and every waiter
+// under TTL/4 (param queue: the lock moves), behind any section: it is
+// furthest from the end of its acquire, which must outlast the pause and
+// then the sections still ahead of it, and it still queues when struck,
+// however short the section (the first in line may be granted before the
+// pause stops it). The revocation's aim found no section begun behind a
+// fresh queue in a lock whose hand-offs take 50-80 ms, and struck the
+// longest waiter, which gave up (exec etcdmutex34, seeds 21-30: missed 24
+// and 26, the catches' strikes 2.6-7.3 s into the run). With the newest's
+// wait under TTL/4 alone, a waiter struck 0.45 s into its 4 s acquire woke
+// with 0.55 s of it left behind a slow section (seed 21); under TTL/8
+// alone, a waiter that had just asked again, its acquire given up, was
+// struck behind a stalled queue whose others had waited 3 s, and gave up
+// 3 ms before the lock came to it (seed 21 again). The client drawn from
+// the seed is the fallback. ok is false when the run has no clients, no
+// aim, or neither kind is offered.
 func (c Config) waiterOpening(seed int64, fams []Family) (Entry, bool) {
 	if !c.Aim || len(c.Clients) == 0 {
 		return Entry{}, false
@@ -181,7 +185,7 @@ func (c Config) waiterOpening(seed int64, fams []Family) (Entry, bool) {
 	case revokes && c.UntoldWaiters && pauses:
 		e.Fault = PauseClient
 		e.Duration = max(r.Min, min(r.Max, waiterPause(c.TTL)))
-		e.Params = map[string]string{"before_write": "false", "waiter": "newest", "waited": (c.TTL / 8).String()}
+		e.Params = map[string]string{"before_write": "false", "waiter": "newest", "waited": (c.TTL / 8).String(), "queue": (c.TTL / 4).String()}
 	case revokes:
 		e.Fault = LeaseRevoke
 		e.Params = map[string]string{"ahead": workAhead.String() + "-" + c.waiterSection().String(), "until": "passed", "waited": (c.TTL / 4).String()}

@@ -329,7 +329,8 @@ func noOpening(t *testing.T, name string, cases []aimedFaults) {
 
 // Where the lock's waiters tell no lease (UntoldWaiters), the waiter's
 // strike is a pause of the waiter that began to wait last, for TTL+1 s,
-// once it has waited under TTL/8, behind any section (no param ahead);
+// once it has waited under TTL/8 and every waiter under TTL/4, behind any
+// section (no param ahead);
 // the holder's revocation still opens the schedule. Where no lease can
 // be revoked, the flag changes nothing: the pause is aimed as before.
 func TestUntoldWaitersPauseTheNewest(t *testing.T) {
@@ -342,7 +343,7 @@ func TestUntoldWaitersPauseTheNewest(t *testing.T) {
 			t.Errorf("seed %d: opens with %+v, want the holder's revocation", seed, h)
 		}
 		if w.Params["opening"] != "waiter" || w.Fault != PauseClient || w.Target != TargetWaiter || w.Duration != 3*time.Second ||
-			w.Params["waiter"] != "newest" || w.Params["waited"] != "250ms" || w.Params["ahead"] != "" || w.Params["before_write"] != "false" {
+			w.Params["waiter"] != "newest" || w.Params["waited"] != "250ms" || w.Params["queue"] != "500ms" || w.Params["ahead"] != "" || w.Params["before_write"] != "false" {
 			t.Errorf("seed %d: waiter's strike %+v, want the newest waiter paused 3s", seed, w)
 		}
 		if err := s.Validate(); err != nil {
@@ -377,17 +378,19 @@ func (q *staleNewest) Newest(min time.Duration) (string, bool) {
 	return q.fakeClients.Newest(min)
 }
 
-// The pause of the newest waiter with param waited (250 ms) strikes it
-// only once it has waited under that (param aimed; here 100 ms), not
-// while it has queued behind a slow section for seconds; where it never
-// is, that one after all, once the look is over.
+// The pause of the newest waiter with params waited (250 ms) and queue
+// (500 ms) strikes it only once it has waited under the first (param
+// aimed; here 100 ms) and every waiter under the second, not while it has
+// queued behind a slow section for seconds, nor while it has just asked
+// again behind a queue that has not moved for seconds; where that never
+// comes, the newest after all, once the look is over.
 func TestNewestWaiterStruckFresh(t *testing.T) {
 	cfg := Config{Aim: true, Clients: []string{"c0", "c1", "c2"}, TTL: 2 * time.Second, UntoldWaiters: true}.WithDefaults()
 	e, ok := cfg.waiterOpening(1, families)
 	if !ok {
 		t.Fatal("no waiter opening")
 	}
-	q := &staleNewest{fakeClients: &fakeClients{names: cfg.Clients, holder: "c0", waiter: "c2", newest: "c1", newestWaited: 3 * time.Second}, n: 4}
+	q := &staleNewest{fakeClients: &fakeClients{names: cfg.Clients, holder: "c0", waiter: "c2", waited: 300 * time.Millisecond, newest: "c1", newestWaited: 3 * time.Second}, n: 4}
 	env := &Env{Clients: q, TTL: cfg.TTL}
 	params := map[string]string{}
 	if w, err := env.findClient(context.Background(), e, params, false); err != nil || w != "c1" || params["aimed"] != "true" {
@@ -399,10 +402,14 @@ func TestNewestWaiterStruckFresh(t *testing.T) {
 	}
 	q.mu.Unlock()
 
-	stale := &fakeClients{names: cfg.Clients, holder: "c0", waiter: "c2", newest: "c1", newestWaited: 3 * time.Second}
-	env = &Env{Clients: stale, TTL: cfg.TTL, aimBy: time.Now().Add(50 * time.Millisecond)}
-	params = map[string]string{}
-	if w, err := env.findClient(context.Background(), e, params, false); err != nil || w != "c1" || params["aimed"] != "" {
-		t.Errorf("never fresh: struck %q (err %v) with params %v", w, err, params)
+	for _, fc := range []*fakeClients{
+		{names: cfg.Clients, holder: "c0", waiter: "c2", waited: 300 * time.Millisecond, newest: "c1", newestWaited: 3 * time.Second},
+		{names: cfg.Clients, holder: "c0", waiter: "c2", waited: 3 * time.Second, newest: "c1", newestWaited: 100 * time.Millisecond},
+	} {
+		env = &Env{Clients: fc, TTL: cfg.TTL, aimBy: time.Now().Add(50 * time.Millisecond)}
+		params = map[string]string{}
+		if w, err := env.findClient(context.Background(), e, params, false); err != nil || w != "c1" || params["aimed"] != "" {
+			t.Errorf("newest waited %s, longest %s: struck %q (err %v) with params %v", fc.newestWaited, fc.waited, w, err, params)
+		}
 	}
 }

@@ -108,8 +108,10 @@ func (env *Env) findClient(ctx context.Context, e Entry, params map[string]strin
 		limit, _ := time.ParseDuration(e.Params["waited"])
 		if e.Params["waiter"] == "newest" {
 			// The client that began to wait last, once it is fresh
-			// (param waited) while a holder has its section ahead.
-			if (aimed || limit > 0) && env.aimNewest(ctx, aim, limit) {
+			// (param waited) and so is every waiter (param queue),
+			// while a holder has its section ahead (param ahead).
+			queue, _ := time.ParseDuration(e.Params["queue"])
+			if (aimed || limit > 0 || queue > 0) && env.aimNewest(ctx, aim, limit, queue) {
 				params["aimed"] = "true"
 			}
 			if w, ok := env.Clients.Newest(minWaiterWait); ok {
@@ -266,15 +268,16 @@ func (env *Env) freshWaiter(ctx context.Context, limit time.Duration) (string, b
 
 // aimNewest waits, at most aimWait (and no later than the fault must
 // strike), for the client that began to wait last to have waited less
-// than limit (0: any wait) while a holder has a section of the range
-// ahead left ("": any moment), and says whether it found that. A strike
+// than limit (0: any wait), and every waiter less than queue (0: any
+// wait), while a holder has a section of the range ahead left ("": any
+// moment), and says whether it found that. A strike
 // that ends the waiter's lease (a pause past it) or steps its clock ahead
 // must leave its acquire time to be granted: most of a run goes by in its
 // few slow sections, and behind one every waiter had queued for seconds
 // (exec etcdmutex34: the struck waiter gave up; pg-lease-client-clock
 // seed 24: the newest waiter had waited 3.2 s, and a clock 3 s ahead ended
 // its 5 s acquire as the server granted it).
-func (env *Env) aimNewest(ctx context.Context, ahead string, limit time.Duration) bool {
+func (env *Env) aimNewest(ctx context.Context, ahead string, limit, queue time.Duration) bool {
 	wait := aimWait
 	if !env.aimBy.IsZero() {
 		wait = min(wait, time.Until(env.aimBy))
@@ -287,7 +290,8 @@ func (env *Env) aimNewest(ctx context.Context, ahead string, limit time.Duration
 				return false
 			}
 		}
-		if env.newestFresh(limit) {
+		_, stale := env.Clients.Waiter(queue)
+		if env.newestFresh(limit) && (queue <= 0 || !stale) {
 			return true
 		}
 		if !sleepUntil(actx, time.Now().Add(5*time.Millisecond)) {
