@@ -270,13 +270,13 @@ func (env *Env) freshWaiter(ctx context.Context, limit time.Duration) (string, b
 // strike), for the client that began to wait last to have waited less
 // than limit (0: any wait), and every waiter less than queue (0: any
 // wait), while a holder has a section of the range ahead left ("": any
-// moment), and says whether it found that. A strike
-// that ends the waiter's lease (a pause past it) or steps its clock ahead
-// must leave its acquire time to be granted: most of a run goes by in its
-// few slow sections, and behind one every waiter had queued for seconds
-// (exec etcdmutex34: the struck waiter gave up; pg-lease-client-clock
-// seed 24: the newest waiter had waited 3.2 s, and a clock 3 s ahead ended
-// its 5 s acquire as the server granted it).
+// moment), and says whether it found that. A strike that ends the
+// waiter's lease (a pause past it) or steps its clock ahead must leave its
+// acquire time to be granted: most of a run goes by in its few slow
+// sections, and behind one every waiter had queued for seconds (exec
+// etcdmutex34: the struck waiter gave up; pg-lease-client-clock seed 24:
+// the newest waiter had waited 3.2 s, and a clock 3 s ahead ended its 5 s
+// acquire as the server granted it).
 func (env *Env) aimNewest(ctx context.Context, ahead string, limit, queue time.Duration) bool {
 	wait := aimWait
 	if !env.aimBy.IsZero() {
