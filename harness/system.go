@@ -81,6 +81,8 @@ func NewPlan(o Options) (*Plan, error) {
 	}
 	ask := nemesis.Ask{Config: o.nemesisConfig(p.system.Members, clients, grantQuorum(p.system.Plan.Majority, len(p.system.Members))),
 		Seed: o.Workload.Seed, System: p.system.Prototype, Backend: o.Backend, Default: o.DefaultFaults, Schedule: o.Schedule, Fit: o.FitSchedule}
+	// A lock in a process of its own tells no lease of its waiters.
+	ask.Config.UntoldWaiters = !p.builtin
 	if l, ok := o.Workload.Recipe.(lock.Limited); ok {
 		ask.Refuses = l.Refuses
 	}

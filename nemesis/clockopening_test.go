@@ -9,8 +9,9 @@ import (
 
 // An aimed schedule that offers clock steps and lost replies opens, after
 // its other openings, with a waiter's clock stepped TTL+TTL/2 ahead for
-// TTL/4, aimed at a holder with work ahead and any waiter however long it
-// has waited; the entry after it starts a gap after its end. Without aim,
+// TTL/4, aimed at a holder with work ahead and the waiter that began to
+// wait last once it has waited under TTL/2; the entry after it starts a
+// gap after its end. Without aim,
 // without clock faults, or without lost replies, there is none.
 func TestAimStepsAWaitersClockAhead(t *testing.T) {
 	cfg := swarmConfig()
@@ -32,8 +33,8 @@ func TestAimStepsAWaitersClockAhead(t *testing.T) {
 		}
 		k := s.Entries[i]
 		if k.Fault != ClockBump || k.Target != TargetWaiter || !slices.Contains(cfg.Clients, k.Fallback) ||
-			k.Duration != 500*time.Millisecond || k.Params["delta"] != "3s" || k.Params["ahead"] != "200ms-" || k.Params["waited"] != "" || k.Params["waiter"] != "newest" {
-			t.Errorf("seed %d: clock opening %+v, want any waiter's clock 3s ahead for 500ms", seed, k)
+			k.Duration != 500*time.Millisecond || k.Params["delta"] != "3s" || k.Params["ahead"] != "200ms-" || k.Params["waited"] != "1s" || k.Params["waiter"] != "newest" {
+			t.Errorf("seed %d: clock opening %+v, want the newest waiter's clock 3s ahead for 500ms, once it waited under 1s", seed, k)
 		}
 		if i+1 < len(s.Entries) {
 			if next := s.Entries[i+1]; next.At < k.At+k.Duration+500*time.Millisecond {
@@ -62,5 +63,41 @@ func TestClockOpeningStrikesTheNewestWaiter(t *testing.T) {
 	}
 	if !slices.Equal(inj.Targets, []string{"c1"}) || !slices.Contains(fc.calls, "bump c1 3s") {
 		t.Errorf("struck %v (calls %v), want the newest waiter c1", inj.Targets, fc.calls)
+	}
+}
+
+// Where no lease can be revoked, the clock opening goes first, before the
+// lost release reply and the waiter's strike: last, behind their waits,
+// it came 20-23 s into a 30 s run. Where leases can be revoked it stays
+// after the other openings (TestAimStepsAWaitersClockAhead).
+func TestClockOpeningFirstWithoutRevocations(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Faults, cfg.Time, cfg.TTL, cfg.Aim, cfg.Dense = []string{"pause", "lost-reply", "clock"}, 30*time.Second, 2*time.Second, true, true
+	for seed := int64(1); seed <= 20; seed++ {
+		s, _ := Generate(seed, cfg)
+		k, lost, w := s.Entries[0], s.Entries[1], s.Entries[2]
+		if k.Params["opening"] != "clock" || lost.Fault != LostReplyRelease || lost.Target != TargetHolder || w.Params["opening"] != "waiter" {
+			t.Errorf("seed %d: opens with %+v, want the clock step, the lost release reply, the waiter's strike", seed, s.Entries[:3])
+		}
+		if lost.At != k.At+k.Duration+500*time.Millisecond {
+			t.Errorf("seed %d: the lost release reply at %s, not right after the clock step", seed, lost.At)
+		}
+	}
+}
+
+// The clock opening waits, while a holder has work ahead, for the newest
+// waiter to have waited under param waited, and steps its clock then.
+func TestClockOpeningWaitsForAFreshNewest(t *testing.T) {
+	k, _ := Config{Aim: true, Clients: []string{"c0", "c1", "c2"}, TTL: 2 * time.Second}.clockOpening(1, []Family{clockFault{}})
+	q := &staleNewest{fakeClients: &fakeClients{names: []string{"c0", "c1", "c2"}, holder: "c0", midway: "c0", left: time.Second,
+		waiter: "c2", newest: "c1", newestWaited: 3 * time.Second}, n: 4}
+	inj, err := clockFault{}.Inject(context.Background(), &Env{Clients: q, TTL: 2 * time.Second}, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !slices.Equal(inj.Targets, []string{"c1"}) || inj.Params["aimed"] != "true" || q.newestWaited != 100*time.Millisecond {
+		t.Errorf("struck %v (params %v) with the newest waiter having waited %s, want c1 once fresh", inj.Targets, inj.Params, q.newestWaited)
 	}
 }

@@ -194,6 +194,11 @@ type Config struct {
 	// OpTimeout is the clients' operation timeout (0: not known): the
 	// stop of a lost acquire reply waits for the acquire's answer up to it.
 	OpTimeout time.Duration `json:"op_timeout_ns,omitempty"`
+	// UntoldWaiters says the lock's waiters tell no lease (a lock in a
+	// process of its own tells at most its grant's key), so that a lease
+	// fault on a waiter is played as a pause (asPause): the waiter
+	// opening is drawn as a pause, aimed as one.
+	UntoldWaiters bool `json:"untold_waiters,omitempty"`
 
 	// The mix (--nemesis-mix, swarm.go), all of it drawn from the seed:
 	// Swarm has each schedule draw from a random subset of Faults; Aim

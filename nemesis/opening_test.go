@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -298,7 +299,7 @@ func TestWaiterStrikeWaitsForAFreshQueue(t *testing.T) {
 	stale := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", waited: 3 * time.Second}
 	env = &Env{Clients: stale, TTL: 50 * time.Millisecond}
 	params = map[string]string{}
-	if w, err := env.findClient(context.Background(), e, params, true); err != nil || w != "c1" || params["fresh_queue"] != "" {
+	if w, err := env.findClient(context.Background(), e, params, true); err != nil || w != "c1" || params["aimed"] != "" {
 		t.Errorf("never fresh: struck %q (err %v) with params %v", w, err, params)
 	}
 }
@@ -331,9 +332,10 @@ func noOpening(t *testing.T, name string, cases []aimedFaults) {
 // sessions), an aimed schedule with the clients' operation timeout known
 // ends its openings with a cut of a waiter's links, shorter than half a
 // TTL, struck TTL/5 before an exec lock's acquire gives up (a second
-// before the 5 s deadline): the last opening, after the waiter's clock
-// stepped ahead, before the random faults. Without the timeout, or where leases can be revoked or
-// keys expired early, none.
+// before the 5 s deadline): the last opening, after the lost release
+// request (the waiter's clock step goes first there), before the random
+// faults. Without the timeout, or where leases can be revoked or keys
+// expired early, none.
 func TestAimCutsAWaiterGivingUp(t *testing.T) {
 	cfg := swarmConfig()
 	cfg.Faults, cfg.Time, cfg.TTL, cfg.OpTimeout = []string{All}, 30*time.Second, 2*time.Second, 5*time.Second
@@ -344,8 +346,8 @@ func TestAimCutsAWaiterGivingUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		i := slices.IndexFunc(s.Entries, func(e Entry) bool { return e.Params["opening"] == "giving-up" })
-		if i != 4 || s.Entries[i-1].Params["opening"] != "clock" {
-			t.Fatalf("seed %d: the giving-up opening is entry %d, want 4 (after the waiter's clock stepped ahead)", seed, i)
+		if i != 4 || s.Entries[i-1].Params["opening"] != "release-request" || s.Entries[0].Params["opening"] != "clock" {
+			t.Fatalf("seed %d: the giving-up opening is entry %d after %v, want 4, after the lost release request", seed, i, s.Entries[i-1].Params)
 		}
 		g, req := s.Entries[i], s.Entries[i-1]
 		if g.Fault != Isolate || g.Target != TargetWaiter || !slices.Contains(cfg.Clients, g.Fallback) ||
@@ -408,4 +410,91 @@ func sessionKinds() []string {
 		}
 	}
 	return out
+}
+
+// Where the lock's waiters tell no lease (UntoldWaiters), the waiter's
+// strike is a pause of the waiter that began to wait last, for TTL+1 s,
+// once it has waited under TTL/8 and every waiter under TTL/4, behind any
+// section (no param ahead);
+// the holder's revocation still opens the schedule. Where no lease can
+// be revoked, the flag changes nothing: the pause is aimed as before.
+func TestUntoldWaitersPauseTheNewest(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Time, cfg.TTL, cfg.Aim, cfg.Dense, cfg.UntoldWaiters = 30*time.Second, 2*time.Second, true, true, true
+	for seed := int64(1); seed <= 20; seed++ {
+		s, _ := Generate(seed, cfg)
+		h, w := s.Entries[0], s.Entries[1]
+		if h.Params["opening"] != "holder" || h.Fault != LeaseRevoke {
+			t.Errorf("seed %d: opens with %+v, want the holder's revocation", seed, h)
+		}
+		if w.Params["opening"] != "waiter" || w.Fault != PauseClient || w.Target != TargetWaiter || w.Duration != 3*time.Second ||
+			w.Params["waiter"] != "newest" || w.Params["waited"] != "250ms" || w.Params["queue"] != "500ms" || w.Params["ahead"] != "" || w.Params["before_write"] != "false" {
+			t.Errorf("seed %d: waiter's strike %+v, want the newest waiter paused 3s", seed, w)
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("seed %d: %v", seed, err)
+		}
+	}
+	cfg.Faults = []string{"pause", "lost-reply", "crash"}
+	for seed := int64(1); seed <= 20; seed++ {
+		told := cfg
+		told.UntoldWaiters = false
+		a, _ := Generate(seed, cfg)
+		b, _ := Generate(seed, told)
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("seed %d: without lease revocations the flag changed the schedule:\n%+v\n%+v", seed, a.Entries[:2], b.Entries[:2])
+		}
+	}
+}
+
+// staleNewest is fakeClients whose newest waiter has waited long until
+// Newest has been asked n times, and then 100 ms: a slow section ends.
+type staleNewest struct {
+	*fakeClients
+	n int
+}
+
+func (q *staleNewest) Newest(min time.Duration) (string, bool) {
+	q.mu.Lock()
+	if q.n--; q.n < 0 {
+		q.newestWaited = 100 * time.Millisecond
+	}
+	q.mu.Unlock()
+	return q.fakeClients.Newest(min)
+}
+
+// The pause of the newest waiter with params waited (250 ms) and queue
+// (500 ms) strikes it only once it has waited under the first (param
+// aimed; here 100 ms) and every waiter under the second, not while it has
+// queued behind a slow section for seconds, nor while it has just asked
+// again behind a queue that has not moved for seconds; where that never
+// comes, the newest after all, once the look is over.
+func TestNewestWaiterStruckFresh(t *testing.T) {
+	cfg := Config{Aim: true, Clients: []string{"c0", "c1", "c2"}, TTL: 2 * time.Second, UntoldWaiters: true}.WithDefaults()
+	e, ok := cfg.waiterOpening(1, families)
+	if !ok {
+		t.Fatal("no waiter opening")
+	}
+	q := &staleNewest{fakeClients: &fakeClients{names: cfg.Clients, holder: "c0", waiter: "c2", waited: 300 * time.Millisecond, newest: "c1", newestWaited: 3 * time.Second}, n: 4}
+	env := &Env{Clients: q, TTL: cfg.TTL}
+	params := map[string]string{}
+	if w, err := env.findClient(context.Background(), e, params, false); err != nil || w != "c1" || params["aimed"] != "true" {
+		t.Errorf("struck %q (err %v) with params %v; want c1 once it had waited under 500ms", w, err, params)
+	}
+	q.mu.Lock()
+	if q.newestWaited != 100*time.Millisecond {
+		t.Error("struck before the newest waiter was fresh")
+	}
+	q.mu.Unlock()
+
+	for _, fc := range []*fakeClients{
+		{names: cfg.Clients, holder: "c0", waiter: "c2", waited: 300 * time.Millisecond, newest: "c1", newestWaited: 3 * time.Second},
+		{names: cfg.Clients, holder: "c0", waiter: "c2", waited: 3 * time.Second, newest: "c1", newestWaited: 100 * time.Millisecond},
+	} {
+		env = &Env{Clients: fc, TTL: cfg.TTL, aimBy: time.Now().Add(50 * time.Millisecond)}
+		params = map[string]string{}
+		if w, err := env.findClient(context.Background(), e, params, false); err != nil || w != "c1" || params["aimed"] != "" {
+			t.Errorf("newest waited %s, longest %s: struck %q (err %v) with params %v", fc.newestWaited, fc.waited, w, err, params)
+		}
+	}
 }

@@ -69,8 +69,11 @@ type fakeClients struct {
 	// waited, if set, is how long waiter has waited (Waiter finds it
 	// only if that is at least its minWait); unset, any wait.
 	waited time.Duration
-	// newest, if set, is the client that began waiting last (else waiter).
-	newest string
+	// newest, if set, is the client that began waiting last (else
+	// waiter), and newestWaited, if set, how long it has waited (Newest
+	// finds it only if that is at least its minWait); unset, any wait.
+	newest       string
+	newestWaited time.Duration
 	// entering is the holder entering a slow section, and its think time.
 	entering string
 	think    time.Duration
@@ -130,7 +133,7 @@ func (f *fakeClients) Newest(min time.Duration) (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.newest != "" {
-		return f.newest, true
+		return f.newest, f.newestWaited == 0 || f.newestWaited >= min
 	}
 	return f.waiter, f.waiter != "" && (f.waited == 0 || f.waited >= min)
 }

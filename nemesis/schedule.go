@@ -381,7 +381,7 @@ func (e Entry) validate(n int) error {
 			return err
 		}
 	}
-	for _, k := range []string{"waited", "giving_up"} {
+	for _, k := range []string{"waited", "giving_up", "queue"} {
 		if w, ok := e.Params[k]; ok {
 			if d, err := time.ParseDuration(w); err != nil || d < 0 || e.Target != TargetWaiter {
 				return fmt.Errorf("param %s %q: want a duration, on a fault aimed at a %s", k, w, TargetWaiter)
