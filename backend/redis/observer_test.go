@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/locktest/locktest/backend/redis/redisserver"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/recordtest"
 	"github.com/locktest/locktest/workload"
 )
 
@@ -156,27 +156,6 @@ func TestRedlockObserverAttribution(t *testing.T) {
 	}
 }
 
-// keptRecorder keeps the key-kept events recorded.
-type keptRecorder struct {
-	mu   sync.Mutex
-	kept []histories.Op
-}
-
-func (r *keptRecorder) Record(op histories.Op) (histories.Op, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if op.F == histories.FKeyKept {
-		r.kept = append(r.kept, op)
-	}
-	return op, nil
-}
-
-func (r *keptRecorder) events() []histories.Op {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.kept)
-}
-
 // On a real server: a release that returned ok while the server still
 // holds its grant's value is recorded key-kept (promise 6's evidence); one
 // that deleted its key, or one that did not return ok, is not.
@@ -189,7 +168,11 @@ func TestObserverKeyKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	values, rec := newGrantValues(), &keptRecorder{}
+	values, rec := newGrantValues(), recordtest.Create(t)
+	kept := func() []histories.Op {
+		ops, _ := rec.Snapshot()
+		return slices.DeleteFunc(ops, func(op histories.Op) bool { return op.F != histories.FKeyKept })
+	}
 	o, err := startObserver(ctx, d, values, workload.Keys{Prefix: "p/", Locks: []string{"lock"}}, rec)
 	if err != nil {
 		t.Fatal(err)
@@ -207,11 +190,11 @@ func TestObserverKeyKept(t *testing.T) {
 	a := grant("a", 1)
 	values.release("p/lock", a)
 	values.released("p/lock", a, errors.New("EOF")) // outcome unknown: nothing to judge
-	if got := rec.events(); len(got) != 0 {
+	if got := kept(); len(got) != 0 {
 		t.Fatalf("a release that did not return ok recorded %v", got)
 	}
 	values.released("p/lock", a, nil) // ok, and the key is still a's
-	got := rec.events()
+	got := kept()
 	if len(got) != 1 || got[0].Key != "lock" || got[0].Value.Params["process"] != "1" || !slices.Equal(got[0].Value.Targets, []string{"c1"}) {
 		t.Fatalf("key-kept events %+v, want one of process 1 (c1) on lock", got)
 	}
@@ -225,7 +208,7 @@ func TestObserverKeyKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	values.released("p/lock", b, nil) // ok, and it took effect
-	if got := rec.events(); len(got) != 1 {
+	if got := kept(); len(got) != 1 {
 		t.Fatalf("a release that deleted its key recorded key-kept: %+v", got[1:])
 	}
 }
