@@ -56,9 +56,17 @@ func TestLivenessGhost(t *testing.T) {
 	// final heal too.
 	h := ghostRun(histories.DeletedByRevoke, "/l/lock/lock-0000000014")
 	h.recs = h.recs[:len(h.recs)-1]
+	invalidCutShort(t, h.ops(), 0)
+}
+
+// invalidCutShort judges ops without their heal, and those from before
+// (0: all), as a run cut short, and wants liveness invalid.
+func invalidCutShort(t *testing.T, ops []histories.Op, before int64) {
+	const bound = 7 * time.Second
+	t.Helper()
 	var cut []histories.Op
-	for _, op := range h.ops() {
-		if op.F != "heal" {
+	for _, op := range ops {
+		if op.F != "heal" && (before == 0 || op.Time < before) {
 			cut = append(cut, op)
 		}
 	}
@@ -126,16 +134,5 @@ func TestLivenessOrphan(t *testing.T) {
 	}
 	// An orphan is judged whenever it was: in a run cut short before its
 	// final heal too.
-	var cut []histories.Op
-	for _, op := range orphanRun("a1", histories.DeletedByExpiry).ops() {
-		if op.F != "heal" && op.Time < 12000*ms {
-			cut = append(cut, op)
-		}
-	}
-	cut[0].Value.Params["end"] = histories.EndRecorded
-	hh := Build(cut)
-	rs := []Result{hh.Liveness(bound)}
-	if c := hh.JudgeCut(rs, bound); c == nil || rs[0].Verdict != Invalid {
-		t.Errorf("cut short before its heal: cut %v, %s (%s), want invalid", c, rs[0].Verdict, rs[0].Explanation)
-	}
+	invalidCutShort(t, orphanRun("a1", histories.DeletedByExpiry).ops(), 12000*ms)
 }
