@@ -117,6 +117,13 @@ func TestPowerTally(t *testing.T) {
 	if got := firstViolation(c); got != 2*time.Second {
 		t.Errorf("firstViolation = %v", got)
 	}
+	// The mutex check: porcupine's window from the first operation, an
+	// overlap at 6 s, and a summary of more overlaps.
+	c = checker.Result{Violations: []checker.Violation{{Kind: "not-linearizable", From: int64(time.Millisecond)},
+		{Kind: "overlap", Processes: []int{1, 2}, From: int64(6 * time.Second)}, {Kind: "overlap"}}}
+	if got := firstViolation(c); got != 6*time.Second {
+		t.Errorf("firstViolation of the mutex check = %v, want the overlap's 6s", got)
+	}
 	var b strings.Builder
 	r.Recipe, r.Bug, r.Check = "mutex-3.4", "etcd#11456", "contract"
 	printPower(&b, []powerRow{r})
