@@ -106,9 +106,14 @@ const givingUpStream = 0x67697665
 // (whether the run draws those or not): there a waiter's claim is its
 // connection's session (ZooKeeper's ephemeral node, a database's session
 // lock), kept through a brief cut; etcd's and Redis's schedules are left
-// as they were. The client drawn from the seed is the fallback.
+// as they were. And only for a lock in a process of its own
+// (UntoldWaiters), whose clean-up locktest does not know: its own recipes
+// do not swallow a clean-up's error, and there the opening's wait for a
+// waiter about to give up pushed the random faults past the run's end
+// (zk-unprotected, seeds 281-285: its lost create reply never struck in 4
+// of 5). The client drawn from the seed is the fallback.
 func (c Config) givingUpOpening(seed int64, fams []Family) (Entry, bool) {
-	if c.OpTimeout <= 0 || !c.offersKind(fams, Isolate) || c.offers(LeaseRevoke) || c.offers(ClockJumpEmulated) {
+	if !c.UntoldWaiters || c.OpTimeout <= 0 || !c.offersKind(fams, Isolate) || c.offers(LeaseRevoke) || c.offers(ClockJumpEmulated) {
 		return Entry{}, false
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), givingUpStream))

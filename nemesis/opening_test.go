@@ -339,7 +339,7 @@ func noOpening(t *testing.T, name string, cases []aimedFaults) {
 func TestAimCutsAWaiterGivingUp(t *testing.T) {
 	cfg := swarmConfig()
 	cfg.Faults, cfg.Time, cfg.TTL, cfg.OpTimeout = []string{All}, 30*time.Second, 2*time.Second, 5*time.Second
-	cfg.Aim, cfg.Dense, cfg.Offers = true, true, sessionKinds()
+	cfg.Aim, cfg.Dense, cfg.Offers, cfg.UntoldWaiters = true, true, sessionKinds(), true
 	for seed := int64(1); seed <= 20; seed++ {
 		s, err := Generate(seed, cfg)
 		if err != nil {
@@ -364,14 +364,16 @@ func TestAimCutsAWaiterGivingUp(t *testing.T) {
 	for _, c := range []struct {
 		offers []string
 		op     time.Duration
-	}{{sessionKinds(), 0}, {nil, 5 * time.Second}, {append(sessionKinds(), ClockJumpEmulated), 5 * time.Second}, {append(sessionKinds(), LeaseRevoke), 5 * time.Second}} {
+		exec   bool
+	}{{sessionKinds(), 0, true}, {nil, 5 * time.Second, true}, {append(sessionKinds(), ClockJumpEmulated), 5 * time.Second, true},
+		{append(sessionKinds(), LeaseRevoke), 5 * time.Second, true}, {sessionKinds(), 5 * time.Second, false}} {
 		cfg := swarmConfig()
-		cfg.Aim, cfg.OpTimeout, cfg.TTL, cfg.Offers = true, c.op, 2*time.Second, c.offers
+		cfg.Aim, cfg.OpTimeout, cfg.TTL, cfg.Offers, cfg.UntoldWaiters = true, c.op, 2*time.Second, c.offers, c.exec
 		for seed := int64(1); seed <= 20; seed++ {
 			s, _ := Generate(seed, cfg)
 			for _, e := range s.Entries {
 				if e.Params["giving_up"] != "" {
-					t.Errorf("%v op timeout %s seed %d: %+v", c.offers, c.op, seed, e)
+					t.Errorf("%v op timeout %s exec %v seed %d: %+v", c.offers, c.op, c.exec, seed, e)
 				}
 			}
 		}
