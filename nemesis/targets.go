@@ -181,6 +181,18 @@ const workAhead = 200 * time.Millisecond
 // for one; slow sections come every few seconds.
 const aimWait = 10 * time.Second
 
+// aimContext bounds a look for a fault's moment: aimWait, and no later
+// than the fault must strike (aimBy). In a short run the moment may not
+// come before the run ends: the fault then strikes what its selector
+// finds, not nothing.
+func (env *Env) aimContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	wait := aimWait
+	if !env.aimBy.IsZero() {
+		wait = min(wait, time.Until(env.aimBy))
+	}
+	return context.WithTimeout(ctx, wait)
+}
+
 // aim waits for a holder entering a critical section whose think time is in
 // the range "MIN-MAX"; with MAX empty (no bound), a holder already in a
 // section with at least MIN of it left serves too, at once: waiting for the
@@ -190,13 +202,7 @@ func (env *Env) aim(ctx context.Context, ahead string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	wait := aimWait
-	if !env.aimBy.IsZero() {
-		// In a short run the moment may not come before the run ends:
-		// the fault then strikes what its selector finds, not nothing.
-		wait = min(wait, time.Until(env.aimBy))
-	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
+	wctx, cancel := env.aimContext(ctx)
 	defer cancel()
 	for look := newLook(); ; {
 		if h, ok := env.Clients.Entering(lo, hi, look.since()); ok {
@@ -276,11 +282,7 @@ func (env *Env) freshWaiter(ctx context.Context, limit time.Duration) (string, b
 // givingUp waits, as aim does, for a waiter that has waited wait in its
 // acquire (the giving-up opening: its acquire is about to give up).
 func (env *Env) givingUp(ctx context.Context, wait time.Duration) (string, bool) {
-	d := aimWait
-	if !env.aimBy.IsZero() {
-		d = min(d, time.Until(env.aimBy))
-	}
-	wctx, cancel := context.WithTimeout(ctx, d)
+	wctx, cancel := env.aimContext(ctx)
 	defer cancel()
 	for {
 		if w, ok := env.Clients.Waiter(wait); ok {
@@ -304,11 +306,7 @@ func (env *Env) givingUp(ctx context.Context, wait time.Duration) (string, bool)
 // the newest waiter had waited 3.2 s, and a clock 3 s ahead ended its 5 s
 // acquire as the server granted it).
 func (env *Env) aimNewest(ctx context.Context, ahead string, limit, queue time.Duration) bool {
-	wait := aimWait
-	if !env.aimBy.IsZero() {
-		wait = min(wait, time.Until(env.aimBy))
-	}
-	actx, cancel := context.WithTimeout(ctx, wait)
+	actx, cancel := env.aimContext(ctx)
 	defer cancel()
 	for {
 		if ahead != "" {
