@@ -28,10 +28,10 @@ var etcd3Node176 = scenario.Scenario{
 		Status:  "closed; fixed in etcd3 1.1.1 (its published code waits again after each deletion until no older key is left)",
 		Recipes: []string{etcd3Election110}, Ecosystem: "Node: etcd3 (Election)", Affected: "etcd3 1.1.0 (npm), the release that brought elections",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (25.3 s mean, 28.7 s max); the contrast 10 of 10 (27.1 s mean, 33.4 s max: 3 runs over 30 s at a load average of 40-46 on 2 cores, beside another run)",
-		Random: "1 of 10 (seeds 1-10, the scenario's settings, --nemesis all --time 30s, no script): seed 1, promise 3 (a candidate " +
-			"elected while the leader's key stood); contract unknown in 8 (promise 3 left unjudged: the grants carry no decision " +
-			"revision), and seed 3 broke promise 5 (a holder's lease expired with no fault in the 6 s before, at a load average of 40-46; promise 5 is now left unjudged for a lock in a process of its own, whose stalls locktest cannot see). " +
-			"The same sweep on 1.1.2: no promise broken (unknown 9, valid 1)"}},
+		Random: "5 of 5 (held-out seeds 281-285, locktest power: --nemesis all --time 30s, the default flags, 2026-11-27): " +
+			"contract invalid in each, its first violation at a median of 9.6 s. Earlier, with the scenario's settings " +
+			"(2026-11-26), 1 of 10 (seeds 1-10, no script): " +
+			"contract unknown in 8, promise 3 left unjudged as the grants carry no decision revision"}},
 	Lesson: "A campaign of the Node etcd3 package 1.1.0 looks up the one key created just before its own, waits for it " +
 		"to be deleted, and then leads, without looking again: when the candidate queued behind the leader dies (here " +
 		"its process stops past its lease, and etcd deletes its key), the candidate behind it is elected while the " +
