@@ -14,7 +14,7 @@ import (
 // them: a class that needs one fault at one moment (a waiter's lease
 // ended while it queues: etcd#11456, etcd#11051; a release whose request
 // never arrived: etcd#22123) was often struck by none. Each opening is
-// marked with param opening, which the aim pass and holderPauseFirst
+// marked with param opening, which the aim pass and holderFirst
 // leave alone.
 
 // openings are the strikes an aimed schedule opens with, in order, their
@@ -141,7 +141,7 @@ const holderStream = 0x686f6c64
 // does on the next holder's grant. It is instant; played as a pause
 // where the lock tells no lease. Where leases cannot be revoked, none:
 // a pause of the holder would take a TTL and more of the run, and the
-// first pause drawn strikes the holder already (holderPauseFirst). It
+// first pause drawn strikes the holder already (holderFirst). It
 // lasts 2*enteredSlack, quiet after the revocation, so that the waiter's
 // strike after it aims at the sections begun since: looking at once, it
 // took the revoked holder's section, just begun, for one the first in

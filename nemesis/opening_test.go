@@ -132,7 +132,7 @@ func TestAimRevokesAHolderEarly(t *testing.T) {
 
 // The waiter's pause an aimed schedule opens with stays on the waiter:
 // the first pause of the holder is not swapped into its place
-// (holderPauseFirst), nor is it aimed again.
+// (holderFirst), nor is it aimed again.
 func TestWaiterOpeningKeepsItsTarget(t *testing.T) {
 	cfg := swarmConfig()
 	cfg.Faults, cfg.Time, cfg.Aim = []string{"pause", "lost-reply"}, 30*time.Second, true

@@ -71,7 +71,7 @@ func TestAimTurnsFaultsOnWaiters(t *testing.T) {
 		if len(inner) > len(plain.Entries) {
 			t.Fatalf("seed %d: %d entries aimed, %d plain", seed, len(inner), len(plain.Entries))
 		}
-		holderPauseFirst(plain.Entries[:len(inner)])
+		holderFirst(plain.Entries[:len(inner)])
 		for i, e := range inner {
 			p := plain.Entries[i]
 			e.At = p.At
@@ -238,5 +238,76 @@ func TestDenseMeanTimeCountsInstantKinds(t *testing.T) {
 	isolate, _ := family("isolate")
 	if got, want := c.meanTime(isolate), 4500*time.Millisecond+500*time.Millisecond; got != want {
 		t.Errorf("isolate's mean time %v, want %v", got, want)
+	}
+}
+
+// The first pause of a schedule is the holder's when it has one, and so
+// is its first isolation: two entries of a class swap what they strike,
+// every slot keeps its time and duration, and the schedule strikes the same
+// members and clients as before.
+func TestHolderFirst(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Faults = []string{"pause", "isolate"}
+	classes := []struct {
+		name  string
+		class func(Entry) bool
+		kind  string
+	}{
+		{"pause", isPause, PauseClient},
+		{"isolation", func(e Entry) bool { return e.Fault == Isolate }, Isolate},
+	}
+	moved := map[string]int{}
+	for seed := int64(1); seed <= 60; seed++ {
+		plain, _ := Generate(seed, cfg)
+		es := slices.Clone(plain.Entries)
+		holderFirst(es)
+		for i, e := range es {
+			p := plain.Entries[i]
+			if e.At != p.At || e.Duration != p.Duration {
+				t.Fatalf("seed %d: entry %d moved from %v+%v to %v+%v", seed, i, p.At, p.Duration, e.At, e.Duration)
+			}
+		}
+		for _, c := range classes {
+			first, holders := -1, 0
+			for i, e := range es {
+				if c.class(e) && first < 0 {
+					first = i
+				}
+				if e.Fault == c.kind && e.Target == TargetHolder {
+					holders++
+				}
+			}
+			if holders > 0 && (es[first].Fault != c.kind || es[first].Target != TargetHolder) {
+				t.Errorf("seed %d: first %s %+v, with %d of the holder", seed, c.name, es[first], holders)
+			}
+			differ := 0
+			for i := range es {
+				if c.class(plain.Entries[i]) && !reflect.DeepEqual(es[i], plain.Entries[i]) {
+					differ++
+				}
+			}
+			if differ != 0 && differ != 2 {
+				t.Errorf("seed %d: %d %ss changed", seed, differ, c.name)
+			}
+			if differ == 2 {
+				moved[c.name]++
+			}
+		}
+		what := func(es []Entry) []string {
+			var out []string
+			for _, e := range es {
+				out = append(out, e.Fault+" "+e.Target+" "+e.Fallback)
+			}
+			slices.Sort(out)
+			return out
+		}
+		if !reflect.DeepEqual(what(es), what(plain.Entries)) {
+			t.Errorf("seed %d: strikes %v, were %v", seed, what(es), what(plain.Entries))
+		}
+	}
+	for _, c := range classes {
+		if moved[c.name] == 0 {
+			t.Errorf("no schedule of 60 had a %s before the holder's first", c.name)
+		}
 	}
 }
