@@ -63,7 +63,7 @@ func testRunProcessCluster(t *testing.T) {
 // TestEtcd11456 finds etcd#11456 in Debian's etcd 3.4 (when installed) and
 // not in the built-in etcd. Its two runs, the longest of the end-to-end
 // ones (about 28 s each), go beside the others in a process of their own,
-// started before the wait for a turn among the four at once (alone): as
+// started before the wait for a turn among the others (alone): as
 // a subtest whose subtests each waited for a turn, the second often
 // started last and ended the package 25 s after the others.
 func TestEtcd11456(t *testing.T) {
