@@ -56,13 +56,15 @@ func TestClockOpeningStrikesTheNewestWaiter(t *testing.T) {
 		t.Fatal("no clock opening")
 	}
 	delete(k.Params, "ahead") // no section to aim at here
-	fc := &fakeClients{names: []string{"c0", "c1", "c2"}, holder: "c0", waiter: "c2", newest: "c1"}
+	// c1 has waited under the opening's 1 s (param waited): its moment is
+	// now, not after aimWait's ten seconds of looking.
+	fc := &fakeClients{names: []string{"c0", "c1", "c2"}, holder: "c0", waiter: "c2", newest: "c1", newestWaited: 100 * time.Millisecond}
 	inj, err := clockFault{}.Inject(context.Background(), &Env{Clients: fc, TTL: 2 * time.Second}, k)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(inj.Targets, []string{"c1"}) || !slices.Contains(fc.calls, "bump c1 3s") {
-		t.Errorf("struck %v (calls %v), want the newest waiter c1", inj.Targets, fc.calls)
+	if !slices.Equal(inj.Targets, []string{"c1"}) || !slices.Contains(fc.calls, "bump c1 3s") || inj.Params["aimed"] != "true" {
+		t.Errorf("struck %v (calls %v, params %v), want the newest waiter c1, aimed", inj.Targets, fc.calls, inj.Params)
 	}
 }
 

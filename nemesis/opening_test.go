@@ -224,6 +224,7 @@ func TestRevocationHeldUntilTheLockPasses(t *testing.T) {
 // a waiter has queued that long already, and strikes behind one entered
 // while every waiter is fresh.
 func TestAimWaiterPassesOverStaleQueues(t *testing.T) {
+	t.Parallel()
 	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", entering: "c0", think: time.Second, waited: 3 * time.Second}
 	env := &Env{Clients: fc, TTL: 2 * time.Second, aimBy: time.Now().Add(300 * time.Millisecond)}
 	if env.aimWaiter(context.Background(), "200ms-4s", 500*time.Millisecond) {
@@ -280,6 +281,7 @@ func (q *staleQueue) Waiter(min time.Duration) (string, bool) {
 // every waiter has queued for seconds; where it never turns fresh, that
 // one after all.
 func TestWaiterStrikeWaitsForAFreshQueue(t *testing.T) {
+	t.Parallel()
 	e := Entry{Fault: LeaseRevoke, Target: TargetWaiter, Fallback: "c0",
 		Params: map[string]string{"ahead": "200ms-4s", "until": "passed", "waited": "500ms"}}
 	q := &staleQueue{fakeClients: &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", waited: 3 * time.Second}, n: 3}

@@ -529,6 +529,7 @@ func TestRunCrashLeader(t *testing.T) {
 // all) and checks that none runs until the fault stops, then that all
 // restarted together and the cluster serves again.
 func TestRunCrashAll(t *testing.T) {
+	t.Parallel()
 	c, ctx := startCluster(t)
 	sched := Schedule{Members: 3, Entries: []Entry{{Fault: CrashMember, Target: AllMembers, Duration: 700 * time.Millisecond}}}
 	rec := newRec()

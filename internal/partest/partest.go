@@ -17,14 +17,20 @@ const Parallel = 4
 
 // Raise sets -test.parallel to Parallel, unless the command line set it.
 // Call it from TestMain, before m.Run.
-func Raise() {
+func Raise() { RaiseTo(Parallel) }
+
+// RaiseTo sets -test.parallel to n, unless the command line set it: for a
+// package whose parallel tests cost next to no CPU (a cluster each that
+// idles while the test waits out its faults), where the longest would
+// otherwise wait for a turn and end the package late.
+func RaiseTo(n int) {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
 	given := false
 	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
 	if !given {
-		if err := flag.Set("test.parallel", strconv.Itoa(Parallel)); err != nil {
+		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
 			panic(err) // the testing package defines the flag
 		}
 	}
