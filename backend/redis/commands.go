@@ -106,13 +106,25 @@ func (l *commandLog) keySet(g notedGrant, lock, server string, tl workload.Timel
 	if set < 0 {
 		return histories.Op{}, false
 	}
+	carries := func(c redisserver.Command) bool { return !c.Lua && slices.Contains(c.Args[1:], g.value) }
+	if !cmds[set].Lua {
+		// A client's own SET (NX) is sent again until it takes: the last
+		// of the same before any other request of the value set it.
+		for i := set + 1; i < len(cmds); i++ {
+			if c := cmds[i]; carries(c) {
+				if !slices.Equal(c.Args, cmds[set].Args) {
+					break
+				}
+				set = i
+			}
+		}
+	}
 	ttl, ok := setTTL(cmds[set].Args[3:])
 	if !ok {
 		return histories.Op{}, false
 	}
 	// The request that set it: the set itself, or the client's request
 	// (a script's) that ran it, which MONITOR tells first.
-	carries := func(c redisserver.Command) bool { return !c.Lua && slices.Contains(c.Args[1:], g.value) }
 	won := set
 	if cmds[set].Lua {
 		for won = set - 1; won >= 0 && !carries(cmds[won]); won-- {
