@@ -849,39 +849,57 @@ func (j *contractJudge) kept() {
 }
 
 // fresh judges promise 7 on the observer's key-set events: each tells,
-// on the server's clock, when the server took a process's grant's key,
+// on the server's clock, when the server set a process's grant's key, took
 // its previous attempt, and what came after. A grant whose holder's lock
 // said lost (its first lease-lost while it held the grant) before half
 // the TTL had passed since that attempt, before the key could have gone
 // (its TTL from the set, or a command that may have changed it), before
 // any request about it other than its release, and with no fault that
 // could touch the holder, its links or the server from that attempt on,
-// was called lost while live. Times of the server are placed in the
+// was called lost while live. One called lost within half a TTL of its
+// reply without that evidence (no key-set event, or no earlier attempt)
+// leaves the promise unjudged, in a history that has such events; one
+// under a fault is passed over. Times of the server are placed in the
 // history's by the host's clock, which both share.
 func (j *contractJudge) fresh(grants []*operation) {
 	h := j.h
+	if len(j.sd.sets) == 0 {
+		return
+	}
+	sets := map[histories.Process][]keySet{}
 	for _, s := range j.sd.sets {
-		client := j.sd.clients[s.process]
-		if s.asked < 0 || client == "" || len(j.violations[promiseFresh]) > maxStories {
-			continue
+		sets[s.process] = append(sets[s.process], s)
+	}
+	lost := map[string][]leaseLost{}
+	for _, l := range j.sd.lost {
+		if len(l.targets) == 1 {
+			lost[l.targets[0]] = append(lost[l.targets[0]], l)
 		}
-		// The grant: the process's whose acquire was under way when the
-		// server took its attempts.
-		k := slices.IndexFunc(grants, func(g *operation) bool {
-			return g.process == s.process && g.key == s.key && g.call <= s.asked && s.set <= g.ret
-		})
-		if k < 0 {
-			continue
-		}
-		g := grants[k]
+	}
+	for _, g := range grants {
+		client := j.sd.clients[g.process]
 		b := j.sd.beliefs[g.belief]
-		lost := slices.IndexFunc(j.sd.lost, func(l leaseLost) bool {
-			return l.key == s.key && slices.Equal(l.targets, []string{client}) && g.ret <= l.time && l.time <= b.To
-		})
-		if lost < 0 {
+		ls := lost[client]
+		i, _ := slices.BinarySearchFunc(ls, g.ret, func(l leaseLost, t int64) int { return cmp.Compare(l.time, t) })
+		for i < len(ls) && ls[i].key != g.key {
+			i++
+		}
+		if client == "" || i == len(ls) || ls[i].time > b.To || len(j.violations[promiseFresh]) > maxStories {
 			continue
 		}
-		at := j.sd.lost[lost].time
+		at := ls[i].time
+		k := slices.IndexFunc(sets[g.process], func(s keySet) bool { return s.key == g.key && g.call <= s.set && s.set <= g.ret })
+		if k < 0 || sets[g.process][k].asked < g.call {
+			if j.sd.ttl > 0 && at < g.ret+int64(j.sd.ttl/2) && !h.faultNear(client, g.call, at) {
+				what := "no key-set event"
+				if k >= 0 {
+					what = "no attempt before the one that set its " + h.terms().key()
+				}
+				j.cannot(promiseFresh, fmt.Sprintf("the lock told %s its grant of %s was lost at %s, but the observer tells %s on the server's clock: when its claim's time could begin cannot be bounded", h.who(g.process), h.at(g.ret), h.at(at), what))
+			}
+			continue
+		}
+		s := sets[g.process][k]
 		half := s.asked + int64(s.ttl/2)
 		held := s.set + int64(s.ttl)
 		if s.changed >= 0 {
