@@ -11,8 +11,8 @@ import (
 func TestParseMonitor(t *testing.T) {
 	for line, want := range map[string]Command{
 		`+1795772910.375870 [0 127.0.0.1:50123] "evalsha" "abc" "1" "k" "v\"1" "2000"`: {At: time.Unix(1795772910, 375870000), Args: []string{"evalsha", "abc", "1", "k", `v"1`, "2000"}},
-		`+1795772910.375967 [0 lua] "set" "k" "a\\b\x01\n" "PX" "2000"`:                 {At: time.Unix(1795772910, 375967000), Lua: true, Args: []string{"set", "k", "a\\b\x01\n", "PX", "2000"}},
-		`+1795772910.000001 [0 unix:/tmp/r.sock] "get" ""`:                              {At: time.Unix(1795772910, 1000), Args: []string{"get", ""}},
+		`+1795772910.375967 [0 lua] "set" "k" "a\\b\x01\n" "PX" "2000"`:                {At: time.Unix(1795772910, 375967000), Lua: true, Args: []string{"set", "k", "a\\b\x01\n", "PX", "2000"}},
+		`+1795772910.000001 [0 unix:/tmp/r.sock] "get" ""`:                             {At: time.Unix(1795772910, 1000), Args: []string{"get", ""}},
 	} {
 		got, ok := parseMonitor(line)
 		if !ok || !got.At.Equal(want.At) || got.Lua != want.Lua || !slices.Equal(got.Args, want.Args) {
