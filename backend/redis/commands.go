@@ -107,22 +107,6 @@ func (l *commandLog) keySet(g notedGrant, lock, server string, tl workload.Timel
 		return histories.Op{}, false
 	}
 	carries := func(c redisserver.Command) bool { return !c.Lua && slices.Contains(c.Args[1:], g.value) }
-	if !cmds[set].Lua {
-		// A client's own SET (NX) is sent again until it takes: the last
-		// of the same before any other request of the value set it.
-		for i := set + 1; i < len(cmds); i++ {
-			if c := cmds[i]; carries(c) {
-				if !slices.Equal(c.Args, cmds[set].Args) {
-					break
-				}
-				set = i
-			}
-		}
-	}
-	ttl, ok := setTTL(cmds[set].Args[3:])
-	if !ok {
-		return histories.Op{}, false
-	}
 	// The request that set it: the set itself, or the client's request
 	// (a script's) that ran it, which MONITOR tells first.
 	won := set
@@ -132,6 +116,28 @@ func (l *commandLog) keySet(g notedGrant, lock, server string, tl workload.Timel
 		if won < 0 {
 			return histories.Op{}, false
 		}
+	}
+	if slices.ContainsFunc(cmds[set].Args[3:], func(o string) bool { return strings.EqualFold(o, "nx") }) {
+		// A SET NX (a client's own, or a script's) is sent again until
+		// it takes: the last of the same, before any other request of
+		// the value, set it.
+		req, first := won, cmds[set]
+		for i := set + 1; i < len(cmds); i++ {
+			c := cmds[i]
+			if carries(c) {
+				if !slices.Equal(c.Args, cmds[won].Args) {
+					break
+				}
+				req = i
+			}
+			if c.Lua == first.Lua && slices.Equal(c.Args, first.Args) {
+				set, won = i, req
+			}
+		}
+	}
+	ttl, ok := setTTL(cmds[set].Args[3:])
+	if !ok {
+		return histories.Op{}, false
 	}
 	first := cmds[won].At
 	params := map[string]string{"key": lock, "process": g.process.String(), "server": server, "ttl_ms": strconv.FormatInt(ttl.Milliseconds(), 10)}

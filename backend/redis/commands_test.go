@@ -48,6 +48,14 @@ func TestKeySet(t *testing.T) {
 			cmd(200, false, "SET", key, "v1", "NX", "PX", "2000"),
 			cmd(300, false, "EVAL", "release", "1", key, "v1"),
 		}, want: map[string]string{"set_ns": "200000000", "asked_ns": "150000000", "next_ns": "300000000", "ttl_ms": "2000"}},
+		"script set nx": {cmds: []redisserver.Command{
+			cmd(100, false, "evalsha", "a", "2", key, "p:lock:fence", "v1", "2000"),
+			cmd(100, true, "SET", key, "v1", "NX", "PX", "2000"), // refused: another's key
+			cmd(150, false, "evalsha", "a", "2", key, "p:lock:fence", "v1", "2000"),
+			cmd(150, true, "SET", key, "v1", "NX", "PX", "2000"),
+			cmd(400, false, "evalsha", "r", "1", key, "v1"),
+			cmd(401, true, "DEL", key),
+		}, want: map[string]string{"set_ns": "150000000", "asked_ns": "100000000", "next_ns": "400000000", "changed_ns": "401000000", "ttl_ms": "2000"}},
 		"first attempt": {cmds: []redisserver.Command{
 			cmd(100, false, "SET", key, "v1", "NX", "EX", "2"),
 		}, want: map[string]string{"set_ns": "100000000", "ttl_ms": "2000"}},
