@@ -199,5 +199,11 @@ func setTTL(opts []string) (time.Duration, bool) {
 var readOnly = map[string]bool{"get": true, "exists": true, "pttl": true, "ttl": true, "type": true, "strlen": true,
 	"eval": true, "evalsha": true, "eval_ro": true, "evalsha_ro": true, "fcall": true, "fcall_ro": true}
 
-// changes says whether c may have changed or deleted the key it names.
-func changes(c redisserver.Command) bool { return !readOnly[strings.ToLower(c.Args[0])] }
+// changes says whether c may have changed or deleted the key it names,
+// which the server holds: a SET NX (another's attempt) sets only a key
+// that is not there.
+func changes(c redisserver.Command) bool {
+	name := strings.ToLower(c.Args[0])
+	nx := name == "set" && slices.ContainsFunc(c.Args[3:], func(o string) bool { return strings.EqualFold(o, "nx") })
+	return !readOnly[name] && !nx
+}

@@ -53,6 +53,8 @@ func TestKeySet(t *testing.T) {
 			cmd(100, true, "SET", key, "v1", "NX", "PX", "2000"), // refused: another's key
 			cmd(150, false, "evalsha", "a", "2", key, "p:lock:fence", "v1", "2000"),
 			cmd(150, true, "SET", key, "v1", "NX", "PX", "2000"),
+			cmd(200, false, "evalsha", "a", "2", key, "p:lock:fence", "v2", "2000"),
+			cmd(200, true, "SET", key, "v2", "NX", "PX", "2000"), // another's attempt changes nothing
 			cmd(400, false, "evalsha", "r", "1", key, "v1"),
 			cmd(401, true, "DEL", key),
 		}, want: map[string]string{"set_ns": "150000000", "asked_ns": "100000000", "next_ns": "400000000", "changed_ns": "401000000", "ttl_ms": "2000"}},
