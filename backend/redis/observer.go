@@ -42,9 +42,8 @@ type observer struct {
 	err      error
 
 	// On one server: the commands it took on the lock keys (nil
-	// elsewhere), and whether the last Sync could not wait for them.
-	cmds       *commandLog
-	cmdsBehind bool
+	// elsewhere).
+	cmds *commandLog
 }
 
 func startObserver(ctx context.Context, d *redisserver.Deployment, values *grantValues, keys workload.Keys, rec workload.Recorder) (_ *observer, err error) {
@@ -290,14 +289,6 @@ func (o *observer) Sync(ctx context.Context) error {
 			}
 		}
 	}
-	if o.cmds != nil {
-		o.mu.Lock()
-		mark := o.marks[0]
-		o.mu.Unlock()
-		// Without every command, no key-set event: the deletions are
-		// synced all the same.
-		o.cmdsBehind = o.cmds.await(ctx, mark) != nil
-	}
 	return nil
 }
 
@@ -316,12 +307,22 @@ func (o *observer) RecordObserved() {
 }
 
 // recordSets records a key-set event of each grant noted whose key's
-// set the server's commands show, when the last Sync saw every command
-// and the recorder places the server's times in the history.
+// set the server's commands show, once the command log has caught up with
+// a marker set now (the clients have stopped), when the recorder places
+// the server's times in the history.
 func (o *observer) recordSets() {
 	tl, ok := o.rec.(workload.Timeline)
-	if o.cmds == nil || o.cmdsBehind || !ok {
+	if o.cmds == nil || !ok {
 		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cmdsWait)
+	defer cancel()
+	o.mu.Lock()
+	o.marks[0]++ // the keyspace events count it too
+	mark := o.marks[0]
+	o.mu.Unlock()
+	if o.d.Servers()[0].Client().Set(ctx, o.syncKey, mark, 0).Err() != nil || o.cmds.await(ctx, mark) != nil {
+		return // without every command, no key-set event
 	}
 	for _, g := range o.values.grants() {
 		op, ok := o.cmds.keySet(g, strings.TrimPrefix(g.key, o.keys.Prefix), o.servers[0], tl)
@@ -335,6 +336,9 @@ func (o *observer) recordSets() {
 		o.mu.Unlock()
 	}
 }
+
+// cmdsWait bounds the wait for the command log to catch up at the end.
+const cmdsWait = 5 * time.Second
 
 // Err is the first error in recording.
 func (o *observer) Err() error {
