@@ -1,4 +1,4 @@
-// The contract check: the six promises a lease-based lock can keep.
+// The contract check: the seven promises a lease-based lock can keep.
 
 package checker
 
@@ -47,6 +47,21 @@ import (
 //     TTL, redis-py#3847's retried release). Judged where the observer
 //     reads the key after each release (Redis on one server); a history
 //     without such reads has nothing to break it.
+//  7. A live grant is not called lost: the lock does not tell its client
+//     that a grant is lost while, by the server's own clock, the key the
+//     grant set is still there, less than half its TTL has passed since
+//     the server took the client's previous attempt (the same request,
+//     whose reply came before the client began the attempt that won: a
+//     lock that counts its claim's time from any moment after it has
+//     more than half the TTL left, a stalled client included), the lock
+//     asked the server nothing about the grant (its next request with
+//     the grant's value is the release, or none), and no fault could
+//     touch the client, its links or the server. A lock that dates its
+//     claim from before its earlier attempts breaks it (node-redlock#296:
+//     a lock won after retries longer than its TTL is called lost at
+//     once, and never renewed). Judged on the observer's key-set events
+//     (Redis on one server, from its MONITOR); a history without them has
+//     nothing to break it.
 //
 // Order is judged by revisions (a backend whose server has none says so in
 // its Terms, and promises 2 and 3 are then not judged): a claim is the key
@@ -63,6 +78,7 @@ const (
 	promiseRelease = "4 (release only your own)"
 	promiseLive    = "5 (a live holder keeps its claim)"
 	promiseTaken   = "6 (a release that returned ok took effect)"
+	promiseFresh   = "7 (a live grant is not called lost)"
 )
 
 // expirySlack widens the window in which promise 5 looks for faults before
@@ -407,11 +423,12 @@ func (h *History) judgeContract() Result {
 	j.releases()
 	j.live()
 	j.kept()
+	j.fresh(grants)
 	res.LeaseRaces, res.LockBugs, res.Undecided, res.Overlaps = j.races, j.bugs, j.undecided, j.classes
 	h.classOf = j.classOf
 
 	var lines []string
-	for _, p := range []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive, promiseTaken} {
+	for _, p := range []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive, promiseTaken, promiseFresh} {
 		vs := j.violations[p]
 		for i, v := range vs {
 			if i == maxStories {
@@ -423,7 +440,7 @@ func (h *History) judgeContract() Result {
 		}
 	}
 	var notJudged []string
-	for _, p := range []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive, promiseTaken} {
+	for _, p := range []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive, promiseTaken, promiseFresh} {
 		if why, ok := j.unjudged[p]; ok {
 			res.Unjudged = append(res.Unjudged, p)
 			notJudged = append(notJudged, fmt.Sprintf("Promise %s could not be judged: %s.", p, why))
@@ -828,6 +845,77 @@ func (j *contractJudge) kept() {
 		j.broke(promiseTaken, Violation{Key: k.key, Processes: []int{int(k.process)}, From: rel.call, To: max(rel.ret, k.time), Faults: h.faultsDuring(rel.call, k.time),
 			Story: fmt.Sprintf("on key %q, the release by %s invoked at %s returned ok at %s, but right after it the server still held its %s, with the value its grant set: the release did not take effect.",
 				k.key, h.who(k.process), h.at(rel.call), h.at(rel.ret), h.terms().key())})
+	}
+}
+
+// fresh judges promise 7 on the observer's key-set events: each tells,
+// on the server's clock, when the server set a process's grant's key, took
+// its previous attempt, and what came after. A grant whose holder's lock
+// said lost (its first lease-lost while it held the grant) before half
+// the TTL had passed since that attempt, before the key could have gone
+// (its TTL from the set, or a command that may have changed it), before
+// any request about it other than its release, and with no fault that
+// could touch the holder, its links or the server from that attempt on,
+// was called lost while live. One called lost within half a TTL of its
+// reply without that evidence (no key-set event, or no earlier attempt)
+// leaves the promise unjudged, in a history that has such events; one
+// under a fault is passed over. Times of the server are placed in the
+// history's by the host's clock, which both share.
+func (j *contractJudge) fresh(grants []*operation) {
+	h := j.h
+	if len(j.sd.sets) == 0 {
+		return
+	}
+	sets := map[histories.Process][]keySet{}
+	for _, s := range j.sd.sets {
+		sets[s.process] = append(sets[s.process], s)
+	}
+	lost := map[string][]leaseLost{}
+	for _, l := range j.sd.lost {
+		if len(l.targets) == 1 {
+			lost[l.targets[0]] = append(lost[l.targets[0]], l)
+		}
+	}
+	for _, g := range grants {
+		client := j.sd.clients[g.process]
+		b := j.sd.beliefs[g.belief]
+		ls := lost[client]
+		i, _ := slices.BinarySearchFunc(ls, g.ret, func(l leaseLost, t int64) int { return cmp.Compare(l.time, t) })
+		for i < len(ls) && ls[i].key != g.key {
+			i++
+		}
+		if client == "" || i == len(ls) || ls[i].time > b.To || len(j.violations[promiseFresh]) > maxStories {
+			continue
+		}
+		at := ls[i].time
+		k := slices.IndexFunc(sets[g.process], func(s keySet) bool { return s.key == g.key && g.call <= s.set && s.set <= g.ret })
+		if k < 0 || sets[g.process][k].asked < g.call {
+			if j.sd.ttl > 0 && at < g.ret+int64(j.sd.ttl/2) && !h.faultNear(client, g.call, at) {
+				what := "no key-set event"
+				if k >= 0 {
+					what = "no attempt before the one that set its " + h.terms().key()
+				}
+				j.cannot(promiseFresh, fmt.Sprintf("the lock told %s its grant of %s was lost at %s, but the observer tells %s on the server's clock: when its claim's time could begin cannot be bounded", h.who(g.process), h.at(g.ret), h.at(at), what))
+			}
+			continue
+		}
+		s := sets[g.process][k]
+		half := s.asked + int64(s.ttl/2)
+		held := s.set + int64(s.ttl)
+		if s.changed >= 0 {
+			held = min(held, s.changed)
+		}
+		asked := s.next >= 0 && (b.Ended != "release" || s.next < b.To)
+		if at >= half || at >= held || asked || h.faultNear(client, s.asked, at) {
+			continue
+		}
+		next := "the server took no request about the grant from its client after the set"
+		if s.next >= 0 {
+			next = fmt.Sprintf("the server took no request about the grant from its client until its release (invoked %s)", h.at(b.To))
+		}
+		j.broke(promiseFresh, Violation{Key: s.key, Processes: []int{int(s.process)}, Tokens: []int64{b.Token}, From: s.asked, To: at,
+			Story: fmt.Sprintf("on key %q, %s was granted the lock at %s (invoked %s); the server had taken its previous attempt at %s and set its %s at %s with a TTL of %s, and still held it, but at %s, %s after that attempt, the lock told its client the grant was lost: %s, and no fault touched the client, its links or the server. However the lock counts its claim's time from a moment after that attempt's reply, more than half the TTL was left: it gave up a live grant, and stopped renewing it.",
+				s.key, h.who(s.process), h.at(g.ret), h.at(g.call), h.at(s.asked), h.terms().key(), h.at(s.set), s.ttl, h.at(at), time.Duration(at-s.asked).Round(time.Millisecond), next)})
 	}
 }
 

@@ -516,3 +516,92 @@ func TestContractReleaseTookEffect(t *testing.T) {
 		t.Errorf("a release of unknown outcome judged by promise 6: %s", r.Explanation)
 	}
 }
+
+// freshGrant: c1 asks for the lock at 1 s and is granted it at 3.3 s; the
+// server took its previous attempt at 3.1 s and set its key at 3.29 s with
+// a 2 s TTL; the lock says lost at lost (ms); c1 releases at 3.35 s, the
+// request reaching the server at 3.4 s. change edits the key-set event's
+// params (ms, or "" to drop one).
+func freshGrant(lost int64, change map[string]string) *hist {
+	params := map[string]string{"key": "lock", "process": "1", "server": "r0", "ttl_ms": "2000",
+		"set_ns": "3290", "asked_ns": "3100", "next_ns": "3400", "changed_ns": "3405"}
+	for k, v := range change {
+		params[k] = v
+	}
+	for k, v := range params {
+		if strings.HasSuffix(k, "_ns") {
+			if v == "" {
+				delete(params, k)
+				continue
+			}
+			n, _ := strconv.ParseInt(v, 10, 64)
+			params[k] = strconv.FormatInt(n*ms, 10)
+		}
+	}
+	return (&hist{}).recorded(0, 1, 2).
+		op(1, "lock", histories.Acquire, 1000, 3300, ok, nil, &histories.Value{}).
+		event(histories.FLeaseLost, lost, []string{"c1"}, map[string]string{"key": "lock", "process": "1"}).
+		rel(1, "lock", 3350, 3410, ok).
+		event(histories.FKeySet, 90000, []string{"c1"}, params)
+}
+
+// Promise 7: a grant the lock calls lost 1 ms after it, 201 ms after the
+// server took its previous attempt, while the server held its fresh key
+// and the client asked it nothing, with no fault on c1, broke it
+// (node-redlock#296's grant born expired); a fault on c2 alone changes
+// nothing.
+func TestContractFreshGrantCalledLost(t *testing.T) {
+	want := `Promise 7 (a live grant is not called lost): on key "lock", process 1 (c1) was granted the lock at 3.30 s (invoked 1.00 s); the server had taken its previous attempt at 3.10 s and set its key at 3.29 s with a TTL of 2s, and still held it, but at 3.30 s, 201ms after that attempt, the lock told its client the grant was lost: the server took no request about the grant from its client until its release (invoked 3.35 s), and no fault touched the client, its links or the server.`
+	for name, h := range map[string]*hist{
+		"no fault":          freshGrant(3301, nil),
+		"a fault on c2":     freshGrant(3301, nil).fault("pause", []string{"c2"}, 3000, 3500),
+		"no request at all": freshGrant(3301, map[string]string{"next_ns": "", "changed_ns": ""}),
+	} {
+		r := Contract(h.ops())
+		expect(t, r, Invalid)
+		if !slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Kind == "promise 7" && strings.HasPrefix(v.Story, want[:200]) }) {
+			t.Errorf("%s: want promise 7 broken:\n%s", name, r.Explanation)
+		}
+		if name == "no fault" && !strings.Contains(r.Explanation, want) {
+			t.Errorf("explanation lacks %q:\n%s", want, r.Explanation)
+		}
+	}
+}
+
+// What excuses a lost told at once, or leaves it unknown: never promise 7
+// broken. A correct lock counts its claim's time from a moment after its
+// previous attempt's reply, so it calls the grant lost only half a TTL
+// after that attempt or later (a stall of its process before its winning
+// request included); a fault near the client, a request it sent first (a
+// renewal whose answer may have said lost), or a key that may have been
+// changed by then excuse it. Without the evidence (a first attempt that
+// won, no key-set event), a lost told at once leaves it unjudged.
+func TestContractFreshGrantExcused(t *testing.T) {
+	for name, tc := range map[string]struct {
+		h       *hist
+		unknown string
+	}{
+		"half a TTL after the attempt": {h: freshGrant(4100, nil)},
+		"a fault on c1":                {h: freshGrant(3301, nil).fault("slow", []string{"c1"}, 3000, 3200)},
+		"a crash of the server":        {h: freshGrant(3301, nil).fault("crash", []string{"r0"}, 3250, 3260)},
+		"a renewal sent first":         {h: freshGrant(3301, map[string]string{"next_ns": "3295"})},
+		"the key changed first":        {h: freshGrant(3301, map[string]string{"changed_ns": "3300"})},
+		"the key's TTL ran out first":  {h: freshGrant(3301, map[string]string{"ttl_ms": "10"})},
+		"a first attempt that won":     {h: freshGrant(3301, map[string]string{"asked_ns": ""}), unknown: "Promise 7 (a live grant is not called lost) could not be judged: the lock told process 1 (c1) its grant of 3.30 s was lost at 3.30 s, but the observer tells no attempt before the one that set its key"},
+		"no key-set event of it": {h: freshGrant(3301, nil).event(histories.FKeySet, 90001, []string{"c2"},
+			map[string]string{"key": "lock", "process": "2", "server": "r0", "ttl_ms": "2000", "set_ns": "95000000000"}), unknown: "but the observer tells no key-set event"},
+	} {
+		h := tc.h
+		if name == "no key-set event of it" {
+			h.recs = slices.DeleteFunc(h.recs, func(o histories.Op) bool { return o.F == histories.FKeySet && o.Value.Targets[0] == "c1" })
+		}
+		r := Contract(h.ops())
+		if slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Kind == "promise 7" }) {
+			t.Errorf("%s: promise 7 broken:\n%s", name, r.Explanation)
+		}
+		unjudged := slices.Contains(r.Unjudged, promiseFresh)
+		if unjudged != (tc.unknown != "") || !strings.Contains(r.Explanation, tc.unknown) {
+			t.Errorf("%s: promise 7 unjudged %v, want %v (%q):\n%s", name, unjudged, tc.unknown != "", tc.unknown, r.Explanation)
+		}
+	}
+}

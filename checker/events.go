@@ -33,6 +33,17 @@ type keyKept struct {
 	index   int
 }
 
+// keySet is a "key-set" event: what the server took of process's grant's
+// key, on its own clock placed in the history. asked, next and changed
+// are -1 when the event does not tell them.
+type keySet struct {
+	key                       string
+	process                   histories.Process
+	set, asked, next, changed int64
+	ttl                       time.Duration
+	index                     int
+}
+
 // storyData is what the nemesis's and the workload's events say, read as
 // the records come (Builder.event), and the beliefs, derived from the
 // operations when the history is finished.
@@ -57,6 +68,7 @@ type storyData struct {
 	deletions []Deletion
 	lost      []leaseLost
 	kept      []keyKept
+	sets      []keySet
 	beliefs   []Belief
 	// byToken orders the beliefs with a token by token, then key;
 	// byProcess holds a process's beliefs; toMax[i] is the latest end of
@@ -201,6 +213,19 @@ func (b *Builder) event(op histories.Op) {
 	case histories.FKeyKept:
 		if n, ok := paramInt(p, "process"); ok {
 			sd.kept = append(sd.kept, keyKept{key: key, process: histories.Process(n), time: op.Time, index: op.Index})
+		}
+	case histories.FKeySet:
+		n, ok1 := paramInt(p, "process")
+		set, ok2 := paramInt(p, "set_ns")
+		ttl, ok3 := paramInt(p, "ttl_ms")
+		if ok1 && ok2 && ok3 && ttl > 0 {
+			ks := keySet{key: key, process: histories.Process(n), set: set, ttl: time.Duration(min(ttl, math.MaxInt64/int64(time.Millisecond))) * time.Millisecond, index: op.Index}
+			for name, t := range map[string]*int64{"asked_ns": &ks.asked, "next_ns": &ks.next, "changed_ns": &ks.changed} {
+				if *t = -1; p[name] != "" {
+					*t, _ = paramInt(p, name)
+				}
+			}
+			sd.sets = append(sd.sets, ks)
 		}
 	case histories.FLockerFailed:
 		if len(targets) == 1 {

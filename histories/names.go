@@ -32,6 +32,16 @@ const (
 	// release did not take effect (Redis's observer, on one server).
 	// Targets [client]; params key, process, server.
 	FKeyKept = "key-kept"
+	// FKeySet: what the server took of one grant's key, on its own clock
+	// (Redis's observer, on one server, recorded when the clients
+	// stopped). Targets [client]; params key, process, server, set_ns
+	// (when the server set the key to the grant's value), ttl_ms (the TTL
+	// it set), and, when there were such, asked_ns (when the server took
+	// the client's request before the one that set it: the same request,
+	// an earlier attempt), next_ns (the first request with the grant's
+	// value after it) and changed_ns (the first command after it that may
+	// have changed or deleted the key). Times are the history's.
+	FKeySet = "key-set"
 	// FLeaseLost: a client's session ended while it believed it held a
 	// lock. Targets [client]; params key, token, lease, process.
 	FLeaseLost = "lease-lost"

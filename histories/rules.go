@@ -239,6 +239,22 @@ func check(op Op) string {
 			return "key-kept event: it names the process whose release it judged (params process)"
 		}
 		return nonNegative("process")
+	case FKeySet:
+		if params["process"] == "" || params["set_ns"] == "" || params["ttl_ms"] == "" {
+			return "key-set event: it names the process whose grant it is, and the set_ns and ttl_ms of its key (params process, set_ns, ttl_ms)"
+		}
+		if r := nonNegative("process", "set_ns", "ttl_ms", "asked_ns", "next_ns", "changed_ns"); r != "" {
+			return r
+		}
+		set, _ := strconv.ParseInt(params["set_ns"], 10, 64)
+		for _, after := range []string{"next_ns", "changed_ns"} {
+			if t, err := strconv.ParseInt(params[after], 10, 64); err == nil && t < set {
+				return fmt.Sprintf("key-set event: %s %d is before set_ns %d", after, t, set)
+			}
+		}
+		if t, err := strconv.ParseInt(params["asked_ns"], 10, 64); err == nil && t > set {
+			return fmt.Sprintf("key-set event: asked_ns %d is after set_ns %d", t, set)
+		}
 	case FKeyDeleted:
 		if r := nonNegative("revision", "create_revision", "process"); r != "" {
 			return r

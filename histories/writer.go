@@ -104,5 +104,23 @@ func (r *Recorder) Record(op Op) (Op, error) {
 	})
 }
 
+// At is the time in the history of t, an instant read from the host's
+// wall clock alone (another process's, a server's): the wall clock's
+// time since the start. False when the wall clock has not kept pace with
+// the monotonic one that times the history (it was stepped or slewed by
+// wallSkew or more since the start): then t cannot be placed.
+func (r *Recorder) At(t time.Time) (int64, bool) {
+	now := time.Now()
+	skew := now.Round(0).Sub(r.start.Round(0)) - now.Sub(r.start)
+	if skew.Abs() >= wallSkew {
+		return 0, false
+	}
+	return int64(t.Round(0).Sub(r.start.Round(0))), true
+}
+
+// wallSkew is how far the wall clock may stray from the monotonic one for
+// At: far below what a judgement on such times turns on.
+const wallSkew = time.Millisecond
+
 // Close closes the underlying Writer.
 func (r *Recorder) Close() error { return r.w.Close() }

@@ -54,6 +54,13 @@ type Recorder interface {
 	Record(op histories.Op) (histories.Op, error)
 }
 
+// A Timeline is a Recorder that places an instant read from the host's
+// wall clock in its history (histories.Recorder.At): an observer that
+// reads a server's own clock records those times.
+type Timeline interface {
+	At(t time.Time) (int64, bool)
+}
+
 // Workload is a set of clients ready to run, and the controls a nemesis
 // drives them with. Its methods are safe for concurrent use.
 type Workload struct {

@@ -40,6 +40,10 @@ type observer struct {
 	recorded map[string]bool // "key/token/by" and "key/token" recorded (Redlock's masters each delete the key)
 	events   int             // deletions seen
 	err      error
+
+	// On one server: the commands it took on the lock keys (nil
+	// elsewhere).
+	cmds *commandLog
 }
 
 func startObserver(ctx context.Context, d *redisserver.Deployment, values *grantValues, keys workload.Keys, rec workload.Recorder) (_ *observer, err error) {
@@ -56,6 +60,11 @@ func startObserver(ctx context.Context, d *redisserver.Deployment, values *grant
 		values.setLocate(o.locate)
 	case n == 1:
 		values.setKept(o.kept)
+		if o.cmds, err = startCommandLog(wctx, d, keys.Prefix, o.syncKey, &o.wg); err != nil {
+			cancel()
+			o.wg.Wait()
+			return nil, err
+		}
 	}
 	var chans []<-chan redisserver.Event
 	for i := range n {
@@ -287,6 +296,7 @@ func (o *observer) Sync(ctx context.Context) error {
 // servers reported. Redis has no revision to name how far: the event
 // counts the deletions seen instead.
 func (o *observer) RecordObserved() {
+	o.recordSets()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	_, err := o.rec.Record(histories.Op{Type: histories.Info, F: histories.FObserved, Process: histories.Nemesis,
@@ -295,6 +305,40 @@ func (o *observer) RecordObserved() {
 		o.err = fmt.Errorf("observer: %w", err)
 	}
 }
+
+// recordSets records a key-set event of each grant noted whose key's
+// set the server's commands show, once the command log has caught up with
+// a marker set now (the clients have stopped), when the recorder places
+// the server's times in the history.
+func (o *observer) recordSets() {
+	tl, ok := o.rec.(workload.Timeline)
+	if o.cmds == nil || !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cmdsWait)
+	defer cancel()
+	o.mu.Lock()
+	o.marks[0]++ // the keyspace events count it too
+	mark := o.marks[0]
+	o.mu.Unlock()
+	if o.d.Servers()[0].Client().Set(ctx, o.syncKey, mark, 0).Err() != nil || o.cmds.await(ctx, mark) != nil {
+		return // without every command, no key-set event
+	}
+	for _, g := range o.values.grants() {
+		op, ok := o.cmds.keySet(g, strings.TrimPrefix(g.key, o.keys.Prefix), o.servers[0], tl)
+		if !ok {
+			continue
+		}
+		o.mu.Lock()
+		if _, err := o.rec.Record(op); err != nil && o.err == nil {
+			o.err = fmt.Errorf("observer: %w", err)
+		}
+		o.mu.Unlock()
+	}
+}
+
+// cmdsWait bounds the wait for the command log to catch up at the end.
+const cmdsWait = 5 * time.Second
 
 // Err is the first error in recording.
 func (o *observer) Err() error {
@@ -319,6 +363,7 @@ type grantValues struct {
 	newest    map[string]valueGrant
 	previous  map[string]valueGrant // the grant before the newest
 	gone      map[int64]bool        // grants (seq) whose key was seen deleted
+	noted     []notedGrant          // every grant, in the order noted
 	releasing map[string][]valueRelease
 
 	// On independent masters (setLocate): locate finds the masters that
@@ -385,6 +430,7 @@ func (g *grantValues) granted(key string, v valueGrant) valueGrant {
 		g.previous[key] = n
 	}
 	g.newest[key] = v
+	g.noted = append(g.noted, notedGrant{key, v})
 	if g.locate == nil {
 		return v
 	}
@@ -399,6 +445,13 @@ func (g *grantValues) granted(key string, v valueGrant) valueGrant {
 		g.located[key][at.server] = append(g.located[key][at.server], locatedGrant{v, at.pid})
 	}
 	return v
+}
+
+// grants are the grants noted so far.
+func (g *grantValues) grants() []notedGrant {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.noted)
 }
 
 // owner is the grant whose key a deletion of key deleted: the newest

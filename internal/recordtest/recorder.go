@@ -55,6 +55,9 @@ func (r *Recorder) Read(t testing.TB) []histories.Op {
 	return ops
 }
 
+// At is histories.Recorder.At.
+func (r *Recorder) At(t time.Time) (int64, bool) { return r.rec.At(t) }
+
 // Record records op to the history and keeps it.
 func (r *Recorder) Record(op histories.Op) (histories.Op, error) {
 	op, err := r.rec.Record(op)

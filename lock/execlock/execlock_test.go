@@ -585,3 +585,21 @@ func TestCorrectClientWithoutRevision(t *testing.T) {
 		t.Errorf("a correct lock without the revision, under pauses: contract invalid:%s", explain(res))
 	}
 }
+
+// A lock that calls each grant lost in the same write as its reply: every
+// lost is recorded (the grant is held before its reply is handed on, so
+// the lost read right after it finds it), and with two clients, one wins
+// after an attempt that found the key taken, and the contract check's
+// promise 7 catches the grant called lost while its key was fresh, with
+// no fault.
+func TestLostAtOnce(t *testing.T) {
+	t.Parallel()
+	res := run(t, "redis", testClient(t, "--lost-at-once"), func(o *runOptions) { o.clients = 2 })
+	st := res.Run.Stats
+	if st.Acquisitions == 0 || st.LeasesLost != st.Acquisitions {
+		t.Errorf("%d grants, each called lost at once, but %d lost recorded", st.Acquisitions, st.LeasesLost)
+	}
+	if v := verdicts(res); v[histories.CheckContract] != checker.Invalid || !strings.Contains(explain(res), "Promise 7") {
+		t.Errorf("grants called lost at once with no fault: want contract invalid by promise 7:%s", explain(res))
+	}
+}

@@ -158,6 +158,13 @@ func (l *locker) onLine(b []byte, torn bool) {
 		return
 	}
 	l.pending = nil
+	if c.req.Op == opAcquire && ln.reply.OK {
+		// Held before the reply is handed on: a "lost" the client sends
+		// right after it (a grant its lock calls lost at once) is read
+		// before Acquire's goroutine runs again, and must find it.
+		r := ln.reply
+		l.held[c.req.Lock] = &held{l: l, name: c.req.Lock, token: r.Token, hasToken: r.HasToken, key: r.Key, revision: r.Revision, lost: make(chan struct{})}
+	}
 	l.mu.Unlock()
 	c.reply <- ln.reply
 }
@@ -296,9 +303,8 @@ func (l *locker) Acquire(ctx context.Context, name string) (lock.Held, error) {
 	case !rep.OK:
 		return nil, errUnknown("%s", orNoReason(rep.Error))
 	}
-	h := &held{l: l, name: name, token: rep.Token, hasToken: rep.HasToken, key: rep.Key, revision: rep.Revision, lost: make(chan struct{})}
 	l.mu.Lock()
-	l.held[name] = h
+	h := l.held[name] // onLine's, as it read the reply
 	l.mu.Unlock()
 	return h, nil
 }

@@ -19,6 +19,8 @@ compare-and-delete to release; no token). Flags make it broken in one way each, 
   --impatient     etcd: queues (a key of its own under the lock's name; the lowest create revision
                   holds), but waits only 500 ms for the keys ahead of it, then takes the lock anyway;
                   tells no decision revision
+  --lost-at-once  says each grant is lost in the same write as its reply (a lock that calls a grant
+                  lost at once: node-redlock#296)
   --slow-start    is busy for 1.5 s as it starts (as a JVM loading its classes), then serves
 """
 import base64
@@ -225,6 +227,11 @@ for raw in sys.stdin:
             sys.stdout.write(json.dumps(reply)[:7])
             sys.stdout.flush()
             os._exit(1)
+    if req["op"] == "acquire" and reply["ok"] and "--lost-at-once" in FLAGS:
+        with out:
+            sys.stdout.write(json.dumps(reply) + "\n" + json.dumps({"event": "lost", "lock": req["lock"]}) + "\n")
+            sys.stdout.flush()
+        continue
     emit(reply)
     if req["op"] == "release" and "--out-of-turn" in FLAGS:
         emit(reply)
