@@ -1,4 +1,4 @@
-// The contract check: the six promises a lease-based lock can keep.
+// The contract check: the seven promises a lease-based lock can keep.
 
 package checker
 
@@ -47,6 +47,14 @@ import (
 //     TTL, redis-py#3847's retried release). Judged where the observer
 //     reads the key after each release (Redis on one server); a history
 //     without such reads has nothing to break it.
+//  7. A grant holds a claim of its grantee's session: where the lock
+//     tells the session it was on when it answered the grant (a lock in
+//     a process of its own, lock-client protocol version 2), the grant's
+//     key belongs to that session (the lease the servers' deletion of it
+//     names). A lock that took its grant on a key an earlier session of
+//     its own left behind, which the servers still held and expire later
+//     (CURATOR-696, CURATOR-604), broke it: nothing keeps that claim. A
+//     grant that tells no session has nothing to break it.
 //
 // Order is judged by revisions (a backend whose server has none says so in
 // its Terms, and promises 2 and 3 are then not judged): a claim is the key
@@ -63,7 +71,11 @@ const (
 	promiseRelease = "4 (release only your own)"
 	promiseLive    = "5 (a live holder keeps its claim)"
 	promiseTaken   = "6 (a release that returned ok took effect)"
+	promiseSession = "7 (a grant holds a claim of its grantee's session)"
 )
+
+// promises are the promises in order, as the explanation lists them.
+var promises = []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive, promiseTaken, promiseSession}
 
 // expirySlack widens the window in which promise 5 looks for faults before
 // an expiry, beyond the TTL: the server may expire a lease later than the
@@ -407,11 +419,12 @@ func (h *History) judgeContract() Result {
 	j.releases()
 	j.live()
 	j.kept()
+	j.sessions(grants)
 	res.LeaseRaces, res.LockBugs, res.Undecided, res.Overlaps = j.races, j.bugs, j.undecided, j.classes
 	h.classOf = j.classOf
 
 	var lines []string
-	for _, p := range []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive, promiseTaken} {
+	for _, p := range promises {
 		vs := j.violations[p]
 		for i, v := range vs {
 			if i == maxStories {
@@ -423,7 +436,7 @@ func (h *History) judgeContract() Result {
 		}
 	}
 	var notJudged []string
-	for _, p := range []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive, promiseTaken} {
+	for _, p := range promises {
 		if why, ok := j.unjudged[p]; ok {
 			res.Unjudged = append(res.Unjudged, p)
 			notJudged = append(notJudged, fmt.Sprintf("Promise %s could not be judged: %s.", p, why))
@@ -829,6 +842,42 @@ func (j *contractJudge) kept() {
 			Story: fmt.Sprintf("on key %q, the release by %s invoked at %s returned ok at %s, but right after it the server still held its %s, with the value its grant set: the release did not take effect.",
 				k.key, h.who(k.process), h.at(rel.call), h.at(rel.ret), h.terms().key())})
 	}
+}
+
+// sessions judges promise 7: the key of a grant that tells its grantee's
+// session is that session's, by the lease the deletion of its claim names.
+// A claim whose deletion the history does not tell apart, or that names no
+// lease, leaves it unjudged.
+func (j *contractJudge) sessions(grants []*operation) {
+	h := j.h
+	for _, g := range grants {
+		if g.session == "" {
+			continue
+		}
+		c := j.claim[g.belief]
+		d := c.del
+		switch {
+		case g.made == 0:
+			j.cannot(promiseSession, "a grant that tells its session carries no token and no creation point of its key")
+		case d == nil || c.lo != c.hi:
+			j.cannot(promiseSession, fmt.Sprintf("the history does not say which deletion was the %s: %s", j.claimOf(g), c.why))
+		case d.Lease == "":
+			j.cannot(promiseSession, fmt.Sprintf("the deletion of the %s (history index %d) names no session", j.claimOf(g), d.Index))
+		case d.Lease != g.session && len(j.violations[promiseSession]) <= maxStories:
+			j.broke(promiseSession, Violation{Key: g.key, Processes: []int{int(g.process)}, Tokens: []int64{g.tok}, From: g.ret, To: max(g.ret, d.Time),
+				Faults: h.faultsDuring(g.call, g.ret),
+				Story: fmt.Sprintf("on key %q, %s was granted at %s on the %s, and its lock said it was on session %s; but the %s was session %s's (the servers deleted it at %s, by %s): the grant held a claim of another session, which nothing of the grantee's keeps.",
+					g.key, h.who(g.process), h.at(g.ret), j.claimOf(g), g.session, h.terms().key(), d.Lease, h.atRevision(d.Revision, d.Time), orUnsaid(d.By))})
+		}
+	}
+}
+
+// orUnsaid is a deletion's cause, or words for none.
+func orUnsaid(by string) string {
+	if by == "" {
+		return "a cause the observer could not tell"
+	}
+	return by
 }
 
 // indefinite says why an other-release deletion is not definite, or ""

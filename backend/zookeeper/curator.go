@@ -52,7 +52,8 @@ var curator604 = scenario.Scenario{
 		"the lock's children, and while the servers still hold the old session (a restarted ensemble gives every session " +
 		"it restores a fresh timeout) its old node is there, and first in line once the holder has let go: acquire returns " +
 		"the lock on it. The servers then expire the old session and delete the node; nothing tells the holder, and the next " +
-		"waiter is granted beside it: the mutex check names the two holders. Upstream has no fix (a maintainer calls it the " +
+		"waiter is granted beside it: the mutex check names the two holders, and the contract check's promise 7 the grant on a node of " +
+		"another session than the one the adapter says it answered on. Upstream has no fix (a maintainer calls it the " +
 		"mutex version of CURATOR-696); the contrast (--fix=604, in the adapter) applies to the mutex's grant the check " +
 		"Curator pull request 500 gave LeaderLatch: a node not of the current session is let go and the acquire goes on, " +
 		"and there is one holder.",
@@ -89,7 +90,8 @@ var curator696 = scenario.Scenario{
 		"servers still hold the old session (a restarted ensemble gives every session it restores a fresh timeout) its old " +
 		"node is there, first in line, and the latch takes the leadership on it. The servers then expire the old session and " +
 		"delete the node; the latch watches only the node before its own, so it never learns, and the next candidate is " +
-		"elected beside it: the mutex check names the two leaders. Curator pull request 500 (5.7.0) takes the " +
+		"elected beside it: the mutex check names the two leaders, and the contract check's promise 7 the grant on a node of another " +
+		"session than the one the adapter says it answered on. Curator pull request 500 (5.7.0) takes the " +
 		"leadership only on a node of the current session and resets otherwise; the contrast applies it to 5.4.0's latch in " +
 		"the adapter (--fix=500: the same check when await returns, then the latch's own reset), and there is one leader.",
 	Run:      outageSettings(curatorLatch),
@@ -111,12 +113,13 @@ func outageSettings(recipe string) scenario.Settings {
 }
 
 // twoHolders is what both scenarios expect of the library as it is: the
-// mutex check names two holders; only a fenced resource refuses the old
-// grant's write.
+// mutex check names two holders, the contract check the grant on another
+// session's node (promise 7, by the session the adapter tells); only a
+// fenced resource refuses the old grant's write.
 var twoHolders = map[string]map[string]string{
-	scenario.Unfenced: {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Invalid},
-	scenario.Fenced:   {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Valid},
+	scenario.Unfenced: {histories.CheckMutex: scenario.Invalid, histories.CheckContract: scenario.Invalid, histories.CheckResource: scenario.Invalid},
+	scenario.Fenced:   {histories.CheckMutex: scenario.Invalid, histories.CheckContract: scenario.Invalid, histories.CheckResource: scenario.Valid},
 }
 
 // oneHolder is what they expect of a contrast: the fix applied.
-var oneHolder = map[string]string{histories.CheckMutex: scenario.Valid, histories.CheckResource: scenario.Valid}
+var oneHolder = map[string]string{histories.CheckMutex: scenario.Valid, histories.CheckContract: scenario.Valid, histories.CheckResource: scenario.Valid}

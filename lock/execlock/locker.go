@@ -49,6 +49,7 @@ type held struct {
 	hasToken bool
 	key      string
 	revision int64
+	session  string
 	lost     chan struct{} // closed at a "lost" event
 	lostOnce sync.Once
 }
@@ -60,6 +61,7 @@ var (
 	_ lock.Watched   = (*held)(nil)
 	_ lock.Keyed     = (*held)(nil)
 	_ lock.Decided   = (*held)(nil)
+	_ lock.Sessioned = (*held)(nil)
 	_ lock.Untokened = (*held)(nil)
 )
 
@@ -296,7 +298,7 @@ func (l *locker) Acquire(ctx context.Context, name string) (lock.Held, error) {
 	case !rep.OK:
 		return nil, errUnknown("%s", orNoReason(rep.Error))
 	}
-	h := &held{l: l, name: name, token: rep.Token, hasToken: rep.HasToken, key: rep.Key, revision: rep.Revision, lost: make(chan struct{})}
+	h := &held{l: l, name: name, token: rep.Token, hasToken: rep.HasToken, key: rep.Key, revision: rep.Revision, session: rep.Session, lost: make(chan struct{})}
 	l.mu.Lock()
 	l.held[name] = h
 	l.mu.Unlock()
@@ -390,5 +392,6 @@ func (h *held) Token() int64                      { return h.token }
 func (h *held) Untokened() bool                   { return !h.hasToken }
 func (h *held) Key() string                       { return h.key }
 func (h *held) Revision() int64                   { return h.revision }
+func (h *held) Session() string                   { return h.session }
 func (h *held) Done() <-chan struct{}             { return h.lost }
 func (h *held) Release(ctx context.Context) error { return h.l.release(ctx, h) }
