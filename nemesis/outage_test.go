@@ -1,0 +1,75 @@
+package nemesis
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// A session lock in a process of its own on a cluster opens its aimed
+// schedule with the whole cluster's outage, TTL/2 down, at a fresh queue;
+// a lock locktest sees, a system that revokes leases or expires keys early,
+// or a lone server, gets none.
+func TestOutageOpening(t *testing.T) {
+	cfg := swarmConfig()
+	cfg.Time, cfg.TTL, cfg.OpTimeout = 30*time.Second, 2*time.Second, 5*time.Second
+	cfg.Aim, cfg.Dense, cfg.Offers, cfg.UntoldWaiters = true, true, sessionKinds(), true
+	for seed := int64(1); seed <= 20; seed++ {
+		s, err := Generate(seed, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := s.Entries[0]
+		if o.Fault != CrashMember || o.Target != AllMembers || o.Duration != time.Second ||
+			o.Params["fresh"] != "250ms" || o.Params["opening"] != "outage" || o.At != cfg.WithDefaults().gap() {
+			t.Errorf("seed %d: opens with %+v, want the outage", seed, o)
+		}
+		if next := s.Entries[1]; next.At < o.At+o.Duration {
+			t.Errorf("seed %d: %s at %s, during the outage", seed, next.Fault, next.At)
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("seed %d: %v", seed, err)
+		}
+	}
+	for _, c := range []struct {
+		offers  []string
+		members int
+		exec    bool
+	}{{sessionKinds(), 3, false}, {append(sessionKinds(), LeaseRevoke), 3, true},
+		{append(sessionKinds(), ClockJumpEmulated), 3, true}, {sessionKinds(), 1, true}} {
+		cfg := swarmConfig()
+		cfg.Aim, cfg.OpTimeout, cfg.TTL, cfg.Offers, cfg.UntoldWaiters, cfg.Members = true, 5*time.Second, 2*time.Second, c.offers, c.exec, c.members
+		for seed := int64(1); seed <= 20; seed++ {
+			s, _ := Generate(seed, cfg)
+			for _, e := range s.Entries {
+				if e.Params["opening"] == "outage" {
+					t.Errorf("%v, %d members, exec %v, seed %d: %+v", c.offers, c.members, c.exec, seed, e)
+				}
+			}
+		}
+	}
+}
+
+// The outage waits for a queue whose waiters have all waited less than its
+// param fresh, and strikes anyway once the run's end is near.
+func TestFreshQueue(t *testing.T) {
+	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", waited: time.Second}
+	env := &Env{Clients: fc, TTL: 2 * time.Second, aimBy: time.Now().Add(100 * time.Millisecond)}
+	if env.freshQueue(context.Background(), 250*time.Millisecond) {
+		t.Error("a waiter of 1 s taken for a fresh queue")
+	}
+	fc.mu.Lock()
+	fc.waited = 100 * time.Millisecond
+	fc.mu.Unlock()
+	env.aimBy = time.Now().Add(time.Minute)
+	if !env.freshQueue(context.Background(), 250*time.Millisecond) {
+		t.Error("a waiter of 100 ms not taken for a fresh queue")
+	}
+	fc.mu.Lock()
+	fc.waiter = ""
+	fc.mu.Unlock()
+	env.aimBy = time.Now().Add(100 * time.Millisecond)
+	if env.freshQueue(context.Background(), 250*time.Millisecond) {
+		t.Error("no waiter taken for a fresh queue")
+	}
+}
