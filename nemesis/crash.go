@@ -91,13 +91,10 @@ func (crash) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 }
 
 // crashAll kills every member, and restarts them all when the fault stops;
-// with param fresh, once the queue is fresh (outageOpening).
+// with param fresh, at the outage's moment (outageOpening).
 func crashAll(ctx context.Context, env *Env, c crasher, e Entry, inj *Injected) (*Injected, error) {
-	if f, ok := e.Params["fresh"]; ok {
-		limit, _ := time.ParseDuration(f)
-		if env.freshQueue(ctx, limit) {
-			inj.Params["aimed"] = "true"
-		}
+	if _, ok := e.Params["fresh"]; ok {
+		env.outageMoment(ctx, e, inj.Params)
 	}
 	inj.Targets = env.Sys.MemberNames()
 	inj.Stop = func(ctx context.Context) error {

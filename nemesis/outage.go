@@ -8,20 +8,30 @@ import (
 // outageOpening is an aimed schedule's outage of the whole cluster: every
 // member crashed at once (crash-member, target all), restarted together
 // from its data, as after a power cut or a careless rolling restart done
-// all at once. Its moment is a fresh queue (param fresh: every waiter has
-// waited less than TTL/8, and one waits), its downtime TTL/2: with the
-// restart of three servers (1.5-3 s measured) the clients are cut off past
-// their session timeout, so that a library that declares its session lost
-// after that long (Curator's LOST) makes a new one, while the restarted
-// servers give every session they restore a fresh timeout; the old
-// sessions and their nodes live on for one more timeout after the
-// restart, and a lock that keeps its node's path across sessions grants on
-// its old session's node (CURATOR-696, CURATOR-604). The waiters, fresh
-// when the cluster went, are still in their acquires (a 4 s wait) when
-// their clients are back. Random crashes take one member at a time: the
-// others expire the old sessions while their clients are away, and those
-// bugs never showed (leader-latch and curator-mutex, seeds 1-10: 0 of 10
-// runs each, by the adapter's log).
+// all at once. Random crashes take one member at a time: the others expire
+// the old sessions while their clients are away, and the bugs below never
+// showed (leader-latch and curator-mutex, seeds 1-10: 0 of 10 runs each,
+// by the adapter's log).
+//
+// Down TTL/2: with the restart of three servers (0.5-1.6 s measured) the
+// clients are cut off past their session timeout, so that a library that
+// declares its session lost after that long (Curator's LOST, 2.0 s after
+// it lost the connection) makes a new one, while the restarted servers
+// give every session they restore a fresh timeout: the old sessions and
+// their nodes live on for one more timeout, and a lock that keeps its
+// node's path across sessions grants on its old session's node once the
+// nodes before it go (CURATOR-696, CURATOR-604).
+//
+// Its moment (outageMoment): a holder entering a section of TTL*5/4 to
+// TTL*7/4 (param ahead) while every waiter has waited less than TTL/8
+// (param fresh). The holder's release then comes after its client is back
+// on its new session, which deletes its old node at once, and before the
+// waiters' acquires give up (4 s after they began): Curator's mutex
+// released during the outage retries its delete with backoff past that
+// (seed 1: the waiters gave up 1.3 s after the restart, the holder's node
+// went with its old session 0.7 s later), and a holder's node left to the
+// servers' expiry goes a TTL after the restart, when every waiter fresh at
+// the crash has given up.
 //
 // Only for a session lock in a process of its own (sessionLock) on a
 // cluster whose members can crash: where a waiter's claim is its
@@ -31,10 +41,28 @@ func (c Config) outageOpening(fams []Family) (Entry, bool) {
 	if !c.sessionLock() || c.Members < 2 || !c.offersKind(fams, CrashMember) {
 		return Entry{}, false
 	}
+	ahead := (c.TTL * 5 / 4).String() + "-" + (c.TTL * 7 / 4).String()
 	return Entry{
 		Fault: CrashMember, Target: AllMembers, Duration: c.TTL / 2,
-		Params: map[string]string{"fresh": (c.TTL / 8).String(), "opening": "outage"},
+		Params: map[string]string{"ahead": ahead, "fresh": (c.TTL / 8).String(), "opening": "outage"},
 	}, true
+}
+
+// outageMoment waits for e's moment: a holder entering a section of its
+// param ahead behind a queue fresher than its param fresh (aimWaiter), or
+// else a fresh queue alone (freshQueue), and notes in params which it
+// found.
+func (env *Env) outageMoment(ctx context.Context, e Entry, params map[string]string) {
+	if env.Clients == nil {
+		return
+	}
+	limit, _ := time.ParseDuration(e.Params["fresh"])
+	switch a, ok := e.Params["ahead"]; {
+	case ok && env.aimWaiter(ctx, a, limit):
+		params["aimed"] = "true"
+	case env.freshQueue(ctx, limit):
+		params["fresh_queue"] = "true"
+	}
 }
 
 // sessionLock says whether the run's lock is a session lock in a process
@@ -50,9 +78,6 @@ func (c Config) sessionLock() bool {
 // freshQueue waits, as aim does, for a client queued in Acquire while every
 // waiter has waited less than limit, and says whether it found one.
 func (env *Env) freshQueue(ctx context.Context, limit time.Duration) bool {
-	if env.Clients == nil {
-		return false
-	}
 	wctx, cancel := env.aimContext(ctx)
 	defer cancel()
 	for {
