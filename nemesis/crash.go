@@ -38,7 +38,7 @@ func (crash) Spec() Spec {
 		// A member's crash struck 5.8-6.3 s after its turn came (13 of
 		// 13, etcd, on a loaded machine), a client's at once.
 		Settle:         4 * time.Second,
-		DurationParams: []string{"fresh"},
+		DurationParams: []string{"fresh", "hold"},
 	}
 }
 
@@ -93,8 +93,9 @@ func (crash) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 // crashAll kills every member, and restarts them all when the fault stops;
 // with param fresh, at the outage's moment (outageOpening).
 func crashAll(ctx context.Context, env *Env, c crasher, e Entry, inj *Injected) (*Injected, error) {
+	back := func() {}
 	if _, ok := e.Params["fresh"]; ok {
-		env.outageMoment(ctx, e, inj.Params)
+		back = env.outage(ctx, e, inj.Params)
 	}
 	inj.Targets = env.Sys.MemberNames()
 	inj.Stop = func(ctx context.Context) error {
@@ -105,6 +106,7 @@ func crashAll(ctx context.Context, env *Env, c crasher, e Entry, inj *Injected) 
 			wg.Go(func() { errs[i] = c.RestartMember(ctx, i) })
 		}
 		wg.Wait()
+		back()
 		inj.Params["restart_took"] = time.Since(began).Round(time.Millisecond).String()
 		return errors.Join(errs...)
 	}

@@ -2,7 +2,10 @@ package nemesis
 
 import (
 	"context"
+	"sync"
 	"time"
+
+	"github.com/locktest/locktest/histories"
 )
 
 // outageOpening is an aimed schedule's outage of the whole cluster: every
@@ -24,14 +27,17 @@ import (
 //
 // Its moment (outageMoment): a holder entering a section of TTL*5/4 to
 // TTL*7/4 (param ahead) while every waiter has waited less than TTL/8
-// (param fresh). The holder's release then comes after its client is back
-// on its new session, which deletes its old node at once, and before the
-// waiters' acquires give up (4 s after they began): Curator's mutex
-// released during the outage retries its delete with backoff past that
-// (seed 1: the waiters gave up 1.3 s after the restart, the holder's node
-// went with its old session 0.7 s later), and a holder's node left to the
-// servers' expiry goes a TTL after the restart, when every waiter fresh at
-// the crash has given up.
+// (param fresh), or else such a queue alone; and the holder's release is
+// held until TTL/4 after the cluster is back (param hold), so that it
+// comes once its client is back on its new session, which deletes its old
+// node at once, and before the waiters' acquires give up (4 s after they
+// began). Curator's mutex released during the outage retries its delete
+// with backoff past that, and a node left to the servers' expiry goes a
+// TTL after the restart, when every waiter fresh at the crash has given
+// up (curator-mutex seed 1: the waiters gave up 1.3 s after the restart,
+// the holder's node went with its old session 0.7 s later); a restart
+// slower than 1.5-2 s (a loaded host: 2.7-22 s at a load average of 20-30)
+// leaves them no time either way.
 //
 // Only for a session lock in a process of its own (sessionLock) on a
 // cluster whose members can crash: where a waiter's claim is its
@@ -44,9 +50,58 @@ func (c Config) outageOpening(fams []Family) (Entry, bool) {
 	ahead := (c.TTL * 5 / 4).String() + "-" + (c.TTL * 7 / 4).String()
 	return Entry{
 		Fault: CrashMember, Target: AllMembers, Duration: c.TTL / 2,
-		Params: map[string]string{"ahead": ahead, "fresh": (c.TTL / 8).String(), "opening": "outage"},
+		Params: map[string]string{"ahead": ahead, "fresh": (c.TTL / 8).String(), "hold": (c.TTL / 4).String(), "opening": "outage"},
 	}, true
 }
+
+// outage waits for e's moment (outageMoment), then holds the release of
+// the holder then, if any, until e's param hold after the cluster is back
+// (at most outageHoldMax in all), which the returned func says. It notes
+// the client held in params (held).
+func (env *Env) outage(ctx context.Context, e Entry, params map[string]string) (back func()) {
+	var (
+		once   sync.Once
+		backAt time.Time
+	)
+	done := make(chan struct{})
+	back = func() {
+		once.Do(func() {
+			backAt = time.Now()
+			close(done)
+		})
+	}
+	env.outageMoment(ctx, e, params)
+	hold, err := time.ParseDuration(e.Params["hold"])
+	if env.Clients == nil || err != nil || hold <= 0 {
+		return back
+	}
+	h, _, ok := env.Clients.Holder("")
+	if !ok {
+		return back
+	}
+	bound := time.Now().Add(outageHoldMax)
+	_, err = env.Clients.Intercept(h, histories.Release, func() {
+		select {
+		case <-done:
+			until := backAt.Add(hold)
+			if until.After(bound) {
+				until = bound
+			}
+			sleepUntil(ctx, until)
+		case <-ctx.Done():
+		case <-time.After(time.Until(bound)):
+		}
+	}, func(error) {})
+	if err == nil {
+		params["held"] = h
+	}
+	return back
+}
+
+// outageHoldMax bounds the hold of the holder's release from the crash on:
+// a release held past the run's operation timeout (5 s by default) would
+// be given up as unknown.
+const outageHoldMax = 4 * time.Second
 
 // outageMoment waits for e's moment: a holder entering a section of its
 // param ahead behind a queue fresher than its param fresh (aimWaiter), or

@@ -21,7 +21,7 @@ func TestOutageOpening(t *testing.T) {
 		}
 		o := s.Entries[0]
 		if o.Fault != CrashMember || o.Target != AllMembers || o.Duration != time.Second ||
-			o.Params["fresh"] != "250ms" || o.Params["ahead"] != "2.5s-3.5s" || o.Params["opening"] != "outage" || o.At != cfg.WithDefaults().gap() {
+			o.Params["fresh"] != "250ms" || o.Params["ahead"] != "2.5s-3.5s" || o.Params["hold"] != "500ms" || o.Params["opening"] != "outage" || o.At != cfg.WithDefaults().gap() {
 			t.Errorf("seed %d: opens with %+v, want the outage", seed, o)
 		}
 		if next := s.Entries[1]; next.At < o.At+o.Duration {
@@ -83,5 +83,30 @@ func TestOutageMoment(t *testing.T) {
 	env.aimBy = time.Now().Add(100 * time.Millisecond)
 	if env.freshQueue(context.Background(), 250*time.Millisecond) {
 		t.Error("no waiter taken for a fresh queue")
+	}
+}
+
+// The holder at the outage's moment has its release held until the
+// outage's param hold after the cluster is back.
+func TestOutageHoldsTheRelease(t *testing.T) {
+	const hold = 50 * time.Millisecond
+	e := Entry{Fault: CrashMember, Target: AllMembers, Params: map[string]string{"fresh": "250ms", "hold": hold.String()}}
+	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", waited: time.Second}
+	env := &Env{Clients: fc, TTL: 100 * time.Millisecond, aimBy: time.Now().Add(10 * time.Millisecond)}
+	params := map[string]string{}
+	back := env.outage(context.Background(), e, params)
+	h := fc.take()
+	if params["held"] != "c0" || h == nil {
+		t.Fatalf("the holder's release not held: %v, hook %v", params, h)
+	}
+	released := make(chan time.Time)
+	go func() {
+		h.before()
+		released <- time.Now()
+	}()
+	backAt := time.Now()
+	back()
+	if at := <-released; at.Sub(backAt) < hold {
+		t.Errorf("released %s after the cluster was back, want %s or more", at.Sub(backAt), hold)
 	}
 }
