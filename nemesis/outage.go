@@ -25,19 +25,19 @@ import (
 // node's path across sessions grants on its old session's node once the
 // nodes before it go (CURATOR-696, CURATOR-604).
 //
-// Its moment (outageMoment): a holder entering a section of TTL*5/4 to
-// TTL*7/4 (param ahead) while every waiter has waited less than TTL/8
-// (param fresh), or else such a queue alone; and the holder's release is
-// held until TTL/4 after the cluster is back (param hold), so that it
-// comes once its client is back on its new session, which deletes its old
-// node at once, and before the waiters' acquires give up (4 s after they
-// began). Curator's mutex released during the outage retries its delete
-// with backoff past that, and a node left to the servers' expiry goes a
-// TTL after the restart, when every waiter fresh at the crash has given
-// up (curator-mutex seed 1: the waiters gave up 1.3 s after the restart,
-// the holder's node went with its old session 0.7 s later); a restart
-// slower than 1.5-2 s (a loaded host: 2.7-22 s at a load average of 20-30)
-// leaves them no time either way.
+// Its moment (outageMoment): a holder with less than a TTL of its section
+// left, while every waiter has waited less than TTL/8 (param fresh); and
+// that holder's release is held until TTL/4 after the cluster is back
+// (param hold), so that it comes once its client is back on its new
+// session, which deletes its old node at once, and before the waiters'
+// acquires give up (4 s after they began). Curator's mutex released during
+// the outage retries its delete with backoff past that, and a node left to
+// the servers' expiry goes a TTL after the restart, when every waiter
+// fresh at the crash has given up (curator-mutex seed 1: the waiters gave
+// up 1.3 s after the restart, the holder's node went with its old session
+// 0.7 s later); a holder deep in a slow section releases too late itself.
+// A restart slower than 1.5-2 s (a loaded host: 2.7-22 s at a load
+// average of 20-30) leaves the waiters no time either way.
 //
 // Only for a session lock in a process of its own (sessionLock) on a
 // cluster whose members can crash: where a waiter's claim is its
@@ -47,10 +47,9 @@ func (c Config) outageOpening(fams []Family) (Entry, bool) {
 	if !c.sessionLock() || c.Members < 2 || !c.offersKind(fams, CrashMember) {
 		return Entry{}, false
 	}
-	ahead := (c.TTL * 5 / 4).String() + "-" + (c.TTL * 7 / 4).String()
 	return Entry{
 		Fault: CrashMember, Target: AllMembers, Duration: c.TTL / 2,
-		Params: map[string]string{"ahead": ahead, "fresh": (c.TTL / 8).String(), "hold": (c.TTL / 4).String(), "opening": "outage"},
+		Params: map[string]string{"fresh": (c.TTL / 8).String(), "hold": (c.TTL / 4).String(), "opening": "outage"},
 	}, true
 }
 
@@ -103,20 +102,27 @@ func (env *Env) outage(ctx context.Context, e Entry, params map[string]string) (
 // be given up as unknown.
 const outageHoldMax = 4 * time.Second
 
-// outageMoment waits for e's moment: a holder entering a section of its
-// param ahead behind a queue fresher than its param fresh (aimWaiter), or
-// else a fresh queue alone (freshQueue), and notes in params which it
-// found.
+// outageMoment waits, as aim does, for e's moment: a holder with less
+// than a TTL of its section left, while a client is queued in Acquire and
+// every waiter has waited less than e's param fresh; it says in params
+// whether it found one (aimed).
 func (env *Env) outageMoment(ctx context.Context, e Entry, params map[string]string) {
 	if env.Clients == nil {
 		return
 	}
 	limit, _ := time.ParseDuration(e.Params["fresh"])
-	switch a, ok := e.Params["ahead"]; {
-	case ok && env.aimWaiter(ctx, a, limit):
-		params["aimed"] = "true"
-	case env.freshQueue(ctx, limit):
-		params["fresh_queue"] = "true"
+	wctx, cancel := env.aimContext(ctx)
+	defer cancel()
+	for {
+		_, _, held := env.Clients.Holder("")
+		_, long := env.Clients.Ahead(env.TTL)
+		if held && !long && env.freshQueue(limit) {
+			params["aimed"] = "true"
+			return
+		}
+		if !sleepUntil(wctx, time.Now().Add(5*time.Millisecond)) {
+			return
+		}
 	}
 }
 
@@ -130,18 +136,10 @@ func (c Config) sessionLock() bool {
 	return c.UntoldWaiters && c.OpTimeout > 0 && !c.offers(LeaseRevoke) && !c.offers(ClockJumpEmulated)
 }
 
-// freshQueue waits, as aim does, for a client queued in Acquire while every
-// waiter has waited less than limit, and says whether it found one.
-func (env *Env) freshQueue(ctx context.Context, limit time.Duration) bool {
-	wctx, cancel := env.aimContext(ctx)
-	defer cancel()
-	for {
-		_, queued := env.Clients.Waiter(minWaiterWait)
-		if _, stale := env.Clients.Waiter(limit); queued && !stale {
-			return true
-		}
-		if !sleepUntil(wctx, time.Now().Add(5*time.Millisecond)) {
-			return false
-		}
-	}
+// freshQueue says whether a client is queued in Acquire while every
+// waiter has waited less than limit.
+func (env *Env) freshQueue(limit time.Duration) bool {
+	_, queued := env.Clients.Waiter(minWaiterWait)
+	_, stale := env.Clients.Waiter(limit)
+	return queued && !stale
 }

@@ -21,7 +21,7 @@ func TestOutageOpening(t *testing.T) {
 		}
 		o := s.Entries[0]
 		if o.Fault != CrashMember || o.Target != AllMembers || o.Duration != time.Second ||
-			o.Params["fresh"] != "250ms" || o.Params["ahead"] != "2.5s-3.5s" || o.Params["hold"] != "500ms" || o.Params["opening"] != "outage" || o.At != cfg.WithDefaults().gap() {
+			o.Params["fresh"] != "250ms" || o.Params["hold"] != "500ms" || o.Params["opening"] != "outage" || o.At != cfg.WithDefaults().gap() {
 			t.Errorf("seed %d: opens with %+v, want the outage", seed, o)
 		}
 		if next := s.Entries[1]; next.At < o.At+o.Duration {
@@ -50,39 +50,29 @@ func TestOutageOpening(t *testing.T) {
 	}
 }
 
-// The outage strikes as a holder enters a section of its param ahead
-// behind a fresh queue, or, if it finds none, at a fresh queue alone; a
-// stale queue it does not take for either, and strikes anyway once the
-// run's end is near.
+// The outage strikes at a holder with less than a TTL of its section left
+// while every waiter has waited less than its param fresh; not at a stale
+// queue, an empty one, or a holder deep in a slow section, and then
+// strikes anyway (not aimed) once the run's end is near.
 func TestOutageMoment(t *testing.T) {
-	e := Entry{Fault: CrashMember, Target: AllMembers, Params: map[string]string{"ahead": "2.5s-3.5s", "fresh": "250ms"}}
-	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", waited: time.Second}
-	// A short TTL: the look for a section behind a fresh queue lasts two.
-	env := &Env{Clients: fc, TTL: 100 * time.Millisecond, aimBy: time.Now().Add(100 * time.Millisecond)}
-	params := map[string]string{}
-	if env.outageMoment(context.Background(), e, params); len(params) != 0 {
-		t.Errorf("a waiter of 1 s: %v", params)
-	}
-	fc.mu.Lock()
-	fc.waited = 100 * time.Millisecond
-	fc.mu.Unlock()
-	env.aimBy = time.Now().Add(time.Minute)
-	if env.outageMoment(context.Background(), e, params); params["fresh_queue"] != "true" || params["aimed"] != "" {
-		t.Errorf("a waiter of 100 ms, no section entered: %v", params)
-	}
-	fc.mu.Lock()
-	fc.entering, fc.think = "c0", 3*time.Second
-	fc.mu.Unlock()
-	params = map[string]string{}
-	if env.outageMoment(context.Background(), e, params); params["aimed"] != "true" {
-		t.Errorf("a holder entering a section of 3 s behind a waiter of 100 ms: %v", params)
-	}
-	fc.mu.Lock()
-	fc.waiter = ""
-	fc.mu.Unlock()
-	env.aimBy = time.Now().Add(100 * time.Millisecond)
-	if env.freshQueue(context.Background(), 250*time.Millisecond) {
-		t.Error("no waiter taken for a fresh queue")
+	e := Entry{Fault: CrashMember, Target: AllMembers, Params: map[string]string{"fresh": "250ms"}}
+	for _, c := range []struct {
+		name           string
+		waiter, midway string
+		waited, left   time.Duration
+		aimed          bool
+	}{
+		{"a holder behind a queue of 100 ms", "c1", "", 100 * time.Millisecond, 0, true},
+		{"a waiter of 1 s", "c1", "", time.Second, 0, false},
+		{"no waiter", "", "", 0, 0, false},
+		{"a holder with 3 s of its section left", "c1", "c0", 100 * time.Millisecond, 3 * time.Second, false},
+	} {
+		fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: c.waiter, waited: c.waited, midway: c.midway, left: c.left}
+		env := &Env{Clients: fc, TTL: 2 * time.Second, aimBy: time.Now().Add(50 * time.Millisecond)}
+		params := map[string]string{}
+		if env.outageMoment(context.Background(), e, params); (params["aimed"] == "true") != c.aimed {
+			t.Errorf("%s: %v, want aimed %v", c.name, params, c.aimed)
+		}
 	}
 }
 

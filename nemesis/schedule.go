@@ -374,8 +374,8 @@ func (e Entry) validate(n int) error {
 		return errors.New("negative time")
 	}
 	if a, ok := e.Params["ahead"]; ok {
-		if e.Target != TargetHolder && e.Target != TargetWaiter && e.Target != AllMembers && e.Params["until"] != "grant" {
-			return errors.New("param ahead aims at a holder's section: the target must be " + TargetHolder + ", " + TargetWaiter + " or " + AllMembers + " (a cluster's outage), or the grant awaited (until=grant)")
+		if e.Target != TargetHolder && e.Target != TargetWaiter && e.Params["until"] != "grant" {
+			return errors.New("param ahead aims at a holder's section: the target must be " + TargetHolder + " or " + TargetWaiter + ", or the grant awaited (until=grant)")
 		}
 		if _, _, err := parseAhead(a); err != nil {
 			return err
