@@ -46,7 +46,7 @@ var curator604 = scenario.Scenario{
 		Recipes: []string{curatorMutex}, Ecosystem: "Java: Apache Curator (InterProcessMutex)",
 		Affected:   "InterProcessMutex of Curator 5.4.0, and of every release since (5.9.0's LockInternals grants without a session check)",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (21.3 s mean, 28.1 s max, at a load average of 8-24); the contrast 10 of 10 (23.6 s mean, 32.2 s max)",
-		Random:     "0 of 10 (seeds 1-10, `locktest run` with the scenario's recipe, 5 clients, no script; by the adapter's log): Curator injected 17 session expirations in 5 runs, none followed by a grant on an old session's node"}},
+		Random:     "0 of 10 (seeds 1-10, `locktest run` with the scenario's recipe, 5 clients, no script; by the adapter's log): Curator injected 17 session expirations in 5 runs, none followed by a grant on an old session's node; since the outage opening (an aimed schedule's whole-ensemble crash, issue 36), `locktest power` seeds 1-5: 4 of 5 by the contract's promise 7, each the bug's"}},
 	Lesson: "When Curator's connection has been suspended for the session timeout it declares the session lost and makes a " +
 		"new one, but an InterProcessMutex waiting in acquire keeps its contender node's path: once reconnected it lists " +
 		"the lock's children, and while the servers still hold the old session (a restarted ensemble gives every session " +
@@ -84,7 +84,7 @@ var curator696 = scenario.Scenario{
 		Recipes: []string{curatorLatch}, Ecosystem: "Java: Apache Curator (LeaderLatch)",
 		Affected:   "LeaderLatch from Curator 5.4.0 (its reconnect handling since CURATOR-644/645) until 5.7.0",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (19.0 s mean, 26.4 s max, at a load average of 8-24); the contrast 10 of 10 (22.4 s mean, 29.8 s max)",
-		Random:     "0 of 10 (seeds 1-10, `locktest run` with the scenario's recipe, 5 clients, no script; by the adapter's log of a grant on an old session's node): Curator injected 14 session expirations in 5 runs, but the servers had expired each old session first (random faults restart one member at a time)"}},
+		Random:     "0 of 10 (seeds 1-10, `locktest run` with the scenario's recipe, 5 clients, no script; by the adapter's log of a grant on an old session's node): Curator injected 14 session expirations in 5 runs, but the servers had expired each old session first (random faults restart one member at a time); since the outage opening (an aimed schedule's whole-ensemble crash, issue 36), `locktest power` seeds 1-5: 5 of 5 by the contract's promise 7, each the bug's"}},
 	Lesson: "When Curator's connection has been suspended for the session timeout it declares the session lost and makes a " +
 		"new one, but a LeaderLatch keeps its node's path: on reconnecting it lists the latch's children, and while the " +
 		"servers still hold the old session (a restarted ensemble gives every session it restores a fresh timeout) its old " +
