@@ -102,7 +102,7 @@ func (env *Env) outage(ctx context.Context, e Entry, params map[string]string) (
 // be given up as unknown.
 const outageHoldMax = 4 * time.Second
 
-// outageMoment waits, as aimWaiter does (two TTLs at most), for e's moment: a holder with less
+// outageMoment waits, as aim does, for e's moment: a holder with less
 // than a TTL of its section left, while a client is queued in Acquire and
 // every waiter has waited less than e's param fresh; it says in params
 // whether it found one (aimed).
@@ -111,12 +111,8 @@ func (env *Env) outageMoment(ctx context.Context, e Entry, params map[string]str
 		return
 	}
 	limit, _ := time.ParseDuration(e.Params["fresh"])
-	actx, cancel := env.aimContext(ctx)
+	wctx, cancel := env.aimContext(ctx)
 	defer cancel()
-	// Two TTLs, not aimWait: the openings after it wait for it
-	// (kazoo#732's giving-up opening: 10 s later when it found none).
-	wctx, cancel2 := context.WithTimeout(actx, 2*env.TTL)
-	defer cancel2()
 	for {
 		_, _, held := env.Clients.Holder("")
 		_, long := env.Clients.Ahead(env.TTL)
