@@ -1,4 +1,4 @@
-// The contract check: the seven promises a lease-based lock can keep.
+// The contract check: the eight promises a lease-based lock can keep.
 
 package checker
 
@@ -47,7 +47,7 @@ import (
 //     TTL, redis-py#3847's retried release). Judged where the observer
 //     reads the key after each release (Redis on one server); a history
 //     without such reads has nothing to break it.
-//  7. A grant holds a claim of its grantee's session: where the lock
+//  8. A grant holds a claim of its grantee's session: where the lock
 //     tells the session it was on when it answered the grant (a lock in
 //     a process of its own, lock-client protocol version 2), the grant's
 //     key belongs to that session (the lease the servers' deletion of it
@@ -71,7 +71,7 @@ const (
 	promiseRelease = "4 (release only your own)"
 	promiseLive    = "5 (a live holder keeps its claim)"
 	promiseTaken   = "6 (a release that returned ok took effect)"
-	promiseSession = "7 (a grant holds a claim of its grantee's session)"
+	promiseSession = "8 (a grant holds a claim of its grantee's session)"
 )
 
 // promises are the promises in order, as the explanation lists them.
@@ -844,7 +844,7 @@ func (j *contractJudge) kept() {
 	}
 }
 
-// sessions judges promise 7: the key of a grant that tells its grantee's
+// sessions judges promise 8: the key of a grant that tells its grantee's
 // session is that session's, by the lease the deletion of its claim names.
 // A claim whose deletion the history does not tell apart, or that names no
 // lease, leaves it unjudged.

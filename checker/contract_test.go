@@ -520,7 +520,7 @@ func TestContractReleaseTookEffect(t *testing.T) {
 // A grant on a key of an earlier session of the grantee's (CURATOR-696:
 // Curator made a new session after the ensemble's outage, and its latch
 // took the leadership on its old session's node, which the servers then
-// expired) broke promise 7, by the session its lock told and the lease the
+// expired) broke promise 8, by the session its lock told and the lease the
 // servers' deletion names; the same grant on its own session's key broke
 // nothing, a grant that tells no session is not judged, and one whose
 // key's deletion the history lacks leaves the promise unjudged.
@@ -538,9 +538,9 @@ func TestContractGrantOfAnotherSession(t *testing.T) {
 			rel(2, "lock", 7000, 7010, ok).deleted(7005, "c2", 16, 17, "release", "lease", "b0")
 	}
 	r := Contract(h("a1").ops())
-	expect(t, r, Invalid, `Promise 7 (a grant holds a claim of its grantee's session): on key "lock", process 1 (c1) was granted at 3.00 s on the key of token 10, and its lock said it was on session a1; but the key was session a0's`)
-	if len(r.Violations) != 1 || r.Violations[0].Kind != "promise 7" {
-		t.Errorf("violations %+v, want one of promise 7", r.Violations)
+	expect(t, r, Invalid, `Promise 8 (a grant holds a claim of its grantee's session): on key "lock", process 1 (c1) was granted at 3.00 s on the key of token 10, and its lock said it was on session a1; but the key was session a0's`)
+	if len(r.Violations) != 1 || r.Violations[0].Kind != "promise 8" {
+		t.Errorf("violations %+v, want one of promise 8", r.Violations)
 	}
 	for _, told := range []string{"a0", ""} {
 		if r := Contract(h(told).ops()); r.Verdict != Valid {
@@ -548,5 +548,5 @@ func TestContractGrantOfAnotherSession(t *testing.T) {
 		}
 	}
 	kept := grant((&hist{}).recorded(100, 1), 1, 1000, 3000, 10, "a1").rel(1, "lock", 6000, 6010, ok)
-	expect(t, Contract(kept.ops()), Unknown, "Promise 7 (a grant holds a claim of its grantee's session) could not be judged: the history does not say which deletion was the key of token 10")
+	expect(t, Contract(kept.ops()), Unknown, "Promise 8 (a grant holds a claim of its grantee's session) could not be judged: the history does not say which deletion was the key of token 10")
 }

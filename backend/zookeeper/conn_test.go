@@ -4,7 +4,7 @@ import "testing"
 
 // A session a lock tells is written as the observer writes a node's owner,
 // with or without ZooKeeper's 0x, in either case; anything else is not
-// taken (its grant is then not judged by promise 7).
+// taken (its grant is then not judged by promise 8).
 func TestToldSession(t *testing.T) {
 	for in, want := range map[string]string{
 		"0x1000467904a0002":  sessionHex(0x1000467904a0002),

@@ -41,7 +41,7 @@
 // zxids.
 // session: the id of the session the client is on when it answers (read after the node's Stat), which
 // locktest holds the node to belong to: a grant on a node of an earlier session (CURATOR-696, CURATOR-604)
-// breaks the contract check's promise 7.
+// breaks the contract check's promise 8.
 // lost: Curator's connection state LOST (the session is gone or taken for gone), the latch's
 // notLeader; for the plain handle, the session's Expired event.
 //
