@@ -1,4 +1,4 @@
-// The contract check: the seven promises a lease-based lock can keep.
+// The contract check: the eight promises a lease-based lock can keep.
 
 package checker
 
@@ -62,6 +62,14 @@ import (
 //     once, and never renewed). Judged on the observer's key-set events
 //     (Redis on one server, from its MONITOR); a history without them has
 //     nothing to break it.
+//  8. A grant holds a claim of its grantee's session: where the lock
+//     tells the session it was on when it answered the grant (a lock in
+//     a process of its own, lock-client protocol version 2), the grant's
+//     key belongs to that session (the lease the servers' deletion of it
+//     names). A lock that took its grant on a key an earlier session of
+//     its own left behind, which the servers still held and expire later
+//     (CURATOR-696, CURATOR-604), broke it: nothing keeps that claim. A
+//     grant that tells no session has nothing to break it.
 //
 // Order is judged by revisions (a backend whose server has none says so in
 // its Terms, and promises 2 and 3 are then not judged): a claim is the key
@@ -79,7 +87,11 @@ const (
 	promiseLive    = "5 (a live holder keeps its claim)"
 	promiseTaken   = "6 (a release that returned ok took effect)"
 	promiseFresh   = "7 (a live grant is not called lost)"
+	promiseSession = "8 (a grant holds a claim of its grantee's session)"
 )
+
+// promises are the promises in order, as the explanation lists them.
+var promises = []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive, promiseTaken, promiseFresh, promiseSession}
 
 // expirySlack widens the window in which promise 5 looks for faults before
 // an expiry, beyond the TTL: the server may expire a lease later than the
@@ -374,7 +386,7 @@ func (j *contractJudge) unmatched(d *Deletion) string {
 	return fmt.Sprintf("the deletion recorded at %s (history index %d) has %s, so the history cannot tell whether it deleted this claim", j.h.atRevision(d.Revision, d.Time), d.Index, strings.Join(what, ", "))
 }
 
-// Contract judges the six promises a lease-based lock can keep (see the
+// Contract judges the eight promises a lease-based lock can keep (see the
 // constants above). It is invalid if one definitely broke; unknown, naming
 // the promises it could not judge and why, if the history lacks what one
 // needs (decision revisions, the grants' keys, the observer's deletions, the
@@ -424,11 +436,12 @@ func (h *History) judgeContract() Result {
 	j.live()
 	j.kept()
 	j.fresh(grants)
+	j.sessions(grants)
 	res.LeaseRaces, res.LockBugs, res.Undecided, res.Overlaps = j.races, j.bugs, j.undecided, j.classes
 	h.classOf = j.classOf
 
 	var lines []string
-	for _, p := range []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive, promiseTaken, promiseFresh} {
+	for _, p := range promises {
 		vs := j.violations[p]
 		for i, v := range vs {
 			if i == maxStories {
@@ -440,7 +453,7 @@ func (h *History) judgeContract() Result {
 		}
 	}
 	var notJudged []string
-	for _, p := range []string{promiseTokens, promiseLost, promiseOverlap, promiseRelease, promiseLive, promiseTaken, promiseFresh} {
+	for _, p := range promises {
 		if why, ok := j.unjudged[p]; ok {
 			res.Unjudged = append(res.Unjudged, p)
 			notJudged = append(notJudged, fmt.Sprintf("Promise %s could not be judged: %s.", p, why))
@@ -917,6 +930,42 @@ func (j *contractJudge) fresh(grants []*operation) {
 			Story: fmt.Sprintf("on key %q, %s was granted the lock at %s (invoked %s); the server had taken its previous attempt at %s and set its %s at %s with a TTL of %s, and still held it, but at %s, %s after that attempt, the lock told its client the grant was lost: %s, and no fault touched the client, its links or the server. However the lock counts its claim's time from a moment after that attempt's reply, more than half the TTL was left: it gave up a live grant, and stopped renewing it.",
 				s.key, h.who(s.process), h.at(g.ret), h.at(g.call), h.at(s.asked), h.terms().key(), h.at(s.set), s.ttl, h.at(at), time.Duration(at-s.asked).Round(time.Millisecond), next)})
 	}
+}
+
+// sessions judges promise 8: the key of a grant that tells its grantee's
+// session is that session's, by the lease the deletion of its claim names.
+// A claim whose deletion the history does not tell apart, or that names no
+// lease, leaves it unjudged.
+func (j *contractJudge) sessions(grants []*operation) {
+	h := j.h
+	for _, g := range grants {
+		if g.session == "" {
+			continue
+		}
+		c := j.claim[g.belief]
+		d := c.del
+		switch {
+		case g.made == 0:
+			j.cannot(promiseSession, "a grant that tells its session carries no token and no creation point of its key")
+		case d == nil || c.lo != c.hi:
+			j.cannot(promiseSession, fmt.Sprintf("the history does not say which deletion was the %s: %s", j.claimOf(g), c.why))
+		case d.Lease == "":
+			j.cannot(promiseSession, fmt.Sprintf("the deletion of the %s (history index %d) names no session", j.claimOf(g), d.Index))
+		case d.Lease != g.session && len(j.violations[promiseSession]) <= maxStories:
+			j.broke(promiseSession, Violation{Key: g.key, Processes: []int{int(g.process)}, Tokens: []int64{g.tok}, From: g.ret, To: max(g.ret, d.Time),
+				Faults: h.faultsDuring(g.call, g.ret),
+				Story: fmt.Sprintf("on key %q, %s was granted at %s on the %s, and its lock said it was on session %s; but the %s was session %s's (the servers deleted it at %s, by %s): the grant held a claim of another session, which nothing of the grantee's keeps.",
+					g.key, h.who(g.process), h.at(g.ret), j.claimOf(g), g.session, h.terms().key(), d.Lease, h.atRevision(d.Revision, d.Time), orUnsaid(d.By))})
+		}
+	}
+}
+
+// orUnsaid is a deletion's cause, or words for none.
+func orUnsaid(by string) string {
+	if by == "" {
+		return "a cause the observer could not tell"
+	}
+	return by
 }
 
 // indefinite says why an other-release deletion is not definite, or ""

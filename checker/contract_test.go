@@ -605,3 +605,37 @@ func TestContractFreshGrantExcused(t *testing.T) {
 		}
 	}
 }
+
+// A grant on a key of an earlier session of the grantee's (CURATOR-696:
+// Curator made a new session after the ensemble's outage, and its latch
+// took the leadership on its old session's node, which the servers then
+// expired) broke promise 8, by the session its lock told and the lease the
+// servers' deletion names; the same grant on its own session's key broke
+// nothing, a grant that tells no session is not judged, and one whose
+// key's deletion the history lacks leaves the promise unjudged.
+func TestContractGrantOfAnotherSession(t *testing.T) {
+	grant := func(h *hist, p int, inv, ret, token int64, told string) *hist {
+		v := histories.GrantValue(token, token, "/l/lock/latch-"+strconv.FormatInt(token, 10))
+		v.Session = told
+		return h.op(p, "lock", histories.Acquire, inv, ret, ok, nil, v)
+	}
+	h := func(told string) *hist {
+		h := (&hist{}).recorded(100, 1, 2).fault("crash-member", []string{"m0", "m1", "m2"}, 500, 2500)
+		grant(h, 1, 1000, 3000, 10, told).deleted(4000, "c1", 10, 15, "expiry", "lease", "a0", "lease_alive", "false")
+		return grant(h, 2, 2000, 4100, 16, "b0").
+			rel(1, "lock", 6000, 6010, ok).
+			rel(2, "lock", 7000, 7010, ok).deleted(7005, "c2", 16, 17, "release", "lease", "b0")
+	}
+	r := Contract(h("a1").ops())
+	expect(t, r, Invalid, `Promise 8 (a grant holds a claim of its grantee's session): on key "lock", process 1 (c1) was granted at 3.00 s on the key of token 10, and its lock said it was on session a1; but the key was session a0's`)
+	if len(r.Violations) != 1 || r.Violations[0].Kind != "promise 8" {
+		t.Errorf("violations %+v, want one of promise 8", r.Violations)
+	}
+	for _, told := range []string{"a0", ""} {
+		if r := Contract(h(told).ops()); r.Verdict != Valid {
+			t.Errorf("a grant on session %q's own key: %s %s", told, r.Verdict, r.Explanation)
+		}
+	}
+	kept := grant((&hist{}).recorded(100, 1), 1, 1000, 3000, 10, "a1").rel(1, "lock", 6000, 6010, ok)
+	expect(t, Contract(kept.ops()), Unknown, "Promise 8 (a grant holds a claim of its grantee's session) could not be judged: the history does not say which deletion was the key of token 10")
+}

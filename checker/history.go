@@ -99,6 +99,9 @@ type granted struct {
 	made int64
 	// belief is the index of the belief the grant started.
 	belief int32
+	// session is the grantee's session, as its lock told it ("": not
+	// told), written as the key-deleted events write leases.
+	session string
 }
 
 // hold names a process's hold of a key's lock.
@@ -276,7 +279,7 @@ func (b *Builder) add(op histories.Op, inv int) {
 			o.made = *c.ClaimCreated
 		}
 		if op.Value != nil {
-			o.claim = op.Value.Claim
+			o.claim, o.session = op.Value.Claim, op.Value.Session
 		}
 	}
 	if v, ok := op.Val(); ok && !o.hasVal {

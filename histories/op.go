@@ -105,6 +105,11 @@ type Value struct {
 	// key-deleted event whose create_revision is the token) ends the
 	// grant's claim on the server.
 	Claim string `json:"claim,omitempty"`
+	// Session is, for an acquire ok, the session the lock says it was on
+	// when it answered the grant (lock.Sessioned), written as the
+	// key-deleted events write leases: the claim should be that
+	// session's.
+	Session string `json:"session,omitempty"`
 
 	Fault   string   `json:"fault,omitempty"`
 	Targets []string `json:"targets,omitempty"`

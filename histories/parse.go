@@ -99,6 +99,7 @@ const (
 	fClaim
 	fRevisionMax
 	fClaimCreated
+	fSession
 	fFault
 	fTargets
 	fParams
@@ -142,6 +143,8 @@ func valueField(name []byte) int {
 		return fRevisionMax
 	case "claim_created":
 		return fClaimCreated
+	case "session":
+		return fSession
 	case "fault":
 		return fFault
 	case "targets":
@@ -152,7 +155,7 @@ func valueField(name []byte) int {
 	return 0
 }
 
-var valueNames = []string{"token", "value", "revision", "claim", "revision_max", "claim_created", "fault", "targets", "params"}
+var valueNames = []string{"token", "value", "revision", "claim", "revision_max", "claim_created", "session", "fault", "targets", "params"}
 
 func (d *decoder) decode(b []byte) (r record, ok bool) {
 	d.b, d.i, d.depth = b, 0, 0
@@ -271,6 +274,10 @@ func (d *decoder) value() (*Value, bool) {
 		case fClaimCreated:
 			blk.created, ok = d.integer()
 			v.ClaimCreated = &blk.created
+		case fSession:
+			var s []byte
+			s, ok = d.str()
+			v.Session = string(s)
 		case fFault:
 			var s []byte
 			s, ok = d.str()

@@ -142,6 +142,17 @@ type Keyed interface {
 	Key() string
 }
 
+// Sessioned is implemented by a Held that tells the session its client's
+// lock was on when it answered the grant (a lock in another process whose
+// reply says), as the service names it: the backend records it, and the
+// contract check holds the grant's key to belong to that session. A lock
+// that granted on a key of an earlier session of its own, which the
+// servers still held, breaks that promise (CURATOR-696). "" when it does
+// not say.
+type Sessioned interface {
+	Session() string
+}
+
 // Session is implemented by a Locker whose grants all hang on one session
 // it keeps alive (an etcd lease, say): once Done is closed (the session is
 // gone) the harness replaces the Locker.

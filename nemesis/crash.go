@@ -37,7 +37,8 @@ func (crash) Spec() Spec {
 		Durations: fixed(2*time.Second, 4*time.Second),
 		// A member's crash struck 5.8-6.3 s after its turn came (13 of
 		// 13, etcd, on a loaded machine), a client's at once.
-		Settle: 4 * time.Second,
+		Settle:         4 * time.Second,
+		DurationParams: []string{"fresh", "hold"},
 	}
 }
 
@@ -74,7 +75,7 @@ func (crash) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 		return inj, err
 	}
 	if e.Fault == CrashMember && e.Target == AllMembers {
-		return crashAll(env, c, inj)
+		return crashAll(ctx, env, c, e, inj)
 	}
 	i, err := env.member(ctx, e, inj)
 	if err != nil {
@@ -89,8 +90,13 @@ func (crash) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	return inj, c.HardStopMember(i)
 }
 
-// crashAll kills every member, and restarts them all when the fault stops.
-func crashAll(env *Env, c crasher, inj *Injected) (*Injected, error) {
+// crashAll kills every member, and restarts them all when the fault stops;
+// with param fresh, at the outage's moment (outageOpening).
+func crashAll(ctx context.Context, env *Env, c crasher, e Entry, inj *Injected) (*Injected, error) {
+	back := func() {}
+	if _, ok := e.Params["fresh"]; ok {
+		back = env.outage(ctx, e, inj.Params)
+	}
 	inj.Targets = env.Sys.MemberNames()
 	inj.Stop = func(ctx context.Context) error {
 		began := time.Now()
@@ -100,6 +106,7 @@ func crashAll(env *Env, c crasher, inj *Injected) (*Injected, error) {
 			wg.Go(func() { errs[i] = c.RestartMember(ctx, i) })
 		}
 		wg.Wait()
+		back()
 		inj.Params["restart_took"] = time.Since(began).Round(time.Millisecond).String()
 		return errors.Join(errs...)
 	}

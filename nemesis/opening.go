@@ -18,7 +18,9 @@ import (
 // leave alone.
 
 // openings are the strikes an aimed schedule opens with, in order, their
-// At left to the caller: the lease of a holder with work ahead ended
+// At left to the caller: the whole cluster's outage, for a session lock
+// (outageOpening: first, at a moment of its own, its restart over before
+// the others look for theirs), the lease of a holder with work ahead ended
 // (holderOpening), a queued waiter's lease ended (waiterOpening), the
 // holder's lost release reply (openingStrike), the holder's release
 // whose request is lost (requestOpening), and a waiter's clock stepped
@@ -61,6 +63,9 @@ func (c Config) openings(seed int64, fams []Family) []Entry {
 	h, revokes := c.holderOpening(seed, fams)
 	k, clocks := c.clockOpening(seed, fams)
 	var out []Entry
+	if o, ok := c.outageOpening(fams); ok {
+		out = append(out, o)
+	}
 	switch {
 	case revokes:
 		out = append(out, h)
@@ -113,7 +118,7 @@ const givingUpStream = 0x67697665
 // (zk-unprotected, seeds 281-285: its lost create reply never struck in 4
 // of 5). The client drawn from the seed is the fallback.
 func (c Config) givingUpOpening(seed int64, fams []Family) (Entry, bool) {
-	if !c.UntoldWaiters || c.OpTimeout <= 0 || !c.offersKind(fams, Isolate) || c.offers(LeaseRevoke) || c.offers(ClockJumpEmulated) {
+	if !c.sessionLock() || !c.offersKind(fams, Isolate) {
 		return Entry{}, false
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), givingUpStream))

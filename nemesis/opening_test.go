@@ -348,8 +348,8 @@ func TestAimCutsAWaiterGivingUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		i := slices.IndexFunc(s.Entries, func(e Entry) bool { return e.Params["opening"] == "giving-up" })
-		if i != 4 || s.Entries[i-1].Params["opening"] != "release-request" || s.Entries[0].Params["opening"] != "clock" {
-			t.Fatalf("seed %d: the giving-up opening is entry %d after %v, want 4, after the lost release request", seed, i, s.Entries[i-1].Params)
+		if i != 5 || s.Entries[i-1].Params["opening"] != "release-request" || s.Entries[0].Params["opening"] != "outage" || s.Entries[1].Params["opening"] != "clock" {
+			t.Fatalf("seed %d: the giving-up opening is entry %d after %v, want 5, after the lost release request", seed, i, s.Entries[i-1].Params)
 		}
 		g, req := s.Entries[i], s.Entries[i-1]
 		if g.Fault != Isolate || g.Target != TargetWaiter || !slices.Contains(cfg.Clients, g.Fallback) ||

@@ -100,6 +100,11 @@ type Claim struct {
 	// Lease names the lease (or session) the claim hangs on, as the
 	// history writes it; "" when none is known.
 	Lease string
+	// Session is the session the lock says it was on when it answered
+	// the grant (lock.Sessioned), as the history writes leases: the
+	// history records it as the grantee's, whose the claim should be; ""
+	// when the lock does not say, or the backend cannot read it.
+	Session string
 	// Decided is the revision of the newest state the lock had read when
 	// it granted (the contract check's decision revision); 0 when unknown,
 	// or when the server orders its changes by no revision.

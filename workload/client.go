@@ -671,6 +671,7 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	if made := h.claim.Created; made > 0 && h.untokened {
 		granted.ClaimCreated = &made
 	}
+	granted.Session = h.claim.Session
 	if h.untokened {
 		granted.Token = nil
 	}

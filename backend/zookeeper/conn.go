@@ -223,6 +223,9 @@ func (c *conn) Granted(l lock.Locker, held lock.Held, p histories.Process) workl
 	if g.session != 0 {
 		c.run.notes.session(g.session, c.name, p)
 	}
+	if s, ok := held.(lock.Sessioned); ok {
+		g.told = toldSession(s.Session())
+	}
 	if g.node != "" {
 		c.run.notes.granted(g.node)
 		// The contract takes a token for its node's czxid: a bound only
@@ -247,10 +250,11 @@ type grant struct {
 	created   int64  // of a grant without a token: its node's czxid (0: not known)
 	node      string // "" if the recipe does not tell (lock.Keyed)
 	session   int64  // 0 if not known
+	told      string // the session the lock says it granted on, as sessionHex writes it ("": not said)
 }
 
 func (g *grant) Claim() workload.Claim {
-	cl := workload.Claim{Key: g.node, Decided: g.decided, DecidedBy: g.decidedBy, Created: g.created}
+	cl := workload.Claim{Key: g.node, Decided: g.decided, DecidedBy: g.decidedBy, Created: g.created, Session: g.told}
 	if g.session != 0 {
 		cl.Lease = sessionHex(g.session)
 	}
@@ -274,6 +278,18 @@ func (g *grant) Released(error) {
 // sessionHex writes a session id as the history does (and ZooKeeper's
 // logs, after "0x").
 func sessionHex(id int64) string { return strconv.FormatInt(id, 16) }
+
+// toldSession is a session id a lock told in hexadecimal ("0x1000a3b2c0004",
+// as ZooKeeper logs it, or without the 0x), as sessionHex writes it; "" for
+// anything else, which is then not judged.
+func toldSession(s string) string {
+	s = strings.TrimPrefix(strings.ToLower(s), "0x")
+	id, err := strconv.ParseUint(s, 16, 64)
+	if err != nil {
+		return ""
+	}
+	return sessionHex(int64(id))
+}
 
 // notes are what the clients' connections tell the observer: whose each
 // session is, which nodes were granted, which token a session is

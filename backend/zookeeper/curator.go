@@ -46,13 +46,14 @@ var curator604 = scenario.Scenario{
 		Recipes: []string{curatorMutex}, Ecosystem: "Java: Apache Curator (InterProcessMutex)",
 		Affected:   "InterProcessMutex of Curator 5.4.0, and of every release since (5.9.0's LockInternals grants without a session check)",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (21.3 s mean, 28.1 s max, at a load average of 8-24); the contrast 10 of 10 (23.6 s mean, 32.2 s max)",
-		Random:     "0 of 10 (seeds 1-10, `locktest run` with the scenario's recipe, 5 clients, no script; by the adapter's log): Curator injected 17 session expirations in 5 runs, none followed by a grant on an old session's node"}},
+		Random:     "0 of 10 (seeds 1-10, `locktest run` with the scenario's recipe, 5 clients, no script; by the adapter's log): Curator injected 17 session expirations in 5 runs, none followed by a grant on an old session's node; since the outage opening (an aimed schedule's whole-ensemble crash, issue 36), `locktest power` seeds 1-5: 4 of 5 by the contract's promise 8, each the bug's"}},
 	Lesson: "When Curator's connection has been suspended for the session timeout it declares the session lost and makes a " +
 		"new one, but an InterProcessMutex waiting in acquire keeps its contender node's path: once reconnected it lists " +
 		"the lock's children, and while the servers still hold the old session (a restarted ensemble gives every session " +
 		"it restores a fresh timeout) its old node is there, and first in line once the holder has let go: acquire returns " +
 		"the lock on it. The servers then expire the old session and delete the node; nothing tells the holder, and the next " +
-		"waiter is granted beside it: the mutex check names the two holders. Upstream has no fix (a maintainer calls it the " +
+		"waiter is granted beside it: the mutex check names the two holders, and the contract check's promise 8 the grant on a node of " +
+		"another session than the one the adapter says it answered on. Upstream has no fix (a maintainer calls it the " +
 		"mutex version of CURATOR-696); the contrast (--fix=604, in the adapter) applies to the mutex's grant the check " +
 		"Curator pull request 500 gave LeaderLatch: a node not of the current session is let go and the acquire goes on, " +
 		"and there is one holder.",
@@ -83,13 +84,14 @@ var curator696 = scenario.Scenario{
 		Recipes: []string{curatorLatch}, Ecosystem: "Java: Apache Curator (LeaderLatch)",
 		Affected:   "LeaderLatch from Curator 5.4.0 (its reconnect handling since CURATOR-644/645) until 5.7.0",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (19.0 s mean, 26.4 s max, at a load average of 8-24); the contrast 10 of 10 (22.4 s mean, 29.8 s max)",
-		Random:     "0 of 10 (seeds 1-10, `locktest run` with the scenario's recipe, 5 clients, no script; by the adapter's log of a grant on an old session's node): Curator injected 14 session expirations in 5 runs, but the servers had expired each old session first (random faults restart one member at a time)"}},
+		Random:     "0 of 10 (seeds 1-10, `locktest run` with the scenario's recipe, 5 clients, no script; by the adapter's log of a grant on an old session's node): Curator injected 14 session expirations in 5 runs, but the servers had expired each old session first (random faults restart one member at a time); since the outage opening (an aimed schedule's whole-ensemble crash, issue 36), `locktest power` seeds 1-5: 5 of 5 by the contract's promise 8, each the bug's"}},
 	Lesson: "When Curator's connection has been suspended for the session timeout it declares the session lost and makes a " +
 		"new one, but a LeaderLatch keeps its node's path: on reconnecting it lists the latch's children, and while the " +
 		"servers still hold the old session (a restarted ensemble gives every session it restores a fresh timeout) its old " +
 		"node is there, first in line, and the latch takes the leadership on it. The servers then expire the old session and " +
 		"delete the node; the latch watches only the node before its own, so it never learns, and the next candidate is " +
-		"elected beside it: the mutex check names the two leaders. Curator pull request 500 (5.7.0) takes the " +
+		"elected beside it: the mutex check names the two leaders, and the contract check's promise 8 the grant on a node of another " +
+		"session than the one the adapter says it answered on. Curator pull request 500 (5.7.0) takes the " +
 		"leadership only on a node of the current session and resets otherwise; the contrast applies it to 5.4.0's latch in " +
 		"the adapter (--fix=500: the same check when await returns, then the latch's own reset), and there is one leader.",
 	Run:      outageSettings(curatorLatch),
@@ -111,12 +113,13 @@ func outageSettings(recipe string) scenario.Settings {
 }
 
 // twoHolders is what both scenarios expect of the library as it is: the
-// mutex check names two holders; only a fenced resource refuses the old
-// grant's write.
+// mutex check names two holders, the contract check the grant on another
+// session's node (promise 8, by the session the adapter tells); only a
+// fenced resource refuses the old grant's write.
 var twoHolders = map[string]map[string]string{
-	scenario.Unfenced: {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Invalid},
-	scenario.Fenced:   {histories.CheckMutex: scenario.Invalid, histories.CheckResource: scenario.Valid},
+	scenario.Unfenced: {histories.CheckMutex: scenario.Invalid, histories.CheckContract: scenario.Invalid, histories.CheckResource: scenario.Invalid},
+	scenario.Fenced:   {histories.CheckMutex: scenario.Invalid, histories.CheckContract: scenario.Invalid, histories.CheckResource: scenario.Valid},
 }
 
 // oneHolder is what they expect of a contrast: the fix applied.
-var oneHolder = map[string]string{histories.CheckMutex: scenario.Valid, histories.CheckResource: scenario.Valid}
+var oneHolder = map[string]string{histories.CheckMutex: scenario.Valid, histories.CheckContract: scenario.Valid, histories.CheckResource: scenario.Valid}

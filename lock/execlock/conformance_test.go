@@ -69,7 +69,7 @@ func conform(t *testing.T, backend string, command []string) {
 	}
 	env := system(t, backend)
 	prefix := "/locktest/conformance/" + strings.ReplaceAll(t.Name(), "/", "-") + "/"
-	env = append(env, "LOCKTEST_PROTOCOL=1", "LOCKTEST_BACKEND="+backend, "LOCKTEST_PREFIX="+prefix,
+	env = append(env, "LOCKTEST_PROTOCOL="+strconv.Itoa(execlock.Version), "LOCKTEST_BACKEND="+backend, "LOCKTEST_PREFIX="+prefix,
 		"LOCKTEST_TTL="+strconv.Itoa(conformTTL), "LOCKTEST_SEED=1")
 	c0 := startClient(t, command, append(env, "LOCKTEST_CLIENT=c0"))
 	c1 := startClient(t, command, append(env, "LOCKTEST_CLIENT=c1"))

@@ -49,6 +49,7 @@ type held struct {
 	hasToken bool
 	key      string
 	revision int64
+	session  string
 	lost     chan struct{} // closed at a "lost" event
 	lostOnce sync.Once
 }
@@ -60,6 +61,7 @@ var (
 	_ lock.Watched   = (*held)(nil)
 	_ lock.Keyed     = (*held)(nil)
 	_ lock.Decided   = (*held)(nil)
+	_ lock.Sessioned = (*held)(nil)
 	_ lock.Untokened = (*held)(nil)
 )
 
@@ -163,7 +165,7 @@ func (l *locker) onLine(b []byte, torn bool) {
 		// right after it (a grant its lock calls lost at once) is read
 		// before Acquire's goroutine runs again, and must find it.
 		r := ln.reply
-		l.held[c.req.Lock] = &held{l: l, name: c.req.Lock, token: r.Token, hasToken: r.HasToken, key: r.Key, revision: r.Revision, lost: make(chan struct{})}
+		l.held[c.req.Lock] = &held{l: l, name: c.req.Lock, token: r.Token, hasToken: r.HasToken, key: r.Key, revision: r.Revision, session: r.Session, lost: make(chan struct{})}
 	}
 	l.mu.Unlock()
 	c.reply <- ln.reply
@@ -396,5 +398,6 @@ func (h *held) Token() int64                      { return h.token }
 func (h *held) Untokened() bool                   { return !h.hasToken }
 func (h *held) Key() string                       { return h.key }
 func (h *held) Revision() int64                   { return h.revision }
+func (h *held) Session() string                   { return h.session }
 func (h *held) Done() <-chan struct{}             { return h.lost }
 func (h *held) Release(ctx context.Context) error { return h.l.release(ctx, h) }

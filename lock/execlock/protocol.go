@@ -12,7 +12,7 @@ import (
 
 // Version is the protocol's version, as the history's setup event records
 // it (exec_protocol) and LOCKTEST_PROTOCOL tells the client.
-const Version = 1
+const Version = 2
 
 // request is one line locktest writes on the client's stdin.
 type request struct {
@@ -51,6 +51,10 @@ type reply struct {
 	// Revision is the newest revision of the server's state the lock
 	// read before it granted, if the reply says (0: it does not).
 	Revision int64
+	// Session is the session the client's lock was on when it answered
+	// the grant, as the service names it, if the reply says (protocol
+	// version 2).
+	Session string
 	// Error and Definite are a failure's: Definite says it surely had no
 	// effect.
 	Error    string
@@ -118,6 +122,9 @@ func parseLine(b []byte) (line, error) {
 		}
 	}
 	if err := str(raw, "key", &l.Key); err != nil {
+		return line{}, err
+	}
+	if err := str(raw, "session", &l.Session); err != nil {
 		return line{}, err
 	}
 	if err := str(raw, "error", &l.Error); err != nil {

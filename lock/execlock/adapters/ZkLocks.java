@@ -39,6 +39,9 @@
 // either: the adapter tells what the library did, and locktest judges it (its own reads bound the
 // decision). These two reads are the adapter's, not the libraries': none of them tells its node's
 // zxids.
+// session: the id of the session the client is on when it answers (read after the node's Stat), which
+// locktest holds the node to belong to: a grant on a node of an earlier session (CURATOR-696, CURATOR-604)
+// breaks the contract check's promise 8.
 // lost: Curator's connection state LOST (the session is gone or taken for gone), the latch's
 // notLeader; for the plain handle, the session's Expired event.
 //
@@ -90,7 +93,7 @@ public class ZkLocks {
     }
 
     /** A grant: its node, the node's czxid, and the zxid of a state in which the node was first in line. */
-    record Grant(String node, long czxid, long decided) {}
+    record Grant(String node, long czxid, long decided, long session) {}
 
     /** One of the three locks. */
     interface Lock {
@@ -171,13 +174,13 @@ public class ZkLocks {
      * grant's decision revision. A node gone (czxid 0) or not first (decided 0) is still the
      * library's grant: the reads confirm nothing of it.
      */
-    static Grant confirm(String node, Stat st, List<String> children, Stat parent) {
+    static Grant confirm(String node, Stat st, List<String> children, Stat parent, long session) {
         if (st == null) {
-            return new Grant(node, 0, 0);
+            return new Grant(node, 0, 0, session);
         }
         String name = node.substring(node.lastIndexOf('/') + 1);
         String first = children.stream().min(Comparator.comparing(ZkLocks::sequence)).orElse("");
-        return new Grant(node, st.getCzxid(), first.equals(name) ? parent.getPzxid() : 0);
+        return new Grant(node, st.getCzxid(), first.equals(name) ? parent.getPzxid() : 0, session);
     }
 
     /** A sequential node's sequence number: the last 10 digits of its name. */
@@ -194,7 +197,7 @@ public class ZkLocks {
         }
         Stat parent = new Stat();
         List<String> children = c.getChildren().storingStatIn(parent).forPath(node.substring(0, node.lastIndexOf('/')));
-        return confirm(node, st, children, parent);
+        return confirm(node, st, children, parent, session);
     }
 
     /**
@@ -501,7 +504,7 @@ public class ZkLocks {
             try {
                 Stat parent = new Stat();
                 Stat st = z.exists(node, false);
-                return confirm(node, st, z.getChildren(prefix + name, false, parent), parent);
+                return confirm(node, st, z.getChildren(prefix + name, false, parent), parent, z.getSessionId());
             } catch (Exception e) {
                 held.remove(name);
                 l.unlock();
@@ -541,7 +544,8 @@ public class ZkLocks {
                         Grant g = lk.acquire(name, Long.parseLong(req.getOrDefault("timeout_ms", "5000")));
                         emit("{\"id\":" + id + ",\"ok\":true,\"key\":" + quote(g.node())
                                 + (g.czxid() > 0 ? ",\"token\":" + g.czxid() : "")
-                                + (g.decided() > 0 ? ",\"revision\":" + g.decided() : "") + "}");
+                                + (g.decided() > 0 ? ",\"revision\":" + g.decided() : "")
+                                + (g.session() != 0 ? ",\"session\":\"0x" + Long.toHexString(g.session()) + "\"" : "") + "}");
                     }
                     case "release" -> {
                         lk.release(name);
