@@ -229,8 +229,15 @@ func TestNoRenewCaught(t *testing.T) {
 	if r := results(ops)["mutex"]; r.Verdict != checker.Invalid {
 		t.Fatalf("mutex check %s, want invalid", r.Verdict)
 	}
-	// Without any fault, the holders' leases ran out.
-	expectBroken(t, results(ops)["contract"], "promise 5")
+	// Without any fault, the holders' leases ran out. Where the host did
+	// not run locktest's own process for a quarter of the TTL before each
+	// expiry (two suites and sweeps at once, load average 30-54), promise 5
+	// is rightly left unjudged: no expiry was judged, so nothing to test.
+	r := results(ops)["contract"]
+	if r.Verdict == checker.Unknown && strings.Contains(r.Explanation, "was not run for") {
+		t.Skipf("every expiry came after a stall of locktest's own process, which leaves promise 5 unjudged:\n%s", r.Explanation)
+	}
+	expectBroken(t, r, "promise 5")
 }
 
 // contending starts three clients of recipe taking turns on one lock,
