@@ -1036,6 +1036,14 @@ func (j *contractJudge) live() {
 			j.cannot(promiseLive, fmt.Sprintf("the observer could not confirm that the lease of token %d was gone when its %s was deleted at %s", d.Token, h.terms().key(), h.at(d.Time)))
 			continue
 		}
+		if h.terms().KeyTTL && b.grant != nil && d.Time < b.grant.call+int64(j.sd.ttl) {
+			// Not this grant's key: one its acquire set lives a TTL.
+			if !others {
+				j.cannot(promiseLive, fmt.Sprintf("the observer put the expiry at %s down to the key of token %d held by %s, but a key its acquire (invoked %s) set could not expire before %s: it was another key, such as one an acquire whose reply was lost set",
+					h.at(d.Time), b.Token, h.who(histories.Process(b.Process)), h.at(b.grant.call), h.at(b.grant.call+int64(j.sd.ttl))))
+			}
+			continue
+		}
 		total, s := h.stalled(d.Time-int64(window), d.Time)
 		if others && (total >= j.sd.ttl/stallShare || j.sd.setup[histories.SetupStalls] != histories.StallsWatched) {
 			continue

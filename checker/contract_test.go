@@ -309,6 +309,15 @@ func TestContractBackendWording(t *testing.T) {
 	h.rel(1, "lock", 9000, 9010, ok)
 	expect(t, contract(h), Invalid,
 		`on key "lock", the key of process 1 (c1), which held token 1 since 1.10 s, expired on the server: its key was deleted at 8.00 s, and no fault`)
+
+	// An expiry put down to a grant whose acquire began less than a TTL
+	// before it was of another key (redis-setnx seed 48: an acquire whose
+	// reply was lost set a key, which expired as the next grant came):
+	// no broken promise 5, and the check says why.
+	h = redis().acq(1, "lock", 7900, 8000, ok, 1)
+	redisDeleted(h, 8000, "c1", 1, "expiry", "lease_alive", "false")
+	h.rel(1, "lock", 9000, 9010, ok)
+	expect(t, contract(h), Unknown, "could not expire before 9.90 s: it was another key")
 }
 
 // A recipe whose token is no fencing token (Redlock's count after the

@@ -292,6 +292,7 @@ var ttlTerms = Terms{
 	Noticed:      "%s's watchdog noticed at %s that its key was gone",
 	Alive:        "before %s's key had expired (TTL)",
 	Claim:        "the key",
+	KeyTTL:       true,
 	Unordered:    "the server has no revisions",
 }
 

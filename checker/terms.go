@@ -35,6 +35,13 @@ type Terms struct {
 	// says only that the owner's session deleted its granted node, which
 	// a lock could do of its own accord.
 	ReleaseByCall bool
+	// KeyTTL says that a grant's key carries a TTL of its own, set by the
+	// acquire that took it (Redis's SET PX): it cannot expire sooner than
+	// a TTL after that acquire was invoked, so an expiry sooner, which the
+	// observer put down to it, was of another key (one an acquire whose
+	// reply was lost set). A session's or a lease's claim may end at any
+	// time.
+	KeyTTL bool
 	// Key is what a grant holds on the server, in a word ("znode"), and
 	// Revision what orders the server's changes ("zxid"); "" is "key" and
 	// "revision".

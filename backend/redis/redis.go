@@ -50,6 +50,7 @@ var terms = checker.Terms{
 	Noticed:       "%s's watchdog noticed at %s that its key was gone",
 	Alive:         "before %s's key had expired (TTL)",
 	Claim:         "the key",
+	KeyTTL:        true,
 	Unordered:     Name + " has no revisions, so the history cannot order a grant's decision against the server's deletions",
 	Unkeyed:       "the lock does not say which key a grant holds (redislock.Valued)",
 	Unsafe:        "the lock's key expires on the server (TTL) whether or not its holder is done: a lock alone is not mutual exclusion",
