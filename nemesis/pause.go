@@ -92,7 +92,27 @@ func (pause) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 		if err != nil {
 			return inj, err
 		}
-		return inj, env.Clients.Pause(name, e.Duration, armed)
+		if err := env.Clients.Pause(name, e.Duration, armed); err != nil || !armed {
+			return inj, err
+		}
+		// An armed pause lives only in its fault's window: at its stop, one
+		// that has not struck is called off (param struck=false), and one
+		// that struck is waited out, so that the history's start and stop
+		// bound the pause. Left armed, a pause that fell back on a waiter
+		// struck at the write after its grant, seconds after its recorded
+		// stop, and its lease ran out "with no fault" (redlock seed 42: a
+		// false promise 5).
+		inj.Stop = func(ctx context.Context) error {
+			pending, until := env.Clients.Disarm(name)
+			if pending {
+				inj.Params["struck"] = "false"
+			}
+			if !sleepUntil(ctx, until) {
+				return fmt.Errorf("nemesis: the pause of %s outlasted the heal timeout", name)
+			}
+			return nil
+		}
+		return inj, nil
 	}
 	p, err := need[pauser](env)
 	if err != nil {

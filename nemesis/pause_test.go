@@ -37,3 +37,60 @@ func TestPauseStrikesAHolderMidSection(t *testing.T) {
 		}
 	}
 }
+
+// armedClients are fakeClients whose pause armed for a write is pending
+// (it has not struck) or, once struck, in force until until.
+type armedClients struct {
+	*fakeClients
+	pending bool
+	until   time.Time
+}
+
+func (a *armedClients) Disarm(c string) (bool, time.Time) {
+	a.fakeClients.Disarm(c)
+	return a.pending, a.until
+}
+
+// An armed pause ends with its fault: at its stop one that has not struck
+// is called off (param struck=false), and one that struck is waited out.
+// A pause that strikes at once has nothing to stop.
+func TestArmedPauseEndsWithItsFault(t *testing.T) {
+	t.Parallel()
+	inject := func(fc Clients, params map[string]string) *Injected {
+		e := Entry{Fault: PauseClient, Target: TargetHolder, Fallback: "c1", Duration: 3 * time.Second, Params: params}
+		inj, err := pause{}.Inject(context.Background(), &Env{Clients: fc}, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inj
+	}
+	armed := map[string]string{"before_write": "true"}
+
+	pending := &armedClients{fakeClients: &fakeClients{names: []string{"c0", "c1"}}, pending: true}
+	inj := inject(pending, armed)
+	if inj.Stop == nil {
+		t.Fatal("an armed pause has no stop")
+	}
+	if err := inj.Stop(context.Background()); err != nil || inj.Params["struck"] != "false" {
+		t.Errorf("stop of a pending pause: %v, params %v", err, inj.Params)
+	}
+	if got := pending.calls; len(got) != 2 || got[0] != "pause c1 3s true" || got[1] != "disarm c1" {
+		t.Errorf("calls %v, want the pause armed on the fallback, then disarmed", got)
+	}
+
+	struck := &armedClients{fakeClients: &fakeClients{names: []string{"c0", "c1"}}, until: time.Now().Add(50 * time.Millisecond)}
+	inj = inject(struck, armed)
+	if err := inj.Stop(context.Background()); err != nil || inj.Params["struck"] != "" || time.Now().Before(struck.until) {
+		t.Errorf("stop of a pause that struck: %v, params %v, returned before its end", err, inj.Params)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	struck.until = time.Now().Add(time.Hour)
+	if err := inject(struck, armed).Stop(ctx); err == nil {
+		t.Error("a pause outlasting the stop's time: no error")
+	}
+
+	if inj := inject(&armedClients{fakeClients: &fakeClients{names: []string{"c0", "c1"}}}, nil); inj.Stop != nil {
+		t.Error("a pause that strikes at once has a stop")
+	}
+}
