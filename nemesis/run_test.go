@@ -398,7 +398,7 @@ func TestRunClientFaults(t *testing.T) {
 		"bump c3 1.5s", "reset c3",
 		"reset c1",
 		"rate c2 0.5", "rate c2 1",
-		"pause c3 100ms true",
+		"pause c3 100ms true", "disarm c3", // armed for a write that never came: called off at its stop
 		"crash c3",
 		"reset c0", "reset c1", "reset c2", "reset c3", "disarm c0", "disarm c1", "disarm c2", "disarm c3", // heal: clocks, then pauses
 	}
