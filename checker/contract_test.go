@@ -318,6 +318,25 @@ func TestContractBackendWording(t *testing.T) {
 	redisDeleted(h, 8000, "c1", 1, "expiry", "lease_alive", "false")
 	h.rel(1, "lock", 9000, 9010, ok)
 	expect(t, contract(h), Unknown, "could not expire before 9.90 s: it was another key")
+
+	// The server's set, where a key-set event tells it, bounds the key's
+	// life where the acquire's invocation is long before (redis-setnx seed
+	// 479: asked 22.7 s before its grant, whose key was set 1 ms before
+	// another's expiry); a set a TTL before the expiry still breaks it.
+	set := func(h *hist, at int64) *hist {
+		return h.event(histories.FKeySet, 90000, []string{"c1"}, map[string]string{"key": "lock", "process": "1", "server": "r0",
+			"ttl_ms": "2000", "set_ns": strconv.FormatInt(at*1e6, 10)})
+	}
+	h = redis().acq(1, "lock", 1000, 8000, ok, 1)
+	redisDeleted(h, 8000, "c1", 1, "expiry", "lease_alive", "false")
+	h.rel(1, "lock", 9000, 9010, ok)
+	set(h, 7999)
+	expect(t, contract(h), Unknown, "its key, set on the server at 8.00 s, could not expire before 10.00 s: it was another key")
+	h = redis().acq(1, "lock", 1000, 6000, ok, 1)
+	redisDeleted(h, 8000, "c1", 1, "expiry", "lease_alive", "false")
+	h.rel(1, "lock", 9000, 9010, ok)
+	set(h, 5999)
+	expect(t, contract(h), Invalid, "its key was deleted at 8.00 s, and no fault")
 }
 
 // A recipe whose token is no fencing token (Redlock's count after the
