@@ -17,6 +17,7 @@ import (
 	"github.com/locktest/locktest/backend/etcd/cluster"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/partest"
 	"github.com/locktest/locktest/internal/proc"
 )
 
@@ -70,9 +71,7 @@ func TestEtcd11456(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs scenarios on real servers")
 	}
-	if os.Getenv(aloneEnv) != t.Name() {
-		t.Skip("runs in a process of its own, beside the other end-to-end runs: -run 'TestRuns/each/Etcd11456'")
-	}
+	partest.Own(t, "TestRuns/each/Etcd11456")
 	if _, err := os.Stat("/usr/bin/etcd"); err != nil {
 		t.Skipf("skipped: /usr/bin/etcd not installed (apt-get install etcd-server): %v", err)
 	}

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/internal/partest"
 	"github.com/locktest/locktest/internal/proc"
 )
 
@@ -55,7 +53,7 @@ func TestRuns(t *testing.T) {
 				if test == nil {
 					// Started before the wait for a turn among the
 					// runsAtOnce: the longest runs (20-40 s) start first.
-					test = alone(t, "Test"+r.name)
+					test = partest.Alone(t, "Test"+r.name)
 				}
 				t.Parallel()
 				test(t)
@@ -68,40 +66,6 @@ func TestRuns(t *testing.T) {
 }
 
 // runsAtOnce is how many of TestRuns's runs go on at once, besides those
-// in processes of their own (alone): they mostly wait, and with four at
+// in processes of their own (partest.Alone): they mostly wait, and with four at
 // once TestRuns took 58-61 s, with six 45-50 s, for the same CPU.
 const runsAtOnce = 6
-
-// aloneEnv names, in the test binary run again by alone, the one test it
-// runs.
-const aloneEnv = "LOCKTEST_TEST_ALONE"
-
-// alone starts the top-level test name in a process of its own (the test
-// binary again): what it counts of its process (sockets, goroutines) is
-// its own while other runs go on in this one. The test it returns waits
-// for it.
-func alone(t *testing.T, name string) func(*testing.T) {
-	if testing.Short() {
-		return func(t *testing.T) { t.Skip("replays real runs") }
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), aloneEnv+"="+name)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	return func(t *testing.T) {
-		err := <-done
-		switch {
-		case err == nil && bytes.Contains(out.Bytes(), []byte("--- SKIP: "+name)):
-			// What it needs is not installed (TestEtcd11456: etcd 3.4).
-			t.Skipf("%s in a process of its own skipped:\n%s", name, out.Bytes())
-		case err != nil || !bytes.Contains(out.Bytes(), []byte("--- PASS: "+name)):
-			t.Fatalf("%s in a process of its own: %v\n%s", name, err, out.Bytes())
-		}
-	}
-}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/internal/partest"
 	"github.com/locktest/locktest/internal/shellwords"
 	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/nemesis"
@@ -98,9 +99,7 @@ func TestShrinkEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays real runs")
 	}
-	if os.Getenv(aloneEnv) != t.Name() {
-		t.Skip("runs in a process of its own, beside the other end-to-end runs: -run 'TestRuns/each/ShrinkEndToEnd'")
-	}
+	partest.Own(t, "TestRuns/each/ShrinkEndToEnd")
 	pause := func(at time.Duration) nemesis.Entry {
 		return nemesis.Entry{At: at, Fault: nemesis.PauseClient, Target: nemesis.TargetHolder, Fallback: "c0", Duration: 3 * time.Second,
 			Params: map[string]string{"before_write": "true"}}

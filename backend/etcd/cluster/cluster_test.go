@@ -22,6 +22,7 @@ import (
 
 	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/internal/links"
+	"github.com/locktest/locktest/internal/partest"
 	"github.com/locktest/locktest/internal/polltest"
 )
 
@@ -29,6 +30,7 @@ import (
 // blackholes one client's links with a toxic, and checks that Close leaves
 // nothing behind.
 func TestEndToEnd(t *testing.T) {
+	partest.Own(t, "TestOwnProcess")
 	before := goroutines()
 	dir := t.TempDir()
 	logDir := filepath.Join(dir, "logs")
@@ -201,6 +203,7 @@ func TestEndToEnd(t *testing.T) {
 // the first attempt: the first two members start, the third fails to bind,
 // and Start must tear down and succeed on fresh ports.
 func TestStartRetriesOnPortConflict(t *testing.T) {
+	partest.Own(t, "TestOwnProcess")
 	before := goroutines()
 	var (
 		blocker  net.Listener
@@ -256,6 +259,7 @@ func TestStartRetriesOnPortConflict(t *testing.T) {
 
 // TestFailedStartCleansUp fails Start after all members are running.
 func TestFailedStartCleansUp(t *testing.T) {
+	partest.Own(t, "TestOwnProcess")
 	before := goroutines()
 	dir := t.TempDir()
 	var addrs []string

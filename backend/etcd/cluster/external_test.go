@@ -30,6 +30,7 @@ import (
 
 	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/internal/links"
+	"github.com/locktest/locktest/internal/partest"
 	"github.com/locktest/locktest/internal/polltest"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/system"
@@ -113,6 +114,7 @@ func reads(t *testing.T, ctx context.Context, cl *clientv3.Client, key, want str
 // client links behind toxiproxy that a fault singles one client out on,
 // the resource link, leases, hashes; Close leaves nothing behind.
 func TestExternal(t *testing.T) {
+	partest.Own(t, "TestOwnProcess")
 	c, ctx := startProcesses(t, Config{})
 	before := settle(t, ctx, c)
 	logDir := t.TempDir()
@@ -404,6 +406,7 @@ func newCert(t *testing.T, parent *x509.Certificate, parentKey *ecdsa.PrivateKey
 // members' certificates; a wrong CA or no client certificate fails
 // Connect.
 func TestExternalTLS(t *testing.T) {
+	partest.Own(t, "TestOwnProcess")
 	f := writeTLS(t, t.TempDir(), "127.0.0.1", "localhost")
 	files := &TLSFiles{CertFile: f.cert, KeyFile: f.key, TrustedCAFile: f.ca}
 	if _, err := Start(context.Background(), Config{TLS: files}); err == nil || !strings.Contains(err.Error(), "process members only") {
@@ -517,6 +520,7 @@ func TestVerifyAnyHost(t *testing.T) {
 // TestExternalBadInput: each mistake fails Connect with one line naming
 // what is wrong, and leaves nothing running, connected, or deleted.
 func TestExternalBadInput(t *testing.T) {
+	partest.Own(t, "TestOwnProcess")
 	c, ctx := startProcesses(t, Config{})
 	eps := endpointsOf(c)
 	d, err := c.DirectClient()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/backend/serverkit"
+	"github.com/locktest/locktest/internal/partest"
 	"github.com/locktest/locktest/internal/polltest"
 )
 
@@ -48,6 +49,7 @@ func removeTimed(t *testing.T, ctx context.Context, c *Cluster, i int) {
 // then closes the cluster with a member removed and checks that nothing is
 // left behind.
 func TestRemoveAndAddMember(t *testing.T) {
+	partest.Own(t, "TestOwnProcess")
 	before := goroutines()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
