@@ -66,6 +66,9 @@ func (c Config) openings(seed int64, fams []Family) []Entry {
 	if o, ok := c.outageOpening(fams); ok {
 		out = append(out, o)
 	}
+	if g, ok := c.givingUpOpening(seed, fams); ok {
+		out = append(out, g)
+	}
 	switch {
 	case revokes:
 		out = append(out, h)
@@ -83,9 +86,6 @@ func (c Config) openings(seed int64, fams []Family) []Entry {
 	out = append(out, c.requestOpening(seed))
 	if clocks && revokes {
 		out = append(out, k)
-	}
-	if g, ok := c.givingUpOpening(seed, fams); ok {
-		out = append(out, g)
 	}
 	return out
 }
