@@ -110,7 +110,7 @@ func (env *Env) findClient(ctx context.Context, e Entry, params map[string]strin
 	if e.Target == TargetWaiter {
 		if g, ok := e.Params["giving_up"]; ok {
 			gives, _ := time.ParseDuration(g)
-			if w, ok := env.givingUp(ctx, gives, params); ok {
+			if w, ok := env.givingUp(ctx, gives, e.Duration, params); ok {
 				params["aimed"] = "true"
 				return w, nil
 			}
@@ -286,9 +286,11 @@ func (env *Env) freshWaiter(ctx context.Context, limit time.Duration) (string, b
 // givingUp waits, as aim does, for a waiter that has waited wait in an
 // acquire begun since the fault before stopped (env.calm: the giving-up
 // opening, its acquire about to give up), and holds the holder's release
-// meanwhile (at most releaseHoldMax, and no longer than the look), noted
-// in params (held) if it was, so that the lock's line waits as behind a slow
-// section. One begun before may give up for that fault, not on its lock:
+// meanwhile, and after the strike until the cut ends (at most
+// releaseHoldMax), noted in params (held) if it was, so that the lock's
+// line waits as behind a slow section; let go at the strike, it passed
+// the lock to the waiter struck, first in line, which took it at the heal
+// (seeds 1, 2: granted 4.5 s into its 4 s acquire). One begun before may give up for that fault, not on its lock:
 // struck right after the outage opening, each waiter struck had begun its
 // acquire just before the crash, and its acquire was granted, or ended
 // unknown ("connection retries ran out"), not refused (kazoo_py.py
@@ -297,11 +299,11 @@ func (env *Env) freshWaiter(ctx context.Context, limit time.Duration) (string, b
 // runs within aimWait (seeds 1-5), each then caught.
 // The newest of those that have waited wait began since the calm when it
 // has not waited since the calm as well.
-func (env *Env) givingUp(ctx context.Context, wait time.Duration, params map[string]string) (string, bool) {
+func (env *Env) givingUp(ctx context.Context, wait, cut time.Duration, params map[string]string) (string, bool) {
 	wctx, cancel := env.aimContext(ctx)
 	defer cancel()
 	struck := make(chan struct{})
-	defer close(struck)
+	var letGo time.Time // written before struck is closed
 	var (
 		armed  string
 		disarm = func() bool { return false }
@@ -310,17 +312,22 @@ func (env *Env) givingUp(ctx context.Context, wait time.Duration, params map[str
 		if disarm() {
 			params["held"] = armed
 		}
+		close(struck)
 	}()
 	for {
 		// Armed on the holder there now: one armed on a holder that had
 		// sent its release already would hold its next one instead.
 		if h, _, ok := env.Clients.Holder(""); ok && h != armed && !disarm() {
-			bound := time.Now().Add(releaseHoldMax)
 			if c, err := env.Clients.Intercept(h, histories.Release, func() {
+				bound := time.Now().Add(releaseHoldMax)
 				select {
 				case <-struck:
+					if letGo.Before(bound) {
+						bound = letGo
+					}
+					sleepUntil(ctx, bound)
 				case <-ctx.Done():
-				case <-time.After(time.Until(bound)):
+				case <-time.After(releaseHoldMax):
 				}
 			}, func(error) {}); err == nil {
 				armed, disarm = h, c
@@ -329,6 +336,7 @@ func (env *Env) givingUp(ctx context.Context, wait time.Duration, params map[str
 		if since := time.Since(env.calm); since >= wait {
 			w, ok := env.Clients.Newest(wait)
 			if old, before := env.Clients.Newest(since); ok && (!before || old != w) {
+				letGo = time.Now().Add(cut)
 				return w, true
 			}
 		}
