@@ -283,22 +283,22 @@ func (env *Env) freshWaiter(ctx context.Context, limit time.Duration) (string, b
 	}
 }
 
-// givingUp waits, as aim does, for a waiter that has waited wait in an
-// acquire begun since the fault before stopped (env.calm: the giving-up
-// opening, its acquire about to give up), and holds the holder's release
-// meanwhile, and after the strike until the cut ends (at most
-// releaseHoldMax), noted in params (held) if it was, so that the lock's
-// line waits as behind a slow section; let go at the strike, it passed
-// the lock to the waiter struck, first in line, which took it at the heal
-// (seeds 1, 2: granted 4.5 s into its 4 s acquire). One begun before may give up for that fault, not on its lock:
-// struck right after the outage opening, each waiter struck had begun its
-// acquire just before the crash, and its acquire was granted, or ended
+// givingUp waits, as aim does, for the waiter longest in its acquire to
+// have waited wait, once every waiter began its acquire since the fault
+// before stopped (env.calm): the giving-up opening, its acquire about to
+// give up. A waiter begun before may give up for that fault, not on its
+// lock: struck right after the outage opening, each waiter struck had
+// begun its acquire just before the crash, and it was granted, or ended
 // unknown ("connection retries ran out"), not refused (kazoo_py.py
-// --lock-per-acquire, seeds 1, 2, 4, 5: no orphan). Without the hold, a
-// wait that long in an acquire begun after the outage came in 3 of 5
-// runs within aimWait (seeds 1-5), each then caught.
-// The newest of those that have waited wait began since the calm when it
-// has not waited since the calm as well.
+// --lock-per-acquire, seeds 1, 2, 4, 5: no orphan). Meanwhile, while
+// every waiter began since the calm, it holds the holder's release until
+// the strike's cut ends (at most releaseHoldMax), noted in params (held)
+// if it was, so that the line waits as behind a slow section: the first
+// in line, struck, has waited behind the same node since it queued, and
+// kazoo's Lock times each wait from its predecessor's last change, not
+// from the acquire's start. A hold with older waiters ahead had them give
+// up, and each gave the waiter behind it a fresh wait: struck at 3.6 s of
+// its acquire, it was granted at the heal, 4.5 s in (seeds 1, 3, 4).
 func (env *Env) givingUp(ctx context.Context, wait, cut time.Duration, params map[string]string) (string, bool) {
 	wctx, cancel := env.aimContext(ctx)
 	defer cancel()
@@ -317,7 +317,9 @@ func (env *Env) givingUp(ctx context.Context, wait, cut time.Duration, params ma
 	for {
 		// Armed on the holder there now: one armed on a holder that had
 		// sent its release already would hold its next one instead.
-		if h, _, ok := env.Clients.Holder(""); ok && h != armed && !disarm() {
+		since := time.Since(env.calm)
+		_, old := env.Clients.Waiter(since)
+		if h, _, ok := env.Clients.Holder(""); ok && !old && h != armed && !disarm() {
 			if c, err := env.Clients.Intercept(h, histories.Release, func() {
 				bound := time.Now().Add(releaseHoldMax)
 				select {
@@ -333,12 +335,9 @@ func (env *Env) givingUp(ctx context.Context, wait, cut time.Duration, params ma
 				armed, disarm = h, c
 			}
 		}
-		if since := time.Since(env.calm); since >= wait {
-			w, ok := env.Clients.Newest(wait)
-			if old, before := env.Clients.Newest(since); ok && (!before || old != w) {
-				letGo = time.Now().Add(cut)
-				return w, true
-			}
+		if w, ok := env.Clients.Waiter(wait); ok && !old {
+			letGo = time.Now().Add(cut)
+			return w, true
 		}
 		if !sleepUntil(wctx, time.Now().Add(5*time.Millisecond)) {
 			return "", false
