@@ -287,18 +287,21 @@ func (env *Env) freshWaiter(ctx context.Context, limit time.Duration) (string, b
 // have waited wait, once every waiter began its acquire since the fault
 // before stopped (env.calm): the giving-up opening, its acquire about to
 // give up. A waiter begun before may give up for that fault, not on its
-// lock: struck right after the outage opening, each waiter struck had
-// begun its acquire just before the crash, and it was granted, or ended
-// unknown ("connection retries ran out"), not refused (kazoo_py.py
-// --lock-per-acquire, seeds 1, 2, 4, 5: no orphan). Meanwhile, while
-// every waiter began since the calm, it holds the holder's release until
-// the strike's cut ends (at most releaseHoldMax), noted in params (held)
-// if it was, so that the line waits as behind a slow section: the first
-// in line, struck, has waited behind the same node since it queued, and
-// kazoo's Lock times each wait from its predecessor's last change, not
-// from the acquire's start. A hold with older waiters ahead had them give
-// up, and each gave the waiter behind it a fresh wait: struck at 3.6 s of
-// its acquire, it was granted at the heal, 4.5 s in (seeds 1, 3, 4).
+// lock: struck right after the outage opening as the longest waiter, each
+// waiter struck had begun its acquire just before the crash, and it was
+// granted, or ended unknown ("connection retries ran out"), not refused
+// (kazoo_py.py --lock-per-acquire, seeds 1, 2, 4, 5: no orphan).
+// Meanwhile, once every waiter began since the calm, it holds the
+// release of the holder there then until the strike's cut ends (once a
+// look, at most releaseHoldMax), noted in params (held) if it was, so
+// that the line waits as behind a slow section and the first in line,
+// struck, has waited behind the same node since it queued: kazoo's Lock
+// times each wait from its predecessor's last change, not from the
+// acquire's start. Without the hold, a wait that long in an acquire begun
+// after the outage came within aimWait in 3 of 5 runs (seeds 1-5); a hold
+// with older waiters still ahead had them give up, each giving the one
+// behind it a fresh wait, and the waiter struck at 3.6 s of its acquire
+// was granted at the heal, 4.5 s in (seeds 1, 3, 4).
 func (env *Env) givingUp(ctx context.Context, wait, cut time.Duration, params map[string]string) (string, bool) {
 	wctx, cancel := env.aimContext(ctx)
 	defer cancel()
