@@ -332,12 +332,12 @@ func noOpening(t *testing.T, name string, cases []aimedFaults) {
 
 // Where leases can be neither revoked nor expired early (ZooKeeper's
 // sessions), an aimed schedule with the clients' operation timeout known
-// ends its openings with a cut of a waiter's links, shorter than half a
-// TTL, struck TTL/5 before an exec lock's acquire gives up (a second
-// before the 5 s deadline): the last opening, after the lost release
-// request (the waiter's clock step goes first there), before the random
-// faults. Without the timeout, or where leases can be revoked or keys
-// expired early, none.
+// cuts a waiter's links, shorter than half a TTL, struck TTL/5 before an
+// exec lock's acquire gives up (a second before the 5 s deadline): right
+// after the outage, before the other openings (the waiter's clock step
+// first there), which waited for their moments long enough to put it off
+// to the fault phase's end. Without the timeout, or where leases can be
+// revoked or keys expired early, none.
 func TestAimCutsAWaiterGivingUp(t *testing.T) {
 	cfg := swarmConfig()
 	cfg.Faults, cfg.Time, cfg.TTL, cfg.OpTimeout = []string{All}, 30*time.Second, 2*time.Second, 5*time.Second
@@ -348,12 +348,12 @@ func TestAimCutsAWaiterGivingUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		i := slices.IndexFunc(s.Entries, func(e Entry) bool { return e.Params["opening"] == "giving-up" })
-		if i != 5 || s.Entries[i-1].Params["opening"] != "release-request" || s.Entries[0].Params["opening"] != "outage" || s.Entries[1].Params["opening"] != "clock" {
-			t.Fatalf("seed %d: the giving-up opening is entry %d after %v, want 5, after the lost release request", seed, i, s.Entries[i-1].Params)
+		if i != 1 || s.Entries[0].Params["opening"] != "outage" || s.Entries[2].Params["opening"] != "clock" || s.Entries[5].Params["opening"] != "release-request" {
+			t.Fatalf("seed %d: the giving-up opening is entry %d after %v, want 1, right after the outage", seed, i, s.Entries[max(i-1, 0)].Params)
 		}
-		g, req := s.Entries[i], s.Entries[i-1]
+		g, out := s.Entries[i], s.Entries[i-1]
 		if g.Fault != Isolate || g.Target != TargetWaiter || !slices.Contains(cfg.Clients, g.Fallback) ||
-			g.Duration != 900*time.Millisecond || g.Params["giving_up"] != "3.6s" || g.At != req.At+req.Duration+500*time.Millisecond {
+			g.Duration != 900*time.Millisecond || g.Params["giving_up"] != "3.6s" || g.At != out.At+out.Duration+500*time.Millisecond {
 			t.Errorf("seed %d: giving-up opening %+v", seed, g)
 		}
 		if next := s.Entries[i+1]; next.At < g.At+g.Duration {
@@ -383,23 +383,38 @@ func TestAimCutsAWaiterGivingUp(t *testing.T) {
 }
 
 // A strike with param giving_up waits for a waiter that has waited that
-// long, strikes it as aimed, and falls back once the run's end is near.
+// long in an acquire begun since the fault before stopped, strikes it as
+// aimed, and falls back once the run's end is near: a waiter that had
+// waited as long, its acquire begun before that fault's stop, is left
+// alone. Meanwhile the holder's release is held, and let go at the strike.
 func TestGivingUpWaitsForTheWait(t *testing.T) {
-	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", waited: time.Second}
-	env := &Env{Clients: fc, TTL: 2 * time.Second, aimBy: time.Now().Add(100 * time.Millisecond)}
+	now := time.Now()
+	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: "c1", since: now.Add(-time.Second)}
+	env := &Env{Clients: fc, TTL: 2 * time.Second, aimBy: now.Add(100 * time.Millisecond)}
 	e := Entry{Fault: Isolate, Target: TargetWaiter, Fallback: "c0", Params: map[string]string{"giving_up": "3.6s"}}
 	params := map[string]string{}
 	if w, err := env.findClient(context.Background(), e, params, true); err != nil || params["aimed"] != "" {
 		t.Errorf("a waiter of 1 s struck as giving up: %s, %v, %v", w, params, err)
 	}
 	fc.mu.Lock()
-	fc.waited = 4 * time.Second
+	fc.since, fc.hook = now.Add(-4*time.Second), nil
 	fc.mu.Unlock()
+	env.aimBy, env.calm = time.Now().Add(100*time.Millisecond), now.Add(-3*time.Second)
 	params = map[string]string{}
-	env.aimBy = time.Now().Add(time.Minute)
-	if w, err := env.findClient(context.Background(), e, params, true); err != nil || w != "c1" || params["aimed"] != "true" {
-		t.Errorf("the waiter of 4 s: %s, %v, %v; want c1 aimed", w, params, err)
+	if w, err := env.findClient(context.Background(), e, params, true); err != nil || params["aimed"] != "" {
+		t.Errorf("a waiter of 4 s whose acquire began before the fault before stopped struck as giving up: %s, %v, %v", w, params, err)
 	}
+	fc.take()
+	env.aimBy, env.calm = time.Now().Add(time.Minute), now.Add(-5*time.Second)
+	params = map[string]string{}
+	if w, err := env.findClient(context.Background(), e, params, true); err != nil || w != "c1" || params["aimed"] != "true" || params["held"] != "" {
+		t.Errorf("the waiter of 4 s, begun since the fault before: %s, %v, %v; want c1 aimed, no release held (none sent)", w, params, err)
+	}
+	h := fc.take()
+	if h == nil || !slices.Contains(fc.calls, "intercept c0 release") {
+		t.Fatalf("the holder's release not intercepted: %v", fc.calls)
+	}
+	h.before() // let go at the strike: returns at once
 }
 
 // sessionKinds are every fault kind but those that end a lease or expire

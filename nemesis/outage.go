@@ -55,7 +55,7 @@ func (c Config) outageOpening(fams []Family) (Entry, bool) {
 
 // outage waits for e's moment (outageMoment), then holds the release of
 // the holder then, if any, until e's param hold after the cluster is back
-// (at most outageHoldMax in all), which the returned func says. It notes
+// (at most releaseHoldMax in all), which the returned func says. It notes
 // the client held in params (held).
 func (env *Env) outage(ctx context.Context, e Entry, params map[string]string) (back func()) {
 	var (
@@ -78,7 +78,7 @@ func (env *Env) outage(ctx context.Context, e Entry, params map[string]string) (
 	if !ok {
 		return back
 	}
-	bound := time.Now().Add(outageHoldMax)
+	bound := time.Now().Add(releaseHoldMax)
 	_, err = env.Clients.Intercept(h, histories.Release, func() {
 		select {
 		case <-done:
@@ -97,10 +97,10 @@ func (env *Env) outage(ctx context.Context, e Entry, params map[string]string) (
 	return back
 }
 
-// outageHoldMax bounds the hold of the holder's release from the crash on:
-// a release held past the run's operation timeout (5 s by default) would
-// be given up as unknown.
-const outageHoldMax = 4 * time.Second
+// releaseHoldMax bounds a hold of the holder's release (the outage's from
+// the crash on, the giving-up opening's): a release held past the run's
+// operation timeout (5 s by default) would be given up as unknown.
+const releaseHoldMax = 4 * time.Second
 
 // outageMoment waits, as aim does, for e's moment: a holder with less
 // than a TTL of its section left, while a client is queued in Acquire and

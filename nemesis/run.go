@@ -170,6 +170,7 @@ func (r *runner) fire(ctx context.Context, i int, e Entry) {
 		fired.Params = params
 	}
 	fired.Stop = r.since()
+	r.env.calm = time.Now()
 	r.record(histories.FStop, kind, a.Targets, params, err)
 	r.rep.Faults = append(r.rep.Faults, fired)
 }

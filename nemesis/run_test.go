@@ -69,6 +69,8 @@ type fakeClients struct {
 	// waited, if set, is how long waiter has waited (Waiter finds it
 	// only if that is at least its minWait); unset, any wait.
 	waited time.Duration
+	// since, if set, is when waiter began to wait (its wait then grows).
+	since time.Time
 	// newest, if set, is the client that began waiting last (else
 	// waiter), and newestWaited, if set, how long it has waited (Newest
 	// finds it only if that is at least its minWait); unset, any wait.
@@ -124,7 +126,7 @@ func (f *fakeClients) Lease(c string) (string, bool) {
 func (f *fakeClients) Waiter(min time.Duration) (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.waited > 0 && f.waited < min {
+	if w := f.wait(); w > 0 && w < min {
 		return "", false
 	}
 	return f.waiter, f.waiter != ""
@@ -135,7 +137,15 @@ func (f *fakeClients) Newest(min time.Duration) (string, bool) {
 	if f.newest != "" {
 		return f.newest, f.newestWaited == 0 || f.newestWaited >= min
 	}
-	return f.waiter, f.waiter != "" && (f.waited == 0 || f.waited >= min)
+	return f.waiter, f.waiter != "" && (f.wait() == 0 || f.wait() >= min)
+}
+
+// wait is how long waiter has waited (0: any wait); f.mu is held.
+func (f *fakeClients) wait() time.Duration {
+	if !f.since.IsZero() {
+		return time.Since(f.since)
+	}
+	return f.waited
 }
 func (f *fakeClients) Entering(min, max, _ time.Duration) (string, bool) {
 	f.mu.Lock()

@@ -29,8 +29,12 @@ var kazoo732 = scenario.Scenario{
 		Status:  "open; a fix is proposed in kazoo pull request 760",
 		Recipes: []string{kazooPerAcquire}, Ecosystem: "Python: kazoo (Lock)", Affected: "kazoo 2.8.0 (the code the report links); open upstream",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (20.9 s mean, 23.6 s max); the contrast 10 of 10 (25.5 s max)",
-		Random: "2 of 5 (held-out seeds 301-305, locktest power, 2026-11-27, since the outage opening, which comes first for " +
-			"an exec: ZooKeeper lock and put the giving-up opening off to the fault phase's end in 3 of 5); before it, " +
+		Random: "4 of 5 on each of two sets of tuning seeds (1-5: at 8.7-18.0 s; 6-10: at 13.1-28.4 s; locktest power, " +
+			"2026-11-27), each the node the giving-up opening's waiter left in line (told as an orphan in 4, as a ghost its " +
+			"client gave up behind in 4), since that opening comes right after the outage opening, strikes an " +
+			"acquire begun since the fault before and holds the holder's release until its cut ends; with it last, behind " +
+			"the outage and the other openings (it struck 26.5-29.1 s into the run): 3 of 5 on each (at 28.4-31.0 s), and 2 " +
+			"of 5 on held-out seeds 301-305. Before the outage opening, " +
 			"7 of 10 (seeds 1-10, locktest power: --nemesis all --time 30s, the default flags, 2026-11-27), each the " +
 			"bug's: 5 an orphan (a LockTimeout refusal whose node stayed in line on a live session, still there when the " +
 			"session made its next node), 2 a ghost; the giving-up opening made 6 of them, a member's pause under the owner's " +
