@@ -93,7 +93,12 @@ public class ZkLocks {
     }
 
     /** A grant: its node, the node's czxid, and the zxid of a state in which the node was first in line. */
-    record Grant(String node, long czxid, long decided, long session) {}
+    record Grant(String node, long czxid, long decided, long session, long owner) {
+        /** The node is the session's the grant is told on (owner: its ephemeralOwner, 0 if gone). */
+        boolean own() {
+            return owner != 0 && owner == session;
+        }
+    }
 
     /** One of the three locks. */
     interface Lock {
@@ -176,11 +181,11 @@ public class ZkLocks {
      */
     static Grant confirm(String node, Stat st, List<String> children, Stat parent, long session) {
         if (st == null) {
-            return new Grant(node, 0, 0, session);
+            return new Grant(node, 0, 0, session, 0);
         }
         String name = node.substring(node.lastIndexOf('/') + 1);
         String first = children.stream().min(Comparator.comparing(ZkLocks::sequence)).orElse("");
-        return new Grant(node, st.getCzxid(), first.equals(name) ? parent.getPzxid() : 0, session);
+        return new Grant(node, st.getCzxid(), first.equals(name) ? parent.getPzxid() : 0, session, st.getEphemeralOwner());
     }
 
     /** A sequential node's sequence number: the last 10 digits of its name. */
@@ -201,17 +206,19 @@ public class ZkLocks {
     }
 
     /**
-     * Curator pull request 500's check: node is the current session's (its ephemeralOwner), not one of an
-     * earlier session that Curator gave up, which the servers still hold and will delete. Says so on stderr.
+     * Curator pull request 500's check, on the grant as told: its node is the current session's (its
+     * ephemeralOwner), not one of an earlier session that Curator gave up, which the servers still hold
+     * and will delete. Made on the reads the grant is told from, not on reads before them: the session
+     * can change in between, and a grant checked on the old one was told on the new (curator-mutex
+     * --fix=604, seed 480: checked, then Curator's new session came before the grant was told). Says so
+     * on stderr when it fails.
      */
-    static boolean ownNode(CuratorFramework c, String node) throws Exception {
-        Stat st = c.checkExists().forPath(node);
-        long session = c.getZookeeperClient().getZooKeeper().getSessionId();
-        if (st != null && st.getEphemeralOwner() == session) {
+    static boolean ownNode(Grant g) {
+        if (g.own()) {
             return true;
         }
-        System.err.println("ZkLocks --fix: " + node + " is not of the current session 0x" + Long.toHexString(session)
-                + (st == null ? " (gone)" : " but of 0x" + Long.toHexString(st.getEphemeralOwner())) + ": let go");
+        System.err.println("ZkLocks --fix: " + g.node() + " is not of the current session 0x" + Long.toHexString(g.session())
+                + (g.owner() == 0 ? " (gone)" : " but of 0x" + Long.toHexString(g.owner())) + ": let go");
         return false;
     }
 
@@ -255,18 +262,20 @@ public class ZkLocks {
                 if (!m.acquire(Math.max(0, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS)) {
                     throw new Fail("timeout: not acquired in " + timeoutMs + " ms", true); // Curator deleted its node
                 }
-                if (!fix604 || ownNode(c, m.node())) {
-                    break;
+                held.put(name, true); // a LOST from here on is told
+                Grant g;
+                try {
+                    g = confirm(c, m.node());
+                } catch (Exception e) {
+                    held.remove(name);
+                    m.release();
+                    throw new Fail(e.getMessage() + " (released)", false);
                 }
-                m.release();
-            }
-            held.put(name, true);
-            try {
-                return confirm(c, m.node());
-            } catch (Exception e) {
+                if (!fix604 || ownNode(g)) {
+                    return g;
+                }
                 held.remove(name);
                 m.release();
-                throw new Fail(e.getMessage() + " (released)", false);
             }
         }
 
@@ -297,35 +306,14 @@ public class ZkLocks {
         }
 
         /**
-         * Curator pull request 500's check (CURATOR-696): the leadership of l stands only on a node of the
-         * client's current session. A node of an earlier session (Curator declared it lost and made a new
-         * one; the servers expire the old one later) makes the latch reset, as the fix does; false then.
+         * What Curator pull request 500 (CURATOR-696) does when the leadership stands on a node of an
+         * earlier session (Curator declared it lost and made a new one; the servers expire the old one
+         * later): the latch's own reset, package-private.
          */
-        boolean ownNode(LeaderLatch l) throws Exception {
-            String node = l.getOurPath();
-            if (node == null) { // resetting already: not leader
-                return false;
-            }
-            if (ZkLocks.ownNode(c, node)) {
-                return true;
-            }
+        static void reset(LeaderLatch l) throws Exception {
             java.lang.reflect.Method reset = LeaderLatch.class.getDeclaredMethod("reset");
             reset.setAccessible(true);
             reset.invoke(l);
-            return false;
-        }
-
-        /** await, with pull request 500's check where --fix=500 asks for it. */
-        boolean await(LeaderLatch l, long timeoutMs) throws Exception {
-            long deadline = System.currentTimeMillis() + timeoutMs;
-            for (;;) {
-                if (!l.await(Math.max(0, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS)) {
-                    return false;
-                }
-                if (!fix500 || ownNode(l)) {
-                    return true;
-                }
-            }
         }
 
         public Grant acquire(String name, long timeoutMs) throws Exception {
@@ -335,16 +323,27 @@ public class ZkLocks {
                 l.start();
                 latches.put(name, l);
             }
-            if (!await(l, timeoutMs)) {
-                withdraw(name);
-                throw new Fail("timeout: no leadership in " + timeoutMs + " ms", true);
-            }
+            long deadline = System.currentTimeMillis() + timeoutMs;
             Grant g;
-            try {
-                g = confirm(c, l.getOurPath());
-            } catch (Exception e) {
-                withdraw(name);
-                throw new Fail(e.getMessage() + " (latch closed)", false);
+            for (;;) {
+                if (!l.await(Math.max(0, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS)) {
+                    withdraw(name);
+                    throw new Fail("timeout: no leadership in " + timeoutMs + " ms", true);
+                }
+                String node = l.getOurPath();
+                if (fix500 && node == null) { // resetting already: not leader
+                    continue;
+                }
+                try {
+                    g = confirm(c, node);
+                } catch (Exception e) {
+                    withdraw(name);
+                    throw new Fail(e.getMessage() + " (latch closed)", false);
+                }
+                if (!fix500 || ownNode(g)) {
+                    break;
+                }
+                reset(l);
             }
             final LeaderLatch mine = l;
             l.addListener(new LeaderLatchListener() {
