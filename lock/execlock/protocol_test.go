@@ -1,19 +1,52 @@
-package execlock
+package execlock_test
 
-import "testing"
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/lock"
+	"github.com/locktest/locktest/lock/execlock"
+)
 
 // A grant's session (protocol version 2) is read as the client wrote it;
 // a reply without one, as version 1 wrote it, tells none; one of another
-// type breaks the protocol.
+// type breaks the protocol. The client is a shell loop that answers every
+// request with the same reply under the request's id. (An external test:
+// one inside the package would make go test compile it, and every package
+// of this test binary that imports it, a second time.)
 func TestReplySession(t *testing.T) {
-	l, err := parseLine([]byte(`{"id":3,"ok":true,"token":7,"key":"/l/lock-0000000001","session":"0x1000a3b2c0004"}`))
-	if err != nil || l.Session != "0x1000a3b2c0004" || l.Key != "/l/lock-0000000001" {
-		t.Errorf("a grant with its session: %+v, %v", l, err)
+	t.Parallel()
+	const answer = `while IFS= read -r req; do id=${req#*'"id":'}; printf '{"id":%s,%s\n' "${id%%,*}" "$1"; done`
+	acquire := func(t *testing.T, reply string) (lock.Held, error) {
+		t.Helper()
+		l, err := execlock.New("/bin/sh", "-c", answer, "client", reply).New(context.Background(),
+			lock.Env{Name: "c0", Backend: "etcd", Prefix: "/l/", TTL: 2, OpTimeout: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l.Acquire(context.Background(), "lock")
 	}
-	if l, err := parseLine([]byte(`{"id":3,"ok":true,"token":7}`)); err != nil || l.Session != "" {
-		t.Errorf("a version-1 grant: session %q, %v", l.Session, err)
-	}
-	if _, err := parseLine([]byte(`{"id":3,"ok":true,"session":12}`)); err == nil {
-		t.Error("a session that is a number: no error")
-	}
+	t.Run("session", func(t *testing.T) {
+		t.Parallel()
+		h, err := acquire(t, `"ok":true,"token":7,"key":"/l/lock-0000000001","session":"0x1000a3b2c0004"}`)
+		if err != nil || h.(lock.Sessioned).Session() != "0x1000a3b2c0004" || h.(lock.Keyed).Key() != "/l/lock-0000000001" {
+			t.Errorf("a grant with its session: %v, %v", h, err)
+		}
+	})
+	t.Run("version-1", func(t *testing.T) {
+		t.Parallel()
+		h, err := acquire(t, `"ok":true,"token":7}`)
+		if err != nil || h.(lock.Sessioned).Session() != "" {
+			t.Errorf("a version-1 grant: %v, %v", h, err)
+		}
+	})
+	t.Run("number", func(t *testing.T) {
+		t.Parallel()
+		if _, err := acquire(t, `"ok":true,"session":12}`); err == nil || !strings.Contains(err.Error(), "not the protocol's") {
+			t.Errorf("a session that is a number: want the line called not the protocol's, got %v", err)
+		}
+	})
 }
