@@ -1,0 +1,141 @@
+package nemesis
+
+import (
+	"cmp"
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/locktest/locktest/histories"
+)
+
+// lostWatchStream is the PCG stream of the lost-watch opening's draw.
+const lostWatchStream = 0x7761746368
+
+// lostWatchOpening is an aimed schedule's race of a queue lock's listing
+// and its watch: a client's requests reach the servers late (a slow
+// fault, latency upstream on its links to the members, param trip), from
+// a holder's short section (param ahead) through its release and its next
+// acquire, whose listing of the lock's children and watch on the node
+// before its own then land a trip apart; meanwhile the release of the
+// client whose node is before its own is held so that it lands between
+// them (Env.lostWatch). A lock that watches the node it saw in the listing
+// without looking again when that node is gone waits for a node that never
+// comes back: ZooKeeper's WriteLock (shayhatsor/zookeeper#26) logs "Could
+// not find the stats for less than me" and is never woken; its waiter
+// then heads the queue, nobody granted, until its acquire gives up
+// (liveness's unwoken rule). Random slow faults never made that race in
+// ten runs (no lost watch in any adapter's log): they seldom draw a
+// latency the session survives on a client about to ask, and nothing
+// times a release into the window.
+//
+// The trip is 3/20 of the TTL (0.3 s of 2 s): a ZooKeeper client pings
+// every third of its session timeout and gives its connection up after
+// two thirds without a reply, so the session lives through it; and it is
+// under a quarter of the TTL, so that once it stops the client's session
+// is taken to have settled within two trips (the unwoken rule's settle).
+// The slow fault stops a quarter trip after the watch landed: the waiter
+// then sits with calm links, its acquire's 4-5 s most of it still ahead.
+//
+// Only for a session lock in a process of its own (sessionLock): its
+// waiters' nodes are their sessions', and the library, not locktest,
+// watches the queue. First, before the outage: its moment is there at
+// once (a holder entering a short section), and it holds a release for at
+// most 1.5 trips and slows one client for a few seconds (one to three of
+// its acquires), where the outage's and the giving-up cut's looks for
+// their moments take up to aimWait each, their restart and reconnection
+// more: third, it struck 16.5-29.5 s into a 30 s run, and not at all in
+// one of five (seeds 1-5).
+func (c Config) lostWatchOpening(seed int64, fams []Family) (Entry, bool) {
+	if !c.sessionLock() || len(c.Clients) < 2 || !c.offersKind(fams, Slow) {
+		return Entry{}, false
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), lostWatchStream))
+	trip := c.TTL * 3 / 20
+	return Entry{
+		Fault: Slow, Target: TargetHolder,
+		Fallback: c.Clients[rng.IntN(len(c.Clients))],
+		Duration: 3 * c.TTL,
+		Params: map[string]string{"link": cmp.Or(c.MemberLinks, "members"), "toxic": "latency", "latency": trip.String(), "jitter": "0s",
+			"trip": trip.String(), "ahead": "0s-" + (c.TTL / 4).String(), "opening": "lost-watch"},
+	}, true
+}
+
+// lostWatch is the lost-watch opening's hold of client w's slowed links
+// (trip: their latency) for at most d: it waits for w's next acquire, whose
+// requests land a trip apart: the check that the lock's folder exists,
+// the listing in which its node is not yet, the creation of its node
+// (3 trips after it asked), the listing (4 trips) and the watch on the
+// node before its own (5 trips). Meanwhile it holds the release of the
+// client whose node is before w's until 4.5 trips after w asked: the
+// client that began to wait last before w's node was made (one that
+// began within minWaiterWait of it may be either side, and is passed
+// over), else the holder. It returns once the watch landed, if that
+// release was held; else that client was still queued or in a section (a
+// slow section ahead of w's node, 1-2 TTLs, holds most of a run's time),
+// and it tries again at w's next acquire, while d lasts. It says whom it
+// held (held) and how many acquires it tried (tries).
+func (env *Env) lostWatch(ctx context.Context, w string, trip, d time.Duration) map[string]string {
+	out := map[string]string{}
+	if env.Clients == nil {
+		return out
+	}
+	by := time.Now().Add(d)
+	wait := func(role func(string) bool) bool {
+		for !role(env.Clients.Role(w)) {
+			if time.Now().After(by) || !sleepUntil(ctx, time.Now().Add(time.Millisecond)) {
+				return false
+			}
+		}
+		return true
+	}
+	for tries := 1; ; tries++ {
+		// Its next acquire: a waiter struck as the fallback, or still
+		// waiting after a try, waits on first.
+		if !wait(func(r string) bool { return r != "waiter" }) || !wait(func(r string) bool { return r == "waiter" }) {
+			return out
+		}
+		out["tries"] = strconv.Itoa(tries)
+		if ahead, held := env.lostWatchTry(ctx, w, trip, time.Now()); held {
+			out["held"] = ahead
+			return out
+		}
+	}
+}
+
+// lostWatchTry is one try of lostWatch at w's acquire asked at asked: it
+// says whose release it aimed at, and whether it held it into the window.
+func (env *Env) lostWatchTry(ctx context.Context, w string, trip time.Duration, asked time.Time) (string, bool) {
+	made := asked.Add(3 * trip)
+	if !sleepUntil(ctx, made) {
+		return "", false
+	}
+	ahead, ok := env.Clients.Newest(minWaiterWait)
+	if ok && ahead == w {
+		ahead, ok = env.Clients.Newest(time.Since(asked) + time.Millisecond)
+	}
+	if !ok {
+		ahead, _, ok = env.Clients.Holder("")
+	}
+	watched := asked.Add(5 * trip)
+	if !ok || ahead == w {
+		sleepUntil(ctx, watched.Add(trip/4))
+		return "", false
+	}
+	letGo := asked.Add(4*trip + trip/2)
+	var held atomic.Bool
+	disarm, err := env.Clients.Intercept(ahead, histories.Release, func() {
+		if time.Now().Before(letGo) {
+			held.Store(true)
+			sleepUntil(ctx, letGo)
+		}
+	}, func(error) {})
+	sleepUntil(ctx, watched.Add(trip/4))
+	if err != nil {
+		return ahead, false
+	}
+	disarm()
+	return ahead, held.Load()
+}
