@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"math/rand/v2"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -43,8 +42,11 @@ const lostWatchStream = 0x7761746368
 // waiters' nodes are their sessions', and the library, not locktest,
 // watches the queue. First, before the outage: its moment is there at
 // once (a holder entering a short section), and it holds a release for at
-// most 1.5 trips and slows one client for a few seconds (one to three of
-// its acquires), where the outage's and the giving-up cut's looks for
+// most 1.5 trips and slows one client for at most four TTLs (its
+// acquires until one release was held into the window: a try fails when
+// a slow section, drawn by one client in ten but holding most of a run's
+// time, comes in the line ahead of the node, 2 of 3 tries at seeds 3 and
+// 5), where the outage's and the giving-up cut's looks for
 // their moments take up to aimWait each, their restart and reconnection
 // more: third, it struck 16.5-29.5 s into a 30 s run, and not at all in
 // one of five (seeds 1-5).
@@ -57,7 +59,7 @@ func (c Config) lostWatchOpening(seed int64, fams []Family) (Entry, bool) {
 	return Entry{
 		Fault: Slow, Target: TargetHolder,
 		Fallback: c.Clients[rng.IntN(len(c.Clients))],
-		Duration: 3 * c.TTL,
+		Duration: c.TTL/2 + 6*trip + trip/4,
 		Params: map[string]string{"link": cmp.Or(c.MemberLinks, "members"), "toxic": "latency", "latency": trip.String(), "jitter": "0s",
 			"trip": trip.String(), "ahead": "0s-" + (c.TTL / 4).String(), "opening": "lost-watch"},
 	}, true
@@ -67,12 +69,10 @@ func (c Config) lostWatchOpening(seed int64, fams []Family) (Entry, bool) {
 // (trip: their latency) for at most d: it waits for w's next acquire, whose
 // requests land a trip apart: the check that the lock's folder exists,
 // the listing in which its node is not yet, the creation of its node
-// (3 trips after it asked), the listing (4 trips) and the watch on the
-// node before its own (5 trips). Meanwhile it holds the release of the
-// client whose node is before w's until 4.5 trips after w asked: the
-// client that began to wait last before w's node was made (one that
-// began within minWaiterWait of it may be either side, and is passed
-// over), else the holder. It returns once the watch landed, if that
+// (3 trips after it asked), the listing (a trip later) and the watch on
+// the node before its own (2 trips later). Meanwhile it holds the release
+// of the client whose node is before w's (nodeBefore) until 1.5 trips
+// after w's node was made. It returns once the watch landed, if that
 // release was held; else that client was still queued or in a section (a
 // slow section ahead of w's node, 1-2 TTLs, holds most of a run's time),
 // and it tries again at w's next acquire, while d lasts. It says whom it
@@ -91,40 +91,63 @@ func (env *Env) lostWatch(ctx context.Context, w string, trip, d time.Duration) 
 		}
 		return true
 	}
-	for tries := 1; ; tries++ {
-		// Its next acquire: a waiter struck as the fallback, or still
-		// waiting after a try, waits on first.
-		if !wait(func(r string) bool { return r != "waiter" }) || !wait(func(r string) bool { return r == "waiter" }) {
-			return out
-		}
-		out["tries"] = strconv.Itoa(tries)
-		if ahead, held := env.lostWatchTry(ctx, w, trip, time.Now()); held {
-			out["held"] = ahead
-			return out
-		}
+	// Its next acquire: a waiter struck as the fallback waits on first.
+	if !wait(func(r string) bool { return r != "waiter" }) || !wait(func(r string) bool { return r == "waiter" }) {
+		return out
 	}
+	if ahead, held := env.lostWatchTry(ctx, w, trip, time.Now()); held {
+		out["held"] = ahead
+	}
+	return out
 }
 
 // lostWatchTry is one try of lostWatch at w's acquire asked at asked: it
 // says whose release it aimed at, and whether it held it into the window.
 func (env *Env) lostWatchTry(ctx context.Context, w string, trip time.Duration, asked time.Time) (string, bool) {
-	made := asked.Add(3 * trip)
-	if !sleepUntil(ctx, made) {
-		return "", false
-	}
-	ahead, ok := env.Clients.Newest(minWaiterWait)
-	if ok && ahead == w {
-		ahead, ok = env.Clients.Newest(time.Since(asked) + time.Millisecond)
-	}
+	// The line stands still until w's node is made: a line that moved
+	// meanwhile started sections, one in ten of them slow (1-2 TTLs),
+	// and one in the line ahead of w's node at the window held up the
+	// release aimed at (seeds 1-5: 7 of 9 tries).
+	// w's release just let the next waiter in, whose grant may come
+	// some 100-200 ms later: its release is held, the first holder seen.
+	standing := make(chan struct{})
+	var disarm func() bool
+	looked := make(chan struct{})
+	go func() {
+		defer close(looked)
+		for {
+			if h, _, ok := env.Clients.Holder(""); ok && h != w {
+				if d, err := env.Clients.Intercept(h, histories.Release, func() {
+					select {
+					case <-standing:
+					case <-ctx.Done():
+					case <-time.After(4 * trip):
+					}
+				}, func(error) {}); err == nil {
+					disarm = d
+				}
+				return
+			}
+			select {
+			case <-standing:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	ahead, made, ok := env.nodeBefore(ctx, w, trip, asked)
+	close(standing)
+	<-looked
+	defer func() {
+		if disarm != nil {
+			disarm()
+		}
+	}()
 	if !ok {
-		ahead, _, ok = env.Clients.Holder("")
-	}
-	watched := asked.Add(5 * trip)
-	if !ok || ahead == w {
-		sleepUntil(ctx, watched.Add(trip/4))
+		sleepUntil(ctx, asked.Add(5*trip+trip/4))
 		return "", false
 	}
-	letGo := asked.Add(4*trip + trip/2)
+	letGo, watched := made.Add(trip+trip/2), made.Add(2*trip)
 	var held atomic.Bool
 	disarm, err := env.Clients.Intercept(ahead, histories.Release, func() {
 		if time.Now().Before(letGo) {
@@ -138,4 +161,50 @@ func (env *Env) lostWatchTry(ctx context.Context, w string, trip time.Duration, 
 	}
 	disarm()
 	return ahead, held.Load()
+}
+
+// queueView is Clients that can tell, from the server's truth, whose node
+// is before a client's in its lock's queue (workload.Workload, with
+// ZooKeeper's observer).
+type queueView interface {
+	Before(client string) (ahead string, ok bool)
+}
+
+// nodeBefore waits for the node of w's acquire asked at asked, made 3
+// trips after it asked, and returns the client whose node is just before
+// it and when it saw the node made. From the server's truth where the
+// clients have it (queueView), looked at from 2 trips on (w's node before,
+// released, may be seen still until then); else guessed: the client that
+// began to wait last before the node was made (one that began within
+// minWaiterWait of it may be either side, and is passed over), or the
+// holder. Not ok when w's node heads the queue, or nobody is known to be
+// before it.
+func (env *Env) nodeBefore(ctx context.Context, w string, trip time.Duration, asked time.Time) (string, time.Time, bool) {
+	made := asked.Add(3 * trip)
+	if q, ok := env.Clients.(queueView); ok {
+		if !sleepUntil(ctx, asked.Add(2*trip)) {
+			return "", time.Time{}, false
+		}
+		for time.Now().Before(made.Add(trip / 2)) {
+			if ahead, in := q.Before(w); in {
+				if ahead != "" {
+					return ahead, time.Now(), ahead != w
+				}
+				made = time.Now()
+				break
+			}
+			if !sleepUntil(ctx, time.Now().Add(2*time.Millisecond)) {
+				return "", time.Time{}, false
+			}
+		}
+	}
+	if !sleepUntil(ctx, made) {
+		return "", time.Time{}, false
+	}
+	// The line stood still since w asked.
+	ahead, ok := env.Clients.Newest(time.Since(asked) + time.Millisecond)
+	if !ok {
+		ahead, _, ok = env.Clients.Holder("")
+	}
+	return ahead, made, ok && ahead != w
 }

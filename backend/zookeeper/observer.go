@@ -55,11 +55,12 @@ type observer struct {
 	nodes   map[string]node   // lock nodes created, by path
 
 	mu       sync.Mutex
-	begun    int64         // passes over the logs begun
-	done     int64         // and completed
-	passed   chan struct{} // closed and replaced as each pass completes
-	trusted  int64         // the highest trusted zxid
-	observed int64         // every deletion up to it is recorded
+	begun    int64              // passes over the logs begun
+	done     int64              // and completed
+	passed   chan struct{}      // closed and replaced as each pass completes
+	trusted  int64              // the highest trusted zxid
+	observed int64              // every deletion up to it is recorded
+	queues   map[string][]int64 // each lock's nodes' owners, oldest first, as of the last pass
 	err      error
 }
 
@@ -172,9 +173,14 @@ func (o *observer) pass() {
 			delete(o.pending, z)
 		}
 	}
+	var queues map[string][]int64
+	if len(fresh) > 0 {
+		queues = o.lockQueues()
+	}
 	o.mu.Lock()
 	if len(fresh) > 0 {
 		o.trusted = max(o.trusted, fresh[len(fresh)-1].txn.Zxid)
+		o.queues = queues
 	}
 	o.done++
 	close(o.passed)
@@ -366,6 +372,39 @@ func (o *observer) pendingCreateBefore(zxid int64, lock string) bool {
 		}
 	}
 	return false
+}
+
+// lockQueues are the owners of each lock's nodes, oldest first.
+func (o *observer) lockQueues() map[string][]int64 {
+	type entry struct{ czxid, owner int64 }
+	by := map[string][]entry{}
+	for p, n := range o.nodes {
+		if l, _, ok := o.lockNode(p); ok {
+			by[l] = append(by[l], entry{n.czxid, n.owner})
+		}
+	}
+	out := map[string][]int64{}
+	for l, es := range by {
+		slices.SortFunc(es, func(a, b entry) int { return cmp.Compare(a.czxid, b.czxid) })
+		for _, e := range es {
+			out[l] = append(out[l], e.owner)
+		}
+	}
+	return out
+}
+
+// Queue is workload.Queuer's: the clients whose nodes are in lock's queue,
+// oldest first, as of the last pass over the logs ("" for a session no
+// client was seen on).
+func (o *observer) Queue(lock string) []string {
+	o.mu.Lock()
+	owners := o.queues[lock]
+	o.mu.Unlock()
+	out := make([]string, len(owners))
+	for i, s := range owners {
+		out[i] = o.notes.of(s).client
+	}
+	return out
 }
 
 // createsIn says whether tx creates a child of lock.
