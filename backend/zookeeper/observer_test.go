@@ -375,3 +375,27 @@ func TestHeadSince(t *testing.T) {
 		t.Errorf("with an older creation not yet trusted: head_since %q, want none", got)
 	}
 }
+
+// The observer's queue of a lock is its nodes' clients, oldest first, as
+// of its last pass: "" for a session no client was seen on.
+func TestQueue(t *testing.T) {
+	o := &observer{prefix: "/l/", locks: map[string]bool{"lock": true, "other": true}, rec: &memRecorder{}, notes: newNotes(),
+		nodes: map[string]node{}, pending: map[int64]*logged{}}
+	o.notes.session(1, "c1", 1)
+	o.notes.session(2, "c2", 2)
+	for _, tx := range []txnlog.Txn{
+		{Session: 2, Zxid: 13, Type: txnlog.TypeCreate, Path: "/l/lock/n-13"},
+		{Session: 9, Zxid: 14, Type: txnlog.TypeCreate, Path: "/l/lock/n-14"},
+		{Session: 1, Zxid: 15, Type: txnlog.TypeCreate, Path: "/l/other/n-15"},
+		{Session: 1, Zxid: 16, Type: txnlog.TypeCreate, Path: "/l/lock/n-16"},
+	} {
+		o.apply(tx)
+	}
+	o.queues = o.lockQueues()
+	if got, want := o.Queue("lock"), []string{"c2", "", "c1"}; !slices.Equal(got, want) {
+		t.Errorf("queue %q, want %q", got, want)
+	}
+	if got := o.Queue("none"); len(got) != 0 {
+		t.Errorf("a lock with no nodes: queue %q", got)
+	}
+}
