@@ -8,8 +8,8 @@ import (
 
 // A session lock in a process of its own opens with the lost-watch race:
 // a holder entering a short section has its links to the members slowed
-// by 3/20 of the TTL, upstream alone, for one acquire of its own; first,
-// before the outage. None where leases can be revoked, nor for a lock
+// by 3/20 of the TTL, upstream alone, for one acquire of its own; third,
+// after the outage and the giving-up cut. None where leases can be revoked, nor for a lock
 // whose waiters locktest sees.
 func TestLostWatchOpening(t *testing.T) {
 	cfg := swarmConfig()
@@ -20,7 +20,7 @@ func TestLostWatchOpening(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := s.Entries[0]
+		w := s.Entries[2]
 		if w.Fault != Slow || w.Target != TargetHolder || !slices.Contains(cfg.Clients, w.Fallback) || w.Duration != 2875*time.Millisecond ||
 			w.Params["opening"] != "lost-watch" || w.Params["toxic"] != "latency" || w.Params["latency"] != "300ms" || w.Params["jitter"] != "0s" ||
 			w.Params["trip"] != "300ms" || w.Params["ahead"] != "0s-500ms" || w.Params["link"] != "members" {

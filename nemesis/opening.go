@@ -18,12 +18,12 @@ import (
 // leave alone.
 
 // openings are the strikes an aimed schedule opens with, in order, their
-// At left to the caller: a session lock's listing and watch raced by a
-// release (lostWatchOpening: first, lostwatch.go), the whole cluster's
-// outage, for a session lock too (outageOpening: at a moment of its own,
-// its restart over before the others look for theirs), a waiter's links
-// cut as its acquire gives up, for a session lock too (givingUpOpening:
-// right after the outage, below), the lease
+// At left to the caller: the whole cluster's outage, for a session lock
+// (outageOpening: first, at a moment of its own, its restart over before
+// the others look for theirs), a waiter's links cut as its acquire gives
+// up, for a session lock too (givingUpOpening: second, below), a listing
+// and a watch raced by a release, for a session lock too
+// (lostWatchOpening: third, lostwatch.go), the lease
 // of a holder with work ahead ended (holderOpening), a queued waiter's
 // lease ended (waiterOpening), the holder's lost release reply
 // (openingStrike), the holder's release whose request is lost
@@ -83,14 +83,14 @@ func (c Config) openings(seed int64, fams []Family) []Entry {
 	h, revokes := c.holderOpening(seed, fams)
 	k, clocks := c.clockOpening(seed, fams)
 	var out []Entry
-	if w, ok := c.lostWatchOpening(seed, fams); ok {
-		out = append(out, w)
-	}
 	if o, ok := c.outageOpening(fams); ok {
 		out = append(out, o)
 	}
 	if g, ok := c.givingUpOpening(seed, fams); ok {
 		out = append(out, g)
+	}
+	if w, ok := c.lostWatchOpening(seed, fams); ok {
+		out = append(out, w)
 	}
 	switch {
 	case revokes:
