@@ -206,6 +206,7 @@ func (b *Builder) event(op histories.Op) {
 			leaseAlive: p["lease_alive"], releasedBy: p["released_by"], releasedToken: p["released_token"], owner: -1,
 			node: p["node"], headOwn: p["head_own"]}
 		d.headOwnRev, _ = paramInt(p, "head_own_revision")
+		d.headSince, _ = paramInt(p, "head_since")
 		if n, ok := paramInt(p, "process"); ok {
 			d.owner = histories.Process(n)
 		}

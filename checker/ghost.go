@@ -1,6 +1,7 @@
 // The liveness check's ghosts, a client that gave up waiting behind a node
 // of its own in its lock's queue, a node it did not know it had; and its
-// orphans, a node a definite refusal left in line.
+// orphans, a node a definite refusal left in line (and, in unwoken.go, its
+// unwoken waiters).
 
 package checker
 
@@ -59,7 +60,8 @@ func (h *History) ghosts() []Violation {
 		out = append(out, h.ghostStory(d, end))
 		told[[2]string{d.Key, d.headOwn}] = true
 	}
-	return append(out, h.orphans(granted, told)...)
+	out = append(out, h.orphans(granted, told)...)
+	return append(out, h.unwoken(granted)...)
 }
 
 // orphans finds, from the server's truth, each node a client's acquire

@@ -53,7 +53,9 @@ func Liveness(ops []histories.Op, bound time.Duration) Result { return Build(ops
 // Besides, at any time, faults or not: a client that gave up waiting
 // behind a node of its own session that it did not know it had (a ghost:
 // see ghosts) is a violation, and so is a node a definite refusal left in
-// line (an orphan: see orphans); a history that tells one is invalid.
+// line (an orphan: see orphans), and a node that headed its lock's queue,
+// calm, for a TTL without its owner being granted (unwoken); a history
+// that tells one is invalid.
 func (h *History) Liveness(bound time.Duration) Result {
 	res := h.liveness(bound)
 	if h.err != nil {
@@ -544,8 +546,8 @@ func livenessCut(h *History, r Result, c *Cut, bound time.Duration) string {
 		from, since = heal, "the final heal"
 	}
 	switch {
-	case slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Kind == "ghost" || v.Kind == "orphan" }):
-		// A ghost or an orphan is judged whenever it was, from the records
+	case slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Kind == "ghost" || v.Kind == "orphan" || v.Kind == "unwoken" }):
+		// A ghost, an orphan or an unwoken waiter is judged whenever it was, from the records
 		// there.
 		return ""
 	case h.unhealed():

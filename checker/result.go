@@ -68,7 +68,7 @@ type Violation struct {
 	// "token-order" (a grant's token not above an earlier one),
 	// "stale-write" (the resource accepted a lower token after a higher
 	// one), "not-linearizable" (porcupine's verdict, with its window),
-	// "stuck", "ghost" or "orphan" (liveness) or "diverged" (consistency).
+	// "stuck", "ghost", "orphan" or "unwoken" (liveness) or "diverged" (consistency).
 	Kind      string   `json:"kind"`
 	Key       string   `json:"key,omitempty"`
 	Processes []int    `json:"processes,omitempty"`
@@ -147,11 +147,13 @@ type Deletion struct {
 	// observer says it; "": not said); headOwn, for the owner's clean-up
 	// of a node never granted, the node that headed the lock's queue then,
 	// another of the same session, older and never granted, created at
-	// headOwnRev ("": none such, or not said).
+	// headOwnRev ("": none such, or not said); headSince, of a node that
+	// headed its lock's queue when deleted, the revision of the deletion
+	// after which it did at the latest (0: not said).
 	leaseAlive, releasedBy, releasedToken string
 	owner                                 histories.Process
 	node, headOwn                         string
-	headOwnRev                            int64
+	headOwnRev, headSince                 int64
 }
 
 // Overlap is a pair of processes that believed they held the same lock at

@@ -25,7 +25,9 @@ const (
 	// released_token; lease_alive when the observer could ask; for
 	// DeletedByAcquire, head_own and head_own_revision when the head of the
 	// lock's queue was then another node of the same session, never
-	// granted (ZooKeeper's observer).
+	// granted, and head_since when the node headed its lock's queue, every
+	// older node gone, since the deletion of that revision at the latest
+	// (ZooKeeper's observer).
 	FKeyDeleted = "key-deleted"
 	// FKeyKept: right after a client's release returned ok, the server
 	// still held the key with the value that client's grant set: the

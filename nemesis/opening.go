@@ -21,7 +21,9 @@ import (
 // At left to the caller: the whole cluster's outage, for a session lock
 // (outageOpening: first, at a moment of its own, its restart over before
 // the others look for theirs), a waiter's links cut as its acquire gives
-// up, for a session lock too (givingUpOpening: second, below), the lease
+// up, for a session lock too (givingUpOpening: second, below), a listing
+// and a watch raced by a release, for a session lock too
+// (lostWatchOpening: third, lostwatch.go), the lease
 // of a holder with work ahead ended (holderOpening), a queued waiter's
 // lease ended (waiterOpening), the holder's lost release reply
 // (openingStrike), the holder's release whose request is lost
@@ -86,6 +88,9 @@ func (c Config) openings(seed int64, fams []Family) []Entry {
 	}
 	if g, ok := c.givingUpOpening(seed, fams); ok {
 		out = append(out, g)
+	}
+	if w, ok := c.lostWatchOpening(seed, fams); ok {
+		out = append(out, w)
 	}
 	switch {
 	case revokes:

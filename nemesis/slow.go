@@ -27,7 +27,7 @@ func (slow) Spec() Spec {
 			return "the network of " + targets(ts) + " was slowed"
 		}}},
 		Durations:      fixed(2*time.Second, 4*time.Second),
-		DurationParams: []string{"latency", "jitter", "after"},
+		DurationParams: []string{"latency", "jitter", "after", "trip"},
 		NumberParams:   []string{"rate_kb"},
 	}
 }
@@ -103,6 +103,11 @@ func (slow) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	}
 	var ts toxics
 	inj.Stop = func(context.Context) error { return ts.remove() }
+	if t, _ := time.ParseDuration(e.Params["trip"]); t > 0 {
+		// The lost-watch opening: held as the race of w's next listing
+		// and watch asks.
+		inj.Hold = func(ctx context.Context, d time.Duration) map[string]string { return env.lostWatch(ctx, name, t, d) }
+	}
 	for _, p := range ps {
 		var err error
 		switch e.Params["toxic"] {

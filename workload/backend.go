@@ -147,6 +147,14 @@ type Observer interface {
 	Close()
 }
 
+// Queuer is an Observer that knows each lock's queue (ZooKeeper's): the
+// clients whose nodes are in it now, oldest first ("" for a node whose
+// client it does not know), as far as it has taken the servers' changes
+// in.
+type Queuer interface {
+	Queue(lock string) []string
+}
+
 // CloseAlso is o, whose Close also calls also once o is closed: a backend's
 // observer that shares a connection of its own with the run closes it so.
 func CloseAlso(o Observer, also func()) Observer { return closeAlso{o, also} }
@@ -154,6 +162,14 @@ func CloseAlso(o Observer, also func()) Observer { return closeAlso{o, also} }
 type closeAlso struct {
 	Observer
 	also func()
+}
+
+// Queue is o's, if o is a Queuer; else none known.
+func (c closeAlso) Queue(lock string) []string {
+	if q, ok := c.Observer.(Queuer); ok {
+		return q.Queue(lock)
+	}
+	return nil
 }
 
 func (c closeAlso) Close() {

@@ -106,6 +106,30 @@ func (w *Workload) Newest(minWait time.Duration) (string, bool) {
 	return best, best != ""
 }
 
+// Before returns the client whose node is just before client's newest in
+// its lock's queue, as the server's truth has it ("" when client's node
+// heads the queue, or its owner is not known), and whether client has a
+// node in a queue the observer knows (a Queuer's).
+func (w *Workload) Before(client string) (string, bool) {
+	q, ok := w.obs.(Queuer)
+	if !ok {
+		return "", false
+	}
+	for _, l := range w.cfg.Locks {
+		owners := q.Queue(l)
+		for i := len(owners) - 1; i >= 0; i-- {
+			if owners[i] != client {
+				continue
+			}
+			if i == 0 {
+				return "", true
+			}
+			return owners[i-1], true
+		}
+	}
+	return "", false
+}
+
 // Disarm cancels a pause armed for client's next write, saying whether
 // there was one, and says when the client's current pause ends (zero if it
 // is not paused).

@@ -55,11 +55,12 @@ type observer struct {
 	nodes   map[string]node   // lock nodes created, by path
 
 	mu       sync.Mutex
-	begun    int64         // passes over the logs begun
-	done     int64         // and completed
-	passed   chan struct{} // closed and replaced as each pass completes
-	trusted  int64         // the highest trusted zxid
-	observed int64         // every deletion up to it is recorded
+	begun    int64              // passes over the logs begun
+	done     int64              // and completed
+	passed   chan struct{}      // closed and replaced as each pass completes
+	trusted  int64              // the highest trusted zxid
+	observed int64              // every deletion up to it is recorded
+	queues   map[string][]int64 // each lock's nodes' owners, oldest first, as of the last pass
 	err      error
 }
 
@@ -70,9 +71,15 @@ type logged struct {
 	applied bool
 }
 
-// node is a lock node's creation.
+// node is a lock node's creation, and since when it heads its lock's
+// queue.
 type node struct {
 	czxid, owner int64
+	// heads says it heads its lock's queue, every older node gone;
+	// headSince is the zxid of the deletion after which it did at the
+	// latest (0: none, as for a node that headed the queue when created).
+	heads     bool
+	headSince int64
 }
 
 // markerPath is the node Sync writes to; no lock's.
@@ -166,9 +173,14 @@ func (o *observer) pass() {
 			delete(o.pending, z)
 		}
 	}
+	var queues map[string][]int64
+	if len(fresh) > 0 {
+		queues = o.lockQueues()
+	}
 	o.mu.Lock()
 	if len(fresh) > 0 {
 		o.trusted = max(o.trusted, fresh[len(fresh)-1].txn.Zxid)
+		o.queues = queues
 	}
 	o.done++
 	close(o.passed)
@@ -180,8 +192,25 @@ func (o *observer) pass() {
 func (o *observer) apply(tx txnlog.Txn) {
 	switch tx.Type {
 	case txnlog.TypeCreate, txnlog.TypeCreate2:
-		if _, _, ok := o.lockNode(tx.Path); ok {
-			o.nodes[tx.Path] = node{czxid: tx.Zxid, owner: tx.Session}
+		if lock, _, ok := o.lockNode(tx.Path); ok {
+			n := node{czxid: tx.Zxid, owner: tx.Session, heads: true}
+			for p, m := range o.nodes {
+				if l, _, _ := o.lockNode(p); l != lock {
+					continue
+				}
+				if m.czxid < tx.Zxid {
+					n.heads = false
+				} else {
+					// Trusted after younger nodes of its lock: none of
+					// them headed the queue while it was there.
+					m.heads, m.headSince = false, 0
+					o.nodes[p] = m
+				}
+			}
+			if o.pendingCreateBefore(tx.Zxid, lock) {
+				n.heads = false
+			}
+			o.nodes[tx.Path] = n
 		}
 	case txnlog.TypeDelete:
 		if lock, child, ok := o.lockNode(tx.Path); ok {
@@ -269,6 +298,10 @@ func (o *observer) deleted(tx txnlog.Txn, path, lock, child string) {
 	if n.czxid != 0 {
 		params["create_revision"] = strconv.FormatInt(n.czxid, 10)
 	}
+	if n.heads && n.headSince != 0 {
+		params["head_since"] = strconv.FormatInt(n.headSince, 10)
+	}
+	o.newHead(tx, lock)
 	v := &histories.Value{Params: params}
 	if n.owner != 0 {
 		params["lease"] = sessionHex(n.owner)
@@ -308,6 +341,70 @@ func (o *observer) headOwn(tx txnlog.Txn, lock string, n node) (string, node, bo
 		}
 	}
 	return head[strings.LastIndexByte(head, '/')+1:], h, true
+}
+
+// newHead notes, after tx deleted a node of lock, that the node now
+// heading the lock's queue heads it since this deletion, if it did not
+// before. Not when a creation in the lock before that node is logged but
+// not yet trusted (an older node may be there still): a later deletion
+// then says it, later than it may have been, never earlier.
+func (o *observer) newHead(tx txnlog.Txn, lock string) {
+	var head string
+	var h node
+	for p, c := range o.nodes {
+		if l, _, ok := o.lockNode(p); ok && l == lock && (head == "" || c.czxid < h.czxid) {
+			head, h = p, c
+		}
+	}
+	if head == "" || h.heads || o.pendingCreateBefore(h.czxid, lock) {
+		return
+	}
+	h.heads, h.headSince = true, tx.Zxid
+	o.nodes[head] = h
+}
+
+// pendingCreateBefore says whether a creation of a child of lock before
+// zxid is logged but not yet trusted.
+func (o *observer) pendingCreateBefore(zxid int64, lock string) bool {
+	for z, l := range o.pending {
+		if z < zxid && !l.applied && o.createsIn(l.txn, lock) {
+			return true
+		}
+	}
+	return false
+}
+
+// lockQueues are the owners of each lock's nodes, oldest first.
+func (o *observer) lockQueues() map[string][]int64 {
+	type entry struct{ czxid, owner int64 }
+	by := map[string][]entry{}
+	for p, n := range o.nodes {
+		if l, _, ok := o.lockNode(p); ok {
+			by[l] = append(by[l], entry{n.czxid, n.owner})
+		}
+	}
+	out := map[string][]int64{}
+	for l, es := range by {
+		slices.SortFunc(es, func(a, b entry) int { return cmp.Compare(a.czxid, b.czxid) })
+		for _, e := range es {
+			out[l] = append(out[l], e.owner)
+		}
+	}
+	return out
+}
+
+// Queue is workload.Queuer's: the clients whose nodes are in lock's queue,
+// oldest first, as of the last pass over the logs ("" for a session no
+// client was seen on).
+func (o *observer) Queue(lock string) []string {
+	o.mu.Lock()
+	owners := o.queues[lock]
+	o.mu.Unlock()
+	out := make([]string, len(owners))
+	for i, s := range owners {
+		out[i] = o.notes.of(s).client
+	}
+	return out
 }
 
 // createsIn says whether tx creates a child of lock.

@@ -3,6 +3,7 @@ package zookeeper
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -322,5 +323,79 @@ func TestHeadOwn(t *testing.T) {
 				t.Errorf("head_own_revision %q, want 13", p["head_own_revision"])
 			}
 		})
+	}
+}
+
+// The observer says, of a node deleted while it headed its lock's queue,
+// after which deletion it did at the latest (head_since): not of a node
+// that headed the queue from its creation, nor when an older node's
+// creation was trusted after it, nor while one is logged but not yet
+// trusted.
+func TestHeadSince(t *testing.T) {
+	create := func(z, session int64) txnlog.Txn {
+		return txnlog.Txn{Session: session, Zxid: z, Type: txnlog.TypeCreate, Path: "/l/lock/n-" + strconv.FormatInt(z, 10)}
+	}
+	del := func(z, session, created int64) txnlog.Txn {
+		return txnlog.Txn{Session: session, Cxid: 3, Zxid: z, Type: txnlog.TypeDelete, Path: "/l/lock/n-" + strconv.FormatInt(created, 10)}
+	}
+	for _, tc := range []struct {
+		name string
+		txns []txnlog.Txn
+		want []string // head_since of each deletion, in order
+	}{
+		{"behind a deleted node", []txnlog.Txn{create(13, 2), create(14, 1), del(20, 2, 13), del(25, 1, 14)}, []string{"", "20"}},
+		{"headed when created", []txnlog.Txn{create(13, 2), del(20, 2, 13), create(21, 1), del(25, 1, 21)}, []string{"", ""}},
+		{"an older node trusted late", []txnlog.Txn{create(13, 2), create(14, 1), del(20, 2, 13), create(12, 3), del(25, 1, 14)}, []string{"", ""}},
+		{"another lock's node", []txnlog.Txn{create(13, 2), {Session: 3, Zxid: 15, Type: txnlog.TypeCreate, Path: "/l/other/n-15"}, create(16, 1), del(20, 2, 13), del(25, 1, 16)}, []string{"", "20"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &memRecorder{}
+			o := &observer{prefix: "/l/", locks: map[string]bool{"lock": true, "other": true}, rec: rec, notes: newNotes(),
+				nodes: map[string]node{}, pending: map[int64]*logged{}}
+			for _, tx := range tc.txns {
+				o.apply(tx)
+			}
+			var got []string
+			for _, op := range rec.ops {
+				got = append(got, op.Value.Params["head_since"])
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("head_since %q, want %q", got, tc.want)
+			}
+		})
+	}
+	// A creation before the head's logged but not yet trusted.
+	rec := &memRecorder{}
+	o := &observer{prefix: "/l/", locks: map[string]bool{"lock": true}, rec: rec, notes: newNotes(),
+		nodes: map[string]node{}, pending: map[int64]*logged{12: {txn: create(12, 3)}}}
+	for _, tx := range []txnlog.Txn{create(13, 2), create(14, 1), del(20, 2, 13), del(25, 1, 14)} {
+		o.apply(tx)
+	}
+	if got := rec.ops[1].Value.Params["head_since"]; got != "" {
+		t.Errorf("with an older creation not yet trusted: head_since %q, want none", got)
+	}
+}
+
+// The observer's queue of a lock is its nodes' clients, oldest first, as
+// of its last pass: "" for a session no client was seen on.
+func TestQueue(t *testing.T) {
+	o := &observer{prefix: "/l/", locks: map[string]bool{"lock": true, "other": true}, rec: &memRecorder{}, notes: newNotes(),
+		nodes: map[string]node{}, pending: map[int64]*logged{}}
+	o.notes.session(1, "c1", 1)
+	o.notes.session(2, "c2", 2)
+	for _, tx := range []txnlog.Txn{
+		{Session: 2, Zxid: 13, Type: txnlog.TypeCreate, Path: "/l/lock/n-13"},
+		{Session: 9, Zxid: 14, Type: txnlog.TypeCreate, Path: "/l/lock/n-14"},
+		{Session: 1, Zxid: 15, Type: txnlog.TypeCreate, Path: "/l/other/n-15"},
+		{Session: 1, Zxid: 16, Type: txnlog.TypeCreate, Path: "/l/lock/n-16"},
+	} {
+		o.apply(tx)
+	}
+	o.queues = o.lockQueues()
+	if got, want := o.Queue("lock"), []string{"c2", "", "c1"}; !slices.Equal(got, want) {
+		t.Errorf("queue %q, want %q", got, want)
+	}
+	if got := o.Queue("none"); len(got) != 0 {
+		t.Errorf("a lock with no nodes: queue %q", got)
 	}
 }
