@@ -50,6 +50,14 @@ func (h *History) unwoken(granted map[[2]string]bool) []Violation {
 			continue
 		}
 		from := sd.deletions[i].Time
+		// A later node of the same session, there after d headed the
+		// queue: d is an earlier acquire's, left in line (the ghost's or
+		// the orphan's, told there), not the node the acquire waited on.
+		if d.Lease != "" && slices.ContainsFunc(sd.deletions, func(e Deletion) bool {
+			return e.Key == d.Key && e.Lease == d.Lease && e.Token > d.Token && e.Time > from
+		}) {
+			continue
+		}
 		// The owner's acquire waiting then, not granted: its node's.
 		var a *operation
 		for _, o := range h.ops {

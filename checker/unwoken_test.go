@@ -77,6 +77,11 @@ func TestLivenessUnwokenExcused(t *testing.T) {
 		// locktest's own process not run for 0.3 s of the 2.84 s: the
 		// host may have starved the lock's process longer.
 		"locktest stalled": stalled,
+		// Node 11 an earlier acquire's, left in line: the acquire waited
+		// on its session's later node 13 (kazoo#732's, told as a ghost or
+		// an orphan, not as a lost wake-up).
+		"its session's later node": lostWatchRun(fail).
+			deleted(4980, "c1", 13, 29, "acquire", "node", "x-1-0000000013", "lease", "a1", "process", "1"),
 		// A history from before head_since.
 		"no head_since": func() *hist {
 			h := lostWatchRun(fail)

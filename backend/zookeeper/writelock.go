@@ -38,7 +38,10 @@ var writeLockLostWatch = scenario.Scenario{
 			"after crashes of members and pauses and isolations of holders. Again 0 of 5 (seeds 1-5, locktest power, " +
 			"2026-11-27, with the giving-up opening and the orphan), no lost watch in any adapter log; and under the default " +
 			"flags no judgement of the lock's idle time could see it: the stall ends when the stuck waiter's acquire gives up " +
-			"(4 s) and its unlock wakes the next waiter, under the 7 s bound"}},
+			"(4 s) and its unlock wakes the next waiter, under the 7 s bound. With the lost-watch opening and the unwoken " +
+			"rule (2026-11-27, locktest power, held-out seeds 331-335): 2 of 5 (24.9 and 27.1 s), both unwoken waiters whose " +
+			"adapter logged the lost watch on the very node; the opening comes third, after the outage and the giving-up cut, " +
+			"and the race did not happen in the other three"}},
 	Lesson: "WriteLock's lock() lists the lock's children and, when its node is not first, calls exists with a watch on the " +
 		"node just before its own. If that node was deleted between the listing and the exists (here the waiter's requests " +
 		"are slowed, so the holder lets go in between), exists returns null and leaves a watch for the node's creation, which " +
