@@ -12,22 +12,14 @@ import (
 // after the outage and the giving-up cut. None where leases can be revoked, nor for a lock
 // whose waiters locktest sees.
 func TestLostWatchOpening(t *testing.T) {
-	cfg := swarmConfig()
-	cfg.Time, cfg.TTL, cfg.OpTimeout = 30*time.Second, 2*time.Second, 5*time.Second
-	cfg.Aim, cfg.Dense, cfg.Offers, cfg.UntoldWaiters = true, true, sessionKinds(), true
-	for seed := int64(1); seed <= 20; seed++ {
-		s, err := Generate(seed, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+	cfg, ss := sessionSchedules(t)
+	for i, s := range ss {
+		seed := i + 1
 		w := s.Entries[2]
 		if w.Fault != Slow || w.Target != TargetHolder || !slices.Contains(cfg.Clients, w.Fallback) || w.Duration != 2875*time.Millisecond ||
 			w.Params["opening"] != "lost-watch" || w.Params["toxic"] != "latency" || w.Params["latency"] != "300ms" || w.Params["jitter"] != "0s" ||
 			w.Params["trip"] != "300ms" || w.Params["ahead"] != "0s-500ms" || w.Params["link"] != "members" {
 			t.Errorf("seed %d: opens with %+v, want the lost-watch race", seed, w)
-		}
-		if err := s.Validate(); err != nil {
-			t.Errorf("seed %d: %v", seed, err)
 		}
 	}
 	for _, c := range []struct {
