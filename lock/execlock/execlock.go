@@ -227,7 +227,10 @@ func (r *Recipe) settle(ctx context.Context, l *locker) error {
 			l.pr.kill() // its output read whole, for its stderr's last lines
 			return fmt.Errorf("%s exited at once (%s)%s", r.Name(), l.pr.status(), stderrSays(l.pr))
 		case <-ctx.Done():
-			return ctx.Err()
+			// Its cause: the workload's op timeout runs on the client's
+			// clock, which ends ctx by cancelling it with cause
+			// DeadlineExceeded (ctx.Err() says only Canceled).
+			return context.Cause(ctx)
 		case <-tick.C:
 		}
 		now := time.Now()

@@ -50,3 +50,39 @@ func TestReplySession(t *testing.T) {
 		}
 	})
 }
+
+// A replacement still starting when its operation's time runs out is taken
+// to be up (a slow runtime on a loaded machine: its first request will
+// tell), also when that time is the client's clock's, which ends the
+// context by cancelling it with cause DeadlineExceeded; a run that stops
+// meanwhile (cause Canceled) ends it. Before, the first was taken as the
+// second: Java clients started again and again at a load of 30, killed
+// each time before they were up, and liveness blamed the lock.
+func TestNewTimedOutIsUp(t *testing.T) {
+	t.Parallel()
+	const answer = `while IFS= read -r req; do id=${req#*'"id":'}; printf '{"id":%s,"ok":true,"token":7}\n' "${id%%,*}"; done`
+	env := lock.Env{Name: "c0", Backend: "etcd", Prefix: "/l/", TTL: 2, OpTimeout: 30 * time.Second}
+	for _, tc := range []struct {
+		cause error
+		up    bool
+	}{{context.DeadlineExceeded, true}, {context.Canceled, false}} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(tc.cause) // before New: its process cannot have settled
+		l, err := execlock.New("/bin/sh", "-c", answer).New(ctx, env)
+		if !tc.up {
+			if err == nil {
+				l.Close()
+				t.Errorf("cause %v: a locker; want the start ended", tc.cause)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("cause %v: %v; want it taken to be up", tc.cause, err)
+		}
+		h, err := l.Acquire(context.Background(), "lock")
+		l.Close()
+		if err != nil || h.Token() != 7 {
+			t.Errorf("cause %v: its first request: %v, %v", tc.cause, h, err)
+		}
+	}
+}
