@@ -232,8 +232,13 @@ func (h *History) liveness(bound time.Duration) Result {
 		return res
 	}
 	if !anyGot {
+		quiet := time.Duration(h.end - from)
 		res.Explanation = fmt.Sprintf("No client was granted a lock after %s, and the %v from there to the end of the history are less than the bound of %v, so none can be called stuck either: the lock may have stopped granting. A quiet period longer than the bound judges it.",
-			since, time.Duration(h.end-from).Round(time.Millisecond), bound)
+			since, quiet.Round(time.Millisecond), bound)
+		if quiet > bound {
+			res.Explanation = fmt.Sprintf("No client was granted a lock after %s, yet in the %v from there to the end of the history no client waited longer than the bound of %v while the lock was free (a grant never released counts as held until its holder was last seen), so none can be called stuck either: the lock may have stopped granting.",
+				since, quiet.Round(time.Millisecond), bound)
+		}
 		return res
 	}
 	res.Verdict = Valid

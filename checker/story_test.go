@@ -281,7 +281,22 @@ func TestLivenessHungAfterHeal(t *testing.T) {
 		acq(1, "lock", 1100, 0, none, 0).acq(2, "lock", 1200, 0, none, 0).
 		read(9, "x", 4000, 4001, ok, 0)
 	expect(t, Liveness(h.ops(), 2*time.Second), Invalid, `Client c1 (process 1) asked for lock "lock" at 1.10 s and had not got it 2s later`)
-	expect(t, Liveness(h.ops(), 5*time.Second), Unknown, "No client was granted a lock after the final heal at 1.00 s")
+	r := Liveness(h.ops(), 5*time.Second)
+	expect(t, r, Unknown, "No client was granted a lock after the final heal at 1.00 s", "from there to the end of the history are less than the bound of 5s")
+	// c1, granted before the heal, never releases and is seen to the end;
+	// c2's acquires after it end with unknown outcomes, for longer than
+	// the bound: not stuck, and not because the history is short (the
+	// story said so before).
+	h = (&hist{}).clientOf(1, "c1").clientOf(2, "c2").clientOf(4, "c2").
+		acq(1, "lock", 500, 600, ok, 1).
+		event("heal", 1000, nil, nil).
+		acq(2, "lock", 1100, 6100, info, 0).acq(4, "lock", 6300, 11300, info, 0).
+		read(1, "x", 11500, 11600, ok, 0).read(9, "x", 12000, 12001, ok, 0)
+	r = Liveness(h.ops(), 5*time.Second)
+	expect(t, r, Unknown, "No client was granted a lock after the final heal at 1.00 s, yet in the 11.001s from there", "while the lock was free")
+	if strings.Contains(r.Explanation, "less than the bound") {
+		t.Errorf("a quiet period of 11 s called less than the bound of 5 s: %s", r.Explanation)
+	}
 }
 
 // ttlTerms are the words of a lock whose claim is a key with a TTL, on a
