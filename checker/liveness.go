@@ -44,7 +44,10 @@ func Liveness(ops []histories.Op, bound time.Duration) Result { return Build(ops
 // One invoked after it does not: no fault can hide a grant then, so the
 // lock did not answer in time and the client, asking again, still waits.
 // Waits still open less than bound before the end of the history are not
-// judged.
+// judged, nor are waits whose idle stretch saw locktest's own process
+// stalled for bound/stallShare or more in all: a machine that did not run
+// locktest did not run the lock's processes either (the verdict is then
+// unknown, unless another wait was stuck).
 //
 // A history with no acquire and no locker failure is unknown: there is
 // nothing to judge; one in which the lock granted nothing at all says so,
@@ -148,6 +151,7 @@ func (h *History) liveness(bound time.Duration) Result {
 	keys := map[string]bool{}
 	held := h.holds()
 	var stuck []Violation
+	var starved []string // waits past the bound that a loaded machine explains
 	anyGot := false
 	clients := slices.Sorted(maps.Keys(tries))
 	for _, c := range clients {
@@ -161,6 +165,12 @@ func (h *History) liveness(bound time.Duration) Result {
 			}
 			start := max(w[0].call, from)
 			if idle, ok := idleStretch(held.of(w), start, e, bound); ok {
+				if total, longest := h.stalled(idle.from, idle.to); total >= bound/stallShare {
+					starved = append(starved, fmt.Sprintf("Client %s waited for the lock from %s to %s, nobody holding it, longer than the bound of %v after %s; but locktest's own process was not run for %v in that time (the longest stall %v, from %s), so the machine ran the lock's processes no better: a slow lock cannot be told from a stuck one.",
+						c, h.at(idle.from), h.at(idle.to), bound, since, total.Round(time.Millisecond), time.Duration(longest.End-longest.Start).Round(time.Millisecond), h.at(longest.Start)))
+					w = nil
+					return
+				}
 				v := h.waitedTooLong(c, w, start, e, idle, bound, since, who)
 				res.Ops += v.judged
 				stuck = append(stuck, v.Violation)
@@ -205,6 +215,10 @@ func (h *History) liveness(bound time.Duration) Result {
 	slices.SortStableFunc(stuck, func(a, b Violation) int { return cmp.Compare(a.From, b.From) })
 	res.Keys = len(keys)
 	res.Duration = time.Since(began)
+	if len(stuck) == 0 && len(starved) > 0 {
+		res.Explanation = strings.Join(starved, "\n")
+		return res
+	}
 	if granted == 0 {
 		nothing := h.grantedNothing(sd, len(asked))
 		if len(stuck) == 0 {

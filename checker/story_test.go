@@ -281,7 +281,23 @@ func TestLivenessHungAfterHeal(t *testing.T) {
 		acq(1, "lock", 1100, 0, none, 0).acq(2, "lock", 1200, 0, none, 0).
 		read(9, "x", 4000, 4001, ok, 0)
 	expect(t, Liveness(h.ops(), 2*time.Second), Invalid, `Client c1 (process 1) asked for lock "lock" at 1.10 s and had not got it 2s later`)
-	r := Liveness(h.ops(), 5*time.Second)
+	// The same waits, with locktest's own process stalled in them: for a
+	// quarter of the bound or more in all, the machine explains them (a
+	// lock's processes are not run either); for less, it does not.
+	stall := func(h *hist, at int64, d time.Duration) *hist {
+		return h.event("stall", at, nil, map[string]string{"duration_ns": strconv.FormatInt(int64(d), 10)})
+	}
+	starved := func() *hist {
+		return (&hist{}).clientOf(1, "c1").clientOf(2, "c2").
+			acq(1, "lock", 0, 100, ok, 1).rel(1, "lock", 200, 300, ok).
+			event("heal", 1000, nil, nil).
+			acq(1, "lock", 1100, 0, none, 0).acq(2, "lock", 1200, 0, none, 0)
+	}
+	r := Liveness(stall(stall(starved(), 2000, 300*time.Millisecond), 3000, 300*time.Millisecond).read(9, "x", 4000, 4001, ok, 0).ops(), 2*time.Second)
+	expect(t, r, Unknown, "Client c1 waited for the lock from 1.10 s", "locktest's own process was not run for 600ms in that time (the longest stall 300ms, from 1.70 s)", "Client c2 waited")
+	expect(t, Liveness(stall(starved(), 2000, 400*time.Millisecond).read(9, "x", 4000, 4001, ok, 0).ops(), 2*time.Second), Invalid,
+		`Client c1 (process 1) asked for lock "lock" at 1.10 s and had not got it 2s later`)
+	r = Liveness(h.ops(), 5*time.Second)
 	expect(t, r, Unknown, "No client was granted a lock after the final heal at 1.00 s", "from there to the end of the history are less than the bound of 5s")
 	// c1, granted before the heal, never releases and is seen to the end;
 	// c2's acquires after it end with unknown outcomes, for longer than
