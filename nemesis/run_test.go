@@ -958,8 +958,11 @@ func testRunLost(t *testing.T, request bool) {
 	if derr == nil {
 		t.Fatalf("the delete returned its reply (after %v); want it lost", took)
 	}
-	if took < hold || took > hold+3*time.Second {
-		t.Errorf("the client saw %q after %v; want it soon after the cut at %v", derr, took, hold)
+	// Not before the cut. Soon after it, by the fault's own record
+	// (answered_after: the client's answer came within answerWait of the
+	// cut), not by this test's clock, which a loaded machine stretches.
+	if took < hold {
+		t.Errorf("the client saw %q after %v; want it after the cut at %v", derr, took, hold)
 	}
 	direct, err := c.DirectClient()
 	if err != nil {
@@ -974,7 +977,7 @@ func testRunLost(t *testing.T, request bool) {
 		t.Errorf("request lost %v: the server applied the delete %v (%+v)", request, applied, got.Kvs)
 	}
 	p := stop.Value.Params
-	if p["op"] != histories.Release || p["reply"] != "lost" || !strings.HasPrefix(p["client_saw"], "error: ") || p["role"] != "holder" ||
+	if p["op"] != histories.Release || p["reply"] != "lost" || p["answered_after"] == "" || !strings.HasPrefix(p["client_saw"], "error: ") || p["role"] != "holder" ||
 		p["request"] != params["request"] {
 		t.Errorf("stop params %v", p)
 	}
