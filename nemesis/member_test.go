@@ -35,7 +35,7 @@ func TestRunMember(t *testing.T) {
 	rec := newRec()
 	cancel := goRun(c, nil, rec, sched)
 	// A fresh cluster: etcd refuses the removal for its first 5 s.
-	start := rec.wait(t, histories.FStart, MemberRemove, 15*time.Second)
+	start := rec.wait(t, ctx, histories.FStart, MemberRemove)
 	t.Logf("start params %v", start.Value.Params)
 	if !slices.Equal(start.Value.Targets, []string{old.Name}) || start.Value.Params["selector"] != TargetLeader || start.Value.Params["remove_took"] == "" {
 		t.Fatalf("start: %+v", start.Value)
@@ -46,10 +46,10 @@ func TestRunMember(t *testing.T) {
 	if _, err := c.Leader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := putWithin(ctx, admin, 5*time.Second, "k", "two"); err != nil {
+	if err := put(ctx, admin, "k", "two"); err != nil {
 		t.Fatalf("the two left cannot commit: %v", err)
 	}
-	stop := rec.wait(t, histories.FStop, MemberRemove, 10*time.Second)
+	stop := rec.wait(t, ctx, histories.FStop, MemberRemove)
 	t.Logf("stop params %v", stop.Value.Params)
 	if stop.Error != "" || stop.Value.Params["add_took"] == "" {
 		t.Fatalf("stop: %+v", stop)
@@ -58,7 +58,7 @@ func TestRunMember(t *testing.T) {
 		t.Fatalf("%s after the fault: removed %v, ID %x (was %x)", old.Name, c.Removed(oldIndex), old.ID, oldID)
 	}
 	// The member added back is new: etcd refuses the next removal for 5 s.
-	stop = rec.wait(t, histories.FStop, MemberReplace, 15*time.Second)
+	stop = rec.wait(t, ctx, histories.FStop, MemberReplace)
 	t.Logf("replace params %v", stop.Value.Params)
 	if stop.Error != "" || !slices.Equal(stop.Value.Targets, []string{other.Name}) || other.ID == otherID {
 		t.Fatalf("replace: %+v, ID %x (was %x)", stop, other.ID, otherID)

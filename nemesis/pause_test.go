@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -92,5 +93,48 @@ func TestArmedPauseEndsWithItsFault(t *testing.T) {
 
 	if inj := inject(&armedClients{fakeClients: &fakeClients{names: []string{"c0", "c1"}}}, nil); inj.Stop != nil {
 		t.Error("a pause that strikes at once has a stop")
+	}
+}
+
+// A member pause until a grant cuts every client's links to the paused
+// members until it stops (param links=cut): what the clients send them is
+// dropped, not read when they resume. It stops with the members resumed
+// and the links whole.
+func TestPauseUntilGrantCutsTheLinks(t *testing.T) {
+	t.Parallel()
+	c, _ := startCluster(t)
+	fc := &fakeClients{names: []string{"c0", "c1"}}
+	env := &Env{Sys: c, Clients: fc}
+	e := Entry{Fault: PauseMember, Target: "m1", Duration: time.Minute, Params: map[string]string{"until": "grant"}}
+	inj, err := pause{}.Inject(context.Background(), env, e)
+	if inj.Stop == nil {
+		t.Fatalf("no stop (%v)", err)
+	}
+	cutNow := func() map[string]int {
+		ps, err := c.Toxiproxy().Proxies()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The nemesis's own toxics (an embedded member's pause holds its
+		// links too).
+		cut := map[string]int{}
+		for name, p := range ps {
+			for _, x := range p.ActiveToxics {
+				if strings.HasPrefix(x.Name, "nemesis-"+PauseMember+"-") {
+					cut[name]++
+				}
+			}
+		}
+		return cut
+	}
+	got := cutNow()
+	if err != nil || inj.Params["links"] != "cut" || !c.Paused(1) || len(got) != 2 || got["c0->m1"] != 2 || got["c1->m1"] != 2 {
+		t.Errorf("paused: %v, m1 paused %v, params %v, links with toxics %v; want c0's and c1's to m1 cut both ways", err, c.Paused(1), inj.Params, got)
+	}
+	if err := inj.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := cutNow(); len(got) > 0 || c.Paused(1) {
+		t.Errorf("stopped: m1 paused %v, links with toxics %v", c.Paused(1), got)
 	}
 }

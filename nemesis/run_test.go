@@ -45,18 +45,19 @@ func (r *memRec) all() []histories.Op {
 	return slices.Clone(r.ops)
 }
 
-// wait returns the next recorded op with f and fault.
-func (r *memRec) wait(t *testing.T, f, fault string, timeout time.Duration) histories.Op {
+// wait returns the next recorded op with f and fault, waiting for it as
+// long as ctx lasts (a test's, see testContext): how soon it comes on a
+// loaded machine is no property of the run.
+func (r *memRec) wait(t *testing.T, ctx context.Context, f, fault string) histories.Op {
 	t.Helper()
-	deadline := time.After(timeout)
 	for {
 		select {
 		case op := <-r.ch:
 			if op.F == f && op.Value != nil && op.Value.Fault == fault {
 				return op
 			}
-		case <-deadline:
-			t.Fatalf("no %s %s within %v", f, fault, timeout)
+		case <-ctx.Done():
+			t.Fatalf("no %s %s: %v", f, fault, context.Cause(ctx))
 		}
 	}
 }
@@ -211,16 +212,15 @@ func (f *fakeClients) take() *fakeHook {
 // fire waits for an armed hook and fires it, as the client would just
 // before it sends the operation: its before has run when fire returns, and
 // the test calls its after with the operation's error.
-func (f *fakeClients) fire(t *testing.T) *fakeHook {
+func (f *fakeClients) fire(t *testing.T, ctx context.Context) *fakeHook {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if h := f.take(); h != nil {
 			h.before()
 			return h
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no hook armed within 5 s")
+		if ctx.Err() != nil {
+			t.Fatal("no hook armed")
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -248,10 +248,29 @@ func (f *fakeClients) callList() []string {
 	return slices.Clone(f.calls)
 }
 
+// testContext ends a little before the test binary's deadline (-timeout):
+// what a test merely expects to happen eventually (a cluster up, a fault's
+// stop, a request through once the links are whole) it waits for as long
+// as the test may run, not for a guess at how long that takes on a loaded
+// machine (TestRunEveryKind's faults took 26-27 s with two suites at once
+// on two cores, 14.5 s at a load of 15). Cut short of the deadline, the
+// test fails saying what it waited for rather than in the binary's panic.
+// Bounds that are what a test checks are measured, and asserted, on their
+// own.
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	d, ok := t.Deadline()
+	if !ok {
+		return context.Background()
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), d.Add(-time.Until(d)/10))
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func startCluster(t *testing.T) (*cluster.Cluster, context.Context) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-	t.Cleanup(cancel)
+	ctx := testContext(t)
 	c, err := cluster.Start(ctx, cluster.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -276,11 +295,17 @@ func goRun(c *cluster.Cluster, cl Clients, rec Recorder, sched Schedule) (cancel
 	return func() runResult { stop(); return <-done }
 }
 
+// put puts k, waiting as long as ctx lasts (a test's, see testContext).
+func put(ctx context.Context, cl *clientv3.Client, k, v string) error {
+	_, err := cl.Put(ctx, k, v)
+	return err
+}
+
+// putWithin puts k, giving up after d: for a put that must not commit.
 func putWithin(ctx context.Context, cl *clientv3.Client, d time.Duration, k, v string) error {
 	pctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	_, err := cl.Put(pctx, k, v)
-	return err
+	return put(pctx, cl, k, v)
 }
 
 // checkHealed checks that all members agree and run, nothing is cut or
@@ -315,16 +340,14 @@ func checkHealed(t *testing.T, ctx context.Context, c *cluster.Cluster, names ..
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = putWithin(ctx, cl, 5*time.Second, "check/"+name, "v")
+			err = put(ctx, cl, "check/"+name, "v")
 			cl.Close()
 			if err != nil {
 				t.Fatalf("link %s->m%d: %v", name, i, err)
 			}
 		}
 	}
-	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	hs, err := c.Hashes(hctx)
+	hs, err := c.Hashes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +383,7 @@ func checkPairs(t *testing.T, ops []histories.Op, kinds ...string) {
 // by the workload (clocks, pauses, client crashes) against a fake.
 func TestRunClientFaults(t *testing.T) {
 	t.Parallel()
-	c, _ := startCluster(t)
+	c, ctx := startCluster(t)
 	fc := &fakeClients{names: []string{"c0", "c1", "c2", "c3"}, holder: "c3"}
 	ms := 20 * time.Millisecond
 	sched := Schedule{Members: 3, Clients: fc.names, Entries: []Entry{
@@ -376,8 +399,8 @@ func TestRunClientFaults(t *testing.T) {
 	// The crash leaves nobody holding a lock: the isolation's fallback is
 	// used. (The test cleared the holder once it saw the crash recorded,
 	// which a loaded machine let come after the isolation had begun.)
-	rec.wait(t, histories.FStart, Isolate, 5*time.Second)
-	rec.wait(t, histories.FStop, Isolate, 5*time.Second)
+	rec.wait(t, ctx, histories.FStart, Isolate)
+	rec.wait(t, ctx, histories.FStop, Isolate)
 	res := cancel()
 	if res.err != nil {
 		t.Fatal(res.err)
@@ -415,7 +438,7 @@ func TestRunClientFaults(t *testing.T) {
 	if !slices.Equal(rest, want) || strobes < 2 {
 		t.Fatalf("calls %q (%d strobe bumps), want %q", rest, strobes, want)
 	}
-	checkHealed(t, context.Background(), c, "c2")
+	checkHealed(t, ctx, c, "c2")
 }
 
 // TestRunPartitionLeader isolates the leader with one client on its side:
@@ -444,7 +467,7 @@ func TestRunPartitionLeader(t *testing.T) {
 	}}}
 	rec := newRec()
 	cancel := goRun(c, fc, rec, sched)
-	start := rec.wait(t, histories.FStart, PartitionLeader, 5*time.Second)
+	start := rec.wait(t, ctx, histories.FStart, PartitionLeader)
 	cut := time.Now()
 	if !slices.Equal(start.Value.Targets, []string{old.Name}) || start.Value.Params["selector"] != "leader" {
 		t.Fatalf("start: %+v", start.Value)
@@ -463,14 +486,14 @@ func TestRunPartitionLeader(t *testing.T) {
 		if l0 != 0 && l0 == l1 && uint64(l0) != old.ID {
 			break
 		}
-		if time.Since(cut) > 5*time.Second {
+		if ctx.Err() != nil {
 			t.Fatal("no new leader in the majority")
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	t.Logf("new leader %v after the partition started", time.Since(cut).Round(time.Millisecond))
 	began := time.Now()
-	if err := putWithin(ctx, c1, 5*time.Second, "k", "majority"); err != nil {
+	if err := put(ctx, c1, "k", "majority"); err != nil {
 		t.Fatalf("client on the majority side: %v", err)
 	}
 	t.Logf("majority-side put took %v", time.Since(began).Round(time.Millisecond))
@@ -484,7 +507,7 @@ func TestRunPartitionLeader(t *testing.T) {
 	}
 	checkPairs(t, rec.all(), PartitionLeader)
 	t.Logf("heal took %v", res.rep.Heal.Round(time.Millisecond))
-	if err := putWithin(ctx, c0, 5*time.Second, "k", "healed"); err != nil {
+	if err := put(ctx, c0, "k", "healed"); err != nil {
 		t.Fatalf("c0 after heal: %v", err)
 	}
 	checkHealed(t, ctx, c, "c0", "c1")
@@ -507,7 +530,7 @@ func TestRunCrashLeader(t *testing.T) {
 	sched := Schedule{Members: 3, Entries: []Entry{{Fault: CrashLeader, Target: TargetLeader, Fallback: "m1", Duration: 700 * time.Millisecond}}}
 	rec := newRec()
 	cancel := goRun(c, nil, rec, sched)
-	rec.wait(t, histories.FStart, CrashLeader, 5*time.Second)
+	rec.wait(t, ctx, histories.FStart, CrashLeader)
 	if c.Running(old.Index) {
 		t.Fatal("leader still running")
 	}
@@ -520,11 +543,11 @@ func TestRunCrashLeader(t *testing.T) {
 	}
 	t.Logf("new leader %v after the crash was recorded", time.Since(began).Round(time.Millisecond))
 	for i := range 30 {
-		if err := putWithin(ctx, admin, 5*time.Second, fmt.Sprintf("down/%d", i), "v"); err != nil {
+		if err := put(ctx, admin, fmt.Sprintf("down/%d", i), "v"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	stop := rec.wait(t, histories.FStop, CrashLeader, 10*time.Second)
+	stop := rec.wait(t, ctx, histories.FStop, CrashLeader)
 	t.Logf("stop params %v", stop.Value.Params)
 	if stop.Error != "" || stop.Value.Params["restart_took"] == "" {
 		t.Fatalf("stop: %+v", stop)
@@ -544,7 +567,7 @@ func TestRunCrashAll(t *testing.T) {
 	sched := Schedule{Members: 3, Entries: []Entry{{Fault: CrashMember, Target: AllMembers, Duration: 700 * time.Millisecond}}}
 	rec := newRec()
 	cancel := goRun(c, nil, rec, sched)
-	start := rec.wait(t, histories.FStart, CrashMember, 5*time.Second)
+	start := rec.wait(t, ctx, histories.FStart, CrashMember)
 	if got := start.Value.Targets; len(got) != 3 {
 		t.Errorf("targets %v, want the 3 members", got)
 	}
@@ -553,7 +576,7 @@ func TestRunCrashAll(t *testing.T) {
 			t.Errorf("member %d still running under crash-member all", m.Index)
 		}
 	}
-	stop := rec.wait(t, histories.FStop, CrashMember, 30*time.Second)
+	stop := rec.wait(t, ctx, histories.FStop, CrashMember)
 	if stop.Error != "" || stop.Value.Params["restart_took"] == "" {
 		t.Fatalf("stop: %+v", stop)
 	}
@@ -579,14 +602,16 @@ func TestRunLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	cli := map[string]*clientv3.Client{}
-	sess := map[string]*concurrency.Session{}
 	for _, n := range []string{"c0", "c1"} {
 		if cli[n], err = c.Client(n); err != nil {
 			t.Fatal(err)
 		}
-		if sess[n], err = concurrency.NewSession(cli[n], concurrency.WithTTL(2)); err != nil {
-			t.Fatal(err)
-		}
+	}
+	// c0's lease is revoked, not starved: its TTL outlasts any stall of a
+	// loaded machine until then.
+	sess := map[string]*concurrency.Session{}
+	if sess["c0"], err = concurrency.NewSession(cli["c0"], concurrency.WithTTL(60)); err != nil {
+		t.Fatal(err)
 	}
 	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", leases: map[string]string{"c0": hex(sess["c0"].Lease())}}
 	m := concurrency.NewMutex(sess["c0"], "/lock")
@@ -607,7 +632,7 @@ func TestRunLease(t *testing.T) {
 	// Revoke.
 	rec := newRec()
 	res := goRun(c, fc, rec, Schedule{Members: 3, Entries: []Entry{{Fault: LeaseRevoke, Target: TargetHolder, Fallback: "c1"}}})
-	stop := rec.wait(t, histories.FStop, LeaseRevoke, 5*time.Second)
+	stop := rec.wait(t, ctx, histories.FStop, LeaseRevoke)
 	if stop.Error != "" || !slices.Equal(stop.Value.Targets, []string{"c0"}) {
 		t.Fatalf("stop %+v", stop)
 	}
@@ -616,7 +641,7 @@ func TestRunLease(t *testing.T) {
 	}
 	select {
 	case <-sess["c0"].Done():
-	case <-time.After(5 * time.Second):
+	case <-ctx.Done():
 		t.Fatal("session not done after its lease was revoked")
 	}
 	if r := res(); r.err != nil {
@@ -624,7 +649,14 @@ func TestRunLease(t *testing.T) {
 	}
 	checkPairs(t, rec.all(), LeaseRevoke)
 
-	// Starve: c1 holds the lock, c0 (new session) waits for it.
+	// Starve: c1 holds the lock, c0 (new session) waits for it. c1's
+	// lease, of 2 s so that the starvation ends it within the fault,
+	// begins only now: begun with c0's and idle through the revocation, a
+	// loaded machine's stalls of its keepalives once ended it before its
+	// Lock ("requested lease not found").
+	if sess["c1"], err = concurrency.NewSession(cli["c1"], concurrency.WithTTL(2)); err != nil {
+		t.Fatal(err)
+	}
 	m1 := concurrency.NewMutex(sess["c1"], "/lock")
 	if err := m1.Lock(ctx); err != nil {
 		t.Fatal(err)
@@ -650,9 +682,9 @@ func TestRunLease(t *testing.T) {
 	fc.mu.Unlock()
 	rec = newRec()
 	res = goRun(c, fc, rec, Schedule{Members: 3, Entries: []Entry{{Fault: LeaseStarve, Target: TargetHolder, Fallback: "c0", Duration: 8 * time.Second}}})
-	start := rec.wait(t, histories.FStart, LeaseStarve, 5*time.Second)
+	start := rec.wait(t, ctx, histories.FStart, LeaseStarve)
 	began := time.Now()
-	stop = rec.wait(t, histories.FStop, LeaseStarve, 10*time.Second)
+	stop = rec.wait(t, ctx, histories.FStop, LeaseStarve)
 	t.Logf("starve: start %v, stop %v", start.Value.Params, stop.Value.Params)
 	if stop.Value.Params["expired"] != "true" || !slices.Equal(stop.Value.Targets, []string{"c1"}) {
 		t.Fatalf("stop %+v", stop.Value)
@@ -663,12 +695,12 @@ func TestRunLease(t *testing.T) {
 			t.Fatalf("waiting client's Lock: %v", g.err)
 		}
 		t.Logf("waiting client got the lock %v after the starvation began", g.at.Sub(began).Round(time.Millisecond))
-	case <-time.After(15 * time.Second):
+	case <-ctx.Done():
 		t.Fatal("waiting client did not get the lock")
 	}
 	select {
 	case <-sess["c1"].Done():
-	case <-time.After(15 * time.Second):
+	case <-ctx.Done():
 		t.Fatal("starved session not done")
 	}
 	if r := res(); r.err != nil {
@@ -731,8 +763,7 @@ func TestHealRestoresEverything(t *testing.T) {
 // the cluster keeps a leader and commits through both.
 func TestRunFiveMemberRing(t *testing.T) {
 	t.Parallel()
-	ctx, cancelCtx := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancelCtx()
+	ctx := testContext(t)
 	c, err := cluster.Start(ctx, cluster.Config{Members: 5, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -744,7 +775,7 @@ func TestRunFiveMemberRing(t *testing.T) {
 	}}
 	rec := newRec()
 	cancel := goRun(c, fc, rec, sched)
-	start := rec.wait(t, histories.FStart, PartitionMajoritiesRing, 5*time.Second)
+	start := rec.wait(t, ctx, histories.FStart, PartitionMajoritiesRing)
 	t.Logf("ring: %v", start.Value.Params)
 	if got := len(c.Cuts()); got != 5 {
 		t.Fatalf("%d cut pairs", got)
@@ -769,7 +800,7 @@ func TestRunFiveMemberRing(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	if err := putWithin(ctx, lc, 5*time.Second, "ring", "v"); err != nil {
+	if err := put(ctx, lc, "ring", "v"); err != nil {
 		t.Fatal(err)
 	}
 	if r := cancel(); r.err != nil {
@@ -783,8 +814,7 @@ func TestRunFiveMemberRing(t *testing.T) {
 // the heal leaves a sound cluster.
 func TestRunEveryKind(t *testing.T) {
 	t.Parallel()
-	ctx, cancelCtx := context.WithTimeout(context.Background(), 40*time.Second)
-	defer cancelCtx()
+	ctx := testContext(t)
 	c, err := cluster.Start(ctx, cluster.Config{Members: 5, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -858,7 +888,7 @@ func TestRunEveryKind(t *testing.T) {
 	go fc.autoFire(firing, errors.New("connection closed"))
 	cancel := goRun(c, fc, rec, sched)
 	last := kinds[len(kinds)-1]
-	rec.wait(t, histories.FStop, last, 30*time.Second)
+	rec.wait(t, ctx, histories.FStop, last)
 	res := cancel()
 	if res.err != nil {
 		t.Fatal(res.err)
@@ -895,7 +925,7 @@ func testRunLost(t *testing.T, request bool) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	if err := putWithin(ctx, cli, 5*time.Second, "lost/k", "v"); err != nil {
+	if err := put(ctx, cli, "lost/k", "v"); err != nil {
 		t.Fatal(err)
 	}
 	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0"}
@@ -909,7 +939,7 @@ func testRunLost(t *testing.T, request bool) {
 	}}
 	rec := newRec()
 	cancel := goRun(c, fc, rec, sched)
-	h := fc.fire(t)
+	h := fc.fire(t, ctx)
 	sent := time.Now()
 	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 	_, derr := cli.Delete(dctx, "lost/k")
@@ -917,10 +947,10 @@ func testRunLost(t *testing.T, request bool) {
 	took := time.Since(sent)
 	h.after(derr) // returns once the links are whole
 	// The next request goes through: the cut lost one reply, no more.
-	if err := putWithin(ctx, cli, 5*time.Second, "lost/next", "v"); err != nil {
+	if err := put(ctx, cli, "lost/next", "v"); err != nil {
 		t.Errorf("the request after the lost reply: %v", err)
 	}
-	stop := rec.wait(t, histories.FStop, LostReplyRelease, 10*time.Second)
+	stop := rec.wait(t, ctx, histories.FStop, LostReplyRelease)
 	res := cancel()
 	if res.err != nil {
 		t.Fatal(res.err)
@@ -928,17 +958,18 @@ func testRunLost(t *testing.T, request bool) {
 	if derr == nil {
 		t.Fatalf("the delete returned its reply (after %v); want it lost", took)
 	}
-	if took < hold || took > hold+3*time.Second {
-		t.Errorf("the client saw %q after %v; want it soon after the cut at %v", derr, took, hold)
+	// Not before the cut. Soon after it, by the fault's own record
+	// (answered_after: the client's answer came within answerWait of the
+	// cut), not by this test's clock, which a loaded machine stretches.
+	if took < hold {
+		t.Errorf("the client saw %q after %v; want it after the cut at %v", derr, took, hold)
 	}
 	direct, err := c.DirectClient()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer direct.Close()
-	gctx, gcancel := context.WithTimeout(ctx, 5*time.Second)
-	got, err := direct.Get(gctx, "lost/k")
-	gcancel()
+	got, err := direct.Get(ctx, "lost/k")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -946,7 +977,7 @@ func testRunLost(t *testing.T, request bool) {
 		t.Errorf("request lost %v: the server applied the delete %v (%+v)", request, applied, got.Kvs)
 	}
 	p := stop.Value.Params
-	if p["op"] != histories.Release || p["reply"] != "lost" || !strings.HasPrefix(p["client_saw"], "error: ") || p["role"] != "holder" ||
+	if p["op"] != histories.Release || p["reply"] != "lost" || p["answered_after"] == "" || !strings.HasPrefix(p["client_saw"], "error: ") || p["role"] != "holder" ||
 		p["request"] != params["request"] {
 		t.Errorf("stop params %v", p)
 	}
@@ -987,10 +1018,10 @@ func TestLostAcquireReplyWaitsForTheAnswer(t *testing.T) {
 		_, err := Run(rctx, Config{OpTimeout: 8 * time.Second}, c, fc, rec, sched)
 		done <- err
 	}()
-	h := fc.fire(t)
+	h := fc.fire(t, ctx)
 	time.Sleep(200*time.Millisecond + answerWait + time.Second) // the client's wait behind its first claim
 	h.after(errors.New("zk: connection closed"))
-	ev := rec.wait(t, histories.FStop, LostReplyAcquire, 10*time.Second)
+	ev := rec.wait(t, ctx, histories.FStop, LostReplyAcquire)
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -46,7 +46,17 @@ func Start(t testing.TB) (context.Context, *Errors) {
 		t.Fatal(browser.err)
 	}
 	ctx, cancelTab := chromedp.NewContext(browser.ctx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	// The tab lasts as long as the test may (its -timeout, less a tenth of
+	// what is left, so that it fails saying what it waited for): pages
+	// render and are shot as fast as the machine lets them, no property
+	// of theirs (TestReportNoGlitches' twelve shots outlasted the 60 s
+	// that bounded a tab at a load of 20-30).
+	cancelTimeout := func() {}
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if end, ok := d.Deadline(); ok {
+			ctx, cancelTimeout = context.WithDeadline(ctx, end.Add(-time.Until(end)/10))
+		}
+	}
 	t.Cleanup(func() {
 		cancelTimeout()
 		cancelTab()
