@@ -14,9 +14,9 @@ import (
 // program from its source (JEP 330): the JVM compiles it in memory at every
 // start, a second or more of each client's start. locktest instead
 // compiles it once with javac, into a cache directory named by the hash of
-// the source, the classpath and the javac, and runs the compiled class:
-// the command means what it means to java, and starts as fast as a
-// compiled program. Nothing compiled is kept in the repository.
+// the source (its name and text), the classpath and the javac, and runs the
+// compiled class: the command means what it means to java, and starts as
+// fast as a compiled program. Nothing compiled is kept in the repository.
 
 // classpathFlags are java's options that take the classpath as their next
 // word.
@@ -67,8 +67,11 @@ func compileJava(command []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Named by the file's name, not its path: what javac makes of it does
+	// not depend on where it is, and another checkout's copy (a fresh
+	// clone's tests) finds it compiled.
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", javac, cp, command[src])
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", javac, cp, filepath.Base(command[src]))
 	h.Write(code)
 	dir := filepath.Join(javaCache(), hex.EncodeToString(h.Sum(nil))[:16])
 	if _, err := os.Stat(dir); err != nil {
