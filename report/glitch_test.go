@@ -48,20 +48,28 @@ const glitchJS = `(() => {
 
 // glitches opens page in Chromium at each width, lists what glitchJS
 // finds (and script errors), and keeps a screenshot of each, under
-// $LOCKTEST_SCREENSHOTS when set.
+// $LOCKTEST_SCREENSHOTS when set. (Only then: the twelve screenshots of
+// TestReportNoGlitches took 2.5 s of Chromium's CPU and 14 s of the
+// test's 26, and nothing judges them.)
 func glitches(t *testing.T, ctx context.Context, errs *browsertest.Errors, url, name string, widths ...int64) []string {
 	t.Helper()
+	shots := os.Getenv("LOCKTEST_SCREENSHOTS") != ""
 	var found []string
 	for _, w := range widths {
 		var p []string
 		var png []byte
 		err := chromedp.Run(ctx, chromedp.EmulateViewport(w, 1000), chromedp.Navigate(url),
 			chromedp.WaitVisible(`body[data-rendered="true"]`, chromedp.ByQuery),
-			chromedp.Evaluate(glitchJS, &p), chromedp.FullScreenshot(&png, 100))
+			chromedp.Evaluate(glitchJS, &p))
+		if err == nil && shots {
+			err = chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100))
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		keepScreenshot(t, name, w, png)
+		if shots {
+			keepScreenshot(t, name, w, png)
+		}
 		for _, g := range p {
 			found = append(found, name+" at "+strconv.FormatInt(w, 10)+" px: "+g)
 		}

@@ -182,6 +182,9 @@ func (p *Process) Stop() error { return p.signal(syscall.SIGSTOP) }
 // Cont resumes a stopped process (SIGCONT).
 func (p *Process) Cont() error { return p.signal(syscall.SIGCONT) }
 
+// Terminate asks the process to exit (SIGTERM).
+func (p *Process) Terminate() error { return p.signal(syscall.SIGTERM) }
+
 // Kill kills the process (SIGKILL, which a stopped process gets too) and
 // waits until it has exited. Killing an exited process does nothing.
 func (p *Process) Kill() error {

@@ -8,15 +8,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // A command "java [options] Main.java args…" is Java's own way to run a
 // program from its source (JEP 330): the JVM compiles it in memory at every
 // start, a second or more of each client's start. locktest instead
 // compiles it once with javac, into a cache directory named by the hash of
-// the source, the classpath and the javac, and runs the compiled class:
-// the command means what it means to java, and starts as fast as a
-// compiled program. Nothing compiled is kept in the repository.
+// the source (its name and text), the classpath and the javac, and runs the
+// compiled class: the command means what it means to java, and starts as
+// fast as a compiled program. Nothing compiled is kept in the repository.
 
 // classpathFlags are java's options that take the classpath as their next
 // word.
@@ -67,10 +68,18 @@ func compileJava(command []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Named by the file's name, not its path: what javac makes of it does
+	// not depend on where it is, and another checkout's copy (a fresh
+	// clone's tests) finds it compiled.
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", javac, cp, command[src])
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", javac, cp, filepath.Base(command[src]))
 	h.Write(code)
 	dir := filepath.Join(javaCache(), hex.EncodeToString(h.Sum(nil))[:16])
+	// One javac at a time in this process: clients and tests that start
+	// together would otherwise each compile the same source (TestAdapters'
+	// six Java adapters on an empty cache: four javacs, 15.9 s of CPU).
+	javacMu.Lock()
+	defer javacMu.Unlock()
 	if _, err := os.Stat(dir); err != nil {
 		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			return nil, err
@@ -109,6 +118,8 @@ func compileJava(command []string) ([]string, error) {
 	run = append(run, "-cp", full, strings.TrimSuffix(filepath.Base(command[src]), ".java"))
 	return append(run, command[src+1:]...), nil
 }
+
+var javacMu sync.Mutex
 
 // javaCache is where compiled sources are kept.
 func javaCache() string {

@@ -48,6 +48,10 @@ type Config struct {
 	// a server's start is CPU-bound, 2-17 s measured on a loaded 2-core
 	// machine).
 	StartTimeout time.Duration
+
+	// archiveAtExit, when set, is where the servers write the archive of
+	// their classes as they exit (cds.go).
+	archiveAtExit string
 }
 
 // DefaultTick is the default tickTime: with syncLimit 5, a server starved
@@ -99,6 +103,7 @@ type Ensemble struct {
 	cfg            Config
 	servers        []*Server
 	version        string
+	jvm            []string // class-data sharing's flags (cds.go)
 
 	mu   sync.Mutex
 	cuts map[[2]int]CutMode // by sid pair, low first
@@ -128,6 +133,11 @@ func Start(ctx context.Context, cfg Config) (*Ensemble, error) {
 		cfg.Install = in
 	}
 	e := &Ensemble{cfg: cfg, cuts: map[[2]int]CutMode{}, Base: serverkit.Base{Name: "zkserver"}}
+	if cfg.archiveAtExit != "" {
+		e.jvm = []string{"-XX:ArchiveClassesAtExit=" + cfg.archiveAtExit}
+	} else {
+		e.jvm = cfg.Install.archiveFlags(ctx, cfg.Dir)
+	}
 	if err := serverkit.Start(ctx, cfg.StartTimeout, e.start, e.Close); err != nil {
 		return nil, err
 	}
@@ -235,7 +245,7 @@ func (e *Ensemble) writeConfig(s *Server) error {
 }
 
 func (e *Ensemble) startProcess(s *Server) error {
-	if err := s.proc.Start(proc.Spec{Path: e.cfg.Install.Java, Args: e.cfg.Install.args(filepath.Join(s.dir, "zoo.cfg")), Dir: s.dir, Log: s.log}); err != nil {
+	if err := s.proc.Start(proc.Spec{Path: e.cfg.Install.Java, Args: e.cfg.Install.args(filepath.Join(s.dir, "zoo.cfg"), e.jvm), Dir: s.dir, Log: s.log}); err != nil {
 		return fmt.Errorf("zkserver: %s: %w", s.Name, err)
 	}
 	return nil

@@ -57,7 +57,22 @@ func noBypass(t *testing.T, e *Ensemble, when string) {
 	}
 }
 
-// The ensemble's levers on real processes: a leader cut off at the relays
+// sharesClasses fails t unless every running server maps the archive of
+// ZooKeeper's classes (cds.go).
+func sharesClasses(t *testing.T, e *Ensemble) {
+	t.Helper()
+	path, err := e.cfg.Install.archivePath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range e.Pids() {
+		if maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid)); err != nil || !strings.Contains(string(maps), path) {
+			t.Errorf("server process %d does not map %s (%v)", pid, path, err)
+		}
+	}
+}
+
+// The ensemble's servers share the archive of their classes. Its levers on real processes: a leader cut off at the relays
 // steps down and the others elect another, and after the heal it follows
 // (a server that is dialled back by a higher id dials the relay, not the
 // address in the election header: no connection bypasses the relays); a
@@ -70,6 +85,7 @@ func TestEnsemble(t *testing.T) {
 		t.Errorf("version %q", v)
 	}
 	noBypass(t, e, "at the start")
+	sharesClasses(t, e)
 	old, err := e.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -144,6 +160,7 @@ func TestEnsemble(t *testing.T) {
 		t.Fatal(err)
 	}
 	polltest.Until(t, 30*time.Second, "the restarted server to follow", func() bool { return mode(ctx, servers[leader]) == ModeFollower })
+	sharesClasses(t, e)
 
 	pids := e.Pids()
 	if err := e.Close(); err != nil {

@@ -75,9 +75,9 @@ var jvmFlags = []string{
 }
 
 // args are the java arguments that run one server with the configuration
-// at cfgPath.
-func (in Install) args(cfgPath string) []string {
-	args := append([]string{}, jvmFlags...)
+// at cfgPath, with more JVM flags.
+func (in Install) args(cfgPath string, more []string) []string {
+	args := append(append([]string{}, jvmFlags...), more...)
 	return append(args, "-cp", strings.Join(in.Classpath, ":"),
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgPath)
 }
