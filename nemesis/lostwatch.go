@@ -51,12 +51,12 @@ const lostWatchStream = 0x7761746368
 // It is tried again (param try: 2, then 3), each try a fault of its
 // own right after the one before, unless a try before held its aimed
 // release into the window (env.watchStruck; a try left out does nothing):
-// one try struck the race in 2 of 5 runs (held-out seeds 331-335), and
-// of the tries that missed on seeds 1-5, none held a release into its
-// window (the line ahead of the node still passing on). A try of its own, the
-// slow links of the try before are recorded stopped when they were: a try
-// that missed, kept on into the next, left the waiter of a race struck
-// meanwhile on slow links, its stall excused.
+// one try struck the race in 2 of 5 runs (held-out seeds 331-335); with
+// the tries and the line moving (lostWatchTry), 5 of 5 on seeds 6-10,
+// two of them by the second try. A try of its own, the slow links of the
+// try before are recorded stopped when they were: a try that missed,
+// kept on into the next, left the waiter of a race struck meanwhile on
+// slow links, its stall excused.
 func (c Config) lostWatchOpening(seed int64, fams []Family) []Entry {
 	if !c.sessionLock() || len(c.Clients) < 2 || !c.offersKind(fams, Slow) {
 		return nil
