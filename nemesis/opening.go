@@ -89,9 +89,7 @@ func (c Config) openings(seed int64, fams []Family) []Entry {
 	if g, ok := c.givingUpOpening(seed, fams); ok {
 		out = append(out, g)
 	}
-	if w, ok := c.lostWatchOpening(seed, fams); ok {
-		out = append(out, w)
-	}
+	out = append(out, c.lostWatchOpening(seed, fams)...)
 	switch {
 	case revokes:
 		out = append(out, h)

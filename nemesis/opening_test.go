@@ -348,7 +348,7 @@ func TestAimCutsAWaiterGivingUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		i := slices.IndexFunc(s.Entries, func(e Entry) bool { return e.Params["opening"] == "giving-up" })
-		if i != 1 || s.Entries[0].Params["opening"] != "outage" || s.Entries[2].Params["opening"] != "lost-watch" || s.Entries[3].Params["opening"] != "clock" || s.Entries[6].Params["opening"] != "release-request" {
+		if i != 1 || s.Entries[0].Params["opening"] != "outage" || s.Entries[2].Params["opening"] != "lost-watch" || s.Entries[3].Params["try"] != "2" || s.Entries[4].Params["try"] != "3" || s.Entries[5].Params["opening"] != "clock" || s.Entries[8].Params["opening"] != "release-request" {
 			t.Fatalf("seed %d: the giving-up opening is entry %d after %v, want 1, right after the outage", seed, i, s.Entries[max(i-1, 0)].Params)
 		}
 		g, out := s.Entries[i], s.Entries[i-1]

@@ -75,6 +75,10 @@ func (slow) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	if err != nil {
 		return inj, err
 	}
+	if e.Params["try"] != "" && env.watchStruck {
+		// The lost-watch opening's try before struck the race.
+		return inj, errNotStruck
+	}
 	name, err := env.client(ctx, e, inj, false)
 	if err != nil {
 		return inj, err

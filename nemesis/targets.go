@@ -27,6 +27,9 @@ type Env struct {
 	// calm is when the fault before the one being injected stopped (zero:
 	// none before it).
 	calm time.Time
+	// watchStruck says the lost-watch opening's last try held its aimed
+	// release into the window: the tries after it are left out.
+	watchStruck bool
 }
 
 // The capabilities, by the names the families use.
