@@ -41,7 +41,9 @@ var writeLockLostWatch = scenario.Scenario{
 			"(4 s) and its unlock wakes the next waiter, under the 7 s bound. With the lost-watch opening and the unwoken " +
 			"rule (2026-11-27, locktest power, held-out seeds 331-335): 2 of 5 (24.9 and 27.1 s), both unwoken waiters whose " +
 			"adapter logged the lost watch on the very node; the opening comes third, after the outage and the giving-up cut, " +
-			"and the race did not happen in the other three"}},
+			"and the race did not happen in the other three. With its three tries and the line ahead moving (held-out seeds " +
+			"336-340, locktest power, 2026-11-27): 5 of 5, a median 16.3 s to the first violation, each an unwoken waiter " +
+			"and the lost watch in each run's adapter log"}},
 	Lesson: "WriteLock's lock() lists the lock's children and, when its node is not first, calls exists with a watch on the " +
 		"node just before its own. If that node was deleted between the listing and the exists (here the waiter's requests " +
 		"are slowed, so the holder lets go in between), exists returns null and leaves a watch for the node's creation, which " +
