@@ -166,8 +166,12 @@ func (h *History) liveness(bound time.Duration) Result {
 			start := max(w[0].call, from)
 			if idle, ok := idleStretch(held.of(w), start, e, bound); ok {
 				if total, longest := h.stalled(idle.from, idle.to); total >= bound/stallShare {
-					starved = append(starved, fmt.Sprintf("Client %s waited for the lock from %s to %s, nobody holding it, longer than the bound of %v after %s; but locktest's own process was not run for %v in that time (the longest stall %v, from %s), so the machine ran the lock's processes no better: a slow lock cannot be told from a stuck one.",
-						c, h.at(idle.from), h.at(idle.to), bound, since, total.Round(time.Millisecond), time.Duration(longest.End-longest.Start).Round(time.Millisecond), h.at(longest.Start)))
+					actor := "Client " + c
+					if strings.HasPrefix(c, "process ") { // no process event named its client
+						actor = "P" + c[1:]
+					}
+					starved = append(starved, fmt.Sprintf("%s waited for the lock from %s to %s, nobody holding it, longer than the bound of %v after %s; but locktest's own process was not run for %v in that time (the longest stall %v, from %s), so the machine ran the lock's processes no better: a slow lock cannot be told from a stuck one.",
+						actor, h.at(idle.from), h.at(idle.to), bound, since, total.Round(time.Millisecond), time.Duration(longest.End-longest.Start).Round(time.Millisecond), h.at(longest.Start)))
 					w = nil
 					return
 				}

@@ -295,6 +295,9 @@ func TestLivenessHungAfterHeal(t *testing.T) {
 	}
 	r := Liveness(stall(stall(starved(), 2000, 300*time.Millisecond), 3000, 300*time.Millisecond).read(9, "x", 4000, 4001, ok, 0).ops(), 2*time.Second)
 	expect(t, r, Unknown, "Client c1 waited for the lock from 1.10 s", "locktest's own process was not run for 600ms in that time (the longest stall 300ms, from 1.70 s)", "Client c2 waited")
+	anon := (&hist{}).event("heal", 1000, nil, nil).acq(1, "lock", 1100, 0, none, 0)
+	expect(t, Liveness(stall(anon, 2000, 600*time.Millisecond).read(9, "x", 4000, 4001, ok, 0).ops(), 2*time.Second), Unknown,
+		"Process 1 waited for the lock from 1.10 s")
 	expect(t, Liveness(stall(starved(), 2000, 400*time.Millisecond).read(9, "x", 4000, 4001, ok, 0).ops(), 2*time.Second), Invalid,
 		`Client c1 (process 1) asked for lock "lock" at 1.10 s and had not got it 2s later`)
 	r = Liveness(h.ops(), 5*time.Second)
