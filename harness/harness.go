@@ -192,7 +192,11 @@ func (p *Plan) Run(ctx context.Context) (*Results, error) {
 			}
 		}
 	}
-	res.Scenario = p.Scenario.judge(res.Checks)
+	var faults []nemesis.Fired
+	if st != nil && st.Nemesis != nil {
+		faults = st.Nemesis.Faults
+	}
+	res.Scenario = p.Scenario.judge(res.Checks, faults)
 	if runErr != nil && !interrupted {
 		res.Error = runErr.Error()
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/nemesis"
 )
 
 func TestParseRequire(t *testing.T) {
@@ -166,7 +167,7 @@ func TestCheckUsesTheResourceLog(t *testing.T) {
 func TestScenarioJudge(t *testing.T) {
 	t.Parallel()
 	sc := &Scenario{Name: "s", Expect: map[string]string{"resource": "invalid", "invariant": "valid", "contract": "valid"}}
-	got := sc.judge([]checker.Result{{Name: "resource", Verdict: checker.Valid}, {Name: "invariant", Verdict: checker.Valid}})
+	got := sc.judge([]checker.Result{{Name: "resource", Verdict: checker.Valid}, {Name: "invariant", Verdict: checker.Valid}}, nil)
 	if got.Met == nil || *got.Met {
 		t.Fatalf("judged met: %+v", got)
 	}
@@ -176,11 +177,11 @@ func TestScenarioJudge(t *testing.T) {
 	if sc.Met != nil || sc.Missed != nil {
 		t.Error("judge changed the scenario it was given")
 	}
-	got = sc.judge([]checker.Result{{Name: "resource", Verdict: checker.Invalid}, {Name: "invariant", Verdict: checker.Valid}, {Name: "contract", Verdict: checker.Valid}})
+	got = sc.judge([]checker.Result{{Name: "resource", Verdict: checker.Invalid}, {Name: "invariant", Verdict: checker.Valid}, {Name: "contract", Verdict: checker.Valid}}, nil)
 	if !*got.Met || len(got.Missed) != 0 {
 		t.Errorf("judged %+v, want met", got)
 	}
-	if (*Scenario)(nil).judge(nil) != nil {
+	if (*Scenario)(nil).judge(nil, nil) != nil {
 		t.Error("a run without a scenario was judged")
 	}
 }
@@ -207,8 +208,44 @@ func TestScenarioExit(t *testing.T) {
 		for name, v := range tc.checks {
 			checks = append(checks, checker.Result{Name: name, Verdict: v})
 		}
-		if got := sc.judge(checks); got.Exit == nil || *got.Exit != tc.want {
+		if got := sc.judge(checks, nil); got.Exit == nil || *got.Exit != tc.want {
 			t.Errorf("%s: exit %v, want %d", tc.name, got.Exit, tc.want)
+		}
+	}
+}
+
+// A violation expected of a staging that did not happen (a fault of the
+// script whose moment never came: param missed) is unknown, with why; a
+// violation where none is expected is a miss all the same.
+func TestScenarioUnstaged(t *testing.T) {
+	t.Parallel()
+	sc := &Scenario{Name: "s", Expect: map[string]string{"mutex": "invalid", "contract": "valid"}}
+	missed := []nemesis.Fired{
+		{Fault: nemesis.PauseMember, Params: map[string]string{"missed": "no client was granted the lock while r3, r4 were paused"}},
+		{Fault: nemesis.CrashMember},
+	}
+	for _, tc := range []struct {
+		name   string
+		checks map[string]checker.Verdict
+		faults []nemesis.Fired
+		want   int
+		why    bool // Unstaged says why
+	}{
+		{"staged, no harm", map[string]checker.Verdict{"mutex": checker.Valid, "contract": checker.Valid}, missed[1:], ExitInvalid, false},
+		{"not staged, no harm", map[string]checker.Verdict{"mutex": checker.Valid, "contract": checker.Valid}, missed, ExitUnknown, true},
+		{"not staged, harm all the same", map[string]checker.Verdict{"mutex": checker.Invalid, "contract": checker.Valid}, missed, ExitValid, false},
+		{"not staged, another miss", map[string]checker.Verdict{"mutex": checker.Valid, "contract": checker.Invalid}, missed, ExitInvalid, true},
+	} {
+		var checks []checker.Result
+		for name, v := range tc.checks {
+			checks = append(checks, checker.Result{Name: name, Verdict: v})
+		}
+		got := sc.judge(checks, tc.faults)
+		if got.Exit == nil || *got.Exit != tc.want {
+			t.Errorf("%s: exit %v, want %d", tc.name, got.Exit, tc.want)
+		}
+		if (got.Unstaged == "pause-member: no client was granted the lock while r3, r4 were paused") != tc.why {
+			t.Errorf("%s: unstaged %q", tc.name, got.Unstaged)
 		}
 	}
 }

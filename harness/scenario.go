@@ -14,6 +14,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/execlock"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/scenario"
 	"github.com/locktest/locktest/workload"
 )
@@ -165,6 +166,12 @@ type Scenario struct {
 	// are those that did not. Both are set once the run is checked.
 	Met    *bool  `json:"met,omitempty"`
 	Missed []Miss `json:"missed,omitempty"`
+	// Unstaged says why the run did not stage what the scenario shows: a
+	// fault of its script whose moment never came (its param missed, as
+	// a pause until a grant that no client was granted). A check found
+	// valid where the scenario expects a violation then tells nothing of
+	// the lock: the exit is unknown, not a miss.
+	Unstaged string `json:"unstaged,omitempty"`
 	// Exit is the scenario run's exit status, by its expectations: 0 when
 	// every check came out as it expects, harm included (an unfenced
 	// resource found invalid); 1 when one came out otherwise; 2 when one
@@ -209,13 +216,20 @@ func (s *Scenario) ExpectText() string {
 }
 
 // judge returns a copy of s with the verdicts of checks compared to what it
-// expects; nil for a run that plays no scenario.
-func (s *Scenario) judge(checks []checker.Result) *Scenario {
+// expects, given the faults the run fired; nil for a run that plays no
+// scenario.
+func (s *Scenario) judge(checks []checker.Result, faults []nemesis.Fired) *Scenario {
 	if s == nil {
 		return nil
 	}
 	out := *s
-	out.Missed = nil
+	out.Missed, out.Unstaged = nil, ""
+	var unstaged []string
+	for _, f := range faults {
+		if why := f.Params["missed"]; why != "" {
+			unstaged = append(unstaged, f.Fault+": "+why)
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(s.Expect)) {
 		want := s.Expect[name]
 		got := ""
@@ -230,8 +244,14 @@ func (s *Scenario) judge(checks []checker.Result) *Scenario {
 	out.Met = &met
 	code := ExitValid
 	for _, m := range out.Missed {
+		// A violation the staging was to bring about, missing where it
+		// did not happen.
+		untold := len(unstaged) > 0 && m.Got == string(checker.Valid) && m.Want == string(checker.Invalid)
+		if untold {
+			out.Unstaged = strings.Join(unstaged, "; ")
+		}
 		switch {
-		case m.Got != "" && m.Got != string(checker.Unknown):
+		case m.Got != "" && m.Got != string(checker.Unknown) && !untold:
 			code = ExitInvalid
 		case code == ExitValid:
 			code = ExitUnknown

@@ -38,6 +38,11 @@ const (
 	Write   = "write"
 )
 
+// SectionEnd is no operation of a history: it names, for a hook a fault
+// arms on a client (nemesis.Clients.Intercept), the end of a holder's
+// critical section, after its write, before it invokes its release.
+const SectionEnd = "section-end"
+
 // Process identifies who performed an operation: a client process number, or
 // the nemesis. It is written as an integer, or as the string "nemesis".
 type Process int

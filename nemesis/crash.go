@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/system"
 )
 
@@ -27,7 +28,7 @@ type crash struct{}
 func (crash) Spec() Spec {
 	return Spec{
 		Name: "crash",
-		Doc:  "Kills a member (or the leader) without a leader hand-off, SIGKILL for a process, and restarts it from its data dir; or crashes a client, whose session is abandoned, not closed. A schedule's `crash-member` with target `all` kills every member at once and restarts them together.",
+		Doc:  "Kills a member (or the leader) without a leader hand-off, SIGKILL for a process, and restarts it from its data dir; or crashes a client, whose session is abandoned, not closed. A schedule's `crash-member` with target `all` kills every member at once and restarts them together; with param `until` `grant` (a script's strike under a holder granted on a bare quorum), the holder at the crash is kept in its section (its release not yet invoked) and the fault lasts, once the member is back, until another client is granted the lock: param `granted_meanwhile`, or `missed` and why.",
 		Kinds: []Kind{
 			{Name: CrashMember, Needs: []system.Capability{system.CapCrashMember}, Says: says("was crashed")},
 			{Name: CrashLeader, Needs: []system.Capability{system.CapCrashMember, system.CapLeader}, Says: says("was crashed")},
@@ -81,13 +82,59 @@ func (crash) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	if err != nil {
 		return inj, err
 	}
+	regranted := env.holdUntilGrant(e, inj)
 	inj.Stop = func(ctx context.Context) error {
 		began := time.Now()
 		err := c.RestartMember(ctx, i)
 		inj.Params["restart_took"] = time.Since(began).Round(time.Millisecond).String()
+		regranted(ctx)
 		return err
 	}
 	return inj, c.HardStopMember(i)
+}
+
+// holdUntilGrant, for param until=grant (a strike on the members under a
+// holder granted on a bare quorum), keeps the holder at the strike in its
+// section: a hook on the section's end holds it there, still holding,
+// until another client is granted the lock. So the next grant, which the
+// member's loss allows, comes while it holds however slow the host is,
+// not only within what is left of its section. The returned wait, run
+// once the member is back, waits for that grant (at most as long as ctx
+// lasts) and lets the holder go; params granted_meanwhile, or missed
+// with why.
+func (env *Env) holdUntilGrant(e Entry, inj *Injected) (wait func(context.Context)) {
+	wait = func(context.Context) {}
+	if e.Params["until"] != "grant" || env.Clients == nil {
+		return wait
+	}
+	h, _, ok := env.Clients.Holder("")
+	if !ok {
+		inj.Params["missed"] = "no client held the lock when " + e.Fault + " struck"
+		return wait
+	}
+	letGo := make(chan struct{})
+	disarm, err := env.Clients.Intercept(h, histories.SectionEnd, func() { <-letGo }, func(error) {})
+	if err != nil {
+		inj.Params["missed"] = "the holder could not be held: " + err.Error()
+		return wait
+	}
+	inj.Params["held"] = h
+	return func(ctx context.Context) {
+		defer close(letGo)
+		defer disarm()
+		for {
+			for _, c := range env.Clients.Names() {
+				if c != h && env.Clients.Role(c) == TargetHolder {
+					inj.Params["granted_meanwhile"] = c
+					return
+				}
+			}
+			if !sleepUntil(ctx, time.Now().Add(5*time.Millisecond)) {
+				inj.Params["missed"] = "no other client was granted the lock while " + h + " held it"
+				return
+			}
+		}
+	}
 }
 
 // crashAll kills every member, and restarts them all when the fault stops;

@@ -38,7 +38,8 @@ type Clients interface {
 	Role(client string) string                                        // "holder", "waiter" or "idle" now
 	Disarm(client string) (armed bool, pausedUntil time.Time)         // cancel a pause armed for the client's next write; when its current pause ends (zero: not paused)
 	// Intercept arms a hook on the client's next operation op
-	// (histories.Acquire or Release), or the one in flight: before runs
+	// (histories.Acquire or Release; SectionEnd: the end of a holder's
+	// section, before its release), or the one in flight: before runs
 	// just before the client sends it (at once for one in flight), and
 	// after, with its error, once it returned, before the client goes on;
 	// cancel disarms it unless before has run, and says whether it had.

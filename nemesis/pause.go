@@ -179,7 +179,7 @@ func (pause) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 			if h, tok, ok := env.afterCut(hctx, e.Params["ahead"]); ok {
 				return map[string]string{"granted_meanwhile": h, "granted_token": strconv.FormatInt(tok, 10)}
 			}
-			return nil
+			return map[string]string{"missed": "no client was granted the lock while " + targets(inj.Targets) + " were paused"}
 		}
 	}
 	for _, m := range ms {

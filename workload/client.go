@@ -697,6 +697,10 @@ func (c *client) cycle(ctx context.Context, stop <-chan struct{}) error {
 	if err := c.ctl.step(ctx); err != nil {
 		return err
 	}
+	// A hook on the section's end keeps the holder there, still holding:
+	// its release is not invoked yet.
+	c.sending(histories.SectionEnd)
+	c.answered(histories.SectionEnd, nil)
 	if err := c.record(histories.Invoke, histories.Release, key, nil, nil); err != nil {
 		return err
 	}

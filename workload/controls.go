@@ -252,7 +252,8 @@ func (w *Workload) client(name string) (*client, error) {
 }
 
 // Intercept arms a hook on client's next operation op (histories.Acquire
-// or histories.Release), or on an acquire in flight (a queued waiter's,
+// or histories.Release; histories.SectionEnd: the end of its next or
+// current critical section, before its release is invoked), or on an acquire in flight (a queued waiter's,
 // whose reply is its grant, still to come; a release in flight has its
 // reply on the way, so the next release is struck): before runs just
 // before the client sends it (on the client's goroutine; at once, here, for
@@ -269,8 +270,8 @@ func (w *Workload) Intercept(client, op string, before func(), after func(error)
 	if err != nil {
 		return nil, err
 	}
-	if op != histories.Acquire && op != histories.Release {
-		return nil, fmt.Errorf("workload: intercept of %q: want %s or %s", op, histories.Acquire, histories.Release)
+	if op != histories.Acquire && op != histories.Release && op != histories.SectionEnd {
+		return nil, fmt.Errorf("workload: intercept of %q: want %s, %s or %s", op, histories.Acquire, histories.Release, histories.SectionEnd)
 	}
 	ic := &intercept{op: op, before: before, after: after}
 	c.mu.Lock()

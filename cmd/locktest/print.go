@@ -47,9 +47,12 @@ func printChecks(w io.Writer, r *harness.Results) {
 	}
 	fmt.Fprintf(w, "verdict: %s (required: %s)\n", r.Verdict, strings.Join(r.Required, ", "))
 	if sc := r.Scenario; sc != nil && sc.Met != nil {
-		if *sc.Met {
+		switch {
+		case *sc.Met:
 			fmt.Fprintf(w, "scenario %s: as expected (%s)\n", sc.Name, sc.ExpectText())
-		} else {
+		case sc.Unstaged != "" && sc.Exit != nil && *sc.Exit == harness.ExitUnknown:
+			fmt.Fprintf(w, "scenario %s: unknown: %s, but the run did not stage it (%s)\n", sc.Name, sc.MissedText(), sc.Unstaged)
+		default:
 			fmt.Fprintf(w, "scenario %s: NOT as expected: %s\n", sc.Name, sc.MissedText())
 		}
 	}
