@@ -160,8 +160,9 @@ func (c *Cluster) removable(i int) (*Member, []int, error) {
 // (MemberAdd, which gives it a new ID); then it starts with empty data and
 // initial-cluster-state "existing", under its name, client address and
 // peer relay, and the cuts in force that involve it are applied on both
-// sides. AddMember returns once the member is ready and has applied
-// everything the others had committed when it came up.
+// sides. AddMember returns once the member is ready, has applied
+// everything the others had committed when it came up, and the others
+// have applied its publication (they count it as started).
 //
 // Every member up must apply the addition before the new one starts: it
 // checks its initial cluster against the member list of whichever peer
@@ -220,7 +221,23 @@ func (c *Cluster) AddMember(ctx context.Context, i int) error {
 	if err := s.ready(ctx); err != nil {
 		return fmt.Errorf("cluster: added %w", err)
 	}
-	return c.waitCaughtUp(ctx, m)
+	if err := c.waitCaughtUp(ctx, m); err != nil {
+		return err
+	}
+	// The others count the new member as started once they have applied
+	// its publication (its name and client URLs), which it applied before
+	// it was ready; until then etcd refuses the next change as "not
+	// enough started members" (a replacement right after an add, on a
+	// loaded host: the publication applied by the member asked 8 ms
+	// later).
+	_, idx, err = s.indexes(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: added %s: %w", m.Name, err)
+	}
+	if err := c.waitApplied(ctx, up, idx); err != nil {
+		return fmt.Errorf("cluster: added %s: %w", m.Name, err)
+	}
+	return nil
 }
 
 // addable checks that member i is removed and that no member of the

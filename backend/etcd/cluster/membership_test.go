@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/types"
+
 	"github.com/locktest/locktest/backend/serverkit"
 	"github.com/locktest/locktest/internal/partest"
 	"github.com/locktest/locktest/internal/polltest"
@@ -115,6 +117,13 @@ func TestRemoveAndAddMember(t *testing.T) {
 	}
 	if ids := memberIDs(t, ctx, c); len(ids) != 3 || !slices.Contains(ids, m.ID) {
 		t.Fatalf("member list %x lacks the new member %x", ids, m.ID)
+	}
+	// Every member counts it as started (it has applied its publication):
+	// else etcd refuses the next change as "not enough started members".
+	for _, o := range c.members {
+		if n := o.Etcd().Server.Cluster().Member(types.ID(m.ID)); n == nil || !n.IsStarted() {
+			t.Fatalf("%s does not count the new member %x as started: %+v", o.Name, m.ID, n)
+		}
 	}
 	// A linearizable read served by the new member alone.
 	direct, err := c.DirectClient(lead)
