@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -185,10 +186,24 @@ func (c *Cluster) AddMember(ctx context.Context, i int) error {
 		return fmt.Errorf("cluster: adding member %s: %w", m.Name, err)
 	}
 	var id uint64
-	if err := untilHealthy(ctx, func(ctx context.Context) error {
-		resp, err := cli.MemberAdd(ctx, []string{m.PeerURL})
+	if err := untilHealthy(ctx, func(rctx context.Context) error {
+		resp, err := cli.MemberAdd(rctx, []string{m.PeerURL})
 		if err == nil {
 			id = resp.Member.ID
+		}
+		if rctx.Err() != nil || errors.Is(err, rpctypes.ErrPeerURLExist) {
+			// No answer: raft drops a conf change proposed before a new
+			// leader has applied its log, or forwarded to a leader just
+			// gone, and etcd never answers it (an add back after the
+			// leader's removal waited out the request's 10 s on a loaded
+			// host). Whether it was made, the member list says: if not,
+			// it is asked again; an add asked again after one made late
+			// finds its peer URL taken.
+			if found, ok := memberByPeer(ctx, cli, m.PeerURL); ok {
+				id = found
+				return nil
+			}
+			return fmt.Errorf("%w: the addition had no answer or found its peer URL taken, and the member list lacks it", rpctypes.ErrUnhealthy)
 		}
 		if errors.Is(err, rpctypes.ErrMemberNotFound) {
 			// etcd derives a new member's ID from its peer URLs and the
@@ -238,6 +253,23 @@ func (c *Cluster) AddMember(ctx context.Context, i int) error {
 		return fmt.Errorf("cluster: added %s: %w", m.Name, err)
 	}
 	return nil
+}
+
+// memberByPeer returns the ID of the member with peer URL peer, as a
+// member's list (linearizable) says.
+func memberByPeer(ctx context.Context, cli *clientv3.Client, peer string) (uint64, bool) {
+	lctx, cancel := context.WithTimeout(ctx, reconfigTimeout)
+	defer cancel()
+	r, err := cli.MemberList(lctx)
+	if err != nil {
+		return 0, false
+	}
+	for _, m := range r.Members {
+		if slices.Contains(m.PeerURLs, peer) {
+			return m.ID, true
+		}
+	}
+	return 0, false
 }
 
 // addable checks that member i is removed and that no member of the
