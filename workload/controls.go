@@ -252,9 +252,10 @@ func (w *Workload) client(name string) (*client, error) {
 }
 
 // Intercept arms a hook on client's next operation op (histories.Acquire
-// or histories.Release; histories.SectionEnd: the end of its next or
-// current critical section, before its release is invoked), or on an acquire in flight (a queued waiter's,
-// whose reply is its grant, still to come; a release in flight has its
+// or histories.Release; histories.SectionEnd: the end of its current or
+// next critical section, before its release is invoked), or on an acquire
+// in flight (a queued waiter's, whose reply is its grant, still to come; a
+// release in flight has its
 // reply on the way, so the next release is struck): before runs just
 // before the client sends it (on the client's goroutine; at once, here, for
 // an acquire in flight, whose request is already sent), and after runs on the client's

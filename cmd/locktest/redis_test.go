@@ -107,9 +107,14 @@ func testRedlockBareQuorum(t *testing.T) {
 	if got := ops[pause].Value.Targets; !slices.Equal(got, []string{"r3", "r4"}) || ops[resumed].Value.Params["granted_meanwhile"] == "" {
 		t.Fatalf("pause %+v, resumed %+v: want r3 and r4 paused until a grant", ops[pause].Value, ops[resumed].Value)
 	}
-	_, crash, _ := faultOps(t, out, "crash-member")
+	_, crash, back := faultOps(t, out, "crash-member")
 	if crash < resumed || ops[crash].Value.Targets[0] != "r2" {
 		t.Fatalf("crash %+v at %d, the pause ended at %d: want r2 crashed after the grant", ops[crash].Value, crash, resumed)
+	}
+	// The holder granted on the bare majority was kept in its section
+	// until another client was granted the lock.
+	if p := ops[back].Value.Params; p["held"] != ops[resumed].Value.Params["granted_meanwhile"] || p["granted_meanwhile"] == "" || p["granted_meanwhile"] == p["held"] {
+		t.Fatalf("crash stopped with %v: want the holder held until another's grant", p)
 	}
 	res := readResults(t, out)
 	if res.MutexOverlaps == 0 {
