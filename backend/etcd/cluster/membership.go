@@ -191,7 +191,7 @@ func (c *Cluster) AddMember(ctx context.Context, i int) error {
 		if err == nil {
 			id = resp.Member.ID
 		}
-		if rctx.Err() != nil || errors.Is(err, rpctypes.ErrPeerURLExist) {
+		if unanswered(rctx, err) || errors.Is(err, rpctypes.ErrPeerURLExist) {
 			// No answer: raft drops a conf change proposed before a new
 			// leader has applied its log, or forwarded to a leader just
 			// gone, and etcd never answers it (an add back after the
@@ -253,6 +253,13 @@ func (c *Cluster) AddMember(ctx context.Context, i int) error {
 		return fmt.Errorf("cluster: added %s: %w", m.Name, err)
 	}
 	return nil
+}
+
+// unanswered says whether a request for a change had no answer: its own
+// deadline passed, or etcd's (its request timeout, under the caller's).
+func unanswered(rctx context.Context, err error) bool {
+	return rctx.Err() != nil || errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
+		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost)
 }
 
 // memberByPeer returns the ID of the member with peer URL peer, as a
