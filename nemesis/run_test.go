@@ -271,7 +271,14 @@ func testContext(t *testing.T) context.Context {
 func startCluster(t *testing.T) (*cluster.Cluster, context.Context) {
 	t.Helper()
 	ctx := testContext(t)
-	c, err := cluster.Start(ctx, cluster.Config{Dir: t.TempDir()})
+	// A heartbeat of 50 ms, an election timeout of 500 ms: the package's
+	// parallel tests run a dozen clusters' members in one process, and
+	// at the cluster's default (10 ms, 100 ms), on two cores beside
+	// another suite, a heartbeat late by 100 ms ended a term: 262-531
+	// elections begun a run, and requests proposed into a term that
+	// ended waited out etcd's 5 s ("request timed out"), which failed 3
+	// of 6 runs of the package at load 34-80 (none of 5 with these).
+	c, err := cluster.Start(ctx, cluster.Config{Dir: t.TempDir(), TickMs: 50, ElectionMs: 500})
 	if err != nil {
 		t.Fatal(err)
 	}
