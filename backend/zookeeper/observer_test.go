@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -45,27 +46,52 @@ func (r *memRecorder) deleted(node string) (histories.Op, bool) {
 	return histories.Op{}, false
 }
 
-func startEnsemble(t *testing.T) *zkserver.Ensemble {
-	t.Helper()
-	in := zkserver.ForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-	e, err := zkserver.Start(ctx, zkserver.Config{Servers: 3, Dir: dir, LogDir: filepath.Join(dir, "logs"), Install: in})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
+// testEnsemble is the ZooKeeper ensemble the observer tests share (three server
+// JVMs to start): each keeps to a prefix of its own. Started by the first
+// test that needs it, closed by TestMain.
+var testEnsemble struct {
+	once sync.Once
+	dir  string
+	e    *zkserver.Ensemble
+	err  error
 }
 
-// observe starts an ensemble and its observer of lock "lock", both closed
-// when t ends.
-func observe(t *testing.T) (workload.Backend, workload.Observer, *memRecorder) {
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if testEnsemble.e != nil {
+		testEnsemble.e.Close()
+	}
+	if testEnsemble.dir != "" {
+		os.RemoveAll(testEnsemble.dir)
+	}
+	os.Exit(code)
+}
+
+func sharedEnsemble(t *testing.T) *zkserver.Ensemble {
 	t.Helper()
-	b := Workload(startEnsemble(t))
+	in := zkserver.ForTest(t)
+	testEnsemble.once.Do(func() {
+		if testEnsemble.dir, testEnsemble.err = os.MkdirTemp("", "zookeeper-observer-test-"); testEnsemble.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		testEnsemble.e, testEnsemble.err = zkserver.Start(ctx, zkserver.Config{Servers: 3, Dir: testEnsemble.dir,
+			LogDir: filepath.Join(testEnsemble.dir, "logs"), Install: in})
+	})
+	if testEnsemble.err != nil {
+		t.Fatal(testEnsemble.err)
+	}
+	return testEnsemble.e
+}
+
+// observe returns the shared ensemble's backend and an observer of lock
+// "lock" under prefix, closed when t ends.
+func observe(t *testing.T, prefix string) (workload.Backend, workload.Observer, *memRecorder) {
+	t.Helper()
+	b := Workload(sharedEnsemble(t))
 	rec := &memRecorder{}
-	obs, err := b.Observe(context.Background(), workload.Keys{Prefix: "/locktest/locks/", Locks: []string{"lock"}}, rec)
+	obs, err := b.Observe(context.Background(), workload.Keys{Prefix: prefix, Locks: []string{"lock"}}, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,13 +110,13 @@ type testClient struct {
 // Its sessions ask for ttl seconds: 2 for the one whose expiry a test
 // waits for, 20 for the others, which a loaded machine's stalls would
 // otherwise end (TestObserver's c0 lost its 2 s session at load ~45).
-func newTestClient(t *testing.T, b workload.Backend, name string, p histories.Process, ttl int) *testClient {
+func newTestClient(t *testing.T, b workload.Backend, prefix, name string, p histories.Process, ttl int) *testClient {
 	t.Helper()
 	cn, err := b.Connect(workload.Client{Name: name, Clock: clock.New(), Paused: func(ctx context.Context) error { return ctx.Err() }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := lock.Env{Conn: cn.Env(), Prefix: "/locktest/locks/", Name: name, TTL: ttl, Backend: Name, Endpoints: cn.Endpoints()}
+	env := lock.Env{Conn: cn.Env(), Prefix: prefix, Name: name, TTL: ttl, Backend: Name, Endpoints: cn.Endpoints()}
 	l, err := zklock.Recipe(zklock.LockName, zklock.Options{}).New(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +143,8 @@ func child(h *zklock.Held) string { return filepath.Base(h.Key()) }
 // delete, its session's expiry, its client's close.
 func TestObserver(t *testing.T) {
 	t.Parallel()
-	b, obs, rec := observe(t)
+	const prefix = "/locktest/observer/"
+	b, obs, rec := observe(t, prefix)
 	ctx := context.Background()
 	cs := make([]*testClient, 5)
 	for i := range cs {
@@ -125,7 +152,7 @@ func TestObserver(t *testing.T) {
 		if i == 4 { // orphaned below: its session expires
 			ttl = 2
 		}
-		cs[i] = newTestClient(t, b, "c"+strconv.Itoa(i), histories.Process(10+i), ttl)
+		cs[i] = newTestClient(t, b, prefix, "c"+strconv.Itoa(i), histories.Process(10+i), ttl)
 	}
 	expect := func(h *zklock.Held, by string, owner *testClient, more map[string]string) {
 		t.Helper()
@@ -228,9 +255,10 @@ func TestObserver(t *testing.T) {
 // behind: a deletion made just before Sync is recorded when it returns.
 func TestObserverSync(t *testing.T) {
 	t.Parallel()
-	b, obs, rec := observe(t)
+	const prefix = "/locktest/sync/"
+	b, obs, rec := observe(t, prefix)
 	ctx := context.Background()
-	c := newTestClient(t, b, "c0", 0, 20)
+	c := newTestClient(t, b, prefix, "c0", 0, 20)
 	for range 20 {
 		h, _ := c.acquire(t, ctx)
 		if err := h.Release(ctx); err != nil {

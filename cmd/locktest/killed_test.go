@@ -100,6 +100,9 @@ func testKilledRuns(t *testing.T) {
 			if cut == "" || !strings.Contains(cut, "without the run's end") || !strings.Contains(cut, "no end event") {
 				t.Errorf("check does not say the run was cut short:\n%s%s", stdout2, stderr)
 			}
+			if !strings.Contains(stdout2, "verdict: ") || strings.Contains(stderr, "history.jsonl:") {
+				t.Errorf("the killed run's history is not checkable:\n%s%s", stdout2, stderr)
+			}
 			switch {
 			case code == exitInvalid && strings.Contains(stdout2, "verdict: invalid"):
 			case code != exitUnknown:

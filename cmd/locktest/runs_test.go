@@ -41,6 +41,12 @@ func TestRuns(t *testing.T) {
 			{"RunRedisFailover", testRunRedisFailover},
 			{"RunRedisClockJumpEmulated", testRunRedisClockJumpEmulated},
 			{"CompareAcrossBackends", testCompareAcrossBackends},
+			// ZooKeeper (zookeeper_test.go)
+			{"ZooKeeperStoppedRun", testZooKeeperStoppedRun},
+			{"ZooKeeperRun", testZooKeeperRun},
+			{"ZooKeeperGhostNode", testZooKeeperGhostNode},
+			{"ZooKeeperSessionExpiry", testZooKeeperSessionExpiry},
+			{"ZooKeeperNoRecheckCaught", testZooKeeperNoRecheckCaught},
 			// A build of locktest, beside the runs' waiting.
 			{"VersionCommit", testVersionCommit},
 			// In a process of its own each: tests that count their

@@ -1,4 +1,4 @@
-package zookeeper_test
+package main
 
 import (
 	"bytes"
@@ -8,60 +8,37 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/locktest/locktest/backend/zookeeper/zkserver"
-	"github.com/locktest/locktest/internal/partest"
+	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/polltest"
 	"github.com/locktest/locktest/internal/proc"
+	"github.com/locktest/locktest/nemesis"
 )
 
-// The CLI end to end on ZooKeeper, as a user runs it: the locktest binary,
-// built once for these tests.
-var (
-	binOnce sync.Once
-	bin     string
-	binErr  error
-	binDir  string
-)
+// The CLI end to end on ZooKeeper, as a user runs it: locktest in a
+// process of its own (this test binary, as TestMain makes it with
+// LOCKTEST_CLI_ARGS), whose ZooKeeper servers are its children. The runs
+// go in TestRuns, beside the others.
 
-// The tests here mostly wait (on their ensembles, sessions expiring, a
-// run's clock): they run four at once (internal/partest).
-func TestMain(m *testing.M) {
-	partest.Raise()
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
+// cliCommand is locktest with args in a process of its own (arguments
+// without spaces).
+func cliCommand(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "LOCKTEST_CLI_ARGS="+strings.Join(args, " "))
+	return cmd
 }
 
-func locktest(t *testing.T) string {
+// cliRun runs locktest with args in a process of its own and returns its
+// exit status and output.
+func cliRun(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	binOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "zookeeper-cli-test-"); binErr != nil {
-			return
-		}
-		bin = filepath.Join(binDir, "locktest")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/locktest/locktest/cmd/locktest").CombinedOutput()
-		if err != nil {
-			binErr = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return bin
-}
-
-// run runs locktest with args and returns its exit status and output.
-func run(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	cmd := exec.Command(locktest(t), args...)
+	cmd := cliCommand(args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -75,28 +52,15 @@ func run(t *testing.T, args ...string) (int, string, string) {
 	return 0, stdout.String(), stderr.String()
 }
 
-// runDir is the one run directory under out ("" while there is none).
-func runDir(out string) string {
-	ents, _ := os.ReadDir(out)
-	for _, e := range ents {
-		if e.IsDir() {
-			return filepath.Join(out, e.Name())
-		}
-	}
-	return ""
-}
-
 // Without ZooKeeper's jars a ZooKeeper recipe is refused in one line that
 // says what to install, before anything starts.
-func TestNotInstalled(t *testing.T) {
+func TestZooKeeperNotInstalled(t *testing.T) {
 	// A temp directory of its own: a run first sweeps what killed runs
-	// left in it and says so on stderr (here, once, another test
-	// process's etcd directory), which is not the line this test reads.
-	// (The binary is built first, in the shared one.)
-	locktest(t)
+	// left in it and says so on stderr, which is not the line this test
+	// reads.
 	t.Setenv("TMPDIR", t.TempDir())
 	out := t.TempDir()
-	code, stdout, stderr := run(t, "run", "--recipe", "zk-lock", "--zk-classpath", "/nonexistent/zookeeper.jar", "--out", out)
+	code, stdout, stderr := cliRun(t, "run", "--recipe", "zk-lock", "--zk-classpath", "/nonexistent/zookeeper.jar", "--out", out)
 	if code != 2 || !strings.Contains(stderr, "apt-get install zookeeper") || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
@@ -110,21 +74,20 @@ func TestNotInstalled(t *testing.T) {
 // no server behind (none keeps a file open in the run's directory, as a
 // server does its logs and data); a fault it cannot take is refused by
 // name.
-func TestRun(t *testing.T) {
-	t.Parallel()
+func testZooKeeperRun(t *testing.T) {
 	zkserver.ForTest(t)
 	out := t.TempDir()
-	code, _, stderr := run(t, "run", "--recipe", "zk-lock", "--nemesis", "lease", "--out", out)
+	code, _, stderr := cliRun(t, "run", "--recipe", "zk-lock", "--nemesis", "lease", "--out", out)
 	if code != 2 || !strings.Contains(stderr, "needs leases, which zookeeper") {
 		t.Fatalf("--nemesis lease: exit %d, stderr %q", code, stderr)
 	}
 	os.RemoveAll(out)
-	code, stdout, stderr := run(t, "run", "--recipe", "zk-lock", "--nemesis", "all", "--require", "resource,contract",
+	code, stdout, stderr := cliRun(t, "run", "--recipe", "zk-lock", "--nemesis", "all", "--require", "resource,contract",
 		"--time", "8s", "--quiet", "4s", "--seed", "5", "--out", out)
 	if code != 0 || !strings.Contains(stdout, "zookeeper 3.") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	dir := runDir(out)
+	dir := firstRunDir(out)
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -151,21 +114,20 @@ func TestRun(t *testing.T) {
 
 // A run stopped part way, by Ctrl-C (SIGINT) and by SIGKILL, leaves no
 // server process behind, and its history on disk, checkable.
-func TestStoppedRun(t *testing.T) {
-	t.Parallel()
+func testZooKeeperStoppedRun(t *testing.T) {
 	zkserver.ForTest(t)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			t.Parallel()
 			out := t.TempDir()
-			cmd := exec.Command(locktest(t), "run", "--recipe", "zk-lock", "--nemesis", "pause,crash", "--time", "30s", "--seed", "4", "--out", out)
+			cmd := cliCommand("run", "--recipe", "zk-lock", "--nemesis", "pause,crash", "--time", "30s", "--seed", "4", "--out", out)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			var servers []int
 			polltest.Until(t, 90*time.Second, "the run to get going", func() bool {
 				servers = proc.Children(cmd.Process.Pid)
-				h, err := os.Stat(filepath.Join(runDir(out), "history.jsonl"))
+				h, err := os.Stat(filepath.Join(firstRunDir(out), "history.jsonl"))
 				return len(servers) == 3 && err == nil && h.Size() > 2000
 			})
 			cmd.Process.Signal(sig)
@@ -175,7 +137,7 @@ func TestStoppedRun(t *testing.T) {
 				t.Errorf("interrupted run exited with %v, want status 2", err)
 			}
 			polltest.Until(t, 10*time.Second, "the servers to be gone", func() bool { return !slices.ContainsFunc(servers, proc.Alive) })
-			code, stdout, stderr := run(t, "check", filepath.Join(runDir(out), "history.jsonl"))
+			code, stdout, stderr := cliRun(t, "check", filepath.Join(firstRunDir(out), "history.jsonl"))
 			if !strings.Contains(stdout, "verdict: ") || code == 0 && sig == syscall.SIGKILL {
 				t.Fatalf("the history left by %v: exit %d\n%s\n%s", sig, code, stdout, stderr)
 			}
@@ -190,11 +152,10 @@ func TestStoppedRun(t *testing.T) {
 // acquire gives up after 3 s, so waiters give up while the holder holds.
 // Left to random faults and the default workload, a loaded host's run of
 // 130 operations gave up no waiter's place and broke nothing (exit 0).
-func TestNoRecheckCaught(t *testing.T) {
-	t.Parallel()
+func testZooKeeperNoRecheckCaught(t *testing.T) {
 	zkserver.ForTest(t)
 	out := t.TempDir()
-	code, stdout, stderr := run(t, "run", "--recipe", "zk-no-recheck", "--require", "contract", "--time", "10s", "--quiet", "4s", "--seed", "1",
+	code, stdout, stderr := cliRun(t, "run", "--recipe", "zk-no-recheck", "--require", "contract", "--time", "10s", "--quiet", "4s", "--seed", "1",
 		"--nemesis", "none", "--slow-share", "1", "--op-timeout", "3s", "--out", out)
 	if code != 1 || !strings.Contains(stdout, "Promise 3 (overlap only after loss)") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
@@ -202,15 +163,73 @@ func TestNoRecheckCaught(t *testing.T) {
 }
 
 // zk-session-expiry: the resource is damaged unfenced, safe fenced.
-func TestSessionExpiry(t *testing.T) {
-	t.Parallel()
+func testZooKeeperSessionExpiry(t *testing.T) {
 	zkserver.ForTest(t)
 	for _, mode := range []string{"unfenced", "fenced"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			_, stdout, stderr := run(t, "scenario", "run", "zk-session-expiry", "--resource", mode, "--seed", "3", "--out", t.TempDir())
+			_, stdout, stderr := cliRun(t, "scenario", "run", "zk-session-expiry", "--resource", mode, "--seed", "3", "--out", t.TempDir())
 			if !strings.Contains(stdout, "scenario zk-session-expiry: as expected") {
 				t.Fatalf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+			}
+		})
+	}
+}
+
+// zk-ghost-node: the holder's next create is applied by the servers and
+// its reply lost. zk-unprotected creates again and leaves the first znode,
+// never granted, owned by its live session, which stalls the queue until
+// that session ends (liveness invalid); zk-lock finds its znode again by
+// its protected name and leaves none behind (liveness valid). Each is what
+// the scenario expects of its recipe: exit 0.
+func testZooKeeperGhostNode(t *testing.T) {
+	zkserver.ForTest(t)
+	for _, c := range []struct {
+		recipe string
+		ghost  bool
+	}{{"zk-unprotected", true}, {"zk-lock", false}} {
+		t.Run(c.recipe, func(t *testing.T) {
+			t.Parallel()
+			out := t.TempDir()
+			code, stdout, stderr := cliRun(t, "scenario", "run", "zk-ghost-node", "--recipe", c.recipe, "--seed", "1", "--out", out)
+			if code != 0 {
+				t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			ops, err := histories.ReadFile(filepath.Join(firstRunDir(out), "history.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var struck string
+			granted := map[string]bool{}
+			for _, op := range ops {
+				switch {
+				case op.F == histories.FStop && op.Value.Fault == nemesis.LostReplyAcquire:
+					if op.Value.Params["reply"] != "lost" {
+						t.Errorf("the fault's stop: %v, want reply=lost", op.Value.Params)
+					}
+					struck = op.Value.Targets[0]
+				case op.F == histories.Acquire && op.Type == histories.OK && op.Value != nil && op.Value.Token != nil:
+					granted[strconv.FormatInt(*op.Value.Token, 10)] = true
+				}
+			}
+			if struck == "" {
+				t.Fatal("no lost-reply-acquire fault stopped")
+			}
+			// The ghost: a znode of the struck client the servers
+			// created, never granted, deleted only when its session
+			// ended.
+			var ghosts []string
+			for _, op := range ops {
+				if op.F != histories.FKeyDeleted || len(op.Value.Targets) == 0 || op.Value.Targets[0] != struck {
+					continue
+				}
+				p := op.Value.Params
+				if p["by"] == histories.DeletedByRevoke && !granted[p["create_revision"]] {
+					ghosts = append(ghosts, p["node"])
+				}
+			}
+			if (len(ghosts) > 0) != c.ghost {
+				t.Errorf("%s's znodes never granted and deleted only with its session: %v; want a ghost: %v", struck, ghosts, c.ghost)
 			}
 		})
 	}
