@@ -179,7 +179,7 @@ func (h *History) liveness(bound time.Duration) Result {
 					return
 				}
 				if waited := h.starvedFor(c, idle.from, idle.to); waited >= bound/stallShare {
-					starved = append(starved, fmt.Sprintf("%s waited for the lock from %s to %s, nobody holding it, longer than the bound of %v after %s; but its lock process waited to run for %v of those %v (its threads runnable, the machine running others), so a slow lock cannot be told from a stuck one.",
+					starved = append(starved, fmt.Sprintf("%s waited for the lock from %s to %s, nobody holding it, longer than the bound of %v after %s; but its lock process waited to run for %v of those %v (a thread of it runnable, the machine running others), so a slow lock cannot be told from a stuck one.",
 						actor, h.at(idle.from), h.at(idle.to), bound, since, waited.Round(time.Millisecond), time.Duration(idle.to-idle.from).Round(time.Millisecond)))
 					w = nil
 					return

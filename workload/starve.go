@@ -21,8 +21,8 @@ const (
 type pider interface{ Pid() int }
 
 // watchStarvation records a starved event each starveTick for each client
-// whose lock runs in a process of its own whose threads waited on a run
-// queue for starveMin or more since the last look: a loaded machine that
+// whose lock runs in a process of its own a thread of which waited on a
+// run queue for starveMin or more since the last look: a loaded machine that
 // does not run the lock's process makes a correct lock slow, which the
 // liveness check must not call stuck. It returns when stop is closed.
 func watchStarvation(rec Recorder, clients []*client, stop <-chan struct{}) {
@@ -64,8 +64,8 @@ type lockProcess struct {
 
 // look reads how long the threads of client's lock process pid (0: none)
 // waited on a run queue, and records a starved event for the time since
-// the last look at the same process if they waited starveMin or more in
-// all (capped at that time). A process is first read as a baseline: what
+// the last look at the same process if one of them waited starveMin or
+// more (capped at that time). A process is first read as a baseline: what
 // it waited before is not counted.
 func (s *starvation) look(client string, p histories.Process, pid int) {
 	was := s.last[client]
@@ -82,9 +82,12 @@ func (s *starvation) look(client string, p histories.Process, pid int) {
 	if was.pid != pid {
 		return
 	}
+	// The longest any one thread waited: the process was starved at
+	// least that long (its threads' waits may overlap or not, and a sum
+	// would count one stretch of the machine's once per thread).
 	var waited int64
 	for tid, d := range delays {
-		waited += d - was.delays[tid] // a thread new since: all its wait is since
+		waited = max(waited, d-was.delays[tid]) // a thread new since: all its wait is since
 	}
 	span := now.Sub(was.at)
 	if d := min(time.Duration(waited), span); d >= starveMin {
