@@ -8,6 +8,7 @@ import (
 
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/polltest"
+	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/internal/recordtest"
 )
 
@@ -28,34 +29,28 @@ func TestStarvationRecorded(t *testing.T) {
 	rec := recordtest.Create(t)
 	s := starvation{rec: rec, last: map[string]lockProcess{}}
 	s.look("c3", 7, target) // the baseline
-	polltest.Until(t, time.Minute, "100 ms of starvation recorded", func() bool {
-		s.look("c3", 7, target)
-		return recorded(t, rec) >= 100*time.Millisecond
+	base := s.last["c3"].delays[target]
+	polltest.Until(t, time.Minute, "the busy process to wait 100 ms to run", func() bool {
+		d, err := proc.RunDelays(target)
+		return err == nil && d[target]-base >= int64(100*time.Millisecond)
 	})
+	s.look("c3", 7, target)
 	ops := rec.Read(t)
-	tr := histories.NewTracker()
-	for i, op := range ops {
-		if _, why := tr.Track(op, i, i+1); why != "" {
-			t.Fatalf("starved event %+v refused: %s", op, why)
-		}
-		p := op.Value.Params
-		if op.F != histories.FStarved || op.Value.Targets[0] != "c3" || p["process"] != "7" || p["pid"] != strconv.Itoa(target) {
-			t.Fatalf("recorded %+v, want a starved event of c3, process 7, pid %d", op, target)
-		}
-		if d, _ := strconv.ParseInt(p["duration_ns"], 10, 64); d > mustInt(t, p["span_ns"]) {
-			t.Errorf("starved for %s ns of a span of %s ns", p["duration_ns"], p["span_ns"])
-		}
+	if len(ops) != 1 {
+		t.Fatalf("recorded %d events, want one starved event", len(ops))
 	}
-}
-
-// recorded is how long the starved events recorded so far say.
-func recorded(t *testing.T, rec *recordtest.Recorder) time.Duration {
-	ops, _ := rec.Snapshot()
-	var d time.Duration
-	for _, op := range ops {
-		d += time.Duration(mustInt(t, op.Value.Params["duration_ns"]))
+	op := ops[0]
+	if _, why := histories.NewTracker().Track(op, 0, 1); why != "" {
+		t.Fatalf("starved event %+v refused: %s", op, why)
 	}
-	return d
+	p := op.Value.Params
+	if op.F != histories.FStarved || op.Value.Targets[0] != "c3" || p["process"] != "7" || p["pid"] != strconv.Itoa(target) {
+		t.Fatalf("recorded %+v, want a starved event of c3, process 7, pid %d", op, target)
+	}
+	d, span := mustInt(t, p["duration_ns"]), mustInt(t, p["span_ns"])
+	if d < int64(100*time.Millisecond) || d > span {
+		t.Errorf("starved for %d ns of a span of %d ns, want 100 ms or more, at most the span", d, span)
+	}
 }
 
 func mustInt(t *testing.T, s string) int64 {
