@@ -63,6 +63,9 @@ type storyData struct {
 	// stalls are the spans in which locktest's own process did not run
 	// (stall events), in the order recorded.
 	stalls []Fault
+	// starved are the spans in which a client's lock process waited to
+	// run (starved events), in the order recorded.
+	starved []starvedSpan
 	// heal is the time of the last "heal"; -1 if none.
 	heal      int64
 	deletions []Deletion
@@ -238,6 +241,12 @@ func (b *Builder) event(op histories.Op) {
 		st := Fault{Fault: op.F, Params: maps.Clone(p), Start: max(op.Time-max(d, 0), 0), End: op.Time, Index: op.Index}
 		sd.stalls = append(sd.stalls, st)
 		sd.others = append(sd.others, st)
+	case histories.FStarved:
+		d, _ := paramInt(p, "duration_ns")
+		span, _ := paramInt(p, "span_ns")
+		if len(targets) == 1 && span > 0 {
+			sd.starved = append(sd.starved, starvedSpan{client: targets[0], process: p["process"], from: op.Time - span, to: op.Time, waited: time.Duration(min(d, span))})
+		}
 	case histories.FLeaseLost:
 		tok, _ := paramInt(p, "token")
 		sd.lost = append(sd.lost, leaseLost{key: key, token: tok, targets: b.targets(targets), time: op.Time, index: op.Index})
@@ -477,6 +486,30 @@ func (h *History) stalled(from, to int64) (total time.Duration, longest Fault) {
 		}
 	}
 	return total, longest
+}
+
+// starvedSpan is a span in which a client's lock process waited to run
+// for waited in all.
+type starvedSpan struct {
+	client, process string
+	from, to        int64
+	waited          time.Duration
+}
+
+// starvedFor returns how long in [from, to] the lock process of client c
+// (or, where no process event named its client, "process N"'s) waited to
+// run: each span's wait counted in the share of the span inside.
+func (h *History) starvedFor(c string, from, to int64) time.Duration {
+	var total time.Duration
+	for _, s := range h.sd.starved {
+		if s.client != c && "process "+s.process != c {
+			continue
+		}
+		if in := min(s.to, to) - max(s.from, from); in > 0 {
+			total = addSat(total, time.Duration(float64(s.waited)*float64(in)/float64(s.to-s.from)))
+		}
+	}
+	return total
 }
 
 // revokedAt says whether a lease-revoke fault on the key's owner explains a

@@ -46,8 +46,11 @@ func Liveness(ops []histories.Op, bound time.Duration) Result { return Build(ops
 // Waits still open less than bound before the end of the history are not
 // judged, nor are waits whose idle stretch saw locktest's own process
 // stalled for bound/stallShare or more in all: a machine that did not run
-// locktest did not run the lock's processes either (the verdict is then
-// unknown, unless another wait was stuck).
+// locktest did not run the lock's processes either; nor are those in
+// whose idle stretch the client's own lock process (a lock in a process
+// of its own: starved events) waited to run for as long: a starved lock
+// is slow, not stuck. The verdict is then unknown, unless another wait
+// was stuck.
 //
 // A history with no acquire and no locker failure is unknown: there is
 // nothing to judge; one in which the lock granted nothing at all says so,
@@ -165,13 +168,19 @@ func (h *History) liveness(bound time.Duration) Result {
 			}
 			start := max(w[0].call, from)
 			if idle, ok := idleStretch(held.of(w), start, e, bound); ok {
+				actor := "Client " + c
+				if strings.HasPrefix(c, "process ") { // no process event named its client
+					actor = "P" + c[1:]
+				}
 				if total, longest := h.stalled(idle.from, idle.to); total >= bound/stallShare {
-					actor := "Client " + c
-					if strings.HasPrefix(c, "process ") { // no process event named its client
-						actor = "P" + c[1:]
-					}
 					starved = append(starved, fmt.Sprintf("%s waited for the lock from %s to %s, nobody holding it, longer than the bound of %v after %s; but locktest's own process was not run for %v in that time (the longest stall %v, from %s), so the machine ran the lock's processes no better: a slow lock cannot be told from a stuck one.",
 						actor, h.at(idle.from), h.at(idle.to), bound, since, total.Round(time.Millisecond), time.Duration(longest.End-longest.Start).Round(time.Millisecond), h.at(longest.Start)))
+					w = nil
+					return
+				}
+				if waited := h.starvedFor(c, idle.from, idle.to); waited >= bound/stallShare {
+					starved = append(starved, fmt.Sprintf("%s waited for the lock from %s to %s, nobody holding it, longer than the bound of %v after %s; but its lock process waited to run for %v of those %v (a thread of it runnable, the machine running others), so a slow lock cannot be told from a stuck one.",
+						actor, h.at(idle.from), h.at(idle.to), bound, since, waited.Round(time.Millisecond), time.Duration(idle.to-idle.from).Round(time.Millisecond)))
 					w = nil
 					return
 				}

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -316,6 +317,51 @@ func TestLivenessHungAfterHeal(t *testing.T) {
 	if strings.Contains(r.Explanation, "less than the bound") {
 		t.Errorf("a quiet period of 11 s called less than the bound of 5 s: %s", r.Explanation)
 	}
+}
+
+// A wait past the bound whose idle stretch saw the client's own lock
+// process wait to run (starved events) for a quarter of the bound or more
+// is not called stuck: a starved lock is slow. Only that client's wait is
+// excused, only by starvation inside the stretch, and never convicted
+// by it.
+func TestLivenessStarvedProcess(t *testing.T) {
+	waits := func() *hist {
+		return (&hist{}).clientOf(1, "c1").clientOf(2, "c2").
+			acq(1, "lock", 0, 100, ok, 1).rel(1, "lock", 200, 300, ok).
+			event("heal", 1000, nil, nil).
+			acq(1, "lock", 1100, 0, none, 0).acq(2, "lock", 1200, 0, none, 0)
+	}
+	// starved records client's process waiting to run for d over the
+	// second before at (ms).
+	starved := func(h *hist, client string, p int, at int64, d time.Duration) *hist {
+		return h.event(histories.FStarved, at, []string{client}, map[string]string{"process": strconv.Itoa(p), "pid": "77",
+			"duration_ns": strconv.FormatInt(int64(d), 10), "span_ns": strconv.FormatInt(int64(time.Second), 10)})
+	}
+	end := func(h *hist) []histories.Op { return h.read(9, "x", 4000, 4001, ok, 0).ops() }
+	bound := 2 * time.Second
+	stuck := func(c string, p int) string {
+		return fmt.Sprintf(`Client %s (process %d) asked for lock "lock" at %s and had not got it 2s later`, c, p, map[int]string{1: "1.10 s", 2: "1.20 s"}[p])
+	}
+
+	both := starved(starved(waits(), "c1", 1, 3000, 600*time.Millisecond), "c2", 2, 3500, 700*time.Millisecond)
+	expect(t, Liveness(end(both), bound), Unknown,
+		"Client c1 waited for the lock from 1.10 s to 4.00 s", "its lock process waited to run for 600ms of those 2.901s",
+		"Client c2 waited for the lock from 1.20 s to 4.00 s", "its lock process waited to run for 700ms of those 2.801s")
+
+	// c1 starved, c2 not: c2 is stuck, c1 is not told.
+	r := Liveness(end(starved(waits(), "c1", 1, 3000, 600*time.Millisecond)), bound)
+	expect(t, r, Invalid, stuck("c2", 2))
+	if strings.Contains(r.Explanation, stuck("c1", 1)) {
+		t.Errorf("c1's starved wait was told as stuck: %s", r.Explanation)
+	}
+	// Less than a quarter of the bound, or outside the idle stretch (a
+	// span half inside counts half): stuck.
+	expect(t, Liveness(end(starved(waits(), "c1", 1, 3000, 400*time.Millisecond)), bound), Invalid, stuck("c1", 1))
+	expect(t, Liveness(end(starved(starved(waits(), "c1", 1, 900, 900*time.Millisecond), "c1", 1, 1600, 900*time.Millisecond)), bound), Invalid, stuck("c1", 1))
+	// Another process of the client's, no process event naming it: still
+	// its client's wait.
+	anon := (&hist{}).event("heal", 1000, nil, nil).acq(1, "lock", 1100, 0, none, 0)
+	expect(t, Liveness(end(starved(anon, "c7", 1, 3000, 600*time.Millisecond)), bound), Unknown, "Process 1 waited for the lock from 1.10 s")
 }
 
 // ttlTerms are the words of a lock whose claim is a key with a TTL, on a

@@ -57,6 +57,15 @@ const (
 	// Recorded once the process runs again; params duration_ns, how long
 	// it did not run (the stall ended at the event's time).
 	FStall = "stall"
+	// FStarved: a thread of a client's lock process (a lock in an
+	// operating system process of its own) waited on a run queue, runnable
+	// but not run, for a while, as the workload's starvation watcher read
+	// from /proc/PID/task/TID/schedstat: a loaded machine ran the lock
+	// slowly. Targets [client]; params process (the client's process
+	// number then), pid, duration_ns (the longest any one thread waited,
+	// at most span_ns) and span_ns (over the span_ns that ended at the
+	// event's time).
+	FStarved = "starved"
 	// FObserved is recorded once the clients stopped: the history holds
 	// every deletion of a lock key up to params revision.
 	FObserved = "observed"

@@ -229,6 +229,11 @@ func check(op Op) string {
 		return nonNegative("token", "process")
 	case FStall:
 		return nonNegative("duration_ns")
+	case FStarved:
+		if len(targets) != 1 || params["duration_ns"] == "" || params["span_ns"] == "" {
+			return "starved event: it names one client (targets) and how long its process waited to run (params duration_ns) over how long (params span_ns)"
+		}
+		return nonNegative("duration_ns", "span_ns", "process", "pid")
 	case FProcess:
 		if len(targets) != 1 || params["process"] == "" {
 			return "process event: it names one client (targets) and the process number it works under (params process)"

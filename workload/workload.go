@@ -189,6 +189,7 @@ func (w *Workload) Run(ctx context.Context, stop <-chan struct{}) (Stats, error)
 	stopStalls := make(chan struct{})
 	var stalls sync.WaitGroup
 	stalls.Go(func() { watchStalls(w.rec, stopStalls) })
+	stalls.Go(func() { watchStarvation(w.rec, w.clients, stopStalls) })
 	for _, c := range w.clients {
 		wg.Go(func() {
 			err := c.run(ctx, stop)

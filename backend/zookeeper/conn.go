@@ -67,11 +67,7 @@ func firstServer(client string, n int) int {
 }
 
 func (r *run) Observe(ctx context.Context, keys workload.Keys, rec workload.Recorder) (workload.Observer, error) {
-	o, err := startObserver(ctx, r.e, r.notes, keys.Prefix, keys.Locks, rec)
-	if err != nil {
-		return nil, err
-	}
-	return workload.CloseAlso(o, r.closeDirect), nil
+	return workload.CloseAlso(startObserver(r.e, r.notes, keys.Prefix, keys.Locks, rec), r.closeDirect), nil
 }
 
 // ownerOf is the session that owns node on the servers (0: none, or not
@@ -90,10 +86,19 @@ func (r *run) ownerOf(node string) int64 {
 }
 
 // session is the session past every client's links, connected at first
-// use (nil: it could not connect within a second).
+// use and again once lost (an outage past its timeout expires it; nil: it
+// could not connect within a second).
 func (r *run) session() *zklock.Session {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.direct != nil {
+		select {
+		case <-r.direct.Done():
+			r.direct.Close()
+			r.direct = nil
+		default:
+		}
+	}
 	if r.direct == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		r.direct, _ = (&zklock.Client{Servers: r.e.ClientAddrs()}).Connect(ctx, 10*time.Second)

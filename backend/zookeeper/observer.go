@@ -44,9 +44,14 @@ type observer struct {
 	notes    *notes
 	tails    []*txnlog.Tailer
 	majority int
-	marker   *zklock.Session // past every client's links
+	servers  []string // the servers' client addresses, past every client's links
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+
+	// marker is the session Sync writes the marker on, nil until made;
+	// markerHeld (one slot) is held while it is looked at or made.
+	marker     *zklock.Session
+	markerHeld chan struct{}
 
 	// Of the poll loop only.
 	pending map[int64]*logged // zxid: not yet trusted, or trusted and not yet read from every server
@@ -88,9 +93,16 @@ const markerPath = "/locktest-observer"
 // pollEvery is how often the observer reads the logs' new records.
 const pollEvery = 5 * time.Millisecond
 
-func startObserver(ctx context.Context, e *zkserver.Ensemble, n *notes, prefix string, locks []string, rec workload.Recorder) (_ *observer, err error) {
+// startObserver starts the observer. It needs no server up: it reads the
+// logs from disk, and its marker's session is made in the background and
+// again whenever it is lost (a follower that loses its leader under load
+// drops its clients, and a pending create fails with "zk: connection
+// closed": that ended runs at their start; an outage past the session's
+// timeout expires it).
+func startObserver(e *zkserver.Ensemble, n *notes, prefix string, locks []string, rec workload.Recorder) *observer {
 	servers := e.Servers()
 	o := &observer{prefix: prefix, locks: map[string]bool{}, rec: rec, notes: n, majority: len(servers)/2 + 1,
+		servers: e.ClientAddrs(), markerHeld: make(chan struct{}, 1),
 		pending: map[int64]*logged{}, read: make([]int64, len(servers)), nodes: map[string]node{}, passed: make(chan struct{})}
 	for _, l := range locks {
 		o.locks[l] = true
@@ -98,22 +110,51 @@ func startObserver(ctx context.Context, e *zkserver.Ensemble, n *notes, prefix s
 	for _, s := range servers {
 		o.tails = append(o.tails, txnlog.NewTailer(s.TxnLogDir()))
 	}
-	defer func() {
-		if err != nil {
-			o.Close()
-			err = fmt.Errorf("observer: %w", err)
-		}
-	}()
-	if o.marker, err = (&zklock.Client{Servers: e.ClientAddrs()}).Connect(ctx, 10*time.Second); err != nil {
-		return nil, err
-	}
-	if _, err := o.marker.Conn.Create(markerPath, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		return nil, err
-	}
 	lctx, cancel := context.WithCancel(context.Background())
 	o.cancel = cancel
 	o.wg.Go(func() { o.loop(lctx) })
-	return o, nil
+	o.wg.Go(func() {
+		for lctx.Err() == nil {
+			if _, err := o.markerSession(lctx); err == nil {
+				return
+			}
+			select {
+			case <-lctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
+	return o
+}
+
+// markerSession is a live session on which the marker node exists, made
+// (session and node) if there is none, or if the last one was lost.
+func (o *observer) markerSession(ctx context.Context) (*zklock.Session, error) {
+	select {
+	case o.markerHeld <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-o.markerHeld }()
+	if o.marker != nil {
+		select {
+		case <-o.marker.Done():
+			o.marker.Close()
+			o.marker = nil
+		default:
+			return o.marker, nil
+		}
+	}
+	s, err := (&zklock.Client{Servers: o.servers}).Connect(ctx, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Conn.Create(markerPath, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		s.Close()
+		return nil, err
+	}
+	o.marker = s
+	return s, nil
 }
 
 func (o *observer) loop(ctx context.Context) {
@@ -433,10 +474,13 @@ func (o *observer) fail(err error) {
 func (o *observer) Sync(ctx context.Context) error {
 	var target int64
 	for {
-		st, err := o.marker.Conn.Set(markerPath, nil, -1)
+		m, err := o.markerSession(ctx)
 		if err == nil {
-			target = st.Mzxid
-			break
+			var st *zk.Stat
+			if st, err = m.Conn.Set(markerPath, nil, -1); err == nil {
+				target = st.Mzxid
+				break
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -493,7 +537,10 @@ func (o *observer) Close() {
 	for _, t := range o.tails {
 		t.Close()
 	}
+	o.markerHeld <- struct{}{}
 	if o.marker != nil {
 		o.marker.Close()
+		o.marker = nil
 	}
+	<-o.markerHeld
 }

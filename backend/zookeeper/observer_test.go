@@ -427,3 +427,48 @@ func TestQueue(t *testing.T) {
 		t.Errorf("a lock with no nodes: queue %q", got)
 	}
 }
+
+// The observer rides out an outage of the whole ensemble: it needs no
+// server to start (a follower that lost its leader dropped the marker's
+// connection as the observer made it, and the run ended with "observer:
+// zk: connection closed": WriteLock seeds 1 and 4 at load 29), and once
+// the servers are back it records what they logged, and Sync reaches it.
+func TestObserverOutage(t *testing.T) {
+	t.Parallel()
+	e := startEnsemble(t)
+	for i := range e.Servers() {
+		if err := e.Kill(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := Workload(e)
+	rec := &memRecorder{}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	obs, err := b.Observe(ctx, workload.Keys{Prefix: "/locktest/locks/", Locks: []string{"lock"}}, rec)
+	cancel()
+	if err != nil {
+		t.Fatalf("observing an ensemble that is down: %v", err)
+	}
+	t.Cleanup(obs.Close)
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i := range e.Servers() {
+		if err := e.Restart(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newTestClient(t, b, "c0", 0, 20)
+	h, _ := c.acquire(t, ctx)
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rec.deleted(child(h)); !ok {
+		t.Fatalf("Sync returned before the deletion of %s was recorded", child(h))
+	}
+	if err := obs.Err(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -123,6 +123,10 @@ func clockPath(env lock.Env) (string, error) {
 	return filepath.Join(dir, env.Name), nil
 }
 
+// Pid is the lock process's: the workload reads how long it waited to
+// run (its starvation).
+func (l *locker) Pid() int { return l.pr.p.Pid() }
+
 // who names the client in a line for the user.
 func (l *locker) who() string {
 	return fmt.Sprintf("exec client %s (pid %d)", l.env.Name, l.pr.p.Pid())
