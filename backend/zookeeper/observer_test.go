@@ -85,6 +85,22 @@ func sharedEnsemble(t *testing.T) *zkserver.Ensemble {
 	return testEnsemble.e
 }
 
+// ownEnsemble starts an ensemble of t's own, for a test that stops its
+// servers, closed when t ends.
+func ownEnsemble(t *testing.T) *zkserver.Ensemble {
+	t.Helper()
+	in := zkserver.ForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	e, err := zkserver.Start(ctx, zkserver.Config{Servers: 3, Dir: dir, LogDir: filepath.Join(dir, "logs"), Install: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
 // observe returns the shared ensemble's backend and an observer of lock
 // "lock" under prefix, closed when t ends.
 func observe(t *testing.T, prefix string) (workload.Backend, workload.Observer, *memRecorder) {
@@ -435,7 +451,7 @@ func TestQueue(t *testing.T) {
 // the servers are back it records what they logged, and Sync reaches it.
 func TestObserverOutage(t *testing.T) {
 	t.Parallel()
-	e := startEnsemble(t)
+	e := ownEnsemble(t)
 	for i := range e.Servers() {
 		if err := e.Kill(i); err != nil {
 			t.Fatal(err)
@@ -457,7 +473,7 @@ func TestObserverOutage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := newTestClient(t, b, "c0", 0, 20)
+	c := newTestClient(t, b, "/locktest/locks/", "c0", 0, 20)
 	h, _ := c.acquire(t, ctx)
 	if err := h.Release(ctx); err != nil {
 		t.Fatal(err)
