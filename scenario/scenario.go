@@ -107,6 +107,11 @@ type Bug struct {
 	// Recipes are the recipes of the scenario that show it (none: every
 	// recipe it plays).
 	Recipes []string `json:"recipes,omitempty"`
+	// Shows are the kinds of violation its story is in the check it
+	// breaks, as the checks name them (checker.Violation's Kind: "promise
+	// 2", "ghost"). locktest power counts a run as catching it only when
+	// one of them is found; none: any violation of that check.
+	Shows []string `json:"shows,omitempty"`
 	// Ecosystem is the code the bug is in: "etcd server", "Python:
 	// redis-py".
 	Ecosystem string `json:"ecosystem,omitempty"`

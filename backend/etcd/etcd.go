@@ -95,7 +95,7 @@ var scenarios = []scenario.Scenario{
 		Summary: "a Mutex.Unlock whose reply was lost is retried after the same session locked again: it deletes the new grant",
 		Topic:   scenario.LockBugs,
 		Bugs: []scenario.Bug{{Ref: "etcd#22082", URL: "https://github.com/etcd-io/etcd/issues/22082", Seen: seen,
-			Status: "open; a fix is proposed in etcd pull request 22115", Recipes: []string{etcdlock.MutexRetryName},
+			Status: "open; a fix is proposed in etcd pull request 22115", Recipes: []string{etcdlock.MutexRetryName}, Shows: []string{"promise 4"},
 			Ecosystem: "etcd Go client (concurrency.Mutex)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)"}},
 		Lesson: "A release whose reply is lost leaves its client in doubt, and services retry on an error. etcd's Mutex " +
 			"names its key after its session's lease, so once the same session has locked again, the retried Unlock, a " +
@@ -176,7 +176,7 @@ var scenarios = []scenario.Scenario{
 		Summary: "an Election.Resign whose delete never reached etcd forgets leadership; the retry resigns nothing; the session's next Campaign leads again on the old key",
 		Topic:   scenario.LockBugs,
 		Bugs: []scenario.Bug{{Ref: "etcd#22123", URL: "https://github.com/etcd-io/etcd/issues/22123", Seen: seen,
-			Status: "open; fixes are proposed in etcd pull requests 22124, 22211 and 22437", Recipes: []string{etcdlock.ElectionRetryName},
+			Status: "open; fixes are proposed in etcd pull requests 22124, 22211 and 22437", Recipes: []string{etcdlock.ElectionRetryName}, Shows: []string{"promise 1"},
 			Ecosystem: "etcd Go client (concurrency.Election)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)",
 			Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (10.9 s mean, 11.6 s max); the contrast 10 of 10 (11.5 s max)",
 			Random: "5 of 5 (held-out seeds 271-275, locktest power: --nemesis all --time 30s, the default flags, 2026-11-27): " +
@@ -265,10 +265,10 @@ const seen = "etcd 3.6.16 (client/v3 concurrency)"
 // The upstream bugs etcd's scenarios reproduce.
 var (
 	bug11051 = scenario.Bug{Ref: "etcd#11051", URL: "https://github.com/etcd-io/etcd/issues/11051", Seen: seen,
-		Status: "closed as stale, not fixed; a fix is proposed in etcd pull request 22387", Recipes: []string{etcdlock.ElectionName},
+		Status: "closed as stale, not fixed; a fix is proposed in etcd pull request 22387", Recipes: []string{etcdlock.ElectionName}, Shows: []string{"promise 2"},
 		Ecosystem: "etcd Go client (concurrency.Election)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)"}
 	bug19597 = scenario.Bug{Ref: "etcd#19597", URL: "https://github.com/etcd-io/etcd/issues/19597", Seen: seen,
-		Status: "open; a fix is proposed in etcd pull request 22387", Recipes: []string{etcdlock.ElectionName},
+		Status: "open; a fix is proposed in etcd pull request 22387", Recipes: []string{etcdlock.ElectionName}, Shows: []string{"promise 2"},
 		Ecosystem: "etcd Go client (concurrency.Election)", Affected: "client/v3 concurrency 3.6.16 (unfixed upstream)"}
 )
 
@@ -276,7 +276,7 @@ var (
 // last reproduced as reproduced says ("" not recorded).
 func bug11456(recipe, ecosystem, where, reproduced string) scenario.Bug {
 	return scenario.Bug{Ref: "etcd#11456", URL: "https://github.com/etcd-io/etcd/issues/11456", Seen: where, Fixed: true,
-		Status: "fixed in 3.5 (the client's concurrency package); not in the 3.4 branch", Recipes: []string{recipe},
+		Status: "fixed in 3.5 (the client's concurrency package); not in the 3.4 branch", Recipes: []string{recipe}, Shows: []string{"promise 2"},
 		Ecosystem: ecosystem, Affected: "etcd 3.4 and earlier", Reproduced: reproduced}
 }
 

@@ -26,7 +26,7 @@ var etcd3Node176 = scenario.Scenario{
 	Bugs: []scenario.Bug{{Ref: "microsoft/etcd3#176", URL: "https://github.com/microsoft/etcd3/issues/176", Fixed: true,
 		Seen:    "etcd3 1.1.0 (npm, pinned as etcd3-1.1.0 by " + execlock.Adapters + "/package.json)",
 		Status:  "closed; fixed in etcd3 1.1.1 (its published code waits again after each deletion until no older key is left)",
-		Recipes: []string{etcd3Election110}, Ecosystem: "Node: etcd3 (Election)", Affected: "etcd3 1.1.0 (npm), the release that brought elections",
+		Recipes: []string{etcd3Election110}, Shows: []string{"promise 3"}, Ecosystem: "Node: etcd3 (Election)", Affected: "etcd3 1.1.0 (npm), the release that brought elections",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (25.3 s mean, 28.7 s max); the contrast 10 of 10 (27.1 s mean, 33.4 s max: 3 runs over 30 s at a load average of 40-46 on 2 cores, beside another run)",
 		Random: "5 of 5 (held-out seeds 281-285, locktest power: --nemesis all --time 30s, the default flags, 2026-11-27): " +
 			"contract invalid in each, its first violation at a median of 9.6 s. Earlier, with the scenario's settings " +

@@ -28,7 +28,7 @@ var nodeRedlock296 = scenario.Scenario{
 	Bugs: []scenario.Bug{{Ref: "node-redlock#296", URL: "https://github.com/mike-marcacci/node-redlock/issues/296",
 		Seen:    "redlock 5.0.0-beta.2 (npm, pinned as redlock-5.0.0-beta.2 by " + execlock.Adapters + "/package.json)",
 		Status:  "open; fixed in the repository (node-redlock pull request 274 for acquire, 276 for extend) but in no release: 5.0.0-beta.2 has neither (node-redlock#299); @sesamecare-oss/redlock, its fork, has the fix",
-		Recipes: []string{redlockUsing5beta}, Ecosystem: "Node: redlock (Redlock.using)",
+		Recipes: []string{redlockUsing5beta}, Shows: []string{"promise 7"}, Ecosystem: "Node: redlock (Redlock.using)",
 		Affected:   "redlock 5.0.0-beta.1 and 5.0.0-beta.2 (npm), the releases of the v5 code; 4.2.0 (npm's latest) dates it from each attempt",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (13.6 s mean, 15.4 s max, at a load average of 20-36 on 2 cores); the contrast 10 of 10 (15.8 s max)",
 		Random: "4 of 10 (seeds 1-10, the scenario's settings, --nemesis all --time 30s, no script): seeds 1, 3, 7 and 8 have an " +

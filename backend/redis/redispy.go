@@ -28,7 +28,7 @@ var redisPy3847 = scenario.Scenario{
 	Bugs: []scenario.Bug{{Ref: "redis-py#3847", URL: "https://github.com/redis/redis-py/issues/3847",
 		Seen: "redis-py 4.3.4 (Debian's python3-redis)", Fixed: true,
 		Status:  "fixed for asyncio in redis-py pull request 3900, for the sync Lock in pull request 4258",
-		Recipes: []string{redisPyRetry}, Ecosystem: "Python: redis-py (Lock)",
+		Recipes: []string{redisPyRetry}, Shows: []string{"promise 6"}, Ecosystem: "Python: redis-py (Lock)",
 		Affected:   "the sync Lock.release since redis-py pull request 489 (2014), until pull request 4258",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (13.7 s mean, 15.2 s max); the contrast 10 of 10 (15.4 s max)",
 		Random: "5 of 5 (seeds 1-5, locktest power: default flags, TTL 2 s, --nemesis all --time 30s): contract invalid, " +

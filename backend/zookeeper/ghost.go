@@ -54,7 +54,7 @@ var bug1262 = scenario.Bug{Ref: "ZOOKEEPER-1262", URL: "https://issues.apache.or
 	Seen: "ZooKeeper 3.8.0 (Debian's zookeeper) with go-zookeeper, a lock that creates again after a connection loss", Fixed: true,
 	Status: "a pitfall of the lock recipe, not of the server; fixed in the documentation: the recipes page's \"Recoverable " +
 		"Errors and the GUID\" says how, and Curator's protected mode (CreateBuilder.withProtection) does it",
-	Recipes: []string{zklock.UnprotectedName}, Ecosystem: "ZooKeeper's lock recipe",
+	Recipes: []string{zklock.UnprotectedName}, Shows: []string{"ghost"}, Ecosystem: "ZooKeeper's lock recipe",
 	Affected: "a lock that creates its znode again after a connection loss, as the recipe was first documented",
 	Random: "10 of 10 (seeds 1-10, locktest power: --nemesis all --time 30s, the default flags, 2026-11-27): each a ghost the " +
 		"liveness check read from the servers' logs (the struck client gave up behind its own node, which went only with its " +

@@ -27,7 +27,7 @@ var kazoo732 = scenario.Scenario{
 	Bugs: []scenario.Bug{{Ref: "kazoo#732", URL: "https://github.com/python-zk/kazoo/issues/732",
 		Seen:    "kazoo 2.8.0 (Debian's python3-kazoo)",
 		Status:  "open; a fix is proposed in kazoo pull request 760",
-		Recipes: []string{kazooPerAcquire}, Ecosystem: "Python: kazoo (Lock)", Affected: "kazoo 2.8.0 (the code the report links); open upstream",
+		Recipes: []string{kazooPerAcquire}, Shows: []string{"ghost", "orphan"}, Ecosystem: "Python: kazoo (Lock)", Affected: "kazoo 2.8.0 (the code the report links); open upstream",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (20.9 s mean, 23.6 s max); the contrast 10 of 10 (25.5 s max)",
 		Random: "4 of 5 on held-out seeds 326-330 (locktest power, 2026-11-27, a median 18.6 s to the first violation); 4 of 5 on each of two sets of tuning seeds (1-5: at 8.7-18.0 s; 6-10: at 13.1-28.4 s; locktest power, " +
 			"2026-11-27), each the node the giving-up opening's waiter left in line (told as an orphan in 4, as a ghost its " +

@@ -27,7 +27,7 @@ var writeLockLostWatch = scenario.Scenario{
 	Bugs: []scenario.Bug{{Ref: "shayhatsor/zookeeper#26", URL: "https://github.com/shayhatsor/zookeeper/issues/26",
 		Seen:    "ZooKeeper 3.8.0's lock recipe (Debian's libzookeeper-java, zookeeper-recipes-lock.jar)",
 		Status:  "open; reported on ZooKeeperNetEx (the recipe's .NET port) as a bug of the Java recipe too; no fix in ZooKeeper's recipe as of 3.8.0",
-		Recipes: []string{zkWriteLock}, Ecosystem: "Java: ZooKeeper's lock recipe (WriteLock)",
+		Recipes: []string{zkWriteLock}, Shows: []string{"unwoken"}, Ecosystem: "Java: ZooKeeper's lock recipe (WriteLock)",
 		Affected: "org.apache.zookeeper.recipes.lock.WriteLock, 3.8.0 here (its LockZooKeeperOperation.execute); kazoo had the " +
 			"same race until kazoo pull request 490",
 		Reproduced: "2026-11-26, seeds 1-10: 10 of 10 (26.1 s mean, 31.2 s max, at a load average of 14-27 on 2 cores); the " +

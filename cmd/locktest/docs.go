@@ -228,10 +228,10 @@ func bugsPage() string {
 	w.WriteString(generated)
 	w.WriteString("# Reference: the bug catalog\n\n")
 	w.WriteString("The upstream bugs locktest reproduces, each by a scenario of the catalog; results.json, the report page and the JUnit case of a run that shows one name it. Write-ups and measurements: [findings](../findings.md).\n\n")
-	w.WriteString("| bug | status | seen in | recipes | reproduce |\n| --- | --- | --- | --- | --- |\n")
+	w.WriteString("| bug | status | seen in | recipes | shows as | reproduce |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, sc := range registry.Catalog() {
 		for _, b := range sc.Bugs {
-			fmt.Fprintf(&w, "| [%s](%s) | %s | %s | %s | `locktest scenario run %s` |\n", b.Ref, b.URL, cell(b.Status), cell(b.Seen), code(b.Recipes), sc.Name)
+			fmt.Fprintf(&w, "| [%s](%s) | %s | %s | %s | %s | `locktest scenario run %s` |\n", b.Ref, b.URL, cell(b.Status), cell(b.Seen), code(b.Recipes), cell(strings.Join(b.Shows, ", ")), sc.Name)
 		}
 	}
 	return w.String()

@@ -26,6 +26,9 @@ type powerTarget struct {
 	Backend string `json:"backend,omitempty"` // for an exec: recipe
 	Check   string `json:"check"`
 	Bug     string `json:"bug"` // the upstream bug, or "broken on purpose"
+	// Shows are the kinds of violation of Check that are the bug's story
+	// (scenario.Bug's Shows); none: any.
+	Shows []string `json:"shows,omitempty"`
 	// System are the settings of the backend's own system the bug's
 	// scenario runs it on, by flag name: the affected version (lock-rpc:
 	// etcd 3.4.23's member processes; the built-in etcd has the fix).
@@ -38,9 +41,13 @@ type powerRun struct {
 	Dir  string `json:"dir"`
 	// Verdict is the target's check's.
 	Verdict checker.Verdict `json:"verdict"`
-	// First is when the check's first violation began, in the history
-	// (which starts as the clients do); 0 when it held or the check told
-	// no time.
+	// Other is an invalid check none of whose violations is of a kind
+	// the bug shows: the check broke, but not by this bug's story (a
+	// slow grant where the bug is a waiter never woken).
+	Other bool `json:"other,omitempty"`
+	// First is when the check's first violation of the bug's story began,
+	// in the history (which starts as the clients do); 0 when it held or
+	// the check told no time.
 	First time.Duration `json:"first_violation_ns,omitempty"`
 	Cells int           `json:"cells"`
 }
@@ -50,6 +57,7 @@ type powerRow struct {
 	powerTarget
 	Runs   []powerRun     `json:"runs"`
 	Caught int            `json:"caught"`
+	Others int            `json:"others,omitempty"` // runs whose check broke by another story
 	Median *time.Duration `json:"median_first_ns,omitempty"`
 }
 
@@ -70,7 +78,7 @@ func powerTargets(cat scenario.Catalog, broken []string) []powerTarget {
 	for _, sc := range cat {
 		for _, b := range sc.Bugs {
 			for _, r := range b.Recipes {
-				add(powerTarget{Recipe: r, Backend: sc.Run.Backend, Check: failing(sc.Expected(r, scenario.Fenced)), Bug: b.Ref, System: sc.Run.System})
+				add(powerTarget{Recipe: r, Backend: sc.Run.Backend, Check: failing(sc.Expected(r, scenario.Fenced)), Bug: b.Ref, Shows: b.Shows, System: sc.Run.System})
 			}
 		}
 	}
@@ -147,14 +155,19 @@ func (f *runFlags) onSystem(system map[string]string) (restore func(), err error
 	return restore, nil
 }
 
-// firstViolation is when the first of res's violations of check began; 0
-// when the check tells no violation's time. Porcupine's window of a
+// story says whether check c's violations hold one of the kinds shows
+// names (any kind when it names none), and when the first of those began;
+// 0 when the check tells no violation's time. Porcupine's window of a
 // history that is not linearizable begins at the history's first
 // operation, not at the harm, and a summary of further overlaps names no
 // processes: neither tells a time (the mutex check's overlaps do).
-func firstViolation(c checker.Result) time.Duration {
+func story(c checker.Result, shows []string) (shown bool, at time.Duration) {
 	var first int64 = -1
 	for _, v := range c.Violations {
+		if len(shows) > 0 && !slices.Contains(shows, v.Kind) {
+			continue
+		}
+		shown = true
 		if v.Kind == "not-linearizable" || len(v.Processes) == 0 && v.Kind == "overlap" {
 			continue
 		}
@@ -162,16 +175,20 @@ func firstViolation(c checker.Result) time.Duration {
 			first = v.From
 		}
 	}
-	return time.Duration(max(first, 0))
+	return shown || len(shows) == 0, time.Duration(max(first, 0))
 }
 
 // tally counts a row's caught runs and the median time to the first
 // violation among those whose check told it.
 func (r *powerRow) tally() {
-	r.Caught, r.Median = 0, nil
+	r.Caught, r.Others, r.Median = 0, 0, nil
 	var firsts []time.Duration
 	for _, run := range r.Runs {
-		if run.Verdict == checker.Invalid {
+		switch {
+		case run.Verdict != checker.Invalid:
+		case run.Other:
+			r.Others++
+		default:
 			r.Caught++
 			if run.First > 0 {
 				firsts = append(firsts, run.First)
@@ -186,7 +203,7 @@ func (r *powerRow) tally() {
 }
 
 func powerCmd(args []string, stdout io.Writer) (int, error) {
-	fs := newFlags("power", "power [flags]\n\nHow often random faults find the bugs locktest knows: each catalogued buggy recipe (an upstream\nbug's recipe, and every recipe broken on purpose) runs over --seeds seeds, one run at a time,\nand the table says in how many runs the check its bug breaks failed, and how soon. Defaults:\n--nemesis all, --time 30s. Takes every flag of run but --recipe.", stdout)
+	fs := newFlags("power", "power [flags]\n\nHow often random faults find the bugs locktest knows: each catalogued buggy recipe (an upstream\nbug's recipe, and every recipe broken on purpose) runs over --seeds seeds, one run at a time,\nand the table says in how many runs the check its bug breaks failed by the bug's story (the\nkinds of violation the catalog says it shows; --list names them), in how many it failed by\nanother (column other), and how soon. Defaults: --nemesis all, --time 30s. Takes every flag\nof run but --recipe.", stdout)
 	rf := addRunFlags(fs)
 	seeds := fs.Int("seeds", 5, "number of seeds per recipe")
 	first := fs.Int64("first-seed", 1, "first seed; the others follow it")
@@ -228,7 +245,11 @@ func powerCmd(args []string, stdout io.Writer) (int, error) {
 	}
 	if *list {
 		for _, t := range targets {
-			fmt.Fprintf(stdout, "%-40s %-10s %s\n", t.Recipe, t.Check, t.Bug)
+			line := fmt.Sprintf("%-40s %-10s %s", t.Recipe, t.Check, t.Bug)
+			if len(t.Shows) > 0 {
+				line += " (" + strings.Join(t.Shows, ", ") + ")"
+			}
+			fmt.Fprintln(stdout, line)
 		}
 		return exitValid, nil
 	}
@@ -280,7 +301,8 @@ func powerCmd(args []string, stdout io.Writer) (int, error) {
 				if c.Name == t.Check {
 					run.Verdict = c.Verdict
 					if c.Verdict == checker.Invalid {
-						run.First = firstViolation(c)
+						shown, at := story(c, t.Shows)
+						run.Other, run.First = !shown, at
 					}
 				}
 			}
@@ -292,7 +314,11 @@ func powerCmd(args []string, stdout io.Writer) (int, error) {
 			if run.First > 0 {
 				at = fmt.Sprintf("%.1fs", run.First.Seconds())
 			}
-			fmt.Fprintf(stdout, "  %s seed %d: %s %s (first at %s, %d cells) %s\n", t.Recipe, run.Seed, t.Check, run.Verdict, at, run.Cells, relPath(run.Dir))
+			verdict := string(run.Verdict)
+			if run.Other {
+				verdict += ", not by the bug's story (" + strings.Join(t.Shows, ", ") + ")"
+			}
+			fmt.Fprintf(stdout, "  %s seed %d: %s %s (first at %s, %d cells) %s\n", t.Recipe, run.Seed, t.Check, verdict, at, run.Cells, relPath(run.Dir))
 		}
 		restore()
 		row.tally()
@@ -315,14 +341,15 @@ func powerCmd(args []string, stdout io.Writer) (int, error) {
 }
 
 // printPower prints the table: per recipe, its bug, its check, the runs
-// that caught it and the median time to the first violation.
+// that caught it, those whose check broke by another story, and the
+// median time to the first violation.
 func printPower(w io.Writer, rows []powerRow) {
-	fmt.Fprintf(w, "%-40s %-20s %-10s %-8s %s\n", "recipe", "bug", "check", "caught", "median first violation")
+	fmt.Fprintf(w, "%-40s %-20s %-10s %-8s %-6s %s\n", "recipe", "bug", "check", "caught", "other", "median first violation")
 	for _, r := range rows {
 		med := "-"
 		if r.Median != nil {
 			med = fmt.Sprintf("%.1f s", r.Median.Seconds())
 		}
-		fmt.Fprintf(w, "%-40s %-20s %-10s %-8s %s\n", r.Recipe, r.Bug, r.Check, fmt.Sprintf("%d/%d", r.Caught, len(r.Runs)), med)
+		fmt.Fprintf(w, "%-40s %-20s %-10s %-8s %-6d %s\n", r.Recipe, r.Bug, r.Check, fmt.Sprintf("%d/%d", r.Caught, len(r.Runs)), r.Others, med)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,8 +99,9 @@ func TestPowerRunsTheAffectedVersion(t *testing.T) {
 	}
 }
 
-// A row counts the runs whose check failed, and the median time to their
-// first violation; the first violation is the earliest to begin.
+// A row counts the runs whose check failed by the bug's story, apart from
+// those it failed by another, and the median time to their first
+// violation of the story; the first violation is the earliest to begin.
 func TestPowerTally(t *testing.T) {
 	r := powerRow{Runs: []powerRun{
 		{Verdict: checker.Invalid, First: 9 * time.Second},
@@ -108,27 +110,57 @@ func TestPowerTally(t *testing.T) {
 		{Verdict: checker.Unknown},
 		{Verdict: checker.Invalid, First: 5 * time.Second},
 		{Verdict: checker.Invalid}, // the check told no time: not 0 s
+		{Verdict: checker.Invalid, Other: true, First: time.Second},
 	}}
 	r.tally()
-	if r.Caught != 4 || r.Median == nil || *r.Median != 5*time.Second {
-		t.Errorf("tally: caught %d, median %v", r.Caught, r.Median)
+	if r.Caught != 4 || r.Others != 1 || r.Median == nil || *r.Median != 5*time.Second {
+		t.Errorf("tally: caught %d, others %d, median %v", r.Caught, r.Others, r.Median)
 	}
 	c := checker.Result{Violations: []checker.Violation{{From: int64(4 * time.Second)}, {From: int64(2 * time.Second)}}}
-	if got := firstViolation(c); got != 2*time.Second {
-		t.Errorf("firstViolation = %v", got)
+	if shown, at := story(c, nil); !shown || at != 2*time.Second {
+		t.Errorf("story = %v, %v", shown, at)
 	}
 	// The mutex check: porcupine's window from the first operation, an
 	// overlap at 6 s, and a summary of more overlaps.
 	c = checker.Result{Violations: []checker.Violation{{Kind: "not-linearizable", From: int64(time.Millisecond)},
 		{Kind: "overlap", Processes: []int{1, 2}, From: int64(6 * time.Second)}, {Kind: "overlap"}}}
-	if got := firstViolation(c); got != 6*time.Second {
-		t.Errorf("firstViolation of the mutex check = %v, want the overlap's 6s", got)
+	if shown, at := story(c, nil); !shown || at != 6*time.Second {
+		t.Errorf("story of the mutex check = %v, %v, want the overlap's 6s", shown, at)
+	}
+	// A bug that shows as promise 4: a token that did not grow at 2 s is
+	// another story, and the first of its own is at 7 s.
+	c = checker.Result{Violations: []checker.Violation{{Kind: "promise 1", Processes: []int{1}, From: int64(2 * time.Second)},
+		{Kind: "promise 4", Processes: []int{2}, From: int64(7 * time.Second)}}}
+	if shown, at := story(c, []string{"promise 4"}); !shown || at != 7*time.Second {
+		t.Errorf("story of promise 4 = %v, %v, want 7s", shown, at)
+	}
+	if shown, _ := story(c, []string{"unwoken"}); shown {
+		t.Error("a check broken by promises 1 and 4 shows an unwoken waiter")
 	}
 	var b strings.Builder
 	r.Recipe, r.Bug, r.Check = "mutex-3.4", "etcd#11456", "contract"
 	printPower(&b, []powerRow{r})
-	if !strings.Contains(b.String(), "4/6") || !strings.Contains(b.String(), "5.0 s") {
+	if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), "contract 4/7 1 5.0 s") {
 		t.Errorf("table:\n%s", b.String())
+	}
+}
+
+// Every catalogued bug whose check is the contract's tells which promise
+// it breaks, and that promise is one the contract check names: a bug
+// story power could never match would count every catch as another's.
+func TestPowerTargetsShowTheirStory(t *testing.T) {
+	for _, tg := range powerTargets(registry.Catalog(), nil) {
+		if tg.Check != "contract" {
+			continue
+		}
+		if len(tg.Shows) == 0 {
+			t.Errorf("%s (%s): no promise named", tg.Recipe, tg.Bug)
+		}
+		for _, k := range tg.Shows {
+			if n, err := strconv.Atoi(strings.TrimPrefix(k, "promise ")); err != nil || n < 1 || n > 8 /* the contract check's eight */ {
+				t.Errorf("%s (%s): %q is no promise of the contract check", tg.Recipe, tg.Bug, k)
+			}
+		}
 	}
 }
 
