@@ -96,8 +96,17 @@ func (c *Cluster) RemoveMember(ctx context.Context, i int) error {
 	}
 	defer cli.Close()
 	id := m.id()
-	if err := untilHealthy(ctx, func(ctx context.Context) error {
-		_, err := cli.MemberRemove(ctx, id)
+	if err := untilHealthy(ctx, func(rctx context.Context) error {
+		_, err := cli.MemberRemove(rctx, id)
+		if unanswered(rctx, err) || errors.Is(err, rpctypes.ErrMemberNotFound) {
+			// No answer (see AddMember), or a removal asked again after
+			// one made late finds no member: the member list says
+			// whether it was made; an unread list, that it may not be.
+			if _, listed, lerr := member(ctx, cli, func(peers []string, mid uint64) bool { return mid == id }); lerr == nil && !listed {
+				return nil
+			}
+			return fmt.Errorf("%w: the removal had no answer or found no member, and the member list still has it or could not be read", rpctypes.ErrUnhealthy)
+		}
 		return err
 	}); err != nil {
 		return fmt.Errorf("cluster: removing member %s: %w", m.Name, err)
@@ -199,7 +208,7 @@ func (c *Cluster) AddMember(ctx context.Context, i int) error {
 			// host). Whether it was made, the member list says: if not,
 			// it is asked again; an add asked again after one made late
 			// finds its peer URL taken.
-			if found, ok := memberByPeer(ctx, cli, m.PeerURL); ok {
+			if found, ok, _ := member(ctx, cli, func(peers []string, _ uint64) bool { return slices.Contains(peers, m.PeerURL) }); ok {
 				id = found
 				return nil
 			}
@@ -262,21 +271,22 @@ func unanswered(rctx context.Context, err error) bool {
 		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost)
 }
 
-// memberByPeer returns the ID of the member with peer URL peer, as a
-// member's list (linearizable) says.
-func memberByPeer(ctx context.Context, cli *clientv3.Client, peer string) (uint64, bool) {
+// member returns the ID of the first member that match takes (by its
+// peer URLs and ID), as a member's list (linearizable) says; err when the
+// list could not be read.
+func member(ctx context.Context, cli *clientv3.Client, match func(peers []string, id uint64) bool) (id uint64, ok bool, err error) {
 	lctx, cancel := context.WithTimeout(ctx, reconfigTimeout)
 	defer cancel()
 	r, err := cli.MemberList(lctx)
 	if err != nil {
-		return 0, false
+		return 0, false, err
 	}
 	for _, m := range r.Members {
-		if slices.Contains(m.PeerURLs, peer) {
-			return m.ID, true
+		if match(m.PeerURLs, m.ID) {
+			return m.ID, true, nil
 		}
 	}
-	return 0, false
+	return 0, false, nil
 }
 
 // addable checks that member i is removed and that no member of the
