@@ -87,6 +87,11 @@ func (pause) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 			// for the write would, a section's think time sooner.
 			inj.Params["selector"], inj.Params["aimed"] = TargetHolder, "true"
 			e.Target, armed = h, false
+		} else if armed && e.Target == TargetHolder {
+			if h, ok := env.thinking(ctx); ok {
+				inj.Params["selector"] = TargetHolder
+				e.Target = h
+			}
 		}
 		name, err := env.client(ctx, e, inj, false)
 		if err != nil {
@@ -188,6 +193,29 @@ func (pause) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 		}
 	}
 	return inj, nil
+}
+
+// thinkingWait bounds the look for a holder still in its think: sections
+// begin every few tens of milliseconds under contention.
+const thinkingWait = time.Second
+
+// thinking finds, for a pause armed for the holder's write, a holder still
+// in its think, its write ahead. The holder past its think has its write
+// in flight or done, and the pause waits for its next section, which may
+// not come in the fault's window: a seed's first pause, armed 1 ms after
+// the holder's write, never struck, and the run's first stale write came
+// 20 s in, not 4 s.
+func (env *Env) thinking(ctx context.Context) (string, bool) {
+	wctx, cancel := context.WithTimeout(ctx, thinkingWait)
+	defer cancel()
+	for {
+		if h, ok := env.Clients.Ahead(time.Millisecond); ok {
+			return h, true
+		}
+		if !sleepUntil(wctx, time.Now().Add(2*time.Millisecond)) {
+			return "", false
+		}
+	}
 }
 
 // midSection finds, for a pause of the holder with param mid_section, a

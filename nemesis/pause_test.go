@@ -9,7 +9,8 @@ import (
 
 // A pause of the holder with param mid_section strikes at once a holder
 // with that much think time ahead, not armed for its write; without one
-// (or without the param) it is armed as drawn.
+// (or without the param) it is armed as drawn, for the write of a holder
+// still in its think if there is one, else of the holder.
 func TestPauseStrikesAHolderMidSection(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -20,10 +21,14 @@ func TestPauseStrikesAHolderMidSection(t *testing.T) {
 		aimed  string
 	}{
 		{"mid-section", time.Second, map[string]string{"before_write": "true", "mid_section": "200ms"}, "pause c2 3s false", "true"},
-		{"too little left", 100 * time.Millisecond, map[string]string{"before_write": "true", "mid_section": "200ms"}, "pause c0 3s true", ""},
-		{"not aimed", time.Second, map[string]string{"before_write": "true"}, "pause c0 3s true", ""},
+		{"too little left", 100 * time.Millisecond, map[string]string{"before_write": "true", "mid_section": "200ms"}, "pause c2 3s true", ""},
+		{"not aimed", time.Second, map[string]string{"before_write": "true"}, "pause c2 3s true", ""},
+		{"none thinking", 0, map[string]string{"before_write": "true"}, "pause c0 3s true", ""},
 	} {
 		fc := &fakeClients{names: []string{"c0", "c1", "c2"}, holder: "c0", midway: "c2", left: c.left}
+		if c.left == 0 {
+			fc.midway = ""
+		}
 		env := &Env{Clients: fc}
 		e := Entry{Fault: PauseClient, Target: TargetHolder, Fallback: "c1", Duration: 3 * time.Second, Params: c.params}
 		inj, err := pause{}.Inject(context.Background(), env, e)
