@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,5 +120,21 @@ func TestNoBackendsRefused(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(o.Dir); len(ents) != 0 {
 		t.Errorf("a refused run left %d files in its directory", len(ents))
+	}
+}
+
+// The harness, and what draws on it (shrink, report), import no backend:
+// they are given a backend.Set, so that their binaries (and their tests')
+// link no server.
+func TestImportsNoBackend(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", ".", "../shrink", "../report").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, "github.com/locktest/locktest/backend/") {
+			t.Errorf("imports %s", p)
+		}
 	}
 }
