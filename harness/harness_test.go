@@ -20,11 +20,14 @@ import (
 
 // A run that fails part way (here the final heal: a client pause outlasts
 // its timeout) is still checked, and its results say what went wrong; with
-// no violation found, the exit status is 2.
+// no violation found, the exit status is 2. The harness's logic: on the
+// fake backend, with a lock in memory.
 func TestRunErrorIsCheckedAndRecorded(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	o := Options{Backends: backends, Dir: dir, Workload: workload.DefaultConfig(), Time: time.Second,
+	cfg := workload.DefaultConfig()
+	cfg.Recipe = memMutex()
+	o := Options{Backends: fakeBackends, Dir: dir, Workload: cfg, Time: time.Second,
 		Nemesis:  nemesis.Config{HealTimeout: 50 * time.Millisecond},
 		Schedule: &nemesis.Schedule{Members: 3, Entries: []nemesis.Entry{{Fault: nemesis.PauseClient, Target: "c0", Duration: 3 * time.Second}}}}
 	res, err := Run(context.Background(), o)
@@ -70,7 +73,8 @@ func (hangingLocker) Close() error { return nil }
 
 // A dead lock fails: one whose New always fails, and one whose Acquire
 // hangs, both grant nothing, and liveness says so once clients asked for
-// longer than the bound.
+// longer than the bound. The lock is the test's own: no server is needed
+// (the fake backend).
 func TestDeadLocksFailLiveness(t *testing.T) {
 	t.Parallel()
 	for name, newLocker := range map[string]func(context.Context, lock.Env) (lock.Locker, error){
@@ -81,7 +85,7 @@ func TestDeadLocksFailLiveness(t *testing.T) {
 			cfg := workload.DefaultConfig()
 			cfg.Clients, cfg.OpTimeout = 2, time.Second
 			cfg.Recipe = lock.RecipeFunc(name, newLocker)
-			res, err := Run(context.Background(), Options{Backends: backends, Dir: t.TempDir(), Workload: cfg, Time: 3 * time.Second, LivenessBound: 2 * time.Second, Required: checker.Names()})
+			res, err := Run(context.Background(), Options{Backends: fakeBackends, Dir: t.TempDir(), Workload: cfg, Time: 3 * time.Second, LivenessBound: 2 * time.Second, Required: checker.Names()})
 			if err != nil {
 				t.Fatal(err)
 			}
