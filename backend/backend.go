@@ -28,8 +28,9 @@
 //
 // Imports run one way: a backend's folder imports the core (workload,
 // system, nemesis, checker, scenario, resource, lock) and never the harness;
-// the core imports no backend; only backend/registry imports the backends,
-// and the harness and the CLI import the registry.
+// the core imports no backend, nor does the harness, which is given a Set;
+// only backend/registry imports the backends, and the CLI hands its Set to
+// the harness.
 package backend
 
 import (

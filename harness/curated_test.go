@@ -42,7 +42,7 @@ func TestCuratedHistories(t *testing.T) {
 			if c.Command == "" || c.Story == "" || len(c.Expected) == 0 {
 				t.Fatalf("entry lacks its command, story or expected verdicts: %+v", c)
 			}
-			res, err := Check(filepath.Join(dir, c.History), CheckOptions{Required: checker.Names()})
+			res, err := Check(filepath.Join(dir, c.History), CheckOptions{Backends: backends, Required: checker.Names()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -44,7 +44,7 @@ func TestHandWrittenHistories(t *testing.T) {
 			if err := os.WriteFile(path, text, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			res, err := Check(path, CheckOptions{Required: checker.Names()})
+			res, err := Check(path, CheckOptions{Backends: backends, Required: checker.Names()})
 			if c.Error != "" {
 				if err == nil || !strings.Contains(err.Error(), c.Error) || strings.Contains(err.Error(), "\n") {
 					t.Fatalf("%s: error %v, want one line with %q", c.About, err, c.Error)

@@ -35,6 +35,12 @@ const (
 type Options struct {
 	// Dir is the run directory; it must exist. NewRunDir makes one.
 	Dir string `json:"dir"`
+	// Backends are those the run may be on: registry.Backends() (package
+	// backend/registry), every backend locktest has, or a set of one's
+	// own. Required: the harness imports no backend, so that what
+	// imports it (shrink, report, a team's test) links only the servers
+	// it is given.
+	Backends *backend.Set `json:"-"`
 	// System are the options of the recipe's backend: which of its
 	// systems the run starts, and how (for etcd, an *etcd.Options of
 	// package backend/etcd: embedded members, member processes or a
@@ -161,7 +167,7 @@ func (p *Plan) Run(ctx context.Context) (*Results, error) {
 	if _, err := os.Stat(history); runErr != nil && err != nil {
 		return nil, runErr
 	}
-	co := CheckOptions{VisualizationDir: p.Dir, Timeout: p.CheckTimeout, Required: p.Required, LivenessBound: p.LivenessBound, planned: p.facts}
+	co := CheckOptions{Backends: p.Backends, VisualizationDir: p.Dir, Timeout: p.CheckTimeout, Required: p.Required, LivenessBound: p.LivenessBound, planned: p.facts}
 	if st != nil {
 		co.Hashes = st.hashes
 	}

@@ -17,14 +17,17 @@ import (
 	"github.com/locktest/locktest/workload"
 )
 
+// backends are the backends the tests plan and check on: locktest's own.
+var backends = registry.Backends()
+
 // A run is planned before anything starts, from its backend: the default
 // recipe and options, the members, and --nemesis all resolved to the
 // families the backend's system offers; what does not fit the backend is
 // refused in one line.
 func TestPlan(t *testing.T) {
 	t.Parallel()
-	def := registry.Default()
-	o, err := NewPlan(Options{Workload: workload.DefaultConfig(), Time: time.Second, Nemesis: nemesis.Config{Faults: []string{nemesis.All}}})
+	def := backends.Default()
+	o, err := NewPlan(Options{Backends: backends, Workload: workload.DefaultConfig(), Time: time.Second, Nemesis: nemesis.Config{Faults: []string{nemesis.All}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,14 +42,14 @@ func TestPlan(t *testing.T) {
 		t.Errorf("planning twice: %v, %v", again.Nemesis.Faults, err)
 	}
 
-	for _, b := range registry.All() {
+	for _, b := range backends.All() {
 		for _, r := range b.Recipes {
 			if !r.NoFencingToken {
 				continue
 			}
 			cfg := workload.DefaultConfig()
 			cfg.Recipe = r.New()
-			o, err := NewPlan(Options{Workload: cfg, Time: time.Second})
+			o, err := NewPlan(Options{Backends: backends, Workload: cfg, Time: time.Second})
 			if err != nil {
 				t.Logf("%s not planned: %v (its servers are not installed?)", r.Name, err)
 				continue
@@ -59,10 +62,10 @@ func TestPlan(t *testing.T) {
 
 	// A plain run's default faults are what its backend offers of them:
 	// the lease faults only where there are leases.
-	for _, b := range registry.All() {
+	for _, b := range backends.All() {
 		cfg := workload.DefaultConfig()
 		cfg.Recipe = b.Recipes[0].New()
-		o, err := NewPlan(Options{Workload: cfg, Time: time.Second, DefaultFaults: true,
+		o, err := NewPlan(Options{Backends: backends, Workload: cfg, Time: time.Second, DefaultFaults: true,
 			Nemesis: nemesis.Config{Faults: []string{"pause", "lease", "isolate"}}})
 		if err != nil {
 			t.Logf("%s not planned: %v (its servers are not installed?)", b.Name, err)
@@ -76,7 +79,7 @@ func TestPlan(t *testing.T) {
 		// A family it cannot carry out, asked for by name, is refused
 		// by name before anything starts.
 		for _, f := range nemesis.Categories() {
-			o, err := NewPlan(Options{Workload: cfg, Time: time.Second, Nemesis: nemesis.Config{Faults: []string{f}}})
+			o, err := NewPlan(Options{Backends: backends, Workload: cfg, Time: time.Second, Nemesis: nemesis.Config{Faults: []string{f}}})
 			switch {
 			case err == nil && len(nemesis.Offering([]string{f}, nemesis.Offered(o.system.Prototype))) == 0:
 				t.Errorf("%s planned with --nemesis %s, which its system does not offer", b.Name, f)
@@ -87,20 +90,20 @@ func TestPlan(t *testing.T) {
 		if leases {
 			continue
 		}
-		if _, err := NewPlan(Options{Workload: cfg, Time: time.Second, Nemesis: nemesis.Config{Faults: []string{"lease"}}}); err == nil {
+		if _, err := NewPlan(Options{Backends: backends, Workload: cfg, Time: time.Second, Nemesis: nemesis.Config{Faults: []string{"lease"}}}); err == nil {
 			t.Errorf("%s, without leases, planned with --nemesis lease", b.Name)
 		}
 	}
 
-	for _, other := range registry.All()[1:] {
+	for _, other := range backends.All()[1:] {
 		cfg := workload.DefaultConfig()
 		cfg.Recipe = other.Recipes[0].New()
-		_, err := NewPlan(Options{Workload: cfg, System: def.Defaults(), Time: time.Second})
+		_, err := NewPlan(Options{Backends: backends, Workload: cfg, System: def.Defaults(), Time: time.Second})
 		if err == nil || !strings.Contains(err.Error(), "runs on "+other.Name) {
 			t.Errorf("%s's recipe with %s's options: %v", other.Name, def.Name, err)
 		}
 		for _, r := range def.Resources {
-			_, err := NewPlan(Options{Workload: cfg, Resource: r.Mode, Time: time.Second})
+			_, err := NewPlan(Options{Backends: backends, Workload: cfg, Resource: r.Mode, Time: time.Second})
 			if err == nil || !strings.Contains(err.Error(), "--resource "+string(r.Mode)) {
 				t.Errorf("%s's recipe with %s's resource %s: %v", other.Name, def.Name, r.Mode, err)
 			}
@@ -113,7 +116,7 @@ func TestPlan(t *testing.T) {
 // another seed); its required checks are expanded as --require's are.
 func TestNewPlanLeavesOptions(t *testing.T) {
 	t.Parallel()
-	o := Options{Workload: workload.DefaultConfig(), Time: time.Second, Required: []string{"all"},
+	o := Options{Backends: backends, Workload: workload.DefaultConfig(), Time: time.Second, Required: []string{"all"},
 		Nemesis: nemesis.Config{Faults: []string{nemesis.All}}}
 	p, err := NewPlan(o)
 	if err != nil {
@@ -126,7 +129,7 @@ func TestNewPlanLeavesOptions(t *testing.T) {
 	if !slices.Equal(p.Required, slices.Sorted(slices.Values(checker.Names()))) || p.Quiet != DefaultQuiet || p.LivenessBound != DefaultLivenessBound {
 		t.Errorf("planned required %v, quiet %v, liveness bound %v; want every check, the defaults", p.Required, p.Quiet, p.LivenessBound)
 	}
-	if _, err := NewPlan(Options{Workload: workload.DefaultConfig(), Time: time.Second, Required: []string{"mutexx"}}); err == nil {
+	if _, err := NewPlan(Options{Backends: backends, Workload: workload.DefaultConfig(), Time: time.Second, Required: []string{"mutexx"}}); err == nil {
 		t.Error("a required check that is no check's was planned")
 	}
 }
@@ -137,14 +140,14 @@ func TestNewPlanLeavesOptions(t *testing.T) {
 func TestApplyExecRecipe(t *testing.T) {
 	t.Parallel()
 	spec := "exec:/bin/cat adapter"
-	o := Options{Workload: workload.DefaultConfig()}
+	o := Options{Backends: backends, Workload: workload.DefaultConfig()}
 	if err := o.Apply(scenario.Settings{Recipe: spec, Backend: "redis"}); err != nil {
 		t.Fatal(err)
 	}
 	if o.Backend != "redis" || o.Workload.Recipe == nil || o.Workload.Recipe.Name() != spec {
 		t.Errorf("applied: backend %q, recipe %v", o.Backend, o.Workload.Recipe)
 	}
-	o = Options{Workload: workload.DefaultConfig()}
+	o = Options{Backends: backends, Workload: workload.DefaultConfig()}
 	if err := o.Apply(scenario.Settings{Recipe: spec}); err == nil || !strings.Contains(err.Error(), "with its backend") {
 		t.Errorf("an exec recipe without its backend: %v", err)
 	}
@@ -156,7 +159,7 @@ func TestApplyExecRecipe(t *testing.T) {
 // those planned is refused before anything is recorded.
 func TestPlanDrawsTheSchedule(t *testing.T) {
 	t.Parallel()
-	o := Options{Workload: workload.DefaultConfig(), Time: 30 * time.Second, Members: 5,
+	o := Options{Backends: backends, Workload: workload.DefaultConfig(), Time: 30 * time.Second, Members: 5,
 		Nemesis: nemesis.Config{Faults: []string{nemesis.All}}}
 	o.Workload.Seed = 7
 	p, err := NewPlan(o)
@@ -205,11 +208,11 @@ func TestPlanStagesTheScenarioSystem(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server is not installed (apt-get install redis-server)")
 	}
-	sc, err := registry.Catalog().Lookup("failover-redis")
+	sc, err := backends.Catalog().Lookup("failover-redis")
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := Play(Options{Workload: workload.DefaultConfig()}, sc)
+	o, err := Play(Options{Backends: backends, Workload: workload.DefaultConfig()}, sc)
 	if err != nil {
 		t.Fatal(err)
 	}

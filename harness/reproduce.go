@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/shellwords"
 	"github.com/locktest/locktest/lock/execlock"
@@ -18,7 +17,7 @@ import (
 // program receives them; command is the line a shell reads them from. A
 // planned run records them in its results.
 func Reproduce(o Options) (args []string, command string) {
-	_, _, builtin := registry.Builtin(o.recipe())
+	_, _, builtin := o.Backends.Builtin(o.recipe())
 	var system []string
 	if o.System != nil {
 		system = o.System.Args(o.Members)

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/locktest/locktest/backend/registry"
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/words"
@@ -168,6 +168,9 @@ const DefaultQuiet = 8 * time.Second
 
 // CheckOptions tune Check.
 type CheckOptions struct {
+	// Backends give a history's backend its words and its recipe its
+	// facts: registry.Backends(), as Options.Backends. Required.
+	Backends *backend.Set
 	// VisualizationDir receives porcupine's HTML for each check ("" = none).
 	VisualizationDir string
 	// Timeout limits each check; one that hits it is unknown (0 = none).
@@ -186,7 +189,7 @@ type CheckOptions struct {
 	Hashes []checker.MemberHash
 
 	// planned are what a planned run knows of its backend and recipe,
-	// which Check learns from the registry for a stored history; nil for
+	// which Check learns from Backends for a stored history; nil for
 	// one.
 	planned *checkFacts
 }
@@ -200,18 +203,21 @@ type checkFacts struct {
 	noFencing bool
 }
 
-// factsOf are the facts of a stored history of backend (the default
-// backend's when it names none) and recipe, from the registry.
-func factsOf(backend, recipe string) *checkFacts {
-	if backend == "" {
-		backend = registry.Default().Name
+// factsOf are the facts of a stored history of backend name (the
+// default backend's when it names none) and recipe, from backends.
+func factsOf(backends *backend.Set, name, recipe string) *checkFacts {
+	if name == "" {
+		name = backends.Default().Name
 	}
-	return &checkFacts{backend: backend, terms: registry.Terms(backend), noFencing: registry.NoFencingToken(recipe)}
+	return &checkFacts{backend: name, terms: backends.Terms(name), noFencing: backends.NoFencingToken(recipe)}
 }
 
 // Check reads a history in one pass into the checker's compact form (the
 // records themselves are not kept) and runs every check on it.
 func Check(path string, o CheckOptions) (*Results, error) {
+	if o.Backends == nil {
+		return nil, errNoBackends
+	}
 	if o.LivenessBound <= 0 {
 		o.LivenessBound = DefaultLivenessBound
 	}
@@ -233,7 +239,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 	r.Reuse() // the Builder copies out what it keeps
 	b := checker.NewBuilder()
 	b.Describe = nemesis.Describe
-	b.Terms = registry.Terms
+	b.Terms = o.Backends.Terms
 	for n := 1; ; n++ {
 		op, err := r.Next()
 		if err == io.EOF {
@@ -285,7 +291,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 	p.done()
 	facts := o.planned
 	if facts == nil {
-		facts = factsOf(h.Backend(), h.Recipe())
+		facts = factsOf(o.Backends, h.Backend(), h.Recipe())
 	}
 	if facts.noFencing {
 		for i, c := range checks {
@@ -298,7 +304,7 @@ func Check(path string, o CheckOptions) (*Results, error) {
 		Backend:        facts.backend,
 		Terms:          facts.terms,
 		NoFencingToken: facts.noFencing,
-		Versions:       versions(),
+		Versions:       versions(o.Backends),
 		History:        path,
 		Checks:         checks,
 		CheckTime:      time.Since(began),

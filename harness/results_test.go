@@ -33,14 +33,14 @@ func TestParseRequire(t *testing.T) {
 func TestCheckRequiresAsTheCLIDoes(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join("..", "histories", "testdata", "overwritten-key.jsonl")
-	res, err := Check(path, CheckOptions{Required: []string{"all"}})
+	res, err := Check(path, CheckOptions{Backends: backends, Required: []string{"all"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Exit != ExitInvalid || len(res.Required) != len(checker.Names()) {
 		t.Errorf("required all: exit %d, required %v; want %d with every check", res.Exit, res.Required, ExitInvalid)
 	}
-	if _, err := Check(path, CheckOptions{Required: []string{"livenes"}}); err == nil || !strings.Contains(err.Error(), `"livenes"`) {
+	if _, err := Check(path, CheckOptions{Backends: backends, Required: []string{"livenes"}}); err == nil || !strings.Contains(err.Error(), `"livenes"`) {
 		t.Errorf("an unknown check: %v, want an error naming it", err)
 	}
 }
@@ -62,7 +62,7 @@ func TestDamagedDataDecides(t *testing.T) {
 		{"writes-without-reads.jsonl", []string{RequireData}, ExitValid, "resource"},
 		{"writes-without-reads.jsonl", []string{histories.CheckInvariant, histories.CheckResource}, ExitUnknown, "invariant,resource"},
 	} {
-		res, err := Check(filepath.Join("..", "histories", "testdata", tc.history), CheckOptions{Required: tc.required})
+		res, err := Check(filepath.Join("..", "histories", "testdata", tc.history), CheckOptions{Backends: backends, Required: tc.required})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func TestCheckVisualizesAndWordsFaults(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	history := filepath.Join("..", "histories", "curated", "paused-holder-unfenced.jsonl")
-	res, err := Check(history, CheckOptions{VisualizationDir: dir, Required: checker.Names()})
+	res, err := Check(history, CheckOptions{Backends: backends, VisualizationDir: dir, Required: checker.Names()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestCheckUsesTheResourceLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	verdictOf := func() (checker.Verdict, []string) {
-		res, err := Check(history, CheckOptions{Required: []string{histories.CheckResource}})
+		res, err := Check(history, CheckOptions{Backends: backends, Required: []string{histories.CheckResource}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/backend"
-	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/execlock"
@@ -19,7 +18,7 @@ import (
 	"github.com/locktest/locktest/workload"
 )
 
-// Play returns o set up to play catalog scenario sc (registry.Catalog()
+// Play returns o set up to play catalog scenario sc (o.Backends.Catalog()
 // holds them) with o's recipe, of any backend, a team's own or a lock in
 // another process: the scenario's settings over o's (Apply), and the
 // scenario itself (Stage). A caller may change the options before Run, as
@@ -46,11 +45,15 @@ func (o *Options) Stage(sc scenario.Scenario) {
 // size and times, its workload and think times, its guard, its required
 // checks; its recipe, when o has none (s names a built-in); and its
 // backend's system settings (by the backend's flag names), when o has no
-// System of its own. o.Workload is best made from workload.DefaultConfig.
+// System of its own. o.Workload is best made from workload.DefaultConfig;
+// o.Backends must be set.
 func (o *Options) Apply(s scenario.Settings) error {
+	if o.Backends == nil {
+		return errNoBackends
+	}
 	w := &o.Workload
 	if s.Recipe != "" && w.Recipe == nil {
-		switch _, b, ok := registry.Builtin(s.Recipe); {
+		switch _, b, ok := o.Backends.Builtin(s.Recipe); {
 		case ok:
 			o.Backend = b.Name
 		case execlock.IsSpec(s.Recipe) && s.Backend != "":
@@ -100,13 +103,13 @@ func (o *Options) Apply(s scenario.Settings) error {
 		if w.Recipe != nil {
 			recipe = w.Recipe.Name()
 		}
-		b, err := registry.For(recipe, o.Backend)
+		b, err := o.Backends.For(recipe, o.Backend)
 		if err != nil {
 			return err
 		}
 		fs := flag.NewFlagSet("scenario", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		flags := registry.AddFlags(fs)
+		flags := o.Backends.AddFlags(fs)
 		for name, v := range s.System {
 			if err := fs.Set(name, v); err != nil {
 				return fmt.Errorf("--%s=%s: %w", name, v, err)
@@ -122,7 +125,7 @@ func (o *Options) Apply(s scenario.Settings) error {
 		if execlock.IsSpec(s.Recipe) {
 			r, err = execlock.Parse(s.Recipe)
 		} else {
-			r, err = registry.NewRecipe(s.Recipe, o.System)
+			r, err = o.Backends.NewRecipe(s.Recipe, o.System)
 		}
 		if err != nil {
 			return err

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/internal/scratch"
 	"github.com/locktest/locktest/nemesis"
@@ -179,11 +178,14 @@ func DrawSchedule(o Options) (*nemesis.Schedule, error) {
 	if len(o.Nemesis.Faults) == 0 {
 		return nil, nil
 	}
+	if o.Backends == nil {
+		return nil, errNoBackends
+	}
 	if o.Members == 0 {
 		o.Members = 3
 	}
 	cfg := o.nemesisConfig(nil, workload.ClientNames(o.Workload.Clients), 0)
-	cfg.MemberLinks = registry.Default().Name
+	cfg.MemberLinks = o.Backends.Default().Name
 	s, err := nemesis.Generate(o.Workload.Seed, cfg)
 	if err != nil {
 		return nil, err

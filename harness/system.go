@@ -1,12 +1,12 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/locktest/locktest/backend"
-	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/lock/execlock"
 	"github.com/locktest/locktest/nemesis"
@@ -43,7 +43,7 @@ type Plan struct {
 	schedule *nemesis.Schedule
 	dropped  []nemesis.Entry
 	// facts are what the checks learn of the run's backend and recipe
-	// from the registry for a stored history, known here.
+	// from the Backends for a stored history, known here.
 	facts *checkFacts
 	// builtin says the recipe is a built-in; reproducible, that the
 	// command line can name it: a built-in or a lock in another process
@@ -63,7 +63,7 @@ type Plan struct {
 // and the other defaults filled in. An error says what is wrong, in the
 // CLI's flag names where it can. The CLI prints a run's plan before
 // starting it. o itself is left as it was. Each package it asks is asked
-// once: the registry (the recipe's backend), the backend (the system),
+// once: the Backends (the recipe's backend), the backend (the system),
 // the workload (its clients), the nemesis (the faults and their
 // schedule); what they return is what Run carries out.
 func NewPlan(o Options) (*Plan, error) {
@@ -116,7 +116,10 @@ func NewPlan(o Options) (*Plan, error) {
 
 // plan resolves o's recipe, backend and system (see NewPlan) into p.
 func (o *Options) plan(p *Plan) error {
-	c, err := registry.Resolve(o.Workload.Recipe, o.Backend, o.System)
+	if o.Backends == nil {
+		return errNoBackends
+	}
+	c, err := o.Backends.Resolve(o.Workload.Recipe, o.Backend, o.System)
 	if err != nil {
 		return err
 	}
@@ -146,16 +149,20 @@ func (o *Options) plan(p *Plan) error {
 	return nil
 }
 
+// errNoBackends refuses a run, or a check, given no backends: it would
+// know no recipe's backend, nor a history's words.
+var errNoBackends = errors.New("harness: no Backends given (registry.Backends() of package backend/registry has every backend locktest has)")
+
 // checkResource refuses a resource mode the run's backend does not keep
 // (http: the run serves it): one of another backend's, or none at all.
 func (o *Options) checkResource(b backend.Backend, http bool) error {
 	if http || slices.ContainsFunc(b.Resources, func(r backend.Resource) bool { return r.Mode == o.Resource }) {
 		return nil
 	}
-	if keeper, ok := registry.Keeper(o.Resource); ok {
+	if keeper, ok := o.Backends.Keeper(o.Resource); ok {
 		return fmt.Errorf("--resource %s keeps the values in %s: recipe %s runs on %s (use fenced or unfenced)", o.Resource, keeper.Name, o.RecipeName, b.Name)
 	}
-	_, err := registry.ParseResource(string(o.Resource))
+	_, err := o.Backends.ParseResource(string(o.Resource))
 	return err
 }
 

@@ -6,7 +6,7 @@ import (
 	"runtime/debug"
 	"slices"
 
-	"github.com/locktest/locktest/backend/registry"
+	"github.com/locktest/locktest/backend"
 )
 
 // Component is one part of what produced a run, and its version.
@@ -27,12 +27,12 @@ var builtIn = []struct{ name, module string }{
 // version the build did not record is "" (go build -buildvcs=false records
 // no commit). results.json holds them as "versions"; locktest version
 // prints them.
-func BuildVersions() []Component {
+func BuildVersions(backends *backend.Set) []Component {
 	info, _ := debug.ReadBuildInfo()
-	return buildVersions(info)
+	return buildVersions(backends, info)
 }
 
-func buildVersions(info *debug.BuildInfo) []Component {
+func buildVersions(backends *backend.Set, info *debug.BuildInfo) []Component {
 	var main, commit string
 	deps := map[string]string{}
 	if info != nil {
@@ -57,7 +57,7 @@ func buildVersions(info *debug.BuildInfo) []Component {
 		}
 	}
 	out := []Component{{"locktest", main}, {"commit", commit}, {"go", runtime.Version()}}
-	for _, b := range registry.All() {
+	for _, b := range backends.All() {
 		for _, module := range slices.Sorted(maps.Keys(b.Modules)) {
 			out = append(out, Component{b.Modules[module], deps[module]})
 		}
@@ -69,9 +69,9 @@ func buildVersions(info *debug.BuildInfo) []Component {
 }
 
 // versions is BuildVersions as results.json records them: those known.
-func versions() map[string]string {
+func versions(backends *backend.Set) map[string]string {
 	v := map[string]string{}
-	for _, c := range BuildVersions() {
+	for _, c := range BuildVersions(backends) {
 		if c.Version != "" {
 			v[c.Name] = c.Version
 		}

@@ -6,8 +6,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"testing"
-
-	"github.com/locktest/locktest/backend/registry"
 )
 
 // What produced a run, from the build's information: the commit marked
@@ -27,7 +25,7 @@ func TestBuildVersions(t *testing.T) {
 	want := []Component{{"locktest", info.Main.Version}, {"commit", "6eadce4aa12b+dirty"}, {"go", runtime.Version()}}
 	none := slices.Clone(want[:3])
 	none[0].Version, none[1].Version = "", ""
-	for _, b := range registry.All() {
+	for _, b := range backends.All() {
 		for _, module := range slices.Sorted(maps.Keys(b.Modules)) {
 			info.Deps = append(info.Deps, &debug.Module{Path: module, Version: "v9.9." + b.Name})
 			want = append(want, Component{b.Modules[module], "v9.9." + b.Name})
@@ -39,14 +37,14 @@ func TestBuildVersions(t *testing.T) {
 	if len(want) < 6 {
 		t.Fatalf("no backend builds a server in: %v", want)
 	}
-	if got := buildVersions(info); !slices.Equal(got, want) {
+	if got := buildVersions(backends, info); !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 	info.Settings = []debug.BuildSetting{{Key: "vcs.revision", Value: "6eadce4aa12b"}, {Key: "vcs.modified", Value: "false"}}
-	if got := buildVersions(info)[1]; got.Version != "6eadce4aa12b" {
+	if got := buildVersions(backends, info)[1]; got.Version != "6eadce4aa12b" {
 		t.Errorf("clean tree: commit %q", got.Version)
 	}
-	if got := buildVersions(nil); !slices.Equal(got, none) {
+	if got := buildVersions(backends, nil); !slices.Equal(got, none) {
 		t.Errorf("no build info: got %v, want %v", got, none)
 	}
 }

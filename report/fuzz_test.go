@@ -25,7 +25,7 @@ func FuzzReportModel(f *testing.F) {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		res, err := harness.Check(path, harness.CheckOptions{Required: []string{"resource"}})
+		res, err := harness.Check(path, harness.CheckOptions{Backends: backends, Required: []string{"resource"}})
 		if err != nil {
 			return // malformed: FuzzReader holds the error to its form
 		}

@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/locktest/locktest/backend/registry"
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/nemesis"
@@ -28,14 +28,14 @@ import (
 // run started by another process, from its run directory.
 
 // LiveJSON is a live page's answer, read from the history as recorded so
-// far (r, named name; the run directory's base name is title): the
-// model, or, once the run has written its report (done), only where the
-// report is.
-func LiveJSON(r io.Reader, name, title string, done bool) ([]byte, error) {
+// far (r, named name; the run directory's base name is title; backends
+// give its backend's words): the model, or, once the run has written its
+// report (done), only where the report is.
+func LiveJSON(r io.Reader, name, title string, backends *backend.Set, done bool) ([]byte, error) {
 	if done {
 		return json.Marshal(map[string]string{"done": "report.html"})
 	}
-	data, err := liveModel(r, name, title)
+	data, err := liveModel(r, name, title, backends)
 	if err != nil {
 		return nil, err
 	}
@@ -43,8 +43,8 @@ func LiveJSON(r io.Reader, name, title string, done bool) ([]byte, error) {
 }
 
 // WriteLive writes the live page of the history recorded so far.
-func WriteLive(w io.Writer, r io.Reader, name, title string) error {
-	data, err := liveModel(r, name, title)
+func WriteLive(w io.Writer, r io.Reader, name, title string, backends *backend.Set) error {
+	data, err := liveModel(r, name, title, backends)
 	if err != nil {
 		return err
 	}
@@ -67,12 +67,12 @@ func WriteLive(w io.Writer, r io.Reader, name, title string) error {
 // liveModel pairs the history recorded so far (an operation in flight is
 // drawn as still waiting, a torn last line is skipped) and draws its
 // model: no checks yet, and meta.live, where the page asks for more.
-func liveModel(r io.Reader, name, title string) ([]byte, error) {
+func liveModel(r io.Reader, name, title string, backends *backend.Set) ([]byte, error) {
 	hr := histories.NewReader(r, name)
 	hr.Reuse()
 	b := checker.NewBuilder()
 	b.Describe = nemesis.Describe
-	b.Terms = registry.Terms
+	b.Terms = backends.Terms
 	for {
 		op, err := hr.Next()
 		if err == io.EOF {
@@ -104,11 +104,7 @@ func liveModel(r io.Reader, name, title string) ([]byte, error) {
 			}
 		}
 	}
-	backend := h.Backend()
-	if backend == "" {
-		backend = registry.Default().Name
-	}
-	terms := registry.Terms(backend)
+	terms := backends.Terms(h.Backend()) // "": the default's
 	m.Meta = meta{Title: title, Verdict: "running", Live: "live.json", Setup: h.Setup(),
 		Legend: map[string]string{"expiry": terms.LegendExpired, "lost": terms.LegendLost}}
 	if m.Meta.Setup == nil {
@@ -121,8 +117,9 @@ func liveModel(r io.Reader, name, title string) ([]byte, error) {
 // root: DIR/live.html and what it asks for, DIR/live.json, drawn from
 // DIR/history.jsonl as it stands; once DIR/report.html exists, live.html
 // leads there. The root's live.html (unless the root is a run directory)
-// lists the runs in progress under it.
-func Live(root *os.Root, files http.Handler) http.Handler {
+// lists the runs in progress under it. backends give each history's
+// backend its words.
+func Live(root *os.Root, files http.Handler, backends *backend.Set) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		dir, file := path.Split(path.Clean("/" + r.URL.Path))
 		if file != "live.html" && file != "live.json" {
@@ -157,11 +154,11 @@ func Live(root *os.Root, files http.Handler) http.Handler {
 			http.Redirect(w, r, "report.html", http.StatusFound)
 			return
 		case file == "live.html":
-			err = WriteLive(&buf, history, "history.jsonl", title)
+			err = WriteLive(&buf, history, "history.jsonl", title, backends)
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		default:
 			var b []byte
-			b, err = LiveJSON(history, "history.jsonl", title, done)
+			b, err = LiveJSON(history, "history.jsonl", title, backends, done)
 			buf.Write(b)
 			w.Header().Set("Content-Type", "application/json")
 		}

@@ -43,7 +43,7 @@ func TestLivePage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	srv := httptest.NewServer(Live(root, http.FileServerFS(root.FS())))
+	srv := httptest.NewServer(Live(root, http.FileServerFS(root.FS()), backends))
 	defer srv.Close()
 
 	ctx, errs := browsertest.Start(t)
@@ -97,7 +97,7 @@ func TestLivePage(t *testing.T) {
 
 	// The run checks its history and writes its report: the live page on
 	// screen becomes it.
-	res, err := harness.Check(history, harness.CheckOptions{Required: []string{"resource"}})
+	res, err := harness.Check(history, harness.CheckOptions{Backends: backends, Required: []string{"resource"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestLiveInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	srv := httptest.NewServer(Live(root, http.FileServerFS(root.FS())))
+	srv := httptest.NewServer(Live(root, http.FileServerFS(root.FS()), backends))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/live.html")
 	if err != nil {
@@ -162,7 +162,7 @@ func BenchmarkLiveJSON(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		data, err := LiveJSON(f, "history.jsonl", "run", false)
+		data, err := LiveJSON(f, "history.jsonl", "run", backends, false)
 		f.Close()
 		if err != nil {
 			b.Fatal(err)

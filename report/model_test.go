@@ -61,7 +61,7 @@ func TestModelBoundedBySpan(t *testing.T) {
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		res, err := harness.Check(path, harness.CheckOptions{Required: []string{"mutex"}})
+		res, err := harness.Check(path, harness.CheckOptions{Backends: backends, Required: []string{"mutex"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -315,7 +315,7 @@ func (s *shrinker) watch(ctx context.Context, history string, stop func(), done 
 			return
 		case <-t.C:
 		}
-		res, err := harness.Check(history, harness.CheckOptions{Timeout: watchEvery, Required: []string{s.run.Target.Check}})
+		res, err := harness.Check(history, harness.CheckOptions{Backends: s.run.Base.Backends, Timeout: watchEvery, Required: []string{s.run.Target.Check}})
 		if err == nil && s.run.Target.In(res.Checks) {
 			stop()
 			return

@@ -22,19 +22,19 @@ import (
 // Every built-in recipe is found by name, with its backend; an unknown one
 // is refused with the known ones listed.
 func TestRecipes(t *testing.T) {
-	names := RecipeNames()
+	names := Backends().RecipeNames()
 	n := 0
-	for _, b := range All() {
+	for _, b := range Backends().All() {
 		n += len(b.Recipes)
 		for _, r := range b.Recipes {
-			if Of(r.Name).Name != b.Name {
-				t.Errorf("%s is of %s, not %s", r.Name, Of(r.Name).Name, b.Name)
+			if Backends().Of(r.Name).Name != b.Name {
+				t.Errorf("%s is of %s, not %s", r.Name, Backends().Of(r.Name).Name, b.Name)
 			}
-			rec, err := NewRecipe(r.Name, b.Defaults())
+			rec, err := Backends().NewRecipe(r.Name, b.Defaults())
 			if err != nil || rec.Name() != r.Name {
 				t.Fatalf("NewRecipe(%q) = %v, %v", r.Name, rec, err)
 			}
-			if _, unfenced := rec.(lock.Unfenced); unfenced != r.NoFencingToken || NoFencingToken(r.Name) != r.NoFencingToken {
+			if _, unfenced := rec.(lock.Unfenced); unfenced != r.NoFencingToken || Backends().NoFencingToken(r.Name) != r.NoFencingToken {
 				t.Errorf("%s: marked unfenced %v, its built-in says %v", r.Name, unfenced, r.NoFencingToken)
 			}
 		}
@@ -42,10 +42,10 @@ func TestRecipes(t *testing.T) {
 	if len(names) != n || len(slices.Compact(slices.Sorted(slices.Values(names)))) != n {
 		t.Errorf("recipe names %v: %d backends' recipes, or a name twice", names, n)
 	}
-	if _, err := NewRecipe("bogus", nil); err == nil || !strings.Contains(err.Error(), names[0]) {
+	if _, err := Backends().NewRecipe("bogus", nil); err == nil || !strings.Contains(err.Error(), names[0]) {
 		t.Errorf("unknown recipe: %v, want an error listing the known ones", err)
 	}
-	if Of("a-teams-own").Name != Default().Name {
+	if Backends().Of("a-teams-own").Name != Backends().Default().Name {
 		t.Error("a recipe of no backend is not the default's")
 	}
 }
@@ -53,8 +53,8 @@ func TestRecipes(t *testing.T) {
 // A recipe refuses a connection of another backend, with an error that
 // says so, rather than failing later.
 func TestRecipeRefusesOtherConnections(t *testing.T) {
-	for _, b := range All() {
-		r, err := NewRecipe(b.Recipes[0].Name, b.Defaults())
+	for _, b := range Backends().All() {
+		r, err := Backends().NewRecipe(b.Recipes[0].Name, b.Defaults())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,22 +69,22 @@ func TestRecipeRefusesOtherConnections(t *testing.T) {
 // backend, given a value of its own kind (its default, or "x").
 func TestFlags(t *testing.T) {
 	seen := map[string]string{}
-	f := AddFlags(flag.NewFlagSet("t", flag.ContinueOnError))
-	for _, b := range All() {
-		for _, n := range f.names[b.Name] {
+	f := Backends().AddFlags(flag.NewFlagSet("t", flag.ContinueOnError))
+	for _, b := range Backends().All() {
+		for _, n := range f.Names(b.Name) {
 			seen[n] = b.Name
 		}
 	}
-	recipe := Default().Recipes[0].Name
+	recipe := Backends().Default().Recipes[0].Name
 	others := 0
 	for _, other := range slices.Sorted(maps.Keys(seen)) {
-		if seen[other] == Default().Name {
+		if seen[other] == Backends().Default().Name {
 			continue
 		}
 		others++
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		f := AddFlags(fs)
+		f := Backends().AddFlags(fs)
 		value := cmp.Or(fs.Lookup(other).DefValue, "x")
 		if err := fs.Parse([]string{"--" + other + "=" + value}); err != nil {
 			t.Fatal(err)
@@ -92,7 +92,7 @@ func TestFlags(t *testing.T) {
 		if _, err := f.Options(recipe, true); err == nil || !strings.Contains(err.Error(), "--"+other+" is for "+seen[other]) {
 			t.Errorf("--%s with %s: %v", other, recipe, err)
 		}
-		if o, err := f.Options(recipe, false); err != nil || o.Backend() != Default().Name {
+		if o, err := f.Options(recipe, false); err != nil || o.Backend() != Backends().Default().Name {
 			t.Errorf("lenient --%s: %v, %v", other, o, err)
 		}
 	}
@@ -106,7 +106,7 @@ func TestFlags(t *testing.T) {
 // a schedule that validates for 3 and 5 members, and a recipe and flags of
 // its own backend.
 func TestCatalog(t *testing.T) {
-	c := Catalog()
+	c := Backends().Catalog()
 	for _, sc := range c {
 		if sc.Summary == "" || strings.Contains(sc.Line(), "\n") {
 			t.Errorf("%s: summary %q", sc.Name, sc.Summary)
@@ -125,13 +125,13 @@ func TestCatalog(t *testing.T) {
 				t.Errorf("%s, %d members: %v", sc.Name, members, err)
 			}
 		}
-		if r := sc.Run.Recipe; r != "" && !execlock.IsSpec(r) && Of(r).Name != sc.Backend {
-			t.Errorf("%s, a scenario of %q, runs %s, a recipe of %s", sc.Name, sc.Backend, r, Of(r).Name)
+		if r := sc.Run.Recipe; r != "" && !execlock.IsSpec(r) && Backends().Of(r).Name != sc.Backend {
+			t.Errorf("%s, a scenario of %q, runs %s, a recipe of %s", sc.Name, sc.Backend, r, Backends().Of(r).Name)
 		}
 		for _, r := range sc.Recipes() {
 			if execlock.IsSpec(r) {
 				adapterOf(t, sc, r)
-			} else if _, _, ok := Builtin(r); !ok {
+			} else if _, _, ok := Backends().Builtin(r); !ok {
 				t.Errorf("%s expects of %s, which is no recipe", sc.Name, r)
 			}
 		}
@@ -188,11 +188,11 @@ func TestCatalogOrder(t *testing.T) {
 	want := []string{"paused-holder", "partitioned-holder", "lease-revoked", "delayed-write", "clock-guard", "oversold",
 		"oversold-redis", "failover-redis", "redlock-restart", "redlock-clock", "waiter-expiry", "etcd-11456", "etcd-22082",
 		"election-phantom", "leader-loss"}
-	got := slices.DeleteFunc(Catalog().Names(), func(n string) bool { return !slices.Contains(want, n) })
+	got := slices.DeleteFunc(Backends().Catalog().Names(), func(n string) bool { return !slices.Contains(want, n) })
 	if !slices.Equal(got, want) {
-		t.Errorf("catalog %v, want %v in this order", Catalog().Names(), want)
+		t.Errorf("catalog %v, want %v in this order", Backends().Catalog().Names(), want)
 	}
-	we, _ := Catalog().Lookup("waiter-expiry")
+	we, _ := Backends().Catalog().Lookup("waiter-expiry")
 	if we.Expected("mutex-3.4", scenario.Fenced)["contract"] != scenario.Invalid || we.Expected("mutex", scenario.Unfenced)["contract"] != scenario.Valid ||
 		we.Line() != "a queued waiter's lease expires while it waits (etcd#11456, etcd#11051)" {
 		t.Errorf("waiter-expiry: %q expects %v of mutex-3.4 and %v of mutex", we.Line(), we.Expected("mutex-3.4", scenario.Fenced), we.Expected("mutex", scenario.Unfenced))
@@ -202,33 +202,33 @@ func TestCatalogOrder(t *testing.T) {
 // The words of a history: its backend's, the default's for one that
 // names none, and for a backend this locktest does not know, no ordering.
 func TestTerms(t *testing.T) {
-	if Terms("") != Default().Terms {
+	if Backends().Terms("") != Backends().Default().Terms {
 		t.Error("a history that names no backend does not get the default's words")
 	}
-	for _, b := range All() {
-		if Terms(b.Name) != b.Terms {
+	for _, b := range Backends().All() {
+		if Backends().Terms(b.Name) != b.Terms {
 			t.Errorf("%s: not its own words", b.Name)
 		}
 	}
-	if u := Terms("carrier-pigeon").Unordered; !strings.Contains(u, "carrier-pigeon") {
+	if u := Backends().Terms("carrier-pigeon").Unordered; !strings.Contains(u, "carrier-pigeon") {
 		t.Errorf("an unknown backend's contract: %q", u)
 	}
 }
 
 // --resource takes the HTTP store's modes and those a backend keeps.
 func TestResources(t *testing.T) {
-	for _, r := range Resources() {
-		if m, err := ParseResource(string(r.Mode)); err != nil || m != r.Mode {
+	for _, r := range Backends().Resources() {
+		if m, err := Backends().ParseResource(string(r.Mode)); err != nil || m != r.Mode {
 			t.Errorf("%s: %v %v", r.Mode, m, err)
 		}
-		if _, ok := Keeper(r.Mode); !ok {
+		if _, ok := Backends().Keeper(r.Mode); !ok {
 			t.Errorf("%s kept by no backend", r.Mode)
 		}
-		if !strings.Contains(ResourceHelp(), string(r.Mode)+" (") {
-			t.Errorf("help %q lacks %s", ResourceHelp(), r.Mode)
+		if !strings.Contains(Backends().ResourceHelp(), string(r.Mode)+" (") {
+			t.Errorf("help %q lacks %s", Backends().ResourceHelp(), r.Mode)
 		}
 	}
-	if _, err := ParseResource("fencd"); err == nil || !strings.Contains(err.Error(), "fenced, unfenced") {
+	if _, err := Backends().ParseResource("fencd"); err == nil || !strings.Contains(err.Error(), "fenced, unfenced") {
 		t.Errorf("a bad mode: %v", err)
 	}
 }

@@ -67,7 +67,7 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 	for _, c := range clients {
 		for _, r := range recipes {
 			bs := backends
-			if _, _, builtin := registry.Builtin(r); builtin {
+			if _, _, builtin := registry.Backends().Builtin(r); builtin {
 				bs = []string{""} // a built-in runs on its own
 			}
 			for _, b := range bs {

@@ -34,7 +34,7 @@ func TestNewcomerPages(t *testing.T) {
 	first := strings.Join(strings.Fields(paras[i+1]), " ")
 	usageLine, _, _ := strings.Cut(usage, "\n")
 	for _, page := range []struct{ name, text string }{{"README's first paragraph", first}, {"usage line", usageLine}} {
-		for _, b := range registry.All() {
+		for _, b := range registry.Backends().All() {
 			if !strings.Contains(strings.ToLower(page.text), strings.ToLower(b.Name)) {
 				t.Errorf("the %s does not name %s: %q", page.name, b.Name, page.text)
 			}
@@ -108,7 +108,7 @@ func TestRegistriesDocumented(t *testing.T) {
 			t.Errorf("fault family %s has no Doc", f.Spec().Name)
 		}
 	}
-	for _, b := range registry.All() {
+	for _, b := range registry.Backends().All() {
 		for _, r := range b.Recipes {
 			if strings.TrimSpace(r.Doc) == "" {
 				t.Errorf("recipe %s (%s) has no Doc", r.Name, b.Name)
@@ -128,7 +128,7 @@ func TestRegistriesDocumented(t *testing.T) {
 			t.Errorf("docs/checks.md does not explain check %s (a line '- `%s`: ...')", c.Name, c.Name)
 		}
 	}
-	for _, sc := range registry.Catalog() {
+	for _, sc := range registry.Backends().Catalog() {
 		if strings.TrimSpace(sc.Summary) == "" || strings.TrimSpace(sc.Lesson) == "" {
 			t.Errorf("scenario %s has no summary or lesson", sc.Name)
 		}

@@ -147,8 +147,8 @@ func runFlagNames() []string {
 
 // backendFlags are the backends' names and the flags of each.
 func backendFlags() (names []string, flags [][]string) {
-	f := registry.AddFlags(flag.NewFlagSet("", flag.ContinueOnError))
-	for _, b := range registry.All() {
+	f := registry.Backends().AddFlags(flag.NewFlagSet("", flag.ContinueOnError))
+	for _, b := range registry.Backends().All() {
 		names = append(names, b.Name)
 		flags = append(flags, f.Names(b.Name))
 	}

@@ -59,7 +59,7 @@ var commands = []string{"run", "check", "scenario", "nightly", "shrink", "sweep"
 // backendNames are the registered backends' names, as a phrase: "etcd, redis and zookeeper".
 func backendNames() string {
 	var names []string
-	for _, b := range registry.All() {
+	for _, b := range registry.Backends().All() {
 		names = append(names, b.Name)
 	}
 	if len(names) < 2 {

@@ -288,7 +288,7 @@ func TestScenarioList(t *testing.T) {
 	if code != exitValid {
 		t.Fatalf("exit %d", code)
 	}
-	names := registry.Catalog().Names()
+	names := registry.Backends().Catalog().Names()
 	for _, redis := range []string{"oversold-redis", "failover-redis", "redlock-restart", "redlock-clock"} {
 		if !slices.Contains(names, redis) {
 			t.Errorf("the catalog lacks %s", redis)
@@ -321,7 +321,7 @@ func TestScenarioList(t *testing.T) {
 // scenario list --bugs is the table of the catalog's upstream bugs, a row
 // each, from the scenarios' own data; --json is the same for CI tools.
 func TestScenarioBugs(t *testing.T) {
-	entries := registry.Catalog().Entries()
+	entries := registry.Backends().Catalog().Entries()
 	code, stdout, _ := runMain(t, "scenario", "list", "--bugs")
 	if code != exitValid {
 		t.Fatalf("exit %d", code)

@@ -224,7 +224,7 @@ func lessons(t *testing.T) []lesson {
 // plays every lesson's command and checks that what the lesson says
 // happens does.
 func TestCourse(t *testing.T) {
-	catalog := registry.Catalog()
+	catalog := registry.Backends().Catalog()
 	for _, l := range lessons(t) {
 		t.Run(l.file, func(t *testing.T) {
 			if len(l.command) < 3 || l.command[0] != "scenario" || l.command[1] != "run" {

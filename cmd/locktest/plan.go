@@ -58,20 +58,20 @@ func (p planned) name() string {
 func nightlyPlan(recipes []string, backend string, seed int64, randomRuns int) []planned {
 	var out []planned
 	backendOf := func(r string) string {
-		b, err := registry.For(r, backend)
-		if _, _, builtin := registry.Builtin(r); builtin || err != nil {
-			return registry.Of(r).Name
+		b, err := registry.Backends().For(r, backend)
+		if _, _, builtin := registry.Backends().Builtin(r); builtin || err != nil {
+			return registry.Backends().Of(r).Name
 		}
 		return b.Name
 	}
-	for _, sc := range registry.Catalog() {
+	for _, sc := range registry.Backends().Catalog() {
 		rs := recipes
 		if r := sc.Recipes(); len(r) > 0 {
 			rs = r // the scenario is about that recipe (and its fix)
 		} else if sc.Backend != "" {
 			rs = slices.DeleteFunc(slices.Clone(recipes), func(r string) bool { return backendOf(r) != sc.Backend })
 			if len(rs) == 0 {
-				b, _ := registry.Named(sc.Backend)
+				b, _ := registry.Backends().Named(sc.Backend)
 				rs = []string{b.Recipes[0].Name}
 			}
 		}

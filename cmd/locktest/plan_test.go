@@ -22,7 +22,7 @@ func TestParseShard(t *testing.T) {
 func TestShardsSplitThePlan(t *testing.T) {
 	plan := nightlyPlan([]string{"mutex", "election"}, "", 100, 7)
 	want := 7 * 2
-	for _, sc := range registry.Catalog() {
+	for _, sc := range registry.Backends().Catalog() {
 		rs := sc.Recipes() // its own recipe, not the command line's, and those it expects of, as its fix
 		if len(rs) == 0 {
 			rs = []string{"mutex", "election"}

@@ -43,7 +43,7 @@ func TestPowerTargets(t *testing.T) {
 // The real catalog names the etcd bugs the issue measures, with contract.
 func TestPowerTargetsOfTheCatalog(t *testing.T) {
 	checks := map[string]string{}
-	for _, tg := range powerTargets(registry.Catalog(), brokenRecipes()) {
+	for _, tg := range powerTargets(registry.Backends().Catalog(), brokenRecipes()) {
 		checks[tg.Recipe] = tg.Check
 	}
 	for r, c := range map[string]string{"mutex-3.4": "contract", "election": "contract", "mutex-retry": "contract", "zk-unprotected": "liveness", "unlock-any": "contract", "lock-rpc": "contract",
@@ -60,7 +60,7 @@ func TestPowerTargetsOfTheCatalog(t *testing.T) {
 // command line says otherwise; the next target gets the defaults back.
 func TestPowerRunsTheAffectedVersion(t *testing.T) {
 	var rpc powerTarget
-	for _, tg := range powerTargets(registry.Catalog(), brokenRecipes()) {
+	for _, tg := range powerTargets(registry.Backends().Catalog(), brokenRecipes()) {
 		if tg.Recipe == "lock-rpc" {
 			rpc = tg
 		}
@@ -149,7 +149,7 @@ func TestPowerTally(t *testing.T) {
 // it breaks, and that promise is one the contract check names: a bug
 // story power could never match would count every catch as another's.
 func TestPowerTargetsShowTheirStory(t *testing.T) {
-	for _, tg := range powerTargets(registry.Catalog(), nil) {
+	for _, tg := range powerTargets(registry.Backends().Catalog(), nil) {
 		if tg.Check != "contract" {
 			continue
 		}

@@ -16,7 +16,7 @@ import (
 // that is not a fencing token as such.
 func TestReadingByBackend(t *testing.T) {
 	results := func(backend string, noFencing bool) *harness.Results {
-		return &harness.Results{Backend: backend, Terms: registry.Terms(backend), NoFencingToken: noFencing, MutexOverlaps: 3, WritesRejected: 2, Checks: []checker.Result{
+		return &harness.Results{Backend: backend, Terms: registry.Backends().Terms(backend), NoFencingToken: noFencing, MutexOverlaps: 3, WritesRejected: 2, Checks: []checker.Result{
 			{Name: histories.CheckMutex, Verdict: checker.Invalid},
 			{Name: histories.CheckContract, Verdict: checker.Valid, LeaseRaces: 3},
 			{Name: histories.CheckResource, Verdict: checker.Valid},
@@ -78,7 +78,7 @@ func TestReadingByBackend(t *testing.T) {
 // to the races only, and every class is counted.
 func TestReadingByOverlapClass(t *testing.T) {
 	for _, backend := range []string{"etcd", "zookeeper"} {
-		terms := registry.Terms(backend)
+		terms := registry.Backends().Terms(backend)
 		r := &harness.Results{Backend: backend, Terms: terms, MutexOverlaps: 264, Checks: []checker.Result{
 			{Name: histories.CheckMutex, Verdict: checker.Invalid},
 			{Name: histories.CheckContract, Verdict: checker.Invalid, LockBugs: 264, Violations: []checker.Violation{{Kind: "promise 3"}}},
@@ -119,7 +119,7 @@ func TestLivenessLine(t *testing.T) {
 		if err := os.WriteFile(path, []byte(history), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		res, err := harness.Check(path, harness.CheckOptions{Required: []string{"resource"}})
+		res, err := harness.Check(path, harness.CheckOptions{Backends: registry.Backends(), Required: []string{"resource"}})
 		if err != nil {
 			t.Fatal(err)
 		}

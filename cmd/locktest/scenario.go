@@ -24,7 +24,7 @@ const scenarioUsage = `Usage:
 `
 
 func scenarioCmd(args []string, stdout io.Writer) (int, error) {
-	catalog := registry.Catalog()
+	catalog := registry.Backends().Catalog()
 	if len(args) == 0 {
 		return exitUnknown, fmt.Errorf("scenario: want list or run NAME (scenarios: %s)", strings.Join(catalog.Names(), ", "))
 	}
@@ -84,7 +84,7 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	// What the scenario needs, as the command line left it.
 	settings := map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) { settings[f.Name] = f.Value.String() })
-	if err := registry.Missing(settings); err != nil {
+	if err := registry.Backends().Missing(settings); err != nil {
 		return exitUnknown, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
 	o, err := rf.scenarioOptions(sc)
@@ -191,7 +191,7 @@ func missing(s scenario.Settings, recipe, backend string) error {
 		settings = map[string]string{}
 	}
 	settings["recipe"], settings["backend"] = recipe, backend
-	return registry.Missing(settings)
+	return registry.Backends().Missing(settings)
 }
 
 // expectations says in a line what sc expects of each resource mode and of

@@ -47,7 +47,7 @@ func ptr(i int) *int { return &i }
 // those the command line gives: its recipe and its system settings (by
 // their flag names) first, the rest as harness.Apply sets them.
 func TestScenarioUnderTheCommandLine(t *testing.T) {
-	sc, err := registry.Catalog().Lookup("etcd-11456")
+	sc, err := registry.Backends().Catalog().Lookup("etcd-11456")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
 )
 
@@ -17,7 +18,7 @@ func versionCmd(args []string, stdout io.Writer) (int, error) {
 		return exitUnknown, fmt.Errorf("version: unexpected argument %q", fs.Arg(0))
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 1, ' ', 0)
-	for _, c := range harness.BuildVersions() {
+	for _, c := range harness.BuildVersions(registry.Backends()) {
 		v := c.Version
 		if v == "" {
 			v = "unknown (not recorded in the build)"

@@ -45,7 +45,7 @@ func TestVersion(t *testing.T) {
 	names, v := versionLines(t, out)
 	want := []string{"locktest", "commit", "go"}
 	modules := map[string]string{"toxiproxy": "github.com/Shopify/toxiproxy/v2", "porcupine": "github.com/anishathalye/porcupine"}
-	for _, b := range registry.All() { // the servers a backend builds in
+	for _, b := range registry.Backends().All() { // the servers a backend builds in
 		for _, module := range slices.Sorted(maps.Keys(b.Modules)) {
 			want = append(want, b.Modules[module])
 			modules[b.Modules[module]] = module

@@ -139,6 +139,7 @@ func tryRun(t *testing.T, backend string, command []string, opts ...func(*runOpt
 		sys = &etcd.Options{TickMs: 100, ElectionMs: 1000}
 	}
 	res, err := harness.Run(context.Background(), harness.Options{
+		Backends: registry.Backends(),
 		Dir:      t.TempDir(),
 		System:   sys,
 		Backend:  backend,
@@ -178,7 +179,7 @@ func explain(res *harness.Results) string {
 // against this lock's verdicts.
 func TestPausedProcessLosesItsLease(t *testing.T) {
 	t.Parallel()
-	sc, err := registry.Catalog().Lookup("paused-holder")
+	sc, err := registry.Backends().Catalog().Lookup("paused-holder")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestPausedProcessLosesItsLease(t *testing.T) {
 	// Three clients, not the default five: the test client's lock is no
 	// queue (waiters poll), and liveness is asserted.
 	cfg.Clients = 3
-	o, err := harness.Play(harness.Options{Dir: t.TempDir(), Backend: "etcd", Workload: cfg, Resource: resource.Fenced}, sc)
+	o, err := harness.Play(harness.Options{Backends: registry.Backends(), Dir: t.TempDir(), Backend: "etcd", Workload: cfg, Resource: resource.Fenced}, sc)
 	if err != nil {
 		t.Fatal(err)
 	}

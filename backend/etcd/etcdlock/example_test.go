@@ -90,6 +90,7 @@ func Example() {
 	cfg.Recipe = teamLock()
 	cfg.Seed = 7
 	res, err := harness.Run(context.Background(), harness.Options{
+		Backends: registry.Backends(),
 		Dir:      dir,
 		Workload: cfg,
 		Resource: resource.Fenced,
@@ -122,14 +123,14 @@ func ExamplePlay() {
 	}
 	defer os.RemoveAll(dir)
 
-	sc, err := registry.Catalog().Lookup("paused-holder")
+	sc, err := registry.Backends().Catalog().Lookup("paused-holder")
 	if err != nil {
 		panic(err)
 	}
 	cfg := workload.DefaultConfig()
 	cfg.Recipe = teamLock()
 	cfg.Seed = 7
-	o, err := harness.Play(harness.Options{Dir: dir, Workload: cfg, Resource: resource.Fenced}, sc)
+	o, err := harness.Play(harness.Options{Backends: registry.Backends(), Dir: dir, Workload: cfg, Resource: resource.Fenced}, sc)
 	if err != nil {
 		panic(err)
 	}
