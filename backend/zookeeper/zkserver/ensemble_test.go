@@ -77,7 +77,7 @@ func sharesClasses(t *testing.T, e *Ensemble) {
 // (a server that is dialled back by a higher id dials the relay, not the
 // address in the election header: no connection bypasses the relays); a
 // paused server is stopped; a crashed leader restarts from its data and
-// rejoins; Close leaves no process and no scratch directory.
+// rejoins; the whole ensemble crashed restarts together; Close leaves no process and no scratch directory.
 func TestEnsemble(t *testing.T) {
 	t.Parallel()
 	ctx, e := start(t, 3)
@@ -161,6 +161,32 @@ func TestEnsemble(t *testing.T) {
 	}
 	polltest.Until(t, 30*time.Second, "the restarted server to follow", func() bool { return mode(ctx, servers[leader]) == ModeFollower })
 	sharesClasses(t, e)
+
+	// The whole ensemble crashed and restarted together: every server's
+	// process starts before any has booted (a restart that held the fault
+	// lock through its server's boot started the next one only once it
+	// listened), and they elect a leader again.
+	for i := range servers {
+		if err := e.Kill(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restarted := make(chan error, len(servers))
+	for i := range servers {
+		go func() { restarted <- e.Restart(ctx, i) }()
+	}
+	polltest.Until(t, 30*time.Second, "every server's process to start", func() bool { return len(e.Pids()) == len(servers) })
+	for _, s := range servers {
+		if ok, err := e.listening(s); ok || err != nil {
+			t.Errorf("%s listened (%v) before every server's process had started: the restarts took turns", s.Name, err)
+		}
+	}
+	for range servers {
+		if err := <-restarted; err != nil {
+			t.Fatal(err)
+		}
+	}
+	polltest.Until(t, 30*time.Second, "a leader after the ensemble's restart", func() bool { _, ok := e.leader(ctx); return ok })
 
 	pids := e.Pids()
 	if err := e.Close(); err != nil {

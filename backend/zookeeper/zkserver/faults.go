@@ -77,17 +77,24 @@ func (e *Ensemble) Running(i int) bool {
 // Restart starts killed server i again from its data, and returns once it
 // answers on its client port and listens on its election port (serving or
 // not: it rejoins the ensemble by itself, from its transaction log, once
-// it reaches a quorum).
+// it reaches a quorum). It holds the fault lock only to start the process,
+// not through the JVM's boot: servers restarted together (an outage of the
+// whole ensemble) boot together, as etcd's members do. Held through the
+// boot, each server of the outage opening started only once the one before
+// listened: the whole ensemble's restart took 2.5-23 s at a load of 15-57
+// (1.7-11 s booting together).
 func (e *Ensemble) Restart(ctx context.Context, i int) error {
 	s, unlock, err := e.fault(i)
 	if err != nil {
 		return err
 	}
-	defer unlock()
 	if s.Pid() != 0 {
+		unlock()
 		return fmt.Errorf("zkserver: %s is running", s.Name)
 	}
-	if err := e.startProcess(s); err != nil {
+	err = e.startProcess(s)
+	unlock()
+	if err != nil {
 		return err
 	}
 	w := serverkit.Wait{Every: 25 * time.Millisecond, What: "zkserver: waiting for " + s.Name + " to restart",
