@@ -180,3 +180,32 @@ func TestAimSeesSectionsBegunWhileItWasLate(t *testing.T) {
 		t.Errorf("aimed at %q (%v), want c2, which began its section while the poller was late", h, ok)
 	}
 }
+
+// A script's strike at a grant (param on=grant) waits for the run's first
+// grant as long as the fault can still strike, not only freshGrantWait: a
+// loaded machine's first grant came late, and the fallback struck a
+// waiter. One that finds no holder by then falls back, saying it missed.
+func TestStrikeAtGrantWaitsForTheFirstGrant(t *testing.T) {
+	t.Parallel()
+	fc := &fakeClients{names: []string{"c0", "c1"}, waiter: "c0"}
+	env := &Env{Clients: fc}
+	e := Entry{Fault: LostReplyAcquire, Target: TargetHolder, Fallback: "c0", Params: map[string]string{"on": "grant"}}
+	time.AfterFunc(freshGrantWait+300*time.Millisecond, func() {
+		fc.mu.Lock()
+		fc.holder = "c1"
+		fc.mu.Unlock()
+	})
+	params := map[string]string{}
+	if h, err := env.findClient(context.Background(), e, params, false); err != nil || h != "c1" || params["missed"] != "" {
+		t.Fatalf("a grant %v late: got %q, %v, params %v; want c1, not missed", freshGrantWait+300*time.Millisecond, h, err, params)
+	}
+
+	fc.mu.Lock()
+	fc.holder = ""
+	fc.mu.Unlock()
+	env.aimBy = time.Now().Add(freshGrantWait + 100*time.Millisecond)
+	params = map[string]string{}
+	if h, err := env.findClient(context.Background(), e, params, false); err != nil || h != "c0" || params["resolved"] != "fallback" || params["missed"] == "" {
+		t.Fatalf("no grant by the fault's last moment: got %q, %v, params %v; want the fallback c0, missed", h, err, params)
+	}
+}

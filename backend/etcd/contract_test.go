@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -27,14 +28,22 @@ func TestContractMutexPausedHolder(t *testing.T) {
 	// only under a fault the history shows.
 	fault := &histories.Value{Fault: "pause-client", Targets: []string{paused}}
 	e.rec.Record(histories.Op{Type: histories.Info, F: "start", Process: histories.Nemesis, Value: fault})
-	// 2.5 TTLs: the server may expire a lease some time after its TTL (a
-	// new leader extends every lease).
+	// Paused until another client is granted the lock: the server may
+	// expire the lease some time after its TTL (a new leader extends
+	// every lease), and a waiter whose acquire gave up meanwhile queues
+	// again.
 	if err := e.wl.Pause(paused, 5*time.Second, true); err != nil {
 		t.Fatal(err)
 	}
+	e.waitPaused(paused)
+	ops, _ := e.rec.Snapshot()
+	e.pausedUntil(paused, len(ops), "another client's grant", func(op histories.Op) bool {
+		return op.Type == histories.OK && op.F == histories.Acquire && op.Process != first.Process
+	})
 	e.waitOverlap(15 * time.Second)
 	e.rec.Record(histories.Op{Type: histories.Info, F: "stop", Process: histories.Nemesis, Value: fault})
-	_, ops := e.finish()
+	_, ops = e.finish()
+	t.Logf("%d leaders elected", elections(filepath.Dir(e.path)))
 	r := results(ops)["contract"]
 	if r.Verdict != checker.Valid {
 		t.Fatalf("contract %s, want valid:\n%s", r.Verdict, r.Explanation)

@@ -1,7 +1,9 @@
 package etcd
 
 import (
+	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -39,7 +41,7 @@ func setup(t *testing.T, mode resource.Mode, cfg workload.Config) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dir := t.TempDir()
+	dir := keptDir(t)
 	cl, err := cluster.Start(ctx, cluster.Config{LogDir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +71,35 @@ func setup(t *testing.T, mode resource.Mode, cfg workload.Config) *env {
 	}
 	t.Cleanup(func() { e.wl.Close() })
 	return e
+}
+
+// keptDir is the test's directory (the members' logs, the history),
+// kept when the test fails and said in its log with the leaders the
+// members elected: each new leader extends every lease by its TTL.
+func keptDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "etcd-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(dir)
+			return
+		}
+		t.Logf("the members' logs and the history are kept in %s; %d leaders elected", dir, elections(dir))
+	})
+	return dir
+}
+
+// elections counts the leaders elected in the members' logs in dir.
+func elections(dir string) int {
+	logs, _ := filepath.Glob(filepath.Join(dir, "etcd-*.log"))
+	n := 0
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		n += bytes.Count(b, []byte("became leader at term"))
+	}
+	return n
 }
 
 func (e *env) start() {

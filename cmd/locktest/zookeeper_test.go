@@ -181,7 +181,9 @@ func testZooKeeperSessionExpiry(t *testing.T) {
 // never granted, owned by its live session, which stalls the queue until
 // that session ends (liveness invalid); zk-lock finds its znode again by
 // its protected name and leaves none behind (liveness valid). Each is what
-// the scenario expects of its recipe: exit 0.
+// the scenario expects of its recipe: exit 0. A run whose fault found no
+// holder to strike says it did not stage the ghost (exit 2), and is
+// skipped.
 func testZooKeeperGhostNode(t *testing.T) {
 	zkserver.ForTest(t)
 	for _, c := range []struct {
@@ -192,6 +194,12 @@ func testZooKeeperGhostNode(t *testing.T) {
 			t.Parallel()
 			out := t.TempDir()
 			code, stdout, stderr := cliRun(t, "scenario", "run", "zk-ghost-node", "--recipe", c.recipe, "--seed", "1", "--out", out)
+			if code == 2 && c.ghost && strings.Contains(stdout, "did not stage") {
+				// No client held the lock while the fault could strike
+				// (a loaded machine's first grant came seconds late):
+				// unknown, said so; the ghost is demanded of a staged run.
+				t.Skipf("not staged: %s", stdout)
+			}
 			if code != 0 {
 				t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}

@@ -243,8 +243,8 @@ type GroupState struct {
 	// Ticks sums the CPU time (clock ticks: user and system, their own
 	// and their reaped children's) of its live processes.
 	Ticks uint64
-	// Running says whether one of them is running (not asleep, not
-	// stopped).
+	// Running says whether one of them is running or waits to run (a
+	// thread of it not asleep, not stopped).
 	Running bool
 	// Pids are its live processes, in /proc's order.
 	Pids []int
@@ -282,9 +282,37 @@ func (g *GroupState) add(pid int, f [][]byte) {
 		v, _ := strconv.ParseUint(string(f[i]), 10, 64)
 		g.Ticks += v
 	}
-	if s := f[0][0]; s != 'S' && s != 'T' && s != 't' && s != 'I' {
+	if busy(f[0][0]) || threadBusy(pid) {
 		g.Running = true
 	}
+}
+
+// busy says whether a state letter is a task's that runs or waits to run
+// (R), or waits on the disk (D): not asleep, not stopped.
+func busy(state byte) bool {
+	return state != 'S' && state != 'T' && state != 't' && state != 'I'
+}
+
+// threadBusy says whether a thread of process pid is busy. A process's own
+// state is its first thread's, which in a JVM only waits for the thread
+// that runs main: the JVM starting on a loaded machine, its threads
+// runnable but not run (no CPU time spent for seconds), looked idle.
+func threadBusy(pid int) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(dir + e.Name() + "/stat")
+		if err != nil {
+			continue // exited since the listing
+		}
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && busy(b[i+2]) {
+			return true
+		}
+	}
+	return false
 }
 
 // Descendants is Group for the members of group pgid that descend from

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bufio"
 	"errors"
 	"net"
 	"os"
@@ -239,5 +240,50 @@ func TestDescendants(t *testing.T) {
 		if !slices.Contains(all.Pids, q) {
 			t.Errorf("Descendants lists %d, which Group (%v) does not", q, all.Pids)
 		}
+	}
+}
+
+// A process is busy while any of its threads is, though its first thread
+// sleeps (a JVM's waits for the thread that runs main): on a loaded
+// machine such a thread may wait to run for seconds, spending no CPU
+// time, and only its state says it is not idle.
+func TestGroupSeesABusyThread(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not on PATH: the process with threads is a Python one")
+	}
+	for _, c := range []struct {
+		work string
+		busy bool
+	}{{"while True: pass", true}, {"time.sleep(60)", false}} {
+		script := "import threading, time\n" +
+			"threading.Thread(target=lambda: exec(" + strconv.Quote(c.work) + "), daemon=True).start()\n" +
+			"print('up', flush=True)\n" +
+			"time.sleep(60)\n"
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Start(Spec{Path: py, Args: []string{"-c", script}, Stdout: w})
+		w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if up, err := bufio.NewReader(r).ReadString('\n'); up != "up\n" {
+			t.Fatalf("python3: want up, got %q, %v", up, err)
+		}
+		r.Close()
+		// Its first thread asleep in time.sleep, the other busy or not.
+		polltest.Until(t, 10*time.Second, "the first thread asleep", func() bool {
+			s, err := State(p.Pid())
+			return err == nil && s == 'S'
+		})
+		if g := Group(p.Pid()); g.Running != c.busy {
+			t.Errorf("a thread doing %q: Group(%d).Running = %v, want %v", c.work, p.Pid(), g.Running, c.busy)
+		}
+		if g, ok := Descendants(p.Pid()); ok && g.Running != c.busy {
+			t.Errorf("a thread doing %q: Descendants(%d).Running = %v, want %v", c.work, p.Pid(), g.Running, c.busy)
+		}
+		p.Kill()
 	}
 }

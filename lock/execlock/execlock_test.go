@@ -106,6 +106,10 @@ func run(t *testing.T, backend string, command []string, opts ...func(*runOption
 	return res
 }
 
+// startWait bounds the wait for a run's clients to be up: a fail-safe
+// against one that never settles, not a measure of its start.
+const startWait = time.Minute
+
 func tryRun(t *testing.T, backend string, command []string, opts ...func(*runOptions)) (*harness.Results, string, error) {
 	t.Helper()
 	switch backend {
@@ -119,7 +123,13 @@ func tryRun(t *testing.T, backend string, command []string, opts ...func(*runOpt
 		f(&o)
 	}
 	cfg := workload.DefaultConfig()
-	cfg.Recipe = execlock.New(command...)
+	r := execlock.New(command...)
+	// The run's clock starts once every client is up, however long a
+	// loaded machine takes to start it: not after the protocol's 10 s,
+	// which a dozen JVMs starting at once at load 40 outlast (each ~0.7 s
+	// of CPU), and whose first acquires then ate the run's few seconds.
+	r.StartWindow = startWait
+	cfg.Recipe = r
 	cfg.Clients = o.clients
 	cfg.Seed = o.seed
 	cfg.SlowShare = o.slow
@@ -128,6 +138,7 @@ func tryRun(t *testing.T, backend string, command []string, opts ...func(*runOpt
 	}
 	var log logBuffer
 	var sys be.Options
+	dir := keptDir(t)
 	switch {
 	case backend == "zookeeper":
 		sys = &sharedEnsemble{}
@@ -140,7 +151,7 @@ func tryRun(t *testing.T, backend string, command []string, opts ...func(*runOpt
 	}
 	res, err := harness.Run(context.Background(), harness.Options{
 		Backends: registry.Backends(),
-		Dir:      t.TempDir(),
+		Dir:      dir,
 		System:   sys,
 		Backend:  backend,
 		Workload: cfg,
@@ -153,6 +164,23 @@ func tryRun(t *testing.T, backend string, command []string, opts ...func(*runOpt
 		LivenessBound: o.bound,
 	})
 	return res, log.String(), err
+}
+
+// keptDir is a run directory that outlives a failed test, said in its
+// log: the run's history and its clients' logs tell why.
+func keptDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "execlock-run-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the run's directory is kept: %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
 }
 
 func verdicts(res *harness.Results) map[string]checker.Verdict {
