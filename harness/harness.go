@@ -161,7 +161,7 @@ func (p *Plan) Run(ctx context.Context) (*Results, error) {
 		return nil, errors.New("harness: Options.Dir is required")
 	}
 	p.sweepBeside()
-	history := filepath.Join(p.Dir, "history.jsonl")
+	history := filepath.Join(p.Dir, historyName)
 	st, runErr := execute(ctx, p, history)
 	interrupted := ctx.Err() != nil
 	if _, err := os.Stat(history); runErr != nil && err != nil {
@@ -238,7 +238,7 @@ func execute(ctx context.Context, p *Plan, history string) (*runStats, error) {
 	o := &p.Options
 	st := &runStats{}
 	began := time.Now()
-	logs := filepath.Join(o.Dir, "logs")
+	logs := filepath.Join(o.Dir, logsDir)
 	sut, err := p.system.Start(ctx, o.Dir, logs, o.logf)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -37,6 +38,38 @@ func NewRunDir(out string, seed int64) (string, error) {
 		}
 		dir = fmt.Sprintf("%s.%d", base, i)
 	}
+}
+
+// Discard removes the directory (from NewRunDir) of a run that ended in an
+// error, unless it recorded a history, which stays to be checked. It keeps
+// the servers' logs when one of them says anything: the error may point at
+// them. It returns the logs' directory when kept so.
+func Discard(dir string) (logs string) {
+	if _, err := os.Stat(filepath.Join(dir, historyName)); err == nil {
+		return ""
+	}
+	logs = filepath.Join(dir, logsDir)
+	said := false
+	filepath.WalkDir(logs, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil && fi.Size() > 0 {
+				said = true
+				return fs.SkipAll
+			}
+		}
+		return nil
+	})
+	if !said {
+		os.RemoveAll(dir)
+		return ""
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.Name() != logsDir {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+	return logs
 }
 
 // sweepBeside removes the scratch directories (the members' data, the Redis
@@ -123,6 +156,13 @@ func memberHashes(ctx context.Context, sys system.System) []checker.MemberHash {
 // resourceLogName is the resource's log of accepted writes in a run
 // directory.
 const resourceLogName = "resource-log.jsonl"
+
+// logsDir holds the servers' own logs in a run directory, historyName its
+// history.
+const (
+	logsDir     = "logs"
+	historyName = "history.jsonl"
+)
 
 // markApplied reads the resource's log at path, if there is one, and tells
 // h which writes of unknown outcome the resource accepted.

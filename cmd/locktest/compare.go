@@ -124,6 +124,7 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 		}
 		res, err := o.Run(ctx)
 		if err != nil {
+			harness.Discard(o.Dir)
 			return exitUnknown, fmt.Errorf("%s with %s: %w", configs[i].recipe, configs[i].mode, err)
 		}
 		writeReport(io.Discard, filepath.Join(o.Dir, "report.html"), res)

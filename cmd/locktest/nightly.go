@@ -288,6 +288,7 @@ func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRu
 	defer stop()
 	res, err := plan.Run(ctx)
 	if err != nil {
+		harness.Discard(plan.Dir)
 		return nightlyRun{}, err
 	}
 	writeReport(io.Discard, filepath.Join(plan.Dir, "report.html"), res)

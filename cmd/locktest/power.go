@@ -292,6 +292,7 @@ func powerCmd(args []string, stdout io.Writer) (int, error) {
 			}
 			res, err := p.Run(ctx)
 			if err != nil {
+				harness.Discard(p.Dir)
 				fmt.Fprintf(stdout, "%s seed %d: %s\n", t.Recipe, p.Workload.Seed, words.OneLine(err))
 				code = exitUnknown
 				continue

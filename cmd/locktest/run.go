@@ -308,9 +308,12 @@ func runOne(p *harness.Plan, rf *runFlags, lf *liveFlags, stdout io.Writer) (int
 	defer stop()
 	res, err := p.Run(ctx)
 	if err != nil {
-		// Nothing was recorded: leave no empty run directory behind.
+		// Nothing was recorded: leave no run directory behind, but for
+		// the servers' logs the error may point at.
 		l.close()
-		os.RemoveAll(p.Dir)
+		if logs := harness.Discard(p.Dir); logs != "" {
+			fmt.Fprintf(stdout, "servers' logs kept in %s\n", relPath(logs))
+		}
 		return exitUnknown, err
 	}
 	printSummary(stdout, res)

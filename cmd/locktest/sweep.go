@@ -80,6 +80,7 @@ func sweepCmd(args []string, stdout io.Writer) (int, error) {
 		}
 		res, err := p.Run(ctx)
 		if err != nil {
+			harness.Discard(p.Dir)
 			return exitUnknown, fmt.Errorf("seed %d: %w", p.Workload.Seed, err)
 		}
 		writeReport(io.Discard, filepath.Join(p.Dir, "report.html"), res)

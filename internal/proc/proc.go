@@ -71,7 +71,17 @@ var spawner = sync.OnceValue(func() chan<- func() {
 
 // Start starts the process described by s.
 func Start(s Spec) (*Process, error) {
-	cmd := exec.Command(s.Path, s.Args...)
+	path := s.Path
+	if s.Dir != "" && strings.ContainsRune(path, filepath.Separator) && !filepath.IsAbs(path) {
+		// A relative path the user gave (--redis-bin ./redis-server) is
+		// theirs, from locktest's directory; exec would look in Dir.
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, fmt.Errorf("starting %s: %w", path, err)
+		}
+		path = abs
+	}
+	cmd := exec.Command(path, s.Args...)
 	cmd.Dir = s.Dir
 	cmd.Env = append(environ(s.Unset), s.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

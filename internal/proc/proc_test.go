@@ -73,6 +73,29 @@ func TestStartMissing(t *testing.T) {
 	}
 }
 
+// TestStartRelativePath starts a program by a path relative to the test's
+// directory in another Dir: the path is the caller's, not Dir's.
+func TestStartRelativePath(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.WriteFile("prog", []byte("#!/bin/sh\necho ran in \"$(pwd)\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	log := filepath.Join(dir, "out.log")
+	p, err := Start(Spec{Path: "./prog", Dir: dir, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(log)
+	if got, want := strings.TrimSpace(string(b)), "ran in "+dir; got != want {
+		t.Fatalf("program said %q, want %q", got, want)
+	}
+}
+
 // TestChildDiesWithParent kills a parent (this test binary run again) with
 // SIGKILL and checks that the child it started is gone.
 func TestChildDiesWithParent(t *testing.T) {
