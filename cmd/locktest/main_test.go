@@ -31,8 +31,8 @@ import (
 // TestMain lets a test run locktest itself in a process of its own: with
 // LOCKTEST_CLI_ARGS set (arguments separated by spaces), the test binary is
 // locktest with those arguments (on the fake backend with
-// LOCKTEST_CLI_FAKE set: onFakeBackend's, for a child). Otherwise it gives the tests a temporary
-// directory of their own. Every
+// LOCKTEST_CLI_FAKE set: onFakeBackend, for a child). Otherwise it gives
+// the tests a temporary directory of their own. Every
 // locktest command first sweeps the temporary directory for what killed
 // runs left there and says so on stderr; the machine's shared one holds
 // what other processes leave (other suites, other engineers' runs), which
