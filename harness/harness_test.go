@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/internal/fakebackend"
 	"github.com/locktest/locktest/lock"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/scenario"
@@ -26,8 +27,8 @@ func TestRunErrorIsCheckedAndRecorded(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cfg := workload.DefaultConfig()
-	cfg.Recipe = memMutex()
-	o := Options{Backends: fakeBackends, Dir: dir, Workload: cfg, Time: time.Second,
+	cfg.Recipe = fakebackend.MemMutex()
+	o := Options{Backends: fakebackend.Set, Dir: dir, Workload: cfg, Time: time.Second,
 		Nemesis:  nemesis.Config{HealTimeout: 50 * time.Millisecond},
 		Schedule: &nemesis.Schedule{Members: 3, Entries: []nemesis.Entry{{Fault: nemesis.PauseClient, Target: "c0", Duration: 3 * time.Second}}}}
 	res, err := Run(context.Background(), o)
@@ -85,7 +86,7 @@ func TestDeadLocksFailLiveness(t *testing.T) {
 			cfg := workload.DefaultConfig()
 			cfg.Clients, cfg.OpTimeout = 2, time.Second
 			cfg.Recipe = lock.RecipeFunc(name, newLocker)
-			res, err := Run(context.Background(), Options{Backends: fakeBackends, Dir: t.TempDir(), Workload: cfg, Time: 3 * time.Second, LivenessBound: 2 * time.Second, Required: checker.Names()})
+			res, err := Run(context.Background(), Options{Backends: fakebackend.Set, Dir: t.TempDir(), Workload: cfg, Time: 3 * time.Second, LivenessBound: 2 * time.Second, Required: checker.Names()})
 			if err != nil {
 				t.Fatal(err)
 			}

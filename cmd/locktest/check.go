@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 )
@@ -54,7 +53,7 @@ func checkCmd(args []string, stdout io.Writer) (int, error) {
 	}
 
 	earlier := earlierResults(out)
-	co := harness.CheckOptions{Backends: registry.Backends(), VisualizationDir: dir, Timeout: *timeout, Required: required, LivenessBound: *bound}
+	co := harness.CheckOptions{Backends: backendSet, VisualizationDir: dir, Timeout: *timeout, Required: required, LivenessBound: *bound}
 	if earlier != nil {
 		co.Hashes = earlier.Hashes
 	}

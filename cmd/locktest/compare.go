@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/words"
@@ -67,7 +66,7 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 	for _, c := range clients {
 		for _, r := range recipes {
 			bs := backends
-			if _, _, builtin := registry.Backends().Builtin(r); builtin {
+			if _, _, builtin := backendSet.Builtin(r); builtin {
 				bs = []string{""} // a built-in runs on its own
 			}
 			for _, b := range bs {

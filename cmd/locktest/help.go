@@ -6,8 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-
-	"github.com/locktest/locktest/backend/registry"
 )
 
 // A command's --help: its synopsis, the flags a newcomer reaches for first,
@@ -147,8 +145,8 @@ func runFlagNames() []string {
 
 // backendFlags are the backends' names and the flags of each.
 func backendFlags() (names []string, flags [][]string) {
-	f := registry.Backends().AddFlags(flag.NewFlagSet("", flag.ContinueOnError))
-	for _, b := range registry.Backends().All() {
+	f := backendSet.AddFlags(flag.NewFlagSet("", flag.ContinueOnError))
+	for _, b := range backendSet.All() {
 		names = append(names, b.Name)
 		flags = append(flags, f.Names(b.Name))
 	}

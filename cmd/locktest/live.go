@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/report"
 )
 
@@ -47,7 +46,7 @@ func listen(addr string, public bool) (net.Listener, error) {
 // runsServer serves the runs under root read-only (nothing outside root),
 // each run's live page with them: serve's server and --live's.
 func runsServer(root *os.Root) *http.Server {
-	return &http.Server{Handler: readOnly(report.Live(root, http.FileServerFS(inside{root.FS()}), registry.Backends())), ReadHeaderTimeout: 10 * time.Second}
+	return &http.Server{Handler: readOnly(report.Live(root, http.FileServerFS(inside{root.FS()}), backendSet)), ReadHeaderTimeout: 10 * time.Second}
 }
 
 // live is a run's live page, being served.

@@ -53,13 +53,20 @@ Exit status: 0 valid, 1 a required check found a violation, 2 unknown or an erro
 run's is its expectations': 0 when every verdict is the one it expects, harm included.
 `
 
+// backendSet is the backends every command runs, documents and judges
+// histories by: locktest's own. It is the one place they take them from,
+// so that a test of the CLI's own logic (flags, printing, bookkeeping)
+// can give them a backend in memory instead of real servers
+// (onFakeBackend, in the tests).
+var backendSet = registry.Backends()
+
 // commands are locktest's commands, for the nearest to a mistyped one.
 var commands = []string{"run", "check", "scenario", "nightly", "shrink", "sweep", "power", "compare", "report", "serve", "docs", "version", "help"}
 
 // backendNames are the registered backends' names, as a phrase: "etcd, redis and zookeeper".
 func backendNames() string {
 	var names []string
-	for _, b := range registry.Backends().All() {
+	for _, b := range backendSet.All() {
 		names = append(names, b.Name)
 	}
 	if len(names) < 2 {

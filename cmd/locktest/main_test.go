@@ -21,6 +21,7 @@ import (
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/browsertest"
+	"github.com/locktest/locktest/internal/fakebackend"
 	"github.com/locktest/locktest/internal/partest"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/scenario"
@@ -29,8 +30,9 @@ import (
 
 // TestMain lets a test run locktest itself in a process of its own: with
 // LOCKTEST_CLI_ARGS set (arguments separated by spaces), the test binary is
-// locktest with those arguments. Otherwise it gives the tests a temporary
-// directory of their own. Every
+// locktest with those arguments (on the fake backend with
+// LOCKTEST_CLI_FAKE set: onFakeBackend, for a child). Otherwise it gives
+// the tests a temporary directory of their own. Every
 // locktest command first sweeps the temporary directory for what killed
 // runs left there and says so on stderr; the machine's shared one holds
 // what other processes leave (other suites, other engineers' runs), which
@@ -38,6 +40,9 @@ import (
 // (the test binary run again as locktest) keeps the TMPDIR its test gave it.
 func TestMain(m *testing.M) {
 	if args := os.Getenv("LOCKTEST_CLI_ARGS"); args != "" {
+		if os.Getenv("LOCKTEST_CLI_FAKE") != "" {
+			backendSet = fakebackend.Set
+		}
 		os.Exit(mainArgs(strings.Fields(args), os.Stdout, os.Stderr))
 	}
 	const mark = "LOCKTEST_CMD_TESTS_TMPDIR"

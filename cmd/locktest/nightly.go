@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/words"
@@ -45,7 +44,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	junitPath := fs.String("junit", "", "write JUnit XML here")
 	summaryPath := fs.String("summary", "", "write a Markdown summary here")
 	keep := fs.String("keep", "failures", "run directories to keep: failures or all")
-	recipeList := fs.String("recipes", registry.Backends().Default().Recipes[0].Name, "comma list of lock recipes (an "+execlock.Prefix+" recipe runs on --backend; its command cannot hold a comma)")
+	recipeList := fs.String("recipes", backendSet.Default().Recipes[0].Name, "comma list of lock recipes (an "+execlock.Prefix+" recipe runs on --backend; its command cannot hold a comma)")
 	if err := parseFlags(fs, args); err != nil {
 		return exitUnknown, err
 	}
@@ -67,11 +66,11 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			}
 			continue
 		}
-		if _, _, ok := registry.Backends().Builtin(r); !ok {
-			return exitUnknown, fmt.Errorf("--recipes: unknown lock recipe %q (want one of %v, or %sCOMMAND ARGS…)", r, registry.Backends().RecipeNames(), execlock.Prefix)
+		if _, _, ok := backendSet.Builtin(r); !ok {
+			return exitUnknown, fmt.Errorf("--recipes: unknown lock recipe %q (want one of %v, or %sCOMMAND ARGS…)", r, backendSet.RecipeNames(), execlock.Prefix)
 		}
 	}
-	if _, err := registry.Backends().For("", *rf.backend); err != nil {
+	if _, err := backendSet.For("", *rf.backend); err != nil {
 		return exitUnknown, err
 	}
 	// Every worker must draw the same plan: the seed is the date unless given.
@@ -82,7 +81,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		seed, _ = strconv.ParseInt(time.Now().UTC().Format("20060102"), 10, 64)
 	}
 	cheapest := runCost(*rf.runTime, *rf.quiet, *rf.opTimeout)
-	for _, sc := range registry.Backends().Catalog() {
+	for _, sc := range backendSet.Catalog() {
 		if c := scenarioCost(sc, given); c < cheapest {
 			cheapest = c
 		}
@@ -145,7 +144,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		}
 		cost := randomCost
 		if p.Scenario != "" {
-			sc, _ := registry.Backends().Catalog().Lookup(p.Scenario)
+			sc, _ := backendSet.Catalog().Lookup(p.Scenario)
 			if err := missing(sc.Settings(), p.Recipe, given["backend"]); err != nil {
 				fmt.Fprintf(stderr, "skipped %s: %v\n", p.name(), err)
 				continue
@@ -356,7 +355,7 @@ func nightlyOptions(p planned, given map[string]string) (*harness.Plan, string, 
 	if p.Scenario != "" {
 		// The scenario's settings come typed, under the flags set here
 		// (play, stage).
-		sc, _ = registry.Backends().Catalog().Lookup(p.Scenario)
+		sc, _ = backendSet.Catalog().Lookup(p.Scenario)
 		settings = nil
 	}
 	var setErr error
@@ -374,7 +373,7 @@ func nightlyOptions(p planned, given map[string]string) (*harness.Plan, string, 
 		}
 	}
 	set("recipe", p.Recipe)
-	if _, _, builtin := registry.Backends().Builtin(p.Recipe); builtin {
+	if _, _, builtin := backendSet.Builtin(p.Recipe); builtin {
 		set("backend", "") // --backend is for the others
 	}
 	set("resource", p.Resource)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/resource"
 )
 
@@ -58,20 +57,20 @@ func (p planned) name() string {
 func nightlyPlan(recipes []string, backend string, seed int64, randomRuns int) []planned {
 	var out []planned
 	backendOf := func(r string) string {
-		b, err := registry.Backends().For(r, backend)
-		if _, _, builtin := registry.Backends().Builtin(r); builtin || err != nil {
-			return registry.Backends().Of(r).Name
+		b, err := backendSet.For(r, backend)
+		if _, _, builtin := backendSet.Builtin(r); builtin || err != nil {
+			return backendSet.Of(r).Name
 		}
 		return b.Name
 	}
-	for _, sc := range registry.Backends().Catalog() {
+	for _, sc := range backendSet.Catalog() {
 		rs := recipes
 		if r := sc.Recipes(); len(r) > 0 {
 			rs = r // the scenario is about that recipe (and its fix)
 		} else if sc.Backend != "" {
 			rs = slices.DeleteFunc(slices.Clone(recipes), func(r string) bool { return backendOf(r) != sc.Backend })
 			if len(rs) == 0 {
-				b, _ := registry.Backends().Named(sc.Backend)
+				b, _ := backendSet.Named(sc.Backend)
 				rs = []string{b.Recipes[0].Name}
 			}
 		}

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/words"
@@ -115,7 +114,7 @@ func failing(expect map[string]string) string {
 // brokenRecipes are the built-in recipes broken on purpose.
 func brokenRecipes() []string {
 	var out []string
-	for _, b := range registry.Backends().All() {
+	for _, b := range backendSet.All() {
 		for _, r := range b.Recipes {
 			if r.Broken {
 				out = append(out, r.Name)
@@ -227,7 +226,7 @@ func powerCmd(args []string, stdout io.Writer) (int, error) {
 	if !rf.set("time") {
 		*rf.runTime = 30 * time.Second
 	}
-	targets := powerTargets(registry.Backends().Catalog(), brokenRecipes())
+	targets := powerTargets(backendSet.Catalog(), brokenRecipes())
 	if *only != "" {
 		var keep []powerTarget
 		for _, r := range splitList(*only) {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/backend"
-	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/histories"
@@ -89,7 +88,7 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		runTime:      fs.Duration("time", defaultTime, "how long clients contend under faults; then faults are healed and a quiet period follows"),
 		seed:         fs.Int64("seed", 0, "seed for every random choice (default: drawn from the clock, and printed)"),
 		out:          fs.String("out", "runs", "directory under which each run's directory is created"),
-		mode:         fs.String("resource", string(resource.Fenced), "protected resource: "+registry.Backends().ResourceHelp()),
+		mode:         fs.String("resource", string(resource.Fenced), "protected resource: "+backendSet.ResourceHelp()),
 		require:      fs.String("require", harness.RequireData, "checks whose failure makes the exit status 1: a comma list of "+strings.Join(checker.Names(), ", ")+", all, or "+harness.RequireData+" (resource, and invariant unless it is unknown)"),
 		guard:        fs.String("guard", workload.GuardNone, "what a holder checks just before writing: none, session (its session is alive) or clock (its lease has time left on its own clock)"),
 		ttl:          fs.Int("ttl", def.TTL, "session lease TTL in seconds"),
@@ -107,14 +106,14 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		steer:        fs.String("steer", "", "cells (lock state × fault, a comma list of STATE×FAULT or STATE/FAULT) that the schedule's first faults are drawn to strike, in order: how nightly steers a random run toward cells not yet struck"),
 		checkTimeout: fs.Duration("check-timeout", time.Minute, "time limit for each check; a check that hits it is unknown"),
 		bound:        fs.Duration("liveness-bound", harness.DefaultLivenessBound, livenessBoundUsage),
-		recipe: fs.String("recipe", registry.Backends().Default().Recipes[0].Name, "lock recipe under test: "+strings.Join(registry.Backends().RecipeNames(), ", ")+
+		recipe: fs.String("recipe", backendSet.Default().Recipes[0].Name, "lock recipe under test: "+strings.Join(backendSet.RecipeNames(), ", ")+
 			", or "+execlock.Prefix+"'COMMAND ARGS…': a lock in a process of its own, started for each client, speaking locktest's lock-client protocol (lock/execlock/README.md)"),
-		backend: fs.String("backend", "", "backend (lock service) of a recipe that is not a built-in ("+execlock.Prefix+"…): "+strings.Join(registry.Backends().Names(), ", ")+
-			" (default "+registry.Backends().Default().Name+"); a built-in recipe runs on its own"),
+		backend: fs.String("backend", "", "backend (lock service) of a recipe that is not a built-in ("+execlock.Prefix+"…): "+strings.Join(backendSet.Names(), ", ")+
+			" (default "+backendSet.Default().Name+"); a built-in recipe runs on its own"),
 		execClock: fs.String("exec-clock", "auto", "with an "+execlock.Prefix+" recipe, how clock faults reach the client's clock: auto (libfaketime where the runtime honours it: Node, Java), libfaketime (always) or none (clock faults refused)"),
 		work:      fs.String("workload", histories.WorkloadCounter, "critical section: counter (read, write value+1) or stock (sell one of --items if any is left)"),
 		items:     fs.Int("items", workload.DefaultItems, "initial stock per key of the stock workload"),
-		backends:  registry.Backends().AddFlags(fs),
+		backends:  backendSet.AddFlags(fs),
 	}
 }
 
@@ -148,7 +147,7 @@ func (f *runFlags) options() (harness.Options, error) {
 	}
 	wc.Locks = lockNames(*f.locks)
 	wc.Workload, wc.Items = *f.work, *f.items
-	b, err := registry.Backends().For(*f.recipe, *f.backend)
+	b, err := backendSet.For(*f.recipe, *f.backend)
 	if err != nil {
 		return harness.Options{}, err
 	}
@@ -160,7 +159,7 @@ func (f *runFlags) options() (harness.Options, error) {
 		return harness.Options{}, fmt.Errorf("--recipe: %w", err)
 	}
 	o := harness.Options{
-		Backends: registry.Backends(), System: system, Backend: b.Name, Workload: wc, Time: *f.runTime, Quiet: *f.quiet, CheckTimeout: *f.checkTimeout, LivenessBound: *f.bound,
+		Backends: backendSet, System: system, Backend: b.Name, Workload: wc, Time: *f.runTime, Quiet: *f.quiet, CheckTimeout: *f.checkTimeout, LivenessBound: *f.bound,
 	}
 	if f.set("members") {
 		o.Members = *f.members
@@ -173,7 +172,7 @@ func (f *runFlags) options() (harness.Options, error) {
 	if *f.quiet < 0 {
 		return o, fmt.Errorf("--quiet must not be negative, got %v", *f.quiet)
 	}
-	mode, err := registry.Backends().ParseResource(*f.mode)
+	mode, err := backendSet.ParseResource(*f.mode)
 	if err != nil {
 		return o, fmt.Errorf("--resource: %w", err)
 	}
@@ -209,13 +208,13 @@ func (f *runFlags) options() (harness.Options, error) {
 // make it, or a lock in a process of its own (exec:).
 func (f *runFlags) newRecipe(system backend.Options) (lock.Recipe, error) {
 	if !execlock.IsSpec(*f.recipe) {
-		if _, _, ok := registry.Backends().Builtin(*f.recipe); !ok {
-			return nil, fmt.Errorf("unknown lock recipe %q%s (want one of %s, or %sCOMMAND ARGS…)", *f.recipe, words.DidYouMean(*f.recipe, registry.Backends().RecipeNames()), strings.Join(registry.Backends().RecipeNames(), ", "), execlock.Prefix)
+		if _, _, ok := backendSet.Builtin(*f.recipe); !ok {
+			return nil, fmt.Errorf("unknown lock recipe %q%s (want one of %s, or %sCOMMAND ARGS…)", *f.recipe, words.DidYouMean(*f.recipe, backendSet.RecipeNames()), strings.Join(backendSet.RecipeNames(), ", "), execlock.Prefix)
 		}
 		if f.set("exec-clock") && !f.lenient {
 			return nil, fmt.Errorf("--exec-clock is for %s recipes, not %s", execlock.Prefix, *f.recipe)
 		}
-		return registry.Backends().NewRecipe(*f.recipe, system)
+		return backendSet.NewRecipe(*f.recipe, system)
 	}
 	r, err := execlock.Parse(*f.recipe)
 	if err != nil {

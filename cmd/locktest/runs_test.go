@@ -32,7 +32,6 @@ func TestRuns(t *testing.T) {
 			{"RunExternal", testRunExternal},
 			{"StoppedProcessRun", testStoppedProcessRun},
 			{"KilledRuns", testKilledRuns},
-			{"RunLive", testRunLive},
 			// Redis
 			{"RunRedisDel", testRunRedisDel},
 			{"RunRedisSetNXFenced", testRunRedisSetNXFenced},
@@ -47,6 +46,9 @@ func TestRuns(t *testing.T) {
 			{"ZooKeeperGhostNode", testZooKeeperGhostNode},
 			{"ZooKeeperSessionExpiry", testZooKeeperSessionExpiry},
 			{"ZooKeeperNoRecheckCaught", testZooKeeperNoRecheckCaught},
+			// The live page, on the fake backend in a child process:
+			// it waits out its scenario's clock.
+			{"RunLive", testRunLive},
 			// A build of locktest, beside the runs' waiting.
 			{"VersionCommit", testVersionCommit},
 			// In a process of its own each: tests that count their

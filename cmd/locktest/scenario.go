@@ -10,7 +10,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/resource"
@@ -24,7 +23,7 @@ const scenarioUsage = `Usage:
 `
 
 func scenarioCmd(args []string, stdout io.Writer) (int, error) {
-	catalog := registry.Backends().Catalog()
+	catalog := backendSet.Catalog()
 	if len(args) == 0 {
 		return exitUnknown, fmt.Errorf("scenario: want list or run NAME (scenarios: %s)", strings.Join(catalog.Names(), ", "))
 	}
@@ -84,7 +83,7 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	// What the scenario needs, as the command line left it.
 	settings := map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) { settings[f.Name] = f.Value.String() })
-	if err := registry.Backends().Missing(settings); err != nil {
+	if err := backendSet.Missing(settings); err != nil {
 		return exitUnknown, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
 	o, err := rf.scenarioOptions(sc)
@@ -184,14 +183,14 @@ func (f *runFlags) stage(o *harness.Options, sc scenario.Scenario) error {
 }
 
 // missing says what this machine lacks to play scenario settings s with
-// recipe on backend ("": the recipe's own), as registry.Missing.
+// recipe on backend ("": the recipe's own), as backend.Set's Missing.
 func missing(s scenario.Settings, recipe, backend string) error {
 	settings := maps.Clone(s.System)
 	if settings == nil {
 		settings = map[string]string{}
 	}
 	settings["recipe"], settings["backend"] = recipe, backend
-	return registry.Backends().Missing(settings)
+	return backendSet.Missing(settings)
 }
 
 // expectations says in a line what sc expects of each resource mode and of

@@ -139,11 +139,10 @@ func TestShrinkEndToEnd(t *testing.T) {
 
 // Bad input gets one line and exit 2, a run with nothing to shrink exit 0,
 // and a schedule whose runs no longer fail is told apart (after replaying
-// it) with nothing left behind.
+// it) with nothing left behind. The CLI's own logic: its runs and replay
+// are on the fake backend (a real shrink: TestShrinkEndToEnd).
 func TestShrinkBadInput(t *testing.T) {
-	if testing.Short() {
-		t.Skip("replays a real run")
-	}
+	onFakeBackend(t)
 	out := t.TempDir()
 	code, stdout, stderr := runMain(t, "run", "--time", "1s", "--quiet", "100ms", "--nemesis", "pause", "--nemesis-interval", "200ms",
 		"--fault-durations", "pause=200ms", "--clients", "2", "--slow-share", "0", "--seed", "3", "--out", out)

@@ -5,7 +5,6 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
 )
 
@@ -18,7 +17,7 @@ func versionCmd(args []string, stdout io.Writer) (int, error) {
 		return exitUnknown, fmt.Errorf("version: unexpected argument %q", fs.Arg(0))
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 1, ' ', 0)
-	for _, c := range harness.BuildVersions(registry.Backends()) {
+	for _, c := range harness.BuildVersions(backendSet) {
 		v := c.Version
 		if v == "" {
 			v = "unknown (not recorded in the build)"

@@ -1,7 +1,15 @@
-package harness
+// Package fakebackend is a backend in memory, for the tests of
+// locktest's own logic (the harness's, the CLI's: a run's error recorded,
+// a dead lock judged, flags, printing, bookkeeping): a system of three
+// members in name only, and no server; the lock under test is in the
+// test's process (MemMutex, its one built-in, or the test's own). What
+// real servers do is the backends' tests' to show, and the end-to-end
+// tests of cmd/locktest run on them. Only tests import it.
+package fakebackend
 
 import (
 	"context"
+	"flag"
 	"sync"
 
 	"github.com/locktest/locktest/backend"
@@ -12,17 +20,21 @@ import (
 	"github.com/locktest/locktest/workload"
 )
 
-// A fake of the backend seam, in memory, for the harness's own logic (a
-// run's error recorded, a dead lock judged): a system of three members in
-// name only, and no server; the lock under test is the test's own Go lock
-// (memMutex, or one that grants nothing). What real servers do is the
-// backends' tests' to show, and TestRunEndToEnd (cmd/locktest) runs the
-// harness end to end on etcd.
-var fakeBackends = backend.NewSet(backend.Backend{
-	Name:     "fake",
-	Terms:    checker.LeaseTerms,
+// Set is the fake backend alone, as the harness and the CLI take their
+// backends.
+var Set = backend.NewSet(Backend)
+
+// Backend is the fake: no flags of its own, no resource kept in its
+// system, no scenario of its own; its one built-in recipe is MemMutex.
+var Backend = backend.Backend{
+	Name:    "fake",
+	Recipes: []lock.Builtin{{Name: "mem-mutex", New: MemMutex, Doc: "a correct lock in the test's memory"}},
+	Terms:   checker.LeaseTerms,
+	Flags: func(*flag.FlagSet) func() (backend.Options, error) {
+		return func() (backend.Options, error) { return fakeOptions{}, nil }
+	},
 	Defaults: func() backend.Options { return fakeOptions{} },
-})
+}
 
 type fakeOptions struct{}
 
@@ -79,9 +91,9 @@ func (fakeObserver) RecordObserved()            {}
 func (fakeObserver) Err() error                 { return nil }
 func (fakeObserver) Close()                     {}
 
-// memMutex is a correct lock in memory: one holder of each lock at a
+// MemMutex is a correct lock in memory: one holder of each lock at a
 // time, each grant's token above the last.
-func memMutex() lock.Recipe {
+func MemMutex() lock.Recipe {
 	m := &memLocks{held: map[string]bool{}, tokens: map[string]int64{}, changed: make(chan struct{})}
 	return lock.RecipeFunc("mem-mutex", func(context.Context, lock.Env) (lock.Locker, error) { return &memLocker{m: m}, nil })
 }
