@@ -237,7 +237,7 @@ func testZooKeeperGhostNode(t *testing.T) {
 				}
 			}
 			if (len(ghosts) > 0) != c.ghost {
-				t.Errorf("%s's znodes never granted and deleted only with its session: %v; want a ghost: %v", struck, ghosts, c.ghost)
+				t.Errorf("%s's znodes never granted and deleted only with its session: %v; want a ghost: %v\nstdout:\n%s", struck, ghosts, c.ghost, stdout)
 			}
 		})
 	}
