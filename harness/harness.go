@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/locktest/locktest/backend"
@@ -201,6 +202,9 @@ func (p *Plan) Run(ctx context.Context) (*Results, error) {
 	var faults []nemesis.Fired
 	if st != nil && st.Nemesis != nil {
 		faults = st.Nemesis.Faults
+	}
+	if p.Scenario != nil && st != nil {
+		faults = append(slices.Clone(faults), unstruck(p.schedule, faults)...)
 	}
 	res.Scenario = p.Scenario.judge(res.Checks, faults)
 	if runErr != nil && !interrupted {

@@ -250,6 +250,25 @@ func TestScenarioUnstaged(t *testing.T) {
 	}
 }
 
+// A fault of the script that never struck (the run ended while it waited
+// for its moment: nothing of it is recorded) did not stage the scenario:
+// no harm is then unknown, not a miss.
+func TestScenarioUnstruckIsUnstaged(t *testing.T) {
+	t.Parallel()
+	sc := &Scenario{Name: "s", Expect: map[string]string{"liveness": "invalid"}}
+	sched := &nemesis.Schedule{Entries: []nemesis.Entry{{Fault: nemesis.PauseMember}, {Fault: nemesis.LostReplyAcquire}}}
+	fired := []nemesis.Fired{{Entry: 0, Fault: nemesis.PauseMember}}
+	checks := []checker.Result{{Name: "liveness", Verdict: checker.Valid}}
+	got := sc.judge(checks, append(fired, unstruck(sched, fired)...))
+	if got.Exit == nil || *got.Exit != ExitUnknown || got.Unstaged != "lost-reply-acquire: the run ended before it struck" {
+		t.Fatalf("exit %v, unstaged %q; want unknown, the lost reply named", got.Exit, got.Unstaged)
+	}
+	all := []nemesis.Fired{fired[0], {Entry: 1, Fault: nemesis.LostReplyAcquire}}
+	if got := unstruck(sched, all); len(got) != 0 {
+		t.Errorf("every entry struck: unstruck %v", got)
+	}
+}
+
 // A run whose TTL is as long as the liveness bound is warned that a
 // violation may be the TTL's; the default run is not.
 func TestBoundUnderTTLWarned(t *testing.T) {

@@ -60,6 +60,10 @@ func (failover) Draw(g *Gen, e *Entry, d Range) {
 	e.Duration = g.dur(d)
 }
 
+// promotionWait bounds the wait for a promotion once the master is lost:
+// Sentinel promotes in about DownAfter + 1 s.
+const promotionWait = 20 * time.Second
+
 // afterCut waits (up to aimWait) for a holder granted after the moment it
 // is called (the replication cut, members paused), and, with ahead ("MIN-MAX" or "MIN-", as the
 // holder faults' param), one that has just begun a section of that
@@ -116,7 +120,13 @@ func (failover) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error
 		return inj, err
 	}
 	if e.Target == TargetHolder && env.Clients != nil {
-		h, tok, ok := env.afterCut(ctx, e.Params["ahead"])
+		// No later than the fault must strike to last its duration in
+		// the run: a loaded run that found no holder for aimWait (10 s)
+		// struck 10.5 s into a 15 s run, and the run ended before the
+		// promotion (TestRuns/RunRedisFailover).
+		actx, cancel := env.aimContext(ctx)
+		h, tok, ok := env.afterCut(actx, e.Params["ahead"])
+		cancel()
 		if ctx.Err() != nil {
 			return inj, errNotStruck
 		}
@@ -135,7 +145,13 @@ func (failover) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error
 		failedErr error
 	)
 	inj.Hold = func(ctx context.Context, d time.Duration) map[string]string {
-		p, failedErr = f.Failover(ctx)
+		// Once the master is killed the promotion is awaited even past
+		// the run's end: cut off there, the fault failed with "no
+		// Sentinel answered" (every query cut by the run's end) while
+		// the Sentinels' logs showed the switch of master.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), promotionWait)
+		p, failedErr = f.Failover(pctx)
+		cancel()
 		if failedErr != nil {
 			return nil
 		}

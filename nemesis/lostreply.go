@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
@@ -153,7 +154,11 @@ func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 	answers := make(chan error, 1)
 	whole := make(chan struct{}) // closed once the cut is complete
 	var dropErr error
-	cancel, err := env.Clients.Intercept(name, op, func() { dropErr = drop(); close(sent) }, func(err error) {
+	intercept := env.Clients.Intercept
+	if op == histories.Acquire && inj.Params["role"] == TargetHolder {
+		intercept = env.interceptAfterSection
+	}
+	cancel, err := intercept(name, op, func() { dropErr = drop(); close(sent) }, func(err error) {
 		answers <- err
 		// The client goes on once all its links are whole again and their
 		// cut has reached it: cut one by one, and each closed connection
@@ -263,6 +268,38 @@ func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 		return nil
 	}
 	return inj, nil
+}
+
+// interceptAfterSection arms before and after on client's op (as
+// Clients.Intercept) once the client's current or next section ends: a
+// holder's next acquire, never one it has sent already. Armed at once, a
+// holder that had let go meanwhile (a 200-300 ms section on a loaded host)
+// was struck on its next acquire in flight, whose create had been
+// answered: no ghost node (zk-ghost-node).
+func (env *Env) interceptAfterSection(client, op string, before func(), after func(error)) (func() bool, error) {
+	var (
+		mu   sync.Mutex
+		next func() bool
+	)
+	cancelEnd, err := env.Clients.Intercept(client, histories.SectionEnd, func() {
+		// Cannot fail: the client was accepted just now, and op is one
+		// the fault's own arm names.
+		c, _ := env.Clients.Intercept(client, op, before, after)
+		mu.Lock()
+		next = c
+		mu.Unlock()
+	}, func(error) {})
+	if err != nil {
+		return nil, err
+	}
+	return func() bool {
+		if !cancelEnd() {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return next != nil && next()
+	}, nil
 }
 
 // outcome words what a client saw of an operation: "ok", or its error.

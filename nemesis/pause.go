@@ -150,6 +150,17 @@ func (pause) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 		return errors.Join(append(errs, cuts.remove())...)
 	}
 	if e.Params["until"] == "grant" && env.Clients != nil {
+		// Struck while a client holds the lock (as long as the fault
+		// can still strike), so that the next grant is one after the
+		// cut (afterCut). Struck while every client was still in its
+		// first acquire, the first grant seen was in doubt and a second
+		// was needed, which a loaded host did not make within the
+		// pause's 8 s (redlock-restart: pause-member missed, unknown).
+		if h, ok := env.firstHolder(ctx); ok {
+			inj.Params["held_at_cut"] = h
+		} else if ctx.Err() != nil {
+			return inj, errNotStruck
+		}
 		// Out of reach until the grant on the others, as the
 		// counterexamples have them, not merely slow: what the clients
 		// send them meanwhile is dropped on its links. A stopped member

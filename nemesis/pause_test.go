@@ -3,8 +3,11 @@ package nemesis
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/locktest/locktest/system"
 )
 
 // A pause of the holder with param mid_section strikes at once a holder
@@ -108,7 +111,7 @@ func TestArmedPauseEndsWithItsFault(t *testing.T) {
 func TestPauseUntilGrantCutsTheLinks(t *testing.T) {
 	t.Parallel()
 	c, _ := startCluster(t)
-	fc := &fakeClients{names: []string{"c0", "c1"}}
+	fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0"}
 	env := &Env{Sys: c, Clients: fc}
 	e := Entry{Fault: PauseMember, Target: "m1", Duration: time.Minute, Params: map[string]string{"until": "grant"}}
 	inj, err := pause{}.Inject(context.Background(), env, e)
@@ -141,5 +144,52 @@ func TestPauseUntilGrantCutsTheLinks(t *testing.T) {
 	}
 	if got := cutNow(); len(got) > 0 || c.Paused(1) {
 		t.Errorf("stopped: m1 paused %v, links with toxics %v", c.Paused(1), got)
+	}
+}
+
+// memberPauses records when its members were paused; it has no links.
+type memberPauses struct {
+	system.System
+	mu     sync.Mutex
+	paused time.Time
+}
+
+func (*memberPauses) MemberNames() []string  { return []string{"m0", "m1", "m2"} }
+func (*memberPauses) ResumeMember(int) error { return nil }
+func (*memberPauses) Paused(int) bool        { return false }
+func (m *memberPauses) PauseMember(int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.paused.IsZero() {
+		m.paused = time.Now()
+	}
+	return nil
+}
+
+// A member pause until a grant strikes once a client holds the lock, so
+// that the next grant is one after the cut: struck while every client was
+// in its first acquire, the first grant was in doubt and a second was
+// needed, which a loaded host did not make within the pause
+// (redlock-restart, unknown).
+func TestPauseUntilGrantStrikesUnderAHolder(t *testing.T) {
+	t.Parallel()
+	sys := &memberPauses{}
+	fc := &fakeClients{names: []string{"c0", "c1"}}
+	held := time.Now().Add(200 * time.Millisecond)
+	time.AfterFunc(time.Until(held), func() {
+		fc.mu.Lock()
+		fc.holder = "c1"
+		fc.mu.Unlock()
+	})
+	e := Entry{Fault: PauseMember, Target: "m1", Duration: time.Minute, Params: map[string]string{"until": "grant", "with": "m2"}}
+	inj, err := pause{}.Inject(context.Background(), &Env{Sys: sys, Clients: fc}, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys.mu.Lock()
+	paused := sys.paused
+	sys.mu.Unlock()
+	if paused.Before(held) || inj.Params["held_at_cut"] != "c1" {
+		t.Fatalf("paused %s before the first grant, params %v; want paused under c1", held.Sub(paused), inj.Params)
 	}
 }

@@ -1025,6 +1025,7 @@ func TestLostAcquireReplyWaitsForTheAnswer(t *testing.T) {
 		_, err := Run(rctx, Config{OpTimeout: 8 * time.Second}, c, fc, rec, sched)
 		done <- err
 	}()
+	fc.fire(t, ctx) // the holder's section ends: its next acquire is armed
 	h := fc.fire(t, ctx)
 	time.Sleep(200*time.Millisecond + answerWait + time.Second) // the client's wait behind its first claim
 	h.after(errors.New("zk: connection closed"))

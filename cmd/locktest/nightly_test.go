@@ -17,7 +17,7 @@ func TestNightlyOnABudget(t *testing.T) {
 	ci := filepath.Join(dir, "ci")
 	out, junit, summary := filepath.Join(ci, "runs"), filepath.Join(ci, "reports", "junit.xml"), filepath.Join(ci, "md", "summary.md")
 	// Shard 1 of 20 starts with paused-holder, mutex, unfenced (about 15 s,
-	// planned as 22 s); no other run of the shard fits in what is left.
+	// planned as 24 s); no other run of the shard fits in what is left.
 	code, _, stderr := runMain(t, "nightly", "--budget", "25s", "--shard", "1/20", "--seed", "3", "--out", out,
 		"--junit", junit, "--summary", summary)
 	if code != exitValid {
