@@ -95,11 +95,17 @@ func testRunRedlock(t *testing.T) {
 // Kleppmann's counterexample for real: two masters paused until a client
 // is granted the lock on the other three, then one of those three crashes
 // and restarts empty; another client is granted the lock while the first
-// holds it. The staging is in the history as faults of their own.
+// holds it. The staging is in the history as faults of their own. A run
+// whose pause saw no grant (on a loaded host Redlock's 100 ms round trip
+// to each master times out) says it did not stage the two holders (exit
+// 2), and is skipped.
 func testRedlockBareQuorum(t *testing.T) {
 	redisserver.ForTest(t)
 	out := t.TempDir()
 	code, stdout, stderr := runMain(t, "scenario", "run", "redlock-restart", "--seed", "1", "--out", out)
+	if code == exitUnknown && strings.Contains(stdout, "but the run did not stage it") {
+		t.Skipf("not staged: %s", stdout)
+	}
 	if code != exitValid || !strings.Contains(stdout, "scenario redlock-restart: as expected (mutex invalid)") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
