@@ -16,7 +16,6 @@ import (
 	"time"
 
 	be "github.com/locktest/locktest/backend"
-	"github.com/locktest/locktest/backend/etcd"
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clock"
@@ -143,11 +142,7 @@ func tryRun(t *testing.T, backend string, command []string, opts ...func(*runOpt
 	case backend == "zookeeper":
 		sys = &sharedEnsemble{}
 	case backend == "etcd" && len(o.faults) == 0:
-		// etcd's own raft timing (100 ms heartbeat, 1 s election timeout),
-		// not locktest's 10 and 100 ms, which make leader changes quick
-		// to come after a fault: with no fault the leader stays, and the
-		// clients see the same etcd, for a tenth of its heartbeats' CPU.
-		sys = &etcd.Options{TickMs: 100, ElectionMs: 1000}
+		sys = sharedEtcd(t)
 	}
 	res, err := harness.Run(context.Background(), harness.Options{
 		Backends: registry.Backends(),
