@@ -5,6 +5,7 @@ package checker
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -22,7 +23,18 @@ type Describer func(fault string, targets []string, params map[string]string) (p
 // generic one.
 func (h *History) phrase(f Fault) string {
 	if h.describe != nil {
-		if p, ok := h.describe(f.Fault, f.Targets, f.Params); ok {
+		// What the fault found as it ended (its Outcome) tells more than
+		// what it set out to do: a lost reply learns at its end whether
+		// the server answered the request.
+		params := f.Params
+		if len(f.Outcome) > 0 {
+			params = maps.Clone(f.Params)
+			if params == nil {
+				params = map[string]string{}
+			}
+			maps.Copy(params, f.Outcome)
+		}
+		if p, ok := h.describe(f.Fault, f.Targets, params); ok {
 			return p
 		}
 	}

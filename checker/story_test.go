@@ -505,3 +505,40 @@ func TestLivenessBehindOthers(t *testing.T) {
 		acq(1, "lock", 10200, 15200, fail, 0).acq(1, "lock", 15300, 18500, fail, 0).read(9, "x", 20000, 20001, ok, 0)
 	expect(t, Liveness(h.ops(), bound), Invalid, `Client c1 asked for lock "lock" 2 times from 10.20 s to 18.50 s and never got the lock; from 10.30 s, when process 2 released it, to 18.50 s nobody held it or was granted it, 8.2s: more than the bound of 7s after the final heal at 10.00 s.`)
 }
+
+// A fault's story words what the fault found at its end, not only what it
+// set out to do: a lost reply learns at its stop whether the server
+// answered the request before the cut, and a story that told from the
+// start's params alone would claim the request took effect when the
+// server had not answered it.
+func TestStoryFaultOutcome(t *testing.T) {
+	start := histories.Params{"op": "release"}
+	stop := histories.Params{"op": "release", "server_answered": "no, within 3s after the fault's duration"}
+	ops := []histories.Op{
+		{Type: histories.Info, F: "start", Process: histories.Nemesis, Time: 1000 * ms, Value: &histories.Value{Fault: "lost-reply-release", Targets: []string{"c1"}, Params: start}},
+		{Index: 1, Type: histories.Info, F: "stop", Process: histories.Nemesis, Time: 1300 * ms, Value: &histories.Value{Fault: "lost-reply-release", Targets: []string{"c1"}, Params: stop}},
+	}
+	b := NewBuilder()
+	b.Describe = func(_ string, targets []string, p map[string]string) (string, bool) {
+		if strings.HasPrefix(p["server_answered"], "no") {
+			return targets[0] + "'s release: whether it took effect is unknown", true
+		}
+		return targets[0] + "'s release reached the server", true
+	}
+	for _, op := range ops {
+		if err := b.Add(op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := b.Finish()
+	fs := h.story().faults
+	if len(fs) != 1 {
+		t.Fatalf("faults %+v", fs)
+	}
+	if got, want := h.phrase(fs[0]), "c1's release: whether it took effect is unknown"; got != want {
+		t.Errorf("phrase %q, want %q", got, want)
+	}
+	if fs[0].Params["server_answered"] != "" {
+		t.Errorf("the start's params changed: %v", fs[0].Params)
+	}
+}

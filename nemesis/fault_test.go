@@ -96,7 +96,16 @@ func TestDescribeLostRequest(t *testing.T) {
 	if p, _ := Describe(LostReplyRelease, []string{"c1"}, map[string]string{"request": "lost"}); p != "c1's release never reached the server: its request was lost, and its reply" {
 		t.Errorf("request lost: %q", p)
 	}
-	if p, _ := Describe(LostReplyRelease, []string{"c1"}, nil); p != "c1's release reached the server, but its reply was lost" {
+	// What the fault found at its end: the server answered, or not.
+	if p, _ := Describe(LostReplyRelease, []string{"c1"}, map[string]string{"server_answered": "yes"}); p != "c1's release reached the server, which answered, but its reply was lost" {
 		t.Errorf("reply lost: %q", p)
+	}
+	if p, _ := Describe(LostReplyRelease, []string{"c1"}, map[string]string{"server_answered": "no, within 3s after the fault's duration"}); p != "c1's release was sent, and its link was cut before the server answered: whether it took effect is unknown" {
+		t.Errorf("cut before the answer: %q", p)
+	}
+	// Not known (the fault's start, or links the fault cannot read): no
+	// claim that it reached the server.
+	if p, _ := Describe(LostReplyRelease, []string{"c1"}, nil); p != "c1's release was sent, and its reply was lost" {
+		t.Errorf("not known: %q", p)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
 
 	"github.com/locktest/locktest/histories"
+	"github.com/locktest/locktest/internal/links"
 	"github.com/locktest/locktest/system"
 )
 
@@ -23,11 +24,13 @@ import (
 // How: just before the client sends the operation (the workload's hook,
 // Clients.Intercept), every link of the client to the members drops what
 // the servers send (a toxiproxy timeout toxic of timeout 0 on the
-// downstream only), so the request goes through and the reply is dropped;
-// after the fault's duration (the time the server has to apply it) the
-// toxic is removed, which closes the connections it held: the cut. A lease
-// renewal is no operation of the workload's: its fault drops the replies
-// for a window that holds the next renewal (a renewal goes every TTL/3).
+// downstream only; links.ReplyToxic where the links are ours, which also
+// tells when the server answered), so the request goes through and the
+// reply is dropped; after the fault's duration, once the server has
+// answered (at most answerWait more, or TTL/4), the toxic is removed,
+// which closes the connections it held: the cut. A lease renewal is no
+// operation of the workload's: its fault drops the replies for a window
+// that holds the next renewal (a renewal goes every TTL/3).
 const (
 	// LostReplyRelease loses the reply to the holder's next release.
 	LostReplyRelease = "lost-reply-release"
@@ -45,7 +48,7 @@ func (lostReply) Spec() Spec {
 	links := []system.Capability{system.CapLinks}
 	return Spec{
 		Name: "lost-reply",
-		Doc:  "One operation of one client reaches the server, which applies it, and its reply never comes back (Jepsen's operation of unknown outcome): `lost-reply-release` (the holder's next release; drawn twice as often; with param `hold_next`, a duration, the client's next section is then held open that long by a pause armed before its next write, so that a retry of the release in doubt finds the next grant alive, and the fault stays in force until the client is granted again and that section is over, at most two TTLs for the grant: param `regranted` says after how long; with param `request` `lost`, the release's request is held too and never reaches the server, whose grant stays; an aimed schedule opens with one of each), `lost-reply-acquire` (the holder's next acquire, a queued waiter's acquire in flight, whose reply is its grant, or any client's next) and `lost-reply-renew` (the next lease renewal, or watchdog extend, of a holder with work ahead or of a waiter). Just before the client sends the operation (a hook in the workload, as a failpoint in the client would be), every link of that client gets a toxiproxy `timeout` toxic of timeout 0 on its downstream only: the request goes through, whatever the servers send is held. After the fault's duration (TTL/8 to TTL/4: ample for the server to apply it) the toxic is removed, which closes the held connections: the cut. The client sees its connection break, an error (etcd: `Unavailable ... error reading from server: EOF`; Redis: `EOF`; ZooKeeper: go-zookeeper's `zk: connection closed` on the pending request, which the ZooKeeper recipes settle themselves: see below), the history records the operation `info` (unknown), and the fault's stop says `reply=lost`, `client_saw` and `op`; a lost acquire reply on a client's request stays in force until the acquire has its answer, at most the operation timeout (a client that made its claim twice waits behind the first until it gives up: no next fault then ends its session and hides it); the story says \"its reply was lost\", the report marks the cut on the client's lane. A release already in flight is never struck (its reply is on its way); the struck client goes on only once all its links are whole again. `TestLostReplyEndToEnd` (backend/etcd) checks on real members that the server applied the release (its key is gone, read directly, while the client still waits) and the client saw an error.",
+		Doc:  "One operation of one client reaches the server, which applies it, and its reply never comes back (Jepsen's operation of unknown outcome): `lost-reply-release` (the holder's next release; drawn twice as often; with param `hold_next`, a duration, the client's next section is then held open that long by a pause armed before its next write, so that a retry of the release in doubt finds the next grant alive, and the fault stays in force until the client is granted again and that section is over, at most two TTLs for the grant: param `regranted` says after how long; with param `request` `lost`, the release's request is held too and never reaches the server, whose grant stays; an aimed schedule opens with one of each), `lost-reply-acquire` (the holder's next acquire, a queued waiter's acquire in flight, whose reply is its grant, or any client's next) and `lost-reply-renew` (the next lease renewal, or watchdog extend, of a holder with work ahead or of a waiter). Just before the client sends the operation (a hook in the workload, as a failpoint in the client would be), every link of that client gets a toxiproxy `timeout` toxic of timeout 0 on its downstream only: the request goes through, whatever the servers send is held. After the fault's duration (TTL/8 to TTL/4), once the server has answered the request (the toxic, locktest's own on its in-process toxiproxy, reads what the server sends: on etcd's gRPC links the end of a stream, not its PINGs or keep-alive messages; elsewhere any byte), at most 3 s or TTL/4 more, the toxic is removed, which closes the held connections: the cut. The stop says `server_answered` (`yes`; `no, ...`, and then `missed`: whether the request took effect is unknown, and the story says so; not known on an outside toxiproxy or TLS links). The client sees its connection break, an error (etcd: `Unavailable ... error reading from server: EOF`; Redis: `EOF`; ZooKeeper: go-zookeeper's `zk: connection closed` on the pending request, which the ZooKeeper recipes settle themselves: see below), the history records the operation `info` (unknown), and the fault's stop says `reply=lost`, `client_saw` and `op`; a lost acquire reply on a client's request stays in force until the acquire has its answer, at most the operation timeout (a client that made its claim twice waits behind the first until it gives up: no next fault then ends its session and hides it); the story says \"its reply was lost\", the report marks the cut on the client's lane. A release already in flight is never struck (its reply is on its way); the struck client goes on only once all its links are whole again. `TestLostReplyEndToEnd` (backend/etcd) checks on real members that the server applied the release (its key is gone, read directly, while the client still waits) and the client saw an error.",
 		// Releases twice as often as the others: a release whose reply is
 		// lost is where retries go wrong (etcd#22082).
 		Kinds: []Kind{
@@ -64,10 +67,18 @@ func (lostReply) Spec() Spec {
 // lostSays is Kind.Says for a lost reply to op.
 func lostSays(op string) func([]string, map[string]string) string {
 	return func(ts []string, params map[string]string) string {
-		if params["request"] == "lost" {
+		answered := params["server_answered"]
+		switch {
+		case params["request"] == "lost":
 			return fmt.Sprintf("%s's %s never reached the server: its request was lost, and its reply", targets(ts), op)
+		case strings.HasPrefix(answered, "no"):
+			return fmt.Sprintf("%s's %s was sent, and its link was cut before the server answered: whether it took effect is unknown", targets(ts), op)
+		case answered == "yes":
+			return fmt.Sprintf("%s's %s reached the server, which answered, but its reply was lost", targets(ts), op)
 		}
-		return fmt.Sprintf("%s's %s reached the server, but its reply was lost", targets(ts), op)
+		// Not known (a renewal's, one the fault could not read, or the
+		// fault's start, before its end tells).
+		return fmt.Sprintf("%s's %s was sent, and its reply was lost", targets(ts), op)
 	}
 }
 
@@ -95,8 +106,9 @@ func (lostReply) Draw(g *Gen, e *Entry, d Range) {
 	}
 }
 
-// answerWait bounds how long the stop of a lost reply waits for the client
-// to learn that its connection broke.
+// answerWait bounds how long the stop of a lost reply waits for the
+// server's answer before the cut, and for the client to learn that its
+// connection broke after it.
 const answerWait = 3 * time.Second
 
 // cutSettle is how long a client struck by a lost reply waits after the
@@ -108,7 +120,7 @@ const cutSettle = 100 * time.Millisecond
 
 func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, error) {
 	inj := &Injected{Params: map[string]string{}}
-	links, err := need[linker](env)
+	lk, err := need[linker](env)
 	if err != nil {
 		return inj, err
 	}
@@ -116,7 +128,7 @@ func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 	if err != nil {
 		return inj, err
 	}
-	ps, err := links.Links(name)
+	ps, err := lk.Links(name)
 	if err != nil {
 		return inj, err
 	}
@@ -144,6 +156,37 @@ func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 	}
 	if e.Fault == LostReplyRenew {
 		return inj, drop()
+	}
+	// The replies are dropped by a toxic that tells when the server
+	// answered (links.ReplyToxic): the cut waits for it, so that the
+	// request was applied (or refused) before its connection closed, and
+	// not dropped with it on a machine too loaded to serve it within the
+	// fault's duration. An outside toxiproxy knows no such toxic: the
+	// replies are dropped as before, and whether the server answered is
+	// not known (ans stays nil).
+	var ans *links.Answers
+	proto := ""
+	if m, ok := env.Sys.(system.Multiplexed); ok {
+		proto = m.LinkProtocol()
+	}
+	if inj.Params["request"] != "lost" && (proto == "" || proto == "h2") {
+		timeout := drop
+		drop = func() error {
+			a := links.Watch()
+			for i, p := range ps {
+				err := ts.add(p, e.Fault, links.ReplyToxic, toxiclient.Attributes{"tag": a.Tag(), "proto": proto}, "downstream")
+				if err != nil && i == 0 && strings.Contains(err.Error(), "invalid toxic type") {
+					a.Close()
+					return timeout()
+				}
+				if err != nil {
+					a.Close()
+					return err
+				}
+			}
+			ans = a
+			return nil
+		}
 	}
 
 	op := histories.Release
@@ -202,6 +245,32 @@ func (lostReply) Inject(ctx context.Context, env *Env, e Entry) (*Injected, erro
 		result   error
 	)
 	inj.Stop = func(sctx context.Context) error {
+		if !answered && ans != nil {
+			// The cut waits for the server's answer, a while beyond the
+			// fault's duration: answerWait, or a quarter of the TTL if
+			// shorter, as the replies to the client's lease renewals are
+			// dropped meanwhile too.
+			bound := answerWait
+			if env.TTL > 0 {
+				bound = min(bound, env.TTL/4)
+			}
+			select {
+			case <-ans.Answered():
+				inj.Params["server_answered"] = "yes"
+			case result = <-answers:
+				answered = true
+			case <-time.After(bound):
+				inj.Params["server_answered"] = "no, within " + bound.String() + " after the fault's duration"
+				inj.Params["missed"] = strings.TrimPrefix(inj.Params["missed"]+"; ", "; ") +
+					"the server had not answered the " + op + " when its link was cut: whether it took effect is unknown"
+			}
+		}
+		if ans == nil && inj.Params["request"] != "lost" {
+			inj.Params["server_answered"] = "not known (the links' toxiproxy cannot tell)"
+		}
+		if ans != nil {
+			ans.Close()
+		}
 		err := ts.remove() // the cut: removing the toxic closes what it held
 		hold, perr := time.ParseDuration(e.Params["hold_next"])
 		if perr == nil && op == histories.Release {

@@ -18,7 +18,7 @@ type toxics []toxicRef
 type toxicRef struct {
 	p    *toxiclient.Proxy
 	name string // "" for a disabled proxy
-	cut  bool   // a timeout toxic: removed by links.RemoveCut
+	cut  bool   // a toxic that drops what it carries: removed by links.RemoveCut
 }
 
 // disable makes p refuse connections (and closes those open).
@@ -38,7 +38,7 @@ func (ts *toxics) add(p *toxiclient.Proxy, fault, typ string, attrs toxiclient.A
 		if _, err := p.AddToxic(name, typ, s, 1, attrs); err != nil {
 			return fmt.Errorf("toxic %s on %s: %w", name, p.Name, err)
 		}
-		*ts = append(*ts, toxicRef{p, name, typ == "timeout"})
+		*ts = append(*ts, toxicRef{p, name, typ == "timeout" || typ == links.ReplyToxic})
 	}
 	return nil
 }

@@ -96,6 +96,14 @@ type Linker interface {
 	ClearToxics() error
 }
 
+// Multiplexed is a Linker whose client links carry several streams at
+// once, so that what a server sends on one is not one request's reply:
+// LinkProtocol names their protocol ("h2": HTTP/2, gRPC), which a lost
+// reply reads to tell its reply from the rest. Not a capability.
+type Multiplexed interface {
+	LinkProtocol() string
+}
+
 // Leaser acts on client leases from outside, as an operator would. Leases
 // are named in hex, as the history writes them.
 type Leaser interface {

@@ -404,7 +404,7 @@
     const faults = D.faults.map((f) => {
       const out = f.outcome || {};
       const li = el("li", { "data-fault": f.fault }, `${span(f.from, f.to)} ${f.fault} ${(f.targets || []).join(", ")} `,
-        out.reply === "lost" ? el("b", { class: "lost-reply" }, `its ${(f.params || {}).op || ""} reply was lost (the client saw ${out.client_saw || "nothing"}) `) : "",
+        out.reply === "lost" ? el("b", { class: "lost-reply" }, `its ${(f.params || {}).op || ""} reply was lost${(out.server_answered || "").startsWith("no") ? " before the server answered it: whether it took effect is unknown" : ""} (the client saw ${out.client_saw || "nothing"}) `) : "",
         el("span", { class: "meta" }, Object.entries({ ...(f.params || {}), ...out }).map(([k, v]) => k + "=" + v).join(" ")));
       li.addEventListener("click", () => { const p = Math.max(500, (f.to - f.from) * 0.3); setView(f.from - p, f.to + p); });
       return li;

@@ -357,6 +357,15 @@ func (e *External) Endpoints(client string) ([]string, error) {
 	return eps, nil
 }
 
+// LinkProtocol says the client links carry HTTP/2 (gRPC), or TLS, which
+// no proxy can read: see system.Multiplexed.
+func (e *External) LinkProtocol() string {
+	if e.proxied != nil {
+		return "tls"
+	}
+	return "h2"
+}
+
 // Links returns client's proxies to every member, in member order, fresh
 // from the toxiproxy API.
 func (e *External) Links(client string) ([]*toxiclient.Proxy, error) {

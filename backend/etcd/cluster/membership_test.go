@@ -296,4 +296,17 @@ func TestAddedMemberIsCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkConsistent(t, ctx, c)
+
+	// A member that joined keeps a raft "remote" of each member it found,
+	// which a cut stops: crashed while cut, it must not stop it twice
+	// (etcd 3.6 panicked, close of closed channel; see mendBeforeStop).
+	if err := c.SetCuts([][2]int{{0, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HardStopMember(2); err != nil {
+		t.Fatal(err)
+	}
+	if c.Running(2) {
+		t.Fatal("the cut member still runs after HardStopMember")
+	}
 }

@@ -51,6 +51,10 @@ func (c *Cluster) Link(client string, member int) (*toxiclient.Proxy, error) {
 	return c.Proxies.Get(LinkName(client, c.members[member]))
 }
 
+// LinkProtocol says the client links carry HTTP/2 (gRPC): see
+// system.Multiplexed.
+func (c *Cluster) LinkProtocol() string { return "h2" }
+
 // Links returns client's proxies to every member, in member order.
 func (c *Cluster) Links(client string) ([]*toxiclient.Proxy, error) {
 	ps := make([]*toxiclient.Proxy, len(c.members))

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/types"
@@ -41,6 +42,9 @@ type embedded struct {
 	e *embed.Etcd
 	c *Cluster
 	m *Member
+
+	mu  sync.Mutex
+	cut map[uint64]bool // peers cut by cutPeer, not mended since
 }
 
 func (s *embedded) id() uint64 { return uint64(s.e.Server.MemberID()) }
@@ -74,6 +78,7 @@ func (s *embedded) indexes(context.Context) (uint64, uint64, error) {
 // and then drop connections while the member is down, much as a host whose
 // etcd process died.
 func (s *embedded) hardStop() {
+	s.mendBeforeStop()
 	s.e.Server.HardStop()
 	s.m.relay.Cut()
 	var links []string
@@ -108,10 +113,47 @@ func (s *embedded) resume() error {
 }
 
 func (s *embedded) cutPeer(peer uint64, cut bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cut == nil {
+		s.cut = map[uint64]bool{}
+	}
+	if s.cut[peer] == cut {
+		return
+	}
+	s.cut[peer] = cut
 	if cut {
 		s.e.Server.CutPeer(types.ID(peer))
 	} else {
 		s.e.Server.MendPeer(types.ID(peer))
+	}
+}
+
+// mendBeforeStop mends the peers cut on the member before it stops, and
+// pauses its sending instead. etcd 3.6's CutPeer stops the raft transport's
+// "remote" of the peer (the pipeline a member that joined an existing
+// cluster keeps for each member it found there; rafthttp remote.Pause is
+// its stop), and Transport.Stop stops every remote again: close of closed
+// channel in pipeline.stop, a panic that ends the process (seen in this
+// package's tests under load: a member brought back by AddMember, then cut
+// off, then stopped; TestAddedMemberIsCut pins it). Upstream: CutPeer came
+// with etcd pull request 6154 as a test hook, remote.Pause has been
+// remote.stop since; no issue on the double stop was found. MendPeer
+// restarts the remote, so Stop stops it once.
+// Between the mend and the pause the member could send for microseconds;
+// the cut peer's own side stays cut and drops its stream messages.
+func (s *embedded) mendBeforeStop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mended := false
+	for peer, cut := range s.cut {
+		if cut {
+			s.e.Server.MendPeer(types.ID(peer))
+			s.cut[peer], mended = false, true
+		}
+	}
+	if mended {
+		s.e.Server.PauseSending() // a crashed member sends nothing
 	}
 }
 
