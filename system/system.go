@@ -98,8 +98,9 @@ type Linker interface {
 
 // Multiplexed is a Linker whose client links carry several streams at
 // once, so that what a server sends on one is not one request's reply:
-// LinkProtocol names their protocol ("h2": HTTP/2, gRPC), which a lost
-// reply reads to tell its reply from the rest. Not a capability.
+// LinkProtocol names their protocol ("h2": HTTP/2, gRPC; "zk":
+// ZooKeeper's; "tls": none a proxy can read), which a lost reply reads to
+// tell its reply from the rest. Not a capability.
 type Multiplexed interface {
 	LinkProtocol() string
 }

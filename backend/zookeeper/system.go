@@ -55,6 +55,10 @@ func (s *ensemble) Endpoints(client string) ([]string, error) { return s.e.Endpo
 
 func (s *ensemble) LogDir() string { return s.logs }
 
+// LinkProtocol says the client links carry ZooKeeper's protocol, whose
+// pings and watch events are no request's reply: see system.Multiplexed.
+func (s *ensemble) LinkProtocol() string { return "zk" }
+
 // ServerPids are the servers' JVMs.
 func (s *ensemble) ServerPids() []int { return s.e.Pids() }
 

@@ -20,8 +20,11 @@ import (
 // Attributes: tag, from Watch; proto "h2" for links that carry HTTP/2
 // (gRPC: etcd), where an answer is the end of a stream (a unary reply's
 // trailers, or a reset) and not the PINGs and stream messages (lease
-// keep-alives, watch events) the server sends meanwhile; "" for links
-// that carry one request's reply at a time, where any byte is an answer.
+// keep-alives, watch events) the server sends meanwhile; "zk" for
+// ZooKeeper's client protocol, where an answer is a reply to a request
+// (its xid positive) and not a ping's reply or a watch's event; "" for
+// links that carry one request's reply at a time, where any byte is an
+// answer.
 const ReplyToxic = "locktest-reply"
 
 func init() { toxics.Register(ReplyToxic, new(replyToxic)) }
@@ -62,13 +65,22 @@ type replyToxic struct {
 	Proto string `json:"proto"`
 }
 
-// NewState is a connection's HTTP/2 framing state.
-func (t *replyToxic) NewState() any { return &h2Frames{} }
+// framer reads what a server sends on one connection and reports whether
+// an answer to a request was in it.
+type framer interface{ ended(data []byte) bool }
+
+// NewState is a connection's framing state, for the link's protocol.
+func (t *replyToxic) NewState() any {
+	if t.Proto == "zk" {
+		return &zkFrames{}
+	}
+	return &h2Frames{}
+}
 
 func (t *replyToxic) Pipe(stub *toxics.ToxicStub) {
 	v, _ := watched.Load(t.Tag)
 	a, _ := v.(*Answers)
-	st, _ := stub.State.(*h2Frames)
+	st, _ := stub.State.(framer)
 	for {
 		select {
 		case <-stub.Interrupt:
@@ -79,7 +91,7 @@ func (t *replyToxic) Pipe(stub *toxics.ToxicStub) {
 				return
 			}
 			// Dropped; read only to tell an answer.
-			if a != nil && (t.Proto != "h2" || st != nil && st.ended(c.Data)) {
+			if a != nil && (t.Proto == "" || st != nil && st.ended(c.Data)) {
 				a.answer()
 			}
 		}
@@ -128,6 +140,53 @@ func (f *h2Frames) ended(data []byte) bool {
 		f.skip = length
 		const typData, typHeaders, typRST, endStream = 0x0, 0x1, 0x3, 0x1
 		if (typ == typData || typ == typHeaders) && flags&endStream != 0 || typ == typRST {
+			end = true
+		}
+	}
+	return end
+}
+
+// zkFrames reads the frames a ZooKeeper server sends on one connection:
+// each a 4-byte length, then the reply's header (its xid, zxid and error)
+// and body. A request's reply carries the request's xid, which clients
+// number from 1; a ping's reply is xid -2, a watch's event -1 (and the
+// session's connect reply, at its start, no header: its first field, the
+// protocol version, is 0). As for h2Frames, a length no reply has means
+// the bytes began inside a frame, and the connection then tells nothing.
+type zkFrames struct {
+	buf    []byte // a length and xid not yet whole
+	skip   int    // bytes of the current frame still to come
+	broken bool
+}
+
+// ended reads data and reports whether a request's reply was in it.
+func (f *zkFrames) ended(data []byte) bool {
+	// A reply's header is 16 bytes; a frame beyond the servers' default
+	// jute.maxbuffer (0xfffff) plus room is no reply.
+	const header, most = 16, 1 << 21
+	end := false
+	for len(data) > 0 && !f.broken {
+		if f.skip > 0 {
+			n := min(f.skip, len(data))
+			f.skip -= n
+			data = data[n:]
+			continue
+		}
+		n := min(8-len(f.buf), len(data))
+		f.buf = append(f.buf, data[:n]...)
+		data = data[n:]
+		if len(f.buf) < 8 {
+			break
+		}
+		length := int32(binary.BigEndian.Uint32(f.buf[:4]))
+		xid := int32(binary.BigEndian.Uint32(f.buf[4:8]))
+		f.buf = f.buf[:0]
+		if length < header || length > most {
+			f.broken = true
+			break
+		}
+		f.skip = int(length) - 4
+		if xid > 0 {
 			end = true
 		}
 	}

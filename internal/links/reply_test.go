@@ -2,6 +2,7 @@ package links
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"golang.org/x/net/http2"
@@ -52,6 +53,39 @@ func TestH2FramesEnded(t *testing.T) {
 	// Begun inside a frame: its payload read as a header is no frame.
 	f = &h2Frames{}
 	if f.ended(bytes.Repeat([]byte{0xff}, 9)) || !f.broken || f.ended(trailers) {
+		t.Errorf("bytes from inside a frame: broken %v", f.broken)
+	}
+}
+
+// The ZooKeeper reading of a lost reply's toxic: a ping's reply and a
+// watch's event are no answer; a request's reply is, across reads that
+// split its frame anywhere; bytes that began inside a frame tell nothing.
+func TestZKFramesAnswered(t *testing.T) {
+	frame := func(xid int32, body int) []byte {
+		b := binary.BigEndian.AppendUint32(nil, uint32(16+body))
+		b = binary.BigEndian.AppendUint32(b, uint32(xid))
+		b = binary.BigEndian.AppendUint64(b, 0x100000007) // zxid
+		b = binary.BigEndian.AppendUint32(b, 0)           // err
+		return append(b, make([]byte, body)...)
+	}
+	ping, event, reply := frame(-2, 0), frame(-1, 40), frame(12, 30)
+
+	noAnswer := bytes.Join([][]byte{ping, event}, nil)
+	if (&zkFrames{}).ended(noAnswer) {
+		t.Error("a ping's reply and a watch's event read as an answer")
+	}
+	whole := append(bytes.Clone(noAnswer), reply...)
+	n := len(noAnswer)
+	f := &zkFrames{}
+	for _, cut := range [][2]int{{0, 3}, {3, n + 2}, {n + 2, n + 6}, {n + 6, n + 8}, {n + 8, len(whole)}} {
+		// The reply is read once its length and xid are whole.
+		if got := f.ended(whole[cut[0]:cut[1]]); got != (cut[1] == n+8) {
+			t.Errorf("bytes %v: ended %v", cut, got)
+		}
+	}
+	// Begun inside a frame: its body read as a length is no frame.
+	f = &zkFrames{}
+	if f.ended(bytes.Repeat([]byte{0xff}, 8)) || !f.broken || f.ended(reply) {
 		t.Errorf("bytes from inside a frame: broken %v", f.broken)
 	}
 }
