@@ -275,6 +275,54 @@ func TestPauseMember(t *testing.T) {
 	}
 }
 
+// TestPauseOutlastsAMend: a member cut off, paused, then mended stays
+// paused: it receives nothing until it resumes. MendPeer resumes the
+// member's sending and reading toward the peer, which undid the pause
+// (the member caught up with the leader's writes while paused).
+func TestPauseOutlastsAMend(t *testing.T) {
+	t.Parallel()
+	c, ctx := startCluster(t, 3)
+	lead, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := (lead + 1) % 3
+	if err := c.Partition([][]int{{victim}, {lead, 3 - lead - victim}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PauseMember(victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	lc := pinned(t, c, "l", lead)
+	defer lc.Close()
+	var last int64
+	for i := range 3 {
+		resp, err := lc.Put(ctx, "k", fmt.Sprint(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = resp.Header.Revision
+	}
+	srv := c.Members()[victim].Etcd().Server
+	// Ten heartbeats (100 ms) of the leader: a member that hears them
+	// catches up in one.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if rev := srv.KV().Rev(); rev >= last {
+			t.Fatalf("the paused member caught up (revision %d of %d) after its cut was mended", rev, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := c.ResumeMember(victim); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 10*time.Second, "the resumed member to catch up", func() bool { return srv.KV().Rev() >= last })
+	checkConsistent(t, ctx, c)
+}
+
 // TestFiveMemberCuts cuts a majorities ring in a 5-member cluster: every
 // member still sees a majority, so the cluster keeps committing.
 func TestFiveMemberCuts(t *testing.T) {

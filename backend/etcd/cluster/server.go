@@ -45,6 +45,11 @@ type embedded struct {
 
 	mu  sync.Mutex
 	cut map[uint64]bool // peers cut by cutPeer, not mended since
+	// paused: pause's PauseSending is in force. A peer mended meanwhile
+	// (mendOnResume) is mended only by resume: MendPeer resumes the
+	// peer's sending, which would undo the pause toward it.
+	paused       bool
+	mendOnResume map[uint64]bool
 }
 
 func (s *embedded) id() uint64 { return uint64(s.e.Server.MemberID()) }
@@ -103,12 +108,25 @@ func (s *embedded) hardStop() {
 // to the member (a latency toxic of an hour both ways). Its lessor, clock
 // and timers go on: an embedded member cannot be frozen whole.
 func (s *embedded) pause() error {
+	s.mu.Lock()
+	s.paused = true
 	s.e.Server.PauseSending()
+	s.mu.Unlock()
 	return s.c.holdLinks(s.m, true)
 }
 
 func (s *embedded) resume() error {
+	s.mu.Lock()
+	s.paused = false
 	s.e.Server.ResumeSending()
+	for peer := range s.mendOnResume {
+		if s.cut[peer] {
+			s.e.Server.MendPeer(types.ID(peer))
+			s.cut[peer] = false
+		}
+	}
+	clear(s.mendOnResume)
+	s.mu.Unlock()
 	return s.c.holdLinks(s.m, false)
 }
 
@@ -116,7 +134,13 @@ func (s *embedded) cutPeer(peer uint64, cut bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cut == nil {
-		s.cut = map[uint64]bool{}
+		s.cut, s.mendOnResume = map[uint64]bool{}, map[uint64]bool{}
+	}
+	if cut {
+		delete(s.mendOnResume, peer)
+	} else if s.paused && s.cut[peer] {
+		s.mendOnResume[peer] = true
+		return
 	}
 	if s.cut[peer] == cut {
 		return
@@ -152,6 +176,7 @@ func (s *embedded) mendBeforeStop() {
 			s.cut[peer], mended = false, true
 		}
 	}
+	clear(s.mendOnResume)
 	if mended {
 		s.e.Server.PauseSending() // a crashed member sends nothing
 	}
