@@ -530,7 +530,9 @@ func startAndWait(t *testing.T, kind string) {
 
 // A client that never answers: its acquires time out as any lock's do
 // (unknown outcomes, the process replaced), and liveness says the lock
-// granted nothing.
+// granted nothing. A run in which every wait saw the machine stall
+// locktest or the client (a loaded host) is unknown, rightly: a slow lock
+// cannot be told from a stuck one there; it is skipped, saying so.
 func TestSilentClient(t *testing.T) {
 	t.Parallel()
 	res := run(t, "etcd", testClient(t, "--silent"), func(o *runOptions) {
@@ -538,6 +540,11 @@ func TestSilentClient(t *testing.T) {
 		o.time = 2 * time.Second
 		o.bound = 2 * time.Second // shorter than the acquires' 5 s timeout
 	})
+	for _, c := range res.Checks {
+		if c.Name == histories.CheckLiveness && c.Verdict == checker.Unknown && strings.Contains(c.Explanation, "a slow lock cannot be told from a stuck one") {
+			t.Skipf("every wait saw the machine stalled: %s", c.Explanation)
+		}
+	}
 	if v := verdicts(res); v[histories.CheckLiveness] != checker.Invalid || v[histories.CheckMutex] == checker.Invalid {
 		t.Errorf("a client that never answers: want liveness invalid and no mutex violation:%s", explain(res))
 	}
