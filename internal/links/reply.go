@@ -65,22 +65,18 @@ type replyToxic struct {
 	Proto string `json:"proto"`
 }
 
-// framer reads what a server sends on one connection and reports whether
-// an answer to a request was in it.
-type framer interface{ ended(data []byte) bool }
-
 // NewState is a connection's framing state, for the link's protocol.
 func (t *replyToxic) NewState() any {
 	if t.Proto == "zk" {
-		return &zkFrames{}
+		return zkFrames()
 	}
-	return &h2Frames{}
+	return h2Frames()
 }
 
 func (t *replyToxic) Pipe(stub *toxics.ToxicStub) {
 	v, _ := watched.Load(t.Tag)
 	a, _ := v.(*Answers)
-	st, _ := stub.State.(framer)
+	st, _ := stub.State.(*frames)
 	for {
 		select {
 		case <-stub.Interrupt:
@@ -100,70 +96,25 @@ func (t *replyToxic) Pipe(stub *toxics.ToxicStub) {
 
 func (t *replyToxic) Cleanup(stub *toxics.ToxicStub) { stub.Close() }
 
-// h2Frames reads the HTTP/2 frames a server sends on one connection,
-// from the first byte the toxic saw: toxiproxy starts a new toxic between
-// two reads of the connection, which on loopback end where the server's
-// writes (whole frames) end. A frame that cannot be one (an unknown
-// type, a length beyond the default maximum) means it began inside a
-// frame: the connection then tells nothing.
-type h2Frames struct {
-	buf    []byte // a frame header not yet whole
-	skip   int    // payload bytes of the current frame still to come
-	broken bool
-}
-
-// ended reads data and reports whether a stream ended in it: a HEADERS
-// or DATA frame with END_STREAM, or an RST_STREAM.
-func (f *h2Frames) ended(data []byte) bool {
-	end := false
-	for len(data) > 0 && !f.broken {
-		if f.skip > 0 {
-			n := min(f.skip, len(data))
-			f.skip -= n
-			data = data[n:]
-			continue
-		}
-		n := min(9-len(f.buf), len(data))
-		f.buf = append(f.buf, data[:n]...)
-		data = data[n:]
-		if len(f.buf) < 9 {
-			break
-		}
-		length := int(f.buf[0])<<16 | int(f.buf[1])<<8 | int(f.buf[2])
-		typ, flags := f.buf[3], f.buf[4]
-		reserved := binary.BigEndian.Uint32(f.buf[5:9]) >> 31
-		f.buf = f.buf[:0]
-		if typ > 9 || length > 1<<14 || reserved != 0 {
-			f.broken = true
-			break
-		}
-		f.skip = length
-		const typData, typHeaders, typRST, endStream = 0x0, 0x1, 0x3, 0x1
-		if (typ == typData || typ == typHeaders) && flags&endStream != 0 || typ == typRST {
-			end = true
-		}
-	}
-	return end
-}
-
-// zkFrames reads the frames a ZooKeeper server sends on one connection:
-// each a 4-byte length, then the reply's header (its xid, zxid and error)
-// and body. A request's reply carries the request's xid, which clients
-// number from 1; a ping's reply is xid -2, a watch's event -1 (and the
-// session's connect reply, at its start, no header: its first field, the
-// protocol version, is 0). As for h2Frames, a length no reply has means
-// the bytes began inside a frame, and the connection then tells nothing.
-type zkFrames struct {
-	buf    []byte // a length and xid not yet whole
+// frames reads the frames a server sends on one connection, from the
+// first byte the toxic saw: toxiproxy starts a new toxic between two
+// reads of the connection, which on loopback end where the server's
+// writes (whole frames) end. A header that cannot be one (an unknown
+// type, a length no frame has) means it began inside a frame: the
+// connection then tells nothing.
+type frames struct {
+	size int // a header's bytes
+	// header reads a whole header: the bytes of its frame still to
+	// come, whether the frame answers a request, and whether it can be
+	// a header at all.
+	header func(h []byte) (rest int, answer, ok bool)
+	buf    []byte // a header not yet whole
 	skip   int    // bytes of the current frame still to come
 	broken bool
 }
 
-// ended reads data and reports whether a request's reply was in it.
-func (f *zkFrames) ended(data []byte) bool {
-	// A reply's header is 16 bytes; a frame beyond the servers' default
-	// jute.maxbuffer (0xfffff) plus room is no reply.
-	const header, most = 16, 1 << 21
+// ended reads data and reports whether an answer was in it.
+func (f *frames) ended(data []byte) bool {
 	end := false
 	for len(data) > 0 && !f.broken {
 		if f.skip > 0 {
@@ -172,23 +123,53 @@ func (f *zkFrames) ended(data []byte) bool {
 			data = data[n:]
 			continue
 		}
-		n := min(8-len(f.buf), len(data))
+		n := min(f.size-len(f.buf), len(data))
 		f.buf = append(f.buf, data[:n]...)
 		data = data[n:]
-		if len(f.buf) < 8 {
+		if len(f.buf) < f.size {
 			break
 		}
-		length := int32(binary.BigEndian.Uint32(f.buf[:4]))
-		xid := int32(binary.BigEndian.Uint32(f.buf[4:8]))
+		rest, answer, ok := f.header(f.buf)
 		f.buf = f.buf[:0]
-		if length < header || length > most {
+		if !ok {
 			f.broken = true
 			break
 		}
-		f.skip = int(length) - 4
-		if xid > 0 {
-			end = true
-		}
+		f.skip, end = rest, end || answer
 	}
 	return end
+}
+
+// h2Frames reads HTTP/2 (gRPC: etcd's links), where an answer is the end
+// of a stream: a HEADERS or DATA frame with END_STREAM, or an RST_STREAM.
+func h2Frames() *frames {
+	return &frames{size: 9, header: func(h []byte) (int, bool, bool) {
+		length := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
+		typ, flags := h[3], h[4]
+		reserved := binary.BigEndian.Uint32(h[5:9]) >> 31
+		if typ > 9 || length > 1<<14 || reserved != 0 {
+			return 0, false, false
+		}
+		const typData, typHeaders, typRST, endStream = 0x0, 0x1, 0x3, 0x1
+		return length, (typ == typData || typ == typHeaders) && flags&endStream != 0 || typ == typRST, true
+	}}
+}
+
+// zkFrames reads ZooKeeper's client protocol: each frame a 4-byte length,
+// then the reply's header (its xid, zxid and error) and body. A request's
+// reply carries the request's xid, which clients number from 1; a ping's
+// reply is xid -2, a watch's event -1 (and the session's connect reply,
+// at its start, no header: its first field, the protocol version, is 0).
+func zkFrames() *frames {
+	// A reply's header is 16 bytes; a frame beyond the servers' default
+	// jute.maxbuffer (0xfffff) plus room is no reply.
+	const header, most = 16, 1 << 21
+	return &frames{size: 8, header: func(h []byte) (int, bool, bool) {
+		length := int32(binary.BigEndian.Uint32(h[:4]))
+		xid := int32(binary.BigEndian.Uint32(h[4:8]))
+		if length < header || length > most {
+			return 0, false, false
+		}
+		return int(length) - 4, xid > 0, true
+	}}
 }

@@ -33,7 +33,7 @@ func TestH2FramesEnded(t *testing.T) {
 	reset := frame(func() error { return fr.WriteRSTStream(7, http2.ErrCodeCancel) })
 
 	noAnswer := bytes.Join([][]byte{ping, window, message}, nil)
-	f := &h2Frames{}
+	f := h2Frames()
 	if f.ended(noAnswer) {
 		t.Error("a PING, a window update and a stream message read as an answer")
 	}
@@ -41,17 +41,17 @@ func TestH2FramesEnded(t *testing.T) {
 	// once its header is whole.
 	whole := append(bytes.Clone(noAnswer), trailers...)
 	n := len(noAnswer)
-	f = &h2Frames{}
+	f = h2Frames()
 	for _, cut := range [][2]int{{0, 5}, {5, n + 4}, {n + 4, n + 8}, {n + 8, len(whole)}} {
 		if got := f.ended(whole[cut[0]:cut[1]]); got != (cut[1] == len(whole)) {
 			t.Errorf("bytes %v: ended %v", cut, got)
 		}
 	}
-	if !(&h2Frames{}).ended(reset) {
+	if !h2Frames().ended(reset) {
 		t.Error("a reset read as no answer")
 	}
 	// Begun inside a frame: its payload read as a header is no frame.
-	f = &h2Frames{}
+	f = h2Frames()
 	if f.ended(bytes.Repeat([]byte{0xff}, 9)) || !f.broken || f.ended(trailers) {
 		t.Errorf("bytes from inside a frame: broken %v", f.broken)
 	}
@@ -71,12 +71,12 @@ func TestZKFramesAnswered(t *testing.T) {
 	ping, event, reply := frame(-2, 0), frame(-1, 40), frame(12, 30)
 
 	noAnswer := bytes.Join([][]byte{ping, event}, nil)
-	if (&zkFrames{}).ended(noAnswer) {
+	if zkFrames().ended(noAnswer) {
 		t.Error("a ping's reply and a watch's event read as an answer")
 	}
 	whole := append(bytes.Clone(noAnswer), reply...)
 	n := len(noAnswer)
-	f := &zkFrames{}
+	f := zkFrames()
 	for _, cut := range [][2]int{{0, 3}, {3, n + 2}, {n + 2, n + 6}, {n + 6, n + 8}, {n + 8, len(whole)}} {
 		// The reply is read once its length and xid are whole.
 		if got := f.ended(whole[cut[0]:cut[1]]); got != (cut[1] == n+8) {
@@ -84,7 +84,7 @@ func TestZKFramesAnswered(t *testing.T) {
 		}
 	}
 	// Begun inside a frame: its body read as a length is no frame.
-	f = &zkFrames{}
+	f = zkFrames()
 	if f.ended(bytes.Repeat([]byte{0xff}, 8)) || !f.broken || f.ended(reply) {
 		t.Errorf("bytes from inside a frame: broken %v", f.broken)
 	}
