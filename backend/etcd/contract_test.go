@@ -101,7 +101,7 @@ func TestContractGrantOfLostLockCaught(t *testing.T) {
 	})
 	e := setup(t, resource.Fenced, cfg)
 	e.start()
-	e.waitReleases(3, 5*time.Second)
+	e.waitReleases(3)
 	_, ops := e.finish()
 	expectBroken(t, results(ops)["contract"], "promise 2")
 }
@@ -138,7 +138,7 @@ func TestDecidedRevisionIsTheLocksWord(t *testing.T) {
 	})
 	e := setup(t, resource.Fenced, cfg)
 	e.start()
-	e.waitReleases(3, 5*time.Second)
+	e.waitReleases(3)
 	_, ops := e.finish()
 	grants := 0
 	for _, op := range ops {

@@ -80,7 +80,10 @@ func testRunRedisSetNXFenced(t *testing.T) {
 // results say that its token is not a fencing token, and a Redis run's
 // backend.
 func testRunRedlock(t *testing.T) {
-	_, out := redisRun(t, "--recipe", "redlock", "--nemesis", "pause,crash", "--seed", "3")
+	// Redlock asks each master within TTL/20: a TTL of 5 s gives 250 ms,
+	// which a loaded machine's loopback answers (100 ms at the default
+	// 2 s left a run with no grant at load 30).
+	_, out := redisRun(t, "--recipe", "redlock", "--nemesis", "pause,crash", "--seed", "3", "--ttl", "5")
 	res := readResults(t, out)
 	if res.Backend != "redis" || !res.NoFencingToken {
 		t.Errorf("backend %q, no fencing token %v; want redis, true", res.Backend, res.NoFencingToken)

@@ -262,6 +262,12 @@ func testZooKeeperGhostNode(t *testing.T) {
 				}
 			}
 			if struck == "" {
+				if sc := readResults(t, out).Scenario; sc != nil && sc.Unstaged != "" {
+					// zk-lock's valid verdict is as expected either way,
+					// but a run that struck nothing tests no ghost's
+					// absence (the fault found its moment too late).
+					t.Skipf("not staged: %s", sc.Unstaged)
+				}
 				t.Fatal("no lost-reply-acquire fault stopped")
 			}
 			// The ghost: a znode of the struck client the servers

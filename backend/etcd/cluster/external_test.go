@@ -695,7 +695,11 @@ func isolateAndHeal(t *testing.T, ctx context.Context, e *External, linksA []*to
 	t.Helper()
 	blackhole(t, linksA)
 	failsWithin(t, ctx, a, 500*time.Millisecond)
-	if err := putVia(ctx, b, key, "v2", 5*time.Second); err != nil {
+	// A put proposed while the members elect a leader (a loaded machine's
+	// member processes miss heartbeats) is answered only at etcd's request
+	// timeout, 5 s and two election timeouts: b's claim is that it
+	// commits, not how soon.
+	if err := putVia(ctx, b, key, "v2", 15*time.Second); err != nil {
 		t.Fatalf("b, whose links are clear: %v", err)
 	}
 	if err := e.ClearToxics(); err != nil {
