@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -80,20 +79,21 @@ func FindEtcd(path string) (Etcd, error) {
 	if err != nil {
 		return Etcd{}, fmt.Errorf("--etcd-bin %s: %v", path, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, abs, "--version").CombinedOutput()
-	m := versionLine.FindSubmatch(out)
+	out, err := serverkit.Version(abs, "")
+	if errors.Is(err, serverkit.ErrNoAnswer) {
+		return Etcd{}, fmt.Errorf("--etcd-bin %s: %w", path, err)
+	}
+	m := versionLine.FindStringSubmatch(out)
 	if m == nil {
-		first, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		first, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
 		if err != nil && first == "" {
 			first = err.Error()
 		}
 		return Etcd{}, fmt.Errorf("--etcd-bin %s: not etcd (`%s --version` said %q)", path, path, first)
 	}
-	major, _ := strconv.Atoi(string(m[1]))
-	minor, _ := strconv.Atoi(string(m[2]))
-	v := strings.TrimPrefix(string(m[0]), "etcd Version: ")
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	v := strings.TrimPrefix(m[0], "etcd Version: ")
 	if major < 3 || major == 3 && minor < 4 {
 		return Etcd{}, fmt.Errorf("--etcd-bin %s: etcd %s; locktest runs etcd 3.4 or later", path, v)
 	}

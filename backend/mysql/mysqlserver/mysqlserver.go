@@ -16,7 +16,6 @@
 package mysqlserver
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -28,6 +27,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,15 +75,13 @@ func Find(path string) (Binary, error) {
 		return Binary{}, fmt.Errorf("mariadb-install-db not found on PATH (install it: %s)", install)
 	}
 	b.InstallDB = inst
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	out, err := serverkit.Version(path, install)
 	if err != nil {
-		return Binary{}, fmt.Errorf("%s --version failed: %v (install it: %s)", path, err, install)
+		return Binary{}, err
 	}
-	m := versionRE.FindStringSubmatch(string(out))
+	m := versionRE.FindStringSubmatch(out)
 	if m == nil {
-		return Binary{}, fmt.Errorf("%s is not MariaDB: --version said %q (install it: %s)", path, bytes.TrimSpace(out), install)
+		return Binary{}, fmt.Errorf("%s is not MariaDB: --version said %q (install it: %s)", path, strings.TrimSpace(out), install)
 	}
 	b.Version = m[1]
 	return b, nil

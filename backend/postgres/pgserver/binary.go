@@ -1,7 +1,6 @@
 package pgserver
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,7 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"time"
+
+	"github.com/locktest/locktest/backend/serverkit"
 )
 
 // Binary is a usable PostgreSQL installation: the directory holding
@@ -66,13 +66,11 @@ func Find(dir string) (Binary, error) {
 			return Binary{}, fmt.Errorf("%s is not an executable file (install PostgreSQL: %s)", p, install)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, b.Postgres(), "--version").Output()
+	out, err := serverkit.Version(b.Postgres(), install)
 	if err != nil {
-		return Binary{}, fmt.Errorf("%s --version failed: %v (install it: %s)", b.Postgres(), err, install)
+		return Binary{}, err
 	}
-	m := versionRE.FindStringSubmatch(string(out))
+	m := versionRE.FindStringSubmatch(out)
 	if m == nil {
 		return Binary{}, fmt.Errorf("%s is not PostgreSQL: --version said %q (install it: %s)", b.Postgres(), out, install)
 	}

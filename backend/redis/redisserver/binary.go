@@ -1,7 +1,6 @@
 package redisserver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,7 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/locktest/locktest/backend/serverkit"
 )
 
 // Binary is a usable redis-server executable.
@@ -48,13 +48,11 @@ func Find(path string) (Binary, error) {
 	case fi.IsDir() || fi.Mode()&0o111 == 0:
 		return Binary{}, fmt.Errorf("redis-server %s is not an executable file (install it: %s)", path, install)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "--version").Output()
-	first, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	out, err := serverkit.Version(path, install)
 	if err != nil {
-		return Binary{}, fmt.Errorf("redis-server %s --version failed: %v (install it: %s)", path, err, install)
+		return Binary{}, err
 	}
+	first, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
 	m := versionRE.FindStringSubmatch(first)
 	if m == nil {
 		return Binary{}, fmt.Errorf("%s is not redis-server: --version said %q (install it: %s)", path, first, install)
