@@ -112,36 +112,35 @@ func testZooKeeperRun(t *testing.T) {
 	polltest.Until(t, 10*time.Second, "the run's servers to be gone", func() bool { return !proc.Using(out) })
 }
 
-// A run stopped part way, by Ctrl-C (SIGINT) and by SIGKILL, leaves no
-// server process behind, and its history on disk, checkable.
+// A run stopped part way by Ctrl-C (SIGINT) exits 2, leaves no server
+// process behind, and its history on disk, checkable. A run killed by
+// SIGKILL leaves none either: the servers die with locktest (Pdeathsig,
+// internal/proc), as etcd's member processes and redis-server do, which
+// start alike (serverkit.Proc) and testKilledRuns kills under faults; a
+// ZooKeeper run of its own for it took 5 s of CPU.
 func testZooKeeperStoppedRun(t *testing.T) {
 	zkserver.ForTest(t)
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
-		t.Run(sig.String(), func(t *testing.T) {
-			t.Parallel()
-			out := t.TempDir()
-			cmd := cliCommand("run", "--recipe", "zk-lock", "--nemesis", "pause,crash", "--time", "30s", "--seed", "4", "--out", out)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			var servers []int
-			polltest.Until(t, 90*time.Second, "the run to get going", func() bool {
-				servers = proc.Children(cmd.Process.Pid)
-				h, err := os.Stat(filepath.Join(firstRunDir(out), "history.jsonl"))
-				return len(servers) == 3 && err == nil && h.Size() > 2000
-			})
-			cmd.Process.Signal(sig)
-			err := cmd.Wait()
-			var ee *exec.ExitError
-			if sig == syscall.SIGINT && (!errors.As(err, &ee) || ee.ExitCode() != 2) {
-				t.Errorf("interrupted run exited with %v, want status 2", err)
-			}
-			polltest.Until(t, 10*time.Second, "the servers to be gone", func() bool { return !slices.ContainsFunc(servers, proc.Alive) })
-			code, stdout, stderr := cliRun(t, "check", filepath.Join(firstRunDir(out), "history.jsonl"))
-			if !strings.Contains(stdout, "verdict: ") || code == 0 && sig == syscall.SIGKILL {
-				t.Fatalf("the history left by %v: exit %d\n%s\n%s", sig, code, stdout, stderr)
-			}
-		})
+	out := t.TempDir()
+	cmd := cliCommand("run", "--recipe", "zk-lock", "--nemesis", "pause,crash", "--time", "30s", "--seed", "4", "--out", out)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var servers []int
+	polltest.Until(t, 90*time.Second, "the run to get going", func() bool {
+		servers = proc.Children(cmd.Process.Pid)
+		h, err := os.Stat(filepath.Join(firstRunDir(out), "history.jsonl"))
+		return len(servers) == 3 && err == nil && h.Size() > 2000
+	})
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Errorf("interrupted run exited with %v, want status 2", err)
+	}
+	polltest.Until(t, 10*time.Second, "the servers to be gone", func() bool { return !slices.ContainsFunc(servers, proc.Alive) })
+	code, stdout, stderr := cliRun(t, "check", filepath.Join(firstRunDir(out), "history.jsonl"))
+	if !strings.Contains(stdout, "verdict: ") {
+		t.Fatalf("the history left: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
 
