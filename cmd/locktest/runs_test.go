@@ -11,7 +11,7 @@ import (
 
 // TestRuns runs the CLI's end-to-end runs on real servers side by side:
 // each mostly waits on its servers and its run's clock, not on the CPU
-// (VersionCommit, a build of locktest, goes beside them too).
+// (VersionCommit, a go build, goes beside them too).
 // Once all are done, no process any of them started may be left. A test
 // that counts its process's sockets and goroutines runs alone: as a
 // top-level test (TestRunEndToEnd, TestShrinkBadInput), or, the longer
@@ -49,7 +49,7 @@ func TestRuns(t *testing.T) {
 			// The live page, on the fake backend in a child process:
 			// it waits out its scenario's clock.
 			{"RunLive", testRunLive},
-			// A build of locktest, beside the runs' waiting.
+			// A go build, beside the runs' waiting.
 			{"VersionCommit", testVersionCommit},
 			// In a process of its own each: tests that count their
 			// process's sockets, and the longest runs (two at once).

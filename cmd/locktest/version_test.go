@@ -95,10 +95,15 @@ func TestVersion(t *testing.T) {
 
 // A locktest built from a git checkout prints the commit it was built from,
 // as the build recorded it (go build stamps it; go run and -buildvcs=false
-// do not). It builds locktest: a subtest of TestRuns, beside the runs.
+// do not). The build is of testdata/stamped, a main package of this module
+// as locktest is, which prints harness.BuildVersions as locktest version
+// does (TestVersion: the command prints it; harness's TestBuildVersions:
+// how it reads a build's information): Go stamps every main package of the
+// module alike, and the package links in 2 s of CPU where locktest's 700
+// packages took 7-11 s. A subtest of TestRuns, beside the runs.
 func testVersionCommit(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds locktest")
+		t.Skip("builds a program")
 	}
 	head, err := exec.Command("git", "-C", filepath.Join("..", ".."), "rev-parse", "HEAD").Output()
 	if err != nil {
@@ -108,20 +113,20 @@ func testVersionCommit(t *testing.T) {
 	if err != nil {
 		t.Skipf("skipped: no go command on PATH: %v", err)
 	}
-	bin := filepath.Join(t.TempDir(), "locktest")
-	build := exec.Command(gobin, "build", "-buildvcs=true", "-o", bin, ".")
+	bin := filepath.Join(t.TempDir(), "stamped")
+	build := exec.Command(gobin, "build", "-buildvcs=true", "-o", bin, "./testdata/stamped")
 	build.Env = append(os.Environ(), "GOFLAGS=")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	out, err := exec.Command(bin, "version").Output()
+	out, err := exec.Command(bin).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, v := versionLines(t, string(out))
-	if strings.HasPrefix(v["commit"], "unknown") {
+	if v["commit"] == "" {
 		// Go stamps no commit in a git worktree (.git is a file there).
-		t.Skipf("skipped: go build recorded no commit here (a git worktree?): %s", v["commit"])
+		t.Skip("skipped: go build recorded no commit here (a git worktree?)")
 	}
 	dirty, err := exec.Command("git", "-C", filepath.Join("..", ".."), "status", "--porcelain").Output()
 	if err != nil {
@@ -132,9 +137,9 @@ func testVersionCommit(t *testing.T) {
 		want += "+dirty"
 	}
 	if v["commit"] != want {
-		t.Errorf("locktest version says commit %q; the checkout is at %q", v["commit"], want)
+		t.Errorf("the build says commit %q; the checkout is at %q", v["commit"], want)
 	}
 	if v["locktest"] == "(devel)" {
-		t.Errorf("locktest version says locktest %q; want the module version Go stamps from the commit", v["locktest"])
+		t.Errorf("the build says locktest %q; want the module version Go stamps from the commit", v["locktest"])
 	}
 }
