@@ -168,12 +168,17 @@ func (env *Env) findClient(ctx context.Context, e Entry, params map[string]strin
 				sleepUntil(wctx, time.Now().Add(5*time.Millisecond))
 			}
 		}
-		if !ok && e.Params["on"] == "grant" {
+		if !ok && (e.Params["on"] == "grant" || e.Fault == LostReplyRelease) {
 			// A script's strike at a grant waits for the run's first
 			// grant as long as the fault can still strike: on a loaded
 			// machine it came 2.1-2.3 s into zk-ghost-node's run (load
 			// 33), and a strike that fell back on a waiter's acquire in
-			// flight made no ghost.
+			// flight made no ghost. So does a lost release reply struck
+			// in a hand-off: a waiter's release comes only after its
+			// grant and section, too late for its client to be granted
+			// again while the fault holds (mutex-retry, seeds 603, 604,
+			// 721-723: fallen on a waiter each time, and no retried
+			// release struck a later grant).
 			h, ok = env.firstHolder(ctx)
 		}
 		if ok {

@@ -209,3 +209,22 @@ func TestStrikeAtGrantWaitsForTheFirstGrant(t *testing.T) {
 		t.Fatalf("no grant by the fault's last moment: got %q, %v, params %v; want the fallback c0, missed", h, err, params)
 	}
 }
+
+// A lost release reply struck in a hand-off, when nobody holds the lock,
+// waits for the next grant and strikes that holder's release, not the
+// fallback's, which a waiter makes only after its own grant.
+func TestLostReleaseWaitsForAHolder(t *testing.T) {
+	t.Parallel()
+	fc := &fakeClients{names: []string{"c0", "c1"}, waiter: "c0"}
+	env := &Env{Clients: fc}
+	e := Entry{Fault: LostReplyRelease, Target: TargetHolder, Fallback: "c0"}
+	time.AfterFunc(freshGrantWait+300*time.Millisecond, func() {
+		fc.mu.Lock()
+		fc.holder = "c1"
+		fc.mu.Unlock()
+	})
+	params := map[string]string{}
+	if h, err := env.findClient(context.Background(), e, params, false); err != nil || h != "c1" || params["resolved"] != "" {
+		t.Fatalf("a grant %v after the strike: got %q, %v, params %v; want its holder c1", freshGrantWait+300*time.Millisecond, h, err, params)
+	}
+}
