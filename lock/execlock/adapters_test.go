@@ -130,8 +130,8 @@ var javaTestFlags = []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX
 // ZooKeeper server without faults: up-ms, from its spawn until locktest
 // takes it to be up (idle, waiting for its first request: Recipe.Start
 // and, for a replacement, Recipe.New), and first-acquire-ms, its first
-// acquire of a free lock after that (the JVM still loading the classes
-// the lock uses), against acquire-ms, the next.
+// acquire of a free lock after that (what the JVM's warm-up left cold),
+// against acquire-ms, the next.
 func BenchmarkJavaStart(b *testing.B) {
 	dir, err := filepath.Abs("adapters")
 	if err != nil {

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/locktest/locktest/backend/etcd"
 	"github.com/locktest/locktest/backend/etcd/cluster"
 	"github.com/locktest/locktest/backend/redis/redisserver"
@@ -22,6 +25,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/histories"
 	"github.com/locktest/locktest/internal/partest"
+	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/lock/execlock"
 )
 
@@ -99,12 +103,14 @@ func conform(t *testing.T, backend string, command []string) {
 	}
 
 	t0, tokened := grant(c0, "first grant")
-	// c1's answer to an unknown op tells it has started and reads its
-	// requests: the timed acquire below is then c1's, not its runtime's
-	// start (a Node client's start outlasted the 10 s below at load 79).
 	if r := c1.call(t, `{"op":"frobnicate","lock":"lock"}`, replyWait); r.OK == nil || *r.OK || r.Definite == nil || !*r.Definite {
 		t.Errorf("an unknown op: want ok false, definite true, got %s", r.raw)
 	}
+	// c1 up (it answers, and is idle, as locktest waits for a client it
+	// starts): the timed acquire below is then c1's, not its runtime's
+	// start or warm-up (a Node client's start outlasted the 10 s below at
+	// load 79; a JVM's cold first acquire took 20 s beside 8 busy loops).
+	c1.up(t)
 	began := time.Now()
 	r := c1.call(t, `{"op":"acquire","lock":"lock","timeout_ms":700}`, replyWait)
 	switch {
@@ -129,11 +135,16 @@ func conform(t *testing.T, backend string, command []string) {
 		t.Errorf("tokens must grow with every grant: %d, then %d", t0, t1)
 	}
 	release(c1, "handover release")
-	c0.in.Close()
-	select {
-	case <-c0.exited:
-	case <-time.After(replyWait):
-		t.Errorf("%s did not exit within %v of its stdin's end", c0.name, replyWait)
+	for _, c := range []*client{c0, c1} {
+		c.in.Close()
+		select {
+		case <-c.exited:
+		case <-time.After(replyWait):
+			t.Errorf("%s did not exit within %v of its stdin's end", c.name, replyWait)
+		}
+	}
+	if backend == "zookeeper" {
+		noWarmUpLeft(t, env, prefix)
 	}
 
 	res := run(t, backend, command, func(o *runOptions) { o.clients = 3; o.ttl = conformTTL })
@@ -147,6 +158,38 @@ func conform(t *testing.T, backend string, command []string) {
 			c.Name == histories.CheckResource && tokened
 		if c.Verdict == checker.Invalid || must && c.Verdict != checker.Valid {
 			t.Errorf("a run without faults: check %s is %s: %s", c.Name, c.Verdict, c.Explanation)
+		}
+	}
+}
+
+// noWarmUpLeft checks that the clients, once exited, left nothing beside
+// prefix: the Java adapter warms up on a lock path of its own there
+// (PREFIX-warm-up-CLIENT-PID, outside the prefix the observer reads), and
+// deletes it.
+func noWarmUpLeft(t *testing.T, env []string, prefix string) {
+	t.Helper()
+	var servers []string
+	for _, v := range env {
+		if e, ok := strings.CutPrefix(v, "LOCKTEST_ENDPOINTS="); ok {
+			servers = strings.Split(e, ",")
+		}
+	}
+	c, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	parent, base := path.Split(strings.TrimSuffix(prefix, "/"))
+	children, _, err := c.Children(strings.TrimSuffix(parent, "/"))
+	if errors.Is(err, zk.ErrNoNode) {
+		return // a container, gone once empty
+	}
+	if err != nil {
+		t.Fatalf("listing %s: %v", parent, err)
+	}
+	for _, child := range children {
+		if strings.HasPrefix(child, base+"-warm-up-") {
+			t.Errorf("%s%s is left after the clients exited", parent, child)
 		}
 	}
 }
@@ -262,6 +305,7 @@ type client struct {
 	lines  chan []byte
 	exited chan struct{}
 	id     int
+	pid    int // its process group's
 }
 
 // reply is a reply as the protocol pins its fields; nil is absent.
@@ -305,6 +349,7 @@ func startClient(t *testing.T, command, env []string) *client {
 		cmd.Wait()
 		close(c.exited)
 	}()
+	c.pid = cmd.Process.Pid
 	t.Cleanup(func() {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-c.exited
@@ -313,6 +358,38 @@ func startClient(t *testing.T, command, env []string) *client {
 		}
 	})
 	return c
+}
+
+// up waits until c's process group has been idle for 500 ms, as
+// locktest's Recipe.Start waits for a client it starts, or replyWait has
+// passed (then it is taken to be up, as Start takes it).
+func (c *client) up(t *testing.T) {
+	t.Helper()
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(replyWait)
+	var was proc.GroupState
+	quiet := time.Now()
+	for {
+		select {
+		case <-deadline:
+			t.Logf("%s still busy after %v: taken to be up", c.name, replyWait)
+			return
+		case <-c.exited:
+			return // its next call says so
+		case <-tick.C:
+		}
+		g, ok := proc.Descendants(c.pid)
+		if !ok {
+			g = proc.Group(c.pid)
+		}
+		if !g.Idle(was) {
+			was, quiet = g, time.Now()
+		}
+		if time.Since(quiet) >= 500*time.Millisecond {
+			return
+		}
+	}
 }
 
 // call sends a request (req without its id) and returns its reply,
