@@ -42,28 +42,37 @@ func TestOutageOpening(t *testing.T) {
 	}
 }
 
-// The outage strikes at a holder with less than a TTL of its section left
-// while every waiter has waited less than its param fresh; not at a stale
-// queue, an empty one, or a holder deep in a slow section, and then
-// strikes anyway (not aimed) once the run's end is near.
+// The outage strikes at a holder still in its section, with less than a
+// TTL of it left, while every waiter has waited less than its param
+// fresh; not at a stale queue (even with a fresh waiter at its end), an empty one, a holder deep in a slow
+// section, or one whose section is over (its release may be on its way),
+// and then strikes anyway (not aimed) once the run's end is near.
 func TestOutageMoment(t *testing.T) {
 	e := Entry{Fault: CrashMember, Target: AllMembers, Params: map[string]string{"fresh": "250ms"}}
 	for _, c := range []struct {
 		name           string
 		waiter, midway string
 		waited, left   time.Duration
+		newest         time.Duration // c3's wait, if it began last
 		aimed          bool
 	}{
-		{"a holder behind a queue of 100 ms", "c1", "", 100 * time.Millisecond, 0, true},
-		{"a waiter of 1 s", "c1", "", time.Second, 0, false},
-		{"no waiter", "", "", 0, 0, false},
-		{"a holder with 3 s of its section left", "c1", "c0", 100 * time.Millisecond, 3 * time.Second, false},
+		{"a holder behind a queue of 100 ms", "c1", "c0", 100 * time.Millisecond, 10 * time.Millisecond, 0, true},
+		{"a holder past its section", "c1", "", 100 * time.Millisecond, 0, 0, false},
+		{"a waiter of 1 s", "c1", "c0", time.Second, 10 * time.Millisecond, 0, false},
+		{"a waiter of 1 s ahead of one of 100 ms", "c1", "c0", time.Second, 10 * time.Millisecond, 100 * time.Millisecond, false},
+		{"no waiter", "", "c0", 0, 10 * time.Millisecond, 0, false},
+		{"a holder with 3 s of its section left", "c1", "c0", 100 * time.Millisecond, 3 * time.Second, 0, false},
 	} {
-		fc := &fakeClients{names: []string{"c0", "c1"}, holder: "c0", waiter: c.waiter, waited: c.waited, midway: c.midway, left: c.left}
+		// c2 holds the newest grant, its section over.
+		fc := &fakeClients{names: []string{"c0", "c1", "c2", "c3"}, holder: "c2", waiter: c.waiter, waited: c.waited, midway: c.midway, left: c.left}
+		if c.newest > 0 {
+			fc.newest, fc.newestWaited = "c3", c.newest
+		}
 		env := &Env{Clients: fc, TTL: 2 * time.Second, aimBy: time.Now().Add(50 * time.Millisecond)}
 		params := map[string]string{}
-		if env.outageMoment(context.Background(), e, params); (params["aimed"] == "true") != c.aimed {
-			t.Errorf("%s: %v, want aimed %v", c.name, params, c.aimed)
+		h := env.outageMoment(context.Background(), e, params)
+		if (params["aimed"] == "true") != c.aimed || (h == "c0") != c.aimed {
+			t.Errorf("%s: %q, %v, want aimed %v", c.name, h, params, c.aimed)
 		}
 	}
 }
