@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/backend/registry"
 
 	"github.com/locktest/locktest/checker"
@@ -31,7 +32,7 @@ import (
 // TestMain lets a test run locktest itself in a process of its own: with
 // LOCKTEST_CLI_ARGS set (arguments separated by spaces), the test binary is
 // locktest with those arguments (on the fake backend with
-// LOCKTEST_CLI_FAKE set: onFakeBackend, for a child). Otherwise it gives
+// LOCKTEST_CLI_FAKE set: runOnFake, for a child). Otherwise it gives
 // the tests a temporary directory of their own. Every
 // locktest command first sweeps the temporary directory for what killed
 // runs left there and says so on stderr; the machine's shared one holds
@@ -40,10 +41,11 @@ import (
 // (the test binary run again as locktest) keeps the TMPDIR its test gave it.
 func TestMain(m *testing.M) {
 	if args := os.Getenv("LOCKTEST_CLI_ARGS"); args != "" {
+		bs := ownBackends
 		if os.Getenv("LOCKTEST_CLI_FAKE") != "" {
-			backendSet = fakebackend.Set
+			bs = fakebackend.Set
 		}
-		os.Exit(mainArgs(strings.Fields(args), os.Stdout, os.Stderr))
+		os.Exit(mainArgs(bs, strings.Fields(args), os.Stdout, os.Stderr))
 	}
 	const mark = "LOCKTEST_CMD_TESTS_TMPDIR"
 	if os.Getenv(mark) != "" {
@@ -69,10 +71,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// runMain runs locktest with args on its own backends (real servers).
 func runMain(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	return runMainOn(t, ownBackends, args...)
+}
+
+// runMainOn runs locktest with args on the backends bs.
+func runMainOn(t *testing.T, bs *backend.Set, args ...string) (int, string, string) {
+	t.Helper()
 	var out, errb bytes.Buffer
-	code := mainArgs(args, &out, &errb)
+	code := mainArgs(bs, args, &out, &errb)
 	return code, out.String(), errb.String()
 }
 
@@ -536,7 +545,7 @@ func TestMistyped(t *testing.T) {
 // examples; run's flags all belong to a topic of runGroups.
 func TestHelpGrouped(t *testing.T) {
 	fs := flag.NewFlagSet("", flag.ContinueOnError)
-	addRunFlags(fs)
+	addRunFlags(fs, ownBackends)
 	_, backends := backendFlags()
 	fs.VisitAll(func(f *flag.Flag) {
 		if !slices.Contains(runFlagNames(), f.Name) && !slices.Contains(slices.Concat(backends...), f.Name) {
