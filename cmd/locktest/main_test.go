@@ -171,6 +171,11 @@ func TestRunEndToEnd(t *testing.T) {
 	if res.Run == nil || res.Run.Stats.Acquisitions < 5 {
 		t.Fatalf("too few acquisitions in 2 s: %+v", res.Run)
 	}
+	// Embedded members run in locktest's process: no server CPU apart
+	// from its own (compare's "in process").
+	if res.Run.ServerCPU != nil {
+		t.Errorf("server CPU %v measured for embedded members", *res.Run.ServerCPU)
+	}
 	for _, c := range res.Checks {
 		if c.Verdict != checker.Valid {
 			t.Errorf("check %s: %s: %s", c.Name, c.Verdict, c.Explanation)

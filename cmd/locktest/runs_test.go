@@ -39,7 +39,6 @@ func TestRuns(t *testing.T) {
 			{"RedlockBareQuorum", testRedlockBareQuorum},
 			{"RunRedisFailover", testRunRedisFailover},
 			{"RunRedisClockJumpEmulated", testRunRedisClockJumpEmulated},
-			{"CompareAcrossBackends", testCompareAcrossBackends},
 			// ZooKeeper (zookeeper_test.go)
 			{"ZooKeeperStoppedRun", testZooKeeperStoppedRun},
 			{"ZooKeeperRun", testZooKeeperRun},
@@ -48,9 +47,11 @@ func TestRuns(t *testing.T) {
 			{"ZooKeeperNoRecheckCaught", testZooKeeperNoRecheckCaught},
 			// The CLI's own logic on the fake backend (internal/fakebackend),
 			// beside the others: each waits out its runs' clocks. The live
-			// page in a child process; a run's faults and their replay.
+			// page in a child process; a run's faults and their replay;
+			// compare across two backends.
 			{"RunLive", testRunLive},
 			{"RunWithFaults", testRunWithFaults},
+			{"CompareAcrossBackends", testCompareAcrossBackends},
 			// A go build, beside the runs' waiting.
 			{"VersionCommit", testVersionCommit},
 			// In a process of its own each: tests that count their
