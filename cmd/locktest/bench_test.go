@@ -71,7 +71,7 @@ func FuzzCheck(f *testing.F) {
 		done := make(chan answer, 1)
 		go func() {
 			var out, errOut strings.Builder
-			code := mainArgs([]string{"check", "--require", "all", "--timeout", "20s", path}, &out, &errOut)
+			code := mainArgs(ownBackends, []string{"check", "--require", "all", "--timeout", "20s", path}, &out, &errOut)
 			done <- answer{code, out.String(), errOut.String()}
 		}()
 		var a answer

@@ -10,11 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 )
 
-func checkCmd(args []string, stdout io.Writer) (int, error) {
+func checkCmd(bs *backend.Set, args []string, stdout io.Writer) (int, error) {
 	fs := newFlags("check", "check PATH [flags]\n\nRe-checks a stored history: a history.jsonl file, or a run directory holding one.\nResults go beside it: results.json in a run directory, NAME.results.json for a file.", stdout)
 	require := fs.String("require", harness.RequireData, "checks whose failure makes the exit status 1: a comma list of "+strings.Join(checker.Names(), ", ")+" (consistency only when the results carry member hashes), all, or "+harness.RequireData+" (resource, and invariant unless it is unknown)")
 	timeout := fs.Duration("timeout", time.Minute, "time limit for each check; a check that hits it is unknown")
@@ -53,7 +54,7 @@ func checkCmd(args []string, stdout io.Writer) (int, error) {
 	}
 
 	earlier := earlierResults(out)
-	co := harness.CheckOptions{Backends: backendSet, VisualizationDir: dir, Timeout: *timeout, Required: required, LivenessBound: *bound}
+	co := harness.CheckOptions{Backends: bs, VisualizationDir: dir, Timeout: *timeout, Required: required, LivenessBound: *bound}
 	if earlier != nil {
 		co.Hashes = earlier.Hashes
 	}

@@ -115,7 +115,7 @@ func TestCheckRejectionNamesLine(t *testing.T) {
 // Every run built from one set of flags shares the seed drawn for it, so
 // that compare's configurations run under the same schedule.
 func TestOneSeedForAllConfigurations(t *testing.T) {
-	rf := addRunFlags(newFlags("compare", "", io.Discard))
+	rf := addRunFlags(newFlags("compare", "", io.Discard), ownBackends)
 	if err := parseFlags(rf.fs, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestServeAndReportRefuse(t *testing.T) {
 		{"report", dir},
 	} {
 		var out, errOut strings.Builder
-		if code := mainArgs(args, &out, &errOut); code != exitUnknown || strings.Count(strings.TrimSpace(errOut.String()), "\n") != 0 || errOut.Len() == 0 {
+		if code := mainArgs(ownBackends, args, &out, &errOut); code != exitUnknown || strings.Count(strings.TrimSpace(errOut.String()), "\n") != 0 || errOut.Len() == 0 {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line", args, code, errOut.String())
 		}
 	}

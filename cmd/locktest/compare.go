@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/words"
@@ -46,9 +47,9 @@ type compareRow struct {
 	Exit            int            `json:"exit"`
 }
 
-func compareCmd(args []string, stdout io.Writer) (int, error) {
+func compareCmd(bs *backend.Set, args []string, stdout io.Writer) (int, error) {
 	fs := newFlags("compare", "compare [flags]\n\nRuns several lock recipes, of any backends, resource modes and client counts under one\nseeded fault schedule, one after another on fresh systems, and prints one table. A fault a\nbackend cannot carry out is dropped from its runs, and the table says so; a fault on a\nmember strikes any backend's server alike. A backend's flags apply to its own recipes.\n--recipe (or --recipes), --resource, --clients and --backend take comma lists here (a recipe that is not a\nbuilt-in, exec:..., runs on each backend of --backend; its command cannot hold a comma); every other flag is run's.", stdout)
-	rf := addRunFlags(fs)
+	rf := addRunFlags(fs, bs)
 	rf.lenient = true
 	fs.Var(stringFlag{rf.recipe}, "recipes", "same as --recipe")
 	if err := parseFlags(fs, args); err != nil {
@@ -65,11 +66,11 @@ func compareCmd(args []string, stdout io.Writer) (int, error) {
 	var configs []config
 	for _, c := range clients {
 		for _, r := range recipes {
-			bs := backends
-			if _, _, builtin := backendSet.Builtin(r); builtin {
-				bs = []string{""} // a built-in runs on its own
+			on := backends
+			if _, _, builtin := bs.Builtin(r); builtin {
+				on = []string{""} // a built-in runs on its own
 			}
-			for _, b := range bs {
+			for _, b := range on {
 				for _, m := range modes {
 					configs = append(configs, config{r, b, m, c})
 				}

@@ -116,7 +116,7 @@ func faultsPage() string {
 
 	w.WriteString("\n## Fault kinds each backend's system carries out\n\n")
 	w.WriteString("What a backend's system offers decides which kinds a schedule draws; a run refuses, before anything starts, a family of which its system can carry out no kind, naming what it lacks. With 5 members where the backend lets it be chosen.\n\n")
-	bs := backendSet.All()
+	bs := ownBackends.All()
 	head, rule := "| family |", "| --- |"
 	for _, b := range bs {
 		head += " " + b.Name + " |"
@@ -166,7 +166,7 @@ func recipesPage() string {
 	w.WriteString(generated)
 	w.WriteString("# Reference: built-in lock recipes\n\n")
 	w.WriteString("`--recipe NAME` picks the lock under test; a built-in recipe runs on its own backend. A lock of your own: [testing your own lock](../own-lock.md). Backends and what they start: [backends and recipes](../backends.md).\n\n")
-	for _, b := range backendSet.All() {
+	for _, b := range ownBackends.All() {
 		fmt.Fprintf(&w, "## %s\n\n| recipe | broken on purpose | fencing token | how it locks |\n| --- | --- | --- | --- |\n", b.Name)
 		for _, r := range b.Recipes {
 			broken, token := "", "yes"
@@ -196,7 +196,7 @@ func scenariosPage() string {
 	w.WriteString("# Reference: the scenario catalog\n\n")
 	w.WriteString("Each scenario is a scripted fault schedule and the workload settings that put a lock in the situation, with its lesson and the verdicts it expects; `locktest scenario run NAME` plays it, `locktest scenario list` lists them, and `locktest nightly` plays them all. How to read them: [scenarios and the bug catalog](../scenarios.md).\n\n")
 	w.WriteString("| scenario | backend | what happens | expects |\n| --- | --- | --- | --- |\n")
-	catalog := backendSet.Catalog()
+	catalog := ownBackends.Catalog()
 	for _, sc := range catalog {
 		be := sc.Backend
 		if be == "" {
@@ -228,7 +228,7 @@ func bugsPage() string {
 	w.WriteString("# Reference: the bug catalog\n\n")
 	w.WriteString("The upstream bugs locktest reproduces, each by a scenario of the catalog; results.json, the report page and the JUnit case of a run that shows one name it. Write-ups and measurements: [findings](../findings.md).\n\n")
 	w.WriteString("| bug | status | seen in | recipes | shows as | reproduce |\n| --- | --- | --- | --- | --- | --- |\n")
-	for _, sc := range backendSet.Catalog() {
+	for _, sc := range ownBackends.Catalog() {
 		for _, b := range sc.Bugs {
 			fmt.Fprintf(&w, "| [%s](%s) | %s | %s | %s | %s | `locktest scenario run %s` |\n", b.Ref, b.URL, cell(b.Status), cell(b.Seen), code(b.Recipes), cell(strings.Join(b.Shows, ", ")), sc.Name)
 		}
@@ -268,7 +268,7 @@ func cliPage() string {
 		}
 		seen[name] = true
 		var out bytes.Buffer
-		mainArgs(append(args, "--help"), &out, io.Discard)
+		mainArgs(ownBackends, append(args, "--help"), &out, io.Discard)
 		fmt.Fprintf(&w, "\n## locktest %s\n\n```\n%s```\n", name, out.String())
 	}
 	return w.String()

@@ -6,13 +6,11 @@ import (
 	"github.com/locktest/locktest/internal/fakebackend"
 )
 
-// onFakeBackend gives the commands the fake backend (internal/fakebackend:
-// its lock in memory, no server) until t ends, for a test of the CLI's own
-// logic. The commands all read the one backendSet: a test that calls this
-// stays serial (no t.Parallel), as one that sets any package hook.
-func onFakeBackend(t *testing.T) {
+// runOnFake runs locktest with args on the fake backend
+// (internal/fakebackend: its lock in memory, no server), for a test of the
+// CLI's own logic. The commands run on the backends they are given, so
+// such a test may run beside the others (t.Parallel).
+func runOnFake(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	prev := backendSet
-	backendSet = fakebackend.Set
-	t.Cleanup(func() { backendSet = prev })
+	return runMainOn(t, fakebackend.Set, args...)
 }

@@ -145,8 +145,8 @@ func runFlagNames() []string {
 
 // backendFlags are the backends' names and the flags of each.
 func backendFlags() (names []string, flags [][]string) {
-	f := backendSet.AddFlags(flag.NewFlagSet("", flag.ContinueOnError))
-	for _, b := range backendSet.All() {
+	f := ownBackends.AddFlags(flag.NewFlagSet("", flag.ContinueOnError))
+	for _, b := range ownBackends.All() {
 		names = append(names, b.Name)
 		flags = append(flags, f.Names(b.Name))
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/report"
 )
 
@@ -45,8 +46,8 @@ func listen(addr string, public bool) (net.Listener, error) {
 
 // runsServer serves the runs under root read-only (nothing outside root),
 // each run's live page with them: serve's server and --live's.
-func runsServer(root *os.Root) *http.Server {
-	return &http.Server{Handler: readOnly(report.Live(root, http.FileServerFS(inside{root.FS()}), backendSet)), ReadHeaderTimeout: 10 * time.Second}
+func runsServer(root *os.Root, bs *backend.Set) *http.Server {
+	return &http.Server{Handler: readOnly(report.Live(root, http.FileServerFS(inside{root.FS()}), bs)), ReadHeaderTimeout: 10 * time.Second}
 }
 
 // live is a run's live page, being served.
@@ -54,11 +55,13 @@ type live struct {
 	ln   net.Listener
 	url  string
 	stop func()
+	// backends judge the histories its page draws: its run's.
+	backends *backend.Set
 }
 
 // startLive listens for a run's live page before the run starts (a
 // taken or public address is an error before anything has started).
-func startLive(f *liveFlags) (*live, error) {
+func startLive(f *liveFlags, bs *backend.Set) (*live, error) {
 	if f == nil || !*f.on {
 		return nil, nil
 	}
@@ -69,7 +72,7 @@ func startLive(f *liveFlags) (*live, error) {
 		}
 		return nil, fmt.Errorf("--live-addr: %w", err)
 	}
-	return &live{ln: ln}, nil
+	return &live{ln: ln, backends: bs}, nil
 }
 
 // serve serves the runs under out, and says where the run dir's page is.
@@ -85,7 +88,7 @@ func (l *live) serve(w io.Writer, out, dir string) error {
 		l.ln.Close()
 		return err
 	}
-	srv := runsServer(root)
+	srv := runsServer(root, l.backends)
 	go srv.Serve(l.ln)
 	l.stop = func() { srv.Close(); root.Close() }
 	l.url = fmt.Sprintf("http://%s/%s/", l.ln.Addr(), filepath.ToSlash(rel))

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/backend/registry"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/scratch"
@@ -53,12 +54,12 @@ Exit status: 0 valid, 1 a required check found a violation, 2 unknown or an erro
 run's is its expectations': 0 when every verdict is the one it expects, harm included.
 `
 
-// backendSet is the backends every command runs, documents and judges
-// histories by: locktest's own. It is the one place they take them from,
-// so that a test of the CLI's own logic (flags, printing, bookkeeping)
-// can give them a backend in memory instead of real servers
-// (onFakeBackend, in the tests).
-var backendSet = registry.Backends()
+// ownBackends are locktest's own backends: those main gives the commands
+// (mainArgs), which run on and judge histories by the set they are given
+// (a test of the CLI's own logic gives them the fake backend, in memory,
+// and may run beside others); and those the usage, the help, the
+// reference pages and the version name.
+var ownBackends = registry.Backends()
 
 // commands are locktest's commands, for the nearest to a mistyped one.
 var commands = []string{"run", "check", "scenario", "nightly", "shrink", "sweep", "power", "compare", "report", "serve", "docs", "version", "help"}
@@ -66,7 +67,7 @@ var commands = []string{"run", "check", "scenario", "nightly", "shrink", "sweep"
 // backendNames are the registered backends' names, as a phrase: "etcd, redis and zookeeper".
 func backendNames() string {
 	var names []string
-	for _, b := range backendSet.All() {
+	for _, b := range ownBackends.All() {
 		names = append(names, b.Name)
 	}
 	if len(names) < 2 {
@@ -76,10 +77,10 @@ func backendNames() string {
 }
 
 func main() {
-	os.Exit(mainArgs(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(mainArgs(ownBackends, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func mainArgs(args []string, stdout, stderr io.Writer) int {
+func mainArgs(bs *backend.Set, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUnknown
@@ -89,25 +90,25 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 	code := exitUnknown
 	switch args[0] {
 	case "run":
-		code, err = runCmd(args[1:], stdout)
+		code, err = runCmd(bs, args[1:], stdout)
 	case "check":
-		code, err = checkCmd(args[1:], stdout)
+		code, err = checkCmd(bs, args[1:], stdout)
 	case "shrink":
-		code, err = shrinkCmd(args[1:], stdout, stderr)
+		code, err = shrinkCmd(bs, args[1:], stdout, stderr)
 	case "sweep":
-		code, err = sweepCmd(args[1:], stdout)
+		code, err = sweepCmd(bs, args[1:], stdout)
 	case "power":
-		code, err = powerCmd(args[1:], stdout)
+		code, err = powerCmd(bs, args[1:], stdout)
 	case "scenario":
-		code, err = scenarioCmd(args[1:], stdout)
+		code, err = scenarioCmd(bs, args[1:], stdout)
 	case "nightly":
-		code, err = nightlyCmd(args[1:], stdout, stderr)
+		code, err = nightlyCmd(bs, args[1:], stdout, stderr)
 	case "compare":
-		code, err = compareCmd(args[1:], stdout)
+		code, err = compareCmd(bs, args[1:], stdout)
 	case "report":
 		code, err = reportCmd(args[1:], stdout)
 	case "serve":
-		code, err = serveCmd(args[1:], stdout)
+		code, err = serveCmd(bs, args[1:], stdout)
 	case "docs":
 		code, err = docsCmd(args[1:], stdout)
 	case "version", "-version", "--version":

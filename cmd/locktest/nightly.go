@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/words"
@@ -36,15 +37,15 @@ var randomSettings = map[string]string{"nemesis": "all", "require": "resource,in
 // ends it long before.
 const randomRuns = 100_000
 
-func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
+func nightlyCmd(bs *backend.Set, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("nightly", "nightly [flags]\n\nThe command a CI job runs: every scenario of the catalog with the unfenced and the fenced\nresource for each recipe, then random-fault runs (fenced, --nemesis all, --time 60s, requiring resource,\ninvariant and contract) with fresh seeds, until the budget is spent: each steered toward the\n(lock state × fault) cells its system offers that no run on its backend has struck yet (--steer), a backend whose cells are all struck giving way to the others, and keeping\nfrom the scenarios the time it takes to strike them all, up to nine tenths of the budget. Every flag of run applies\nto every run (a scenario's own settings give way to them).", stdout)
-	rf := addRunFlags(fs)
+	rf := addRunFlags(fs, bs)
 	budget := fs.Duration("budget", 30*time.Minute, "time for the whole plan; no run starts that cannot finish inside it")
 	shardFlag := fs.String("shard", "1/1", "run part K of N of the plan (K/N), for N CI workers")
 	junitPath := fs.String("junit", "", "write JUnit XML here")
 	summaryPath := fs.String("summary", "", "write a Markdown summary here")
 	keep := fs.String("keep", "failures", "run directories to keep: failures or all")
-	recipeList := fs.String("recipes", backendSet.Default().Recipes[0].Name, "comma list of lock recipes (an "+execlock.Prefix+" recipe runs on --backend; its command cannot hold a comma)")
+	recipeList := fs.String("recipes", bs.Default().Recipes[0].Name, "comma list of lock recipes (an "+execlock.Prefix+" recipe runs on --backend; its command cannot hold a comma)")
 	if err := parseFlags(fs, args); err != nil {
 		return exitUnknown, err
 	}
@@ -66,11 +67,11 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			}
 			continue
 		}
-		if _, _, ok := backendSet.Builtin(r); !ok {
-			return exitUnknown, fmt.Errorf("--recipes: unknown lock recipe %q (want one of %v, or %sCOMMAND ARGS…)", r, backendSet.RecipeNames(), execlock.Prefix)
+		if _, _, ok := bs.Builtin(r); !ok {
+			return exitUnknown, fmt.Errorf("--recipes: unknown lock recipe %q (want one of %v, or %sCOMMAND ARGS…)", r, bs.RecipeNames(), execlock.Prefix)
 		}
 	}
-	if _, err := backendSet.For("", *rf.backend); err != nil {
+	if _, err := bs.For("", *rf.backend); err != nil {
 		return exitUnknown, err
 	}
 	// Every worker must draw the same plan: the seed is the date unless given.
@@ -81,7 +82,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		seed, _ = strconv.ParseInt(time.Now().UTC().Format("20060102"), 10, 64)
 	}
 	cheapest := runCost(*rf.runTime, *rf.quiet, *rf.opTimeout)
-	for _, sc := range backendSet.Catalog() {
+	for _, sc := range bs.Catalog() {
 		if c := scenarioCost(sc, given); c < cheapest {
 			cheapest = c
 		}
@@ -114,7 +115,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	var runs []nightlyRun
 	cov := newCoverage()
 	var failed, unknown bool
-	plan := nightlyPlan(recipes, *rf.backend, seed, randomRuns)
+	plan := nightlyPlan(bs, recipes, *rf.backend, seed, randomRuns)
 	randomCost := runCost(*rf.runTime, *rf.quiet, *rf.opTimeout)
 	// The recipes of this shard's random runs, in turn, and its first
 	// random run's seed; the cells each recipe's system offers.
@@ -131,7 +132,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			firstRandom = p.Seed
 		}
 		mine = append(mine, p.Recipe)
-		if o, _, err := nightlyOptions(p, given); err == nil {
+		if o, _, err := nightlyOptions(bs, p, given); err == nil {
 			cov.offer(p.Recipe, o.Backend, o.OfferedCells(), o.Unreached())
 			randomCost = max(randomCost, runCost(o.Time, o.Quiet, o.Workload.OpTimeout))
 		}
@@ -148,8 +149,8 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		}
 		cost := randomCost
 		if p.Scenario != "" {
-			sc, _ := backendSet.Catalog().Lookup(p.Scenario)
-			if err := missing(sc.Settings(), p.Recipe, given["backend"]); err != nil {
+			sc, _ := bs.Catalog().Lookup(p.Scenario)
+			if err := missing(bs, sc.Settings(), p.Recipe, given["backend"]); err != nil {
 				fmt.Fprintf(stderr, "skipped %s: %v\n", p.name(), err)
 				continue
 			}
@@ -163,7 +164,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			}
 			if need < 0 {
 				need = cov.runsToCover(mine, firstRandom, int(*budget/randomCost)+1, func(r string, seed int64, steer []nemesis.Cell) []nemesis.Cell {
-					return placedCells(planned{Seed: seed, Recipe: r, Resource: string(resource.Fenced)}, steered(given, steer))
+					return placedCells(bs, planned{Seed: seed, Recipe: r, Resource: string(resource.Fenced)}, steered(given, steer))
 				})
 			}
 			if time.Since(began)+cost > *budget-reserve(need, randomCost, *budget) {
@@ -185,7 +186,7 @@ func nightlyCmd(args []string, stdout, stderr io.Writer) (int, error) {
 			runGiven = steered(given, steer)
 		}
 		stopBar := startBar(stderr, began, *budget, fmt.Sprintf("run %d: %s", len(runs)+1, p.name()))
-		r, err := nightlyOne(p, runGiven, stdout)
+		r, err := nightlyOne(bs, p, runGiven, stdout)
 		stopBar()
 		if err != nil {
 			// One run that could not be carried out is an error of that
@@ -281,8 +282,8 @@ func scenarioCost(sc scenario.Scenario, given map[string]string) time.Duration {
 // nightlyOne carries out one planned run: the scenario's settings (or the
 // random runs'), then the command line's flags, then the plan's recipe,
 // resource and seed.
-func nightlyOne(p planned, given map[string]string, stdout io.Writer) (nightlyRun, error) {
-	plan, out, err := nightlyOptions(p, given)
+func nightlyOne(bs *backend.Set, p planned, given map[string]string, stdout io.Writer) (nightlyRun, error) {
+	plan, out, err := nightlyOptions(bs, p, given)
 	if err != nil {
 		return nightlyRun{}, err
 	}
@@ -333,8 +334,8 @@ func steered(given map[string]string, cells []nemesis.Cell) map[string]string {
 // placedCells are the cells that the schedule of the random run p,
 // steered as given says, has room for (drawn on a system that offers
 // every fault: see harness.DrawSchedule); none if it cannot be drawn.
-func placedCells(p planned, given map[string]string) []nemesis.Cell {
-	plan, _, err := nightlyOptions(p, given)
+func placedCells(bs *backend.Set, p planned, given map[string]string) []nemesis.Cell {
+	plan, _, err := nightlyOptions(bs, p, given)
 	if err != nil {
 		return nil
 	}
@@ -353,16 +354,16 @@ func placedCells(p planned, given map[string]string) []nemesis.Cell {
 
 // nightlyOptions are a planned run's plan, and the directory its run
 // directory goes under.
-func nightlyOptions(p planned, given map[string]string) (*harness.Plan, string, error) {
+func nightlyOptions(bs *backend.Set, p planned, given map[string]string) (*harness.Plan, string, error) {
 	fs := flag.NewFlagSet("nightly run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	rf := addRunFlags(fs)
+	rf := addRunFlags(fs, bs)
 	var sc scenario.Scenario
 	settings := randomSettings
 	if p.Scenario != "" {
 		// The scenario's settings come typed, under the flags set here
 		// (play, stage).
-		sc, _ = backendSet.Catalog().Lookup(p.Scenario)
+		sc, _ = bs.Catalog().Lookup(p.Scenario)
 		settings = nil
 	}
 	var setErr error
@@ -380,7 +381,7 @@ func nightlyOptions(p planned, given map[string]string) (*harness.Plan, string, 
 		}
 	}
 	set("recipe", p.Recipe)
-	if _, _, builtin := backendSet.Builtin(p.Recipe); builtin {
+	if _, _, builtin := bs.Builtin(p.Recipe); builtin {
 		set("backend", "") // --backend is for the others
 	}
 	set("resource", p.Resource)

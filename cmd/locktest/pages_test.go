@@ -244,7 +244,7 @@ func TestCourse(t *testing.T) {
 			if i := slices.Index(l.command, "--recipe"); i >= 0 && i+1 < len(l.command) {
 				s.Recipe = l.command[i+1]
 			}
-			if err := missing(s, s.Recipe, s.Backend); err != nil {
+			if err := missing(ownBackends, s, s.Recipe, s.Backend); err != nil {
 				t.Skipf("skipped: %v", err)
 			}
 			t.Chdir(t.TempDir())

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/resource"
 )
 
@@ -54,23 +55,23 @@ func (p planned) name() string {
 // function of its arguments, so every CI worker computes the same plan and
 // runs its own part. A recipe that is not a built-in runs on backend (its
 // name; "" the default).
-func nightlyPlan(recipes []string, backend string, seed int64, randomRuns int) []planned {
+func nightlyPlan(bs *backend.Set, recipes []string, backend string, seed int64, randomRuns int) []planned {
 	var out []planned
 	backendOf := func(r string) string {
-		b, err := backendSet.For(r, backend)
-		if _, _, builtin := backendSet.Builtin(r); builtin || err != nil {
-			return backendSet.Of(r).Name
+		b, err := bs.For(r, backend)
+		if _, _, builtin := bs.Builtin(r); builtin || err != nil {
+			return bs.Of(r).Name
 		}
 		return b.Name
 	}
-	for _, sc := range backendSet.Catalog() {
+	for _, sc := range bs.Catalog() {
 		rs := recipes
 		if r := sc.Recipes(); len(r) > 0 {
 			rs = r // the scenario is about that recipe (and its fix)
 		} else if sc.Backend != "" {
 			rs = slices.DeleteFunc(slices.Clone(recipes), func(r string) bool { return backendOf(r) != sc.Backend })
 			if len(rs) == 0 {
-				b, _ := backendSet.Named(sc.Backend)
+				b, _ := bs.Named(sc.Backend)
 				rs = []string{b.Recipes[0].Name}
 			}
 		}

@@ -20,7 +20,7 @@ func TestParseShard(t *testing.T) {
 
 // Shards are disjoint and together the whole plan.
 func TestShardsSplitThePlan(t *testing.T) {
-	plan := nightlyPlan([]string{"mutex", "election"}, "", 100, 7)
+	plan := nightlyPlan(ownBackends, []string{"mutex", "election"}, "", 100, 7)
 	want := 7 * 2
 	for _, sc := range registry.Backends().Catalog() {
 		rs := sc.Recipes() // its own recipe, not the command line's, and those it expects of, as its fix

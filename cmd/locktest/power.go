@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/words"
@@ -112,9 +113,9 @@ func failing(expect map[string]string) string {
 }
 
 // brokenRecipes are the built-in recipes broken on purpose.
-func brokenRecipes() []string {
+func brokenRecipes(bs *backend.Set) []string {
 	var out []string
-	for _, b := range backendSet.All() {
+	for _, b := range bs.All() {
 		for _, r := range b.Recipes {
 			if r.Broken {
 				out = append(out, r.Name)
@@ -201,9 +202,9 @@ func (r *powerRow) tally() {
 	}
 }
 
-func powerCmd(args []string, stdout io.Writer) (int, error) {
+func powerCmd(bs *backend.Set, args []string, stdout io.Writer) (int, error) {
 	fs := newFlags("power", "power [flags]\n\nHow often random faults find the bugs locktest knows: each catalogued buggy recipe (an upstream\nbug's recipe, and every recipe broken on purpose) runs over --seeds seeds, one run at a time,\nand the table says in how many runs the check its bug breaks failed by the bug's story (the\nkinds of violation the catalog says it shows; --list names them), in how many it failed by\nanother (column other), and how soon. Defaults: --nemesis all, --time 30s. Takes every flag\nof run but --recipe.", stdout)
-	rf := addRunFlags(fs)
+	rf := addRunFlags(fs, bs)
 	seeds := fs.Int("seeds", 5, "number of seeds per recipe")
 	first := fs.Int64("first-seed", 1, "first seed; the others follow it")
 	only := fs.String("recipes", "", "comma list of the catalogued buggy recipes to run (default: all of them)")
@@ -226,7 +227,7 @@ func powerCmd(args []string, stdout io.Writer) (int, error) {
 	if !rf.set("time") {
 		*rf.runTime = 30 * time.Second
 	}
-	targets := powerTargets(backendSet.Catalog(), brokenRecipes())
+	targets := powerTargets(bs.Catalog(), brokenRecipes(bs))
 	if *only != "" {
 		var keep []powerTarget
 		for _, r := range splitList(*only) {

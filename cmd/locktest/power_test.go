@@ -43,7 +43,7 @@ func TestPowerTargets(t *testing.T) {
 // The real catalog names the etcd bugs the issue measures, with contract.
 func TestPowerTargetsOfTheCatalog(t *testing.T) {
 	checks := map[string]string{}
-	for _, tg := range powerTargets(registry.Backends().Catalog(), brokenRecipes()) {
+	for _, tg := range powerTargets(registry.Backends().Catalog(), brokenRecipes(ownBackends)) {
 		checks[tg.Recipe] = tg.Check
 	}
 	for r, c := range map[string]string{"mutex-3.4": "contract", "election": "contract", "mutex-retry": "contract", "zk-unprotected": "liveness", "unlock-any": "contract", "lock-rpc": "contract",
@@ -60,7 +60,7 @@ func TestPowerTargetsOfTheCatalog(t *testing.T) {
 // command line says otherwise; the next target gets the defaults back.
 func TestPowerRunsTheAffectedVersion(t *testing.T) {
 	var rpc powerTarget
-	for _, tg := range powerTargets(registry.Backends().Catalog(), brokenRecipes()) {
+	for _, tg := range powerTargets(registry.Backends().Catalog(), brokenRecipes(ownBackends)) {
 		if tg.Recipe == "lock-rpc" {
 			rpc = tg
 		}
@@ -70,7 +70,7 @@ func TestPowerRunsTheAffectedVersion(t *testing.T) {
 	}
 	for _, given := range [][]string{nil, {"--etcd-bin", "/opt/etcd"}} {
 		fs := newFlags("power", "", nil)
-		rf := addRunFlags(fs)
+		rf := addRunFlags(fs, ownBackends)
 		if err := parseFlags(fs, given); err != nil {
 			t.Fatal(err)
 		}
@@ -168,14 +168,14 @@ func TestPowerTargetsShowTheirStory(t *testing.T) {
 // catalog does not name as buggy; --list runs nothing.
 func TestPowerFlags(t *testing.T) {
 	var out strings.Builder
-	if _, err := powerCmd([]string{"--recipe", "mutex"}, &out); err == nil || !strings.Contains(err.Error(), "--recipes") {
+	if _, err := powerCmd(ownBackends, []string{"--recipe", "mutex"}, &out); err == nil || !strings.Contains(err.Error(), "--recipes") {
 		t.Errorf("--recipe: %v", err)
 	}
-	if _, err := powerCmd([]string{"--recipes", "mutex", "--out", t.TempDir()}, &out); err == nil || !strings.Contains(err.Error(), "not a catalogued buggy recipe") {
+	if _, err := powerCmd(ownBackends, []string{"--recipes", "mutex", "--out", t.TempDir()}, &out); err == nil || !strings.Contains(err.Error(), "not a catalogued buggy recipe") {
 		t.Errorf("--recipes mutex: %v", err)
 	}
 	out.Reset()
-	if code, err := powerCmd([]string{"--list", "--recipes", "mutex-retry"}, &out); code != exitValid || err != nil || !strings.HasPrefix(out.String(), "mutex-retry") {
+	if code, err := powerCmd(ownBackends, []string{"--list", "--recipes", "mutex-retry"}, &out); code != exitValid || err != nil || !strings.HasPrefix(out.String(), "mutex-retry") {
 		t.Errorf("--list: %d, %v, %q", code, err, out.String())
 	}
 }

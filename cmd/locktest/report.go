@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/report"
@@ -50,7 +51,7 @@ func reportCmd(args []string, stdout io.Writer) (int, error) {
 	return exitValid, nil
 }
 
-func serveCmd(args []string, stdout io.Writer) (int, error) {
+func serveCmd(bs *backend.Set, args []string, stdout io.Writer) (int, error) {
 	fs := newFlags("serve", "serve DIR [flags]\n\nServes DIR (its index.html and run directories) read-only over HTTP until interrupted:\nGET and HEAD only, and nothing outside DIR (a symbolic link that leads out of it is not found).\nRUNDIR/live.html draws a run as it goes, from its history as written (a run started\nelsewhere too), and turns into its report when the run has written it; /live.html lists\nthe runs in progress.", stdout)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on; a host other than loopback needs --public")
 	public := fs.Bool("public", false, "allow --addr to listen beyond this machine's loopback")
@@ -76,7 +77,7 @@ func serveCmd(args []string, stdout io.Writer) (int, error) {
 	if err != nil {
 		return exitUnknown, fmt.Errorf("serve: %w", err)
 	}
-	srv := runsServer(root)
+	srv := runsServer(root, bs)
 	ctx, stop := signalContext()
 	defer stop()
 	fmt.Fprintf(stdout, "serving %s at http://%s/ (Ctrl-C to stop)\n", dir, ln.Addr())

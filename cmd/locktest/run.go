@@ -69,6 +69,9 @@ type runFlags struct {
 	work         *string
 	items        *int
 	backends     *backend.Flags
+	// backendSet is the backends the runs may be on: locktest's own, or a
+	// test's (the fake backend, for the CLI's own logic).
+	backendSet *backend.Set
 	// lenient lets a backend's flags be set for runs of another's recipes
 	// (compare runs several backends: each backend's flags apply to its
 	// own recipes); else they are refused.
@@ -78,17 +81,18 @@ type runFlags struct {
 	seedDrawn bool
 }
 
-func addRunFlags(fs *flag.FlagSet) *runFlags {
+func addRunFlags(fs *flag.FlagSet, bs *backend.Set) *runFlags {
 	def := workload.DefaultConfig()
 	return &runFlags{
 		fs:           fs,
+		backendSet:   bs,
 		clients:      fs.String("clients", strconv.Itoa(def.Clients), "number of contending clients"),
 		locks:        fs.Int("locks", len(def.Locks), "number of distinct locks the clients contend for"),
 		members:      fs.Int("members", 3, "number of members (servers) of the system under test, where its backend lets it be chosen: 3 or 5"),
 		runTime:      fs.Duration("time", defaultTime, "how long clients contend under faults; then faults are healed and a quiet period follows"),
 		seed:         fs.Int64("seed", 0, "seed for every random choice (default: drawn from the clock, and printed)"),
 		out:          fs.String("out", "runs", "directory under which each run's directory is created"),
-		mode:         fs.String("resource", string(resource.Fenced), "protected resource: "+backendSet.ResourceHelp()),
+		mode:         fs.String("resource", string(resource.Fenced), "protected resource: "+bs.ResourceHelp()),
 		require:      fs.String("require", harness.RequireData, "checks whose failure makes the exit status 1: a comma list of "+strings.Join(checker.Names(), ", ")+", all, or "+harness.RequireData+" (resource, and invariant unless it is unknown)"),
 		guard:        fs.String("guard", workload.GuardNone, "what a holder checks just before writing: none, session (its session is alive) or clock (its lease has time left on its own clock)"),
 		ttl:          fs.Int("ttl", def.TTL, "session lease TTL in seconds"),
@@ -106,14 +110,14 @@ func addRunFlags(fs *flag.FlagSet) *runFlags {
 		steer:        fs.String("steer", "", "cells (lock state × fault, a comma list of STATE×FAULT or STATE/FAULT) that the schedule's first faults are drawn to strike, in order: how nightly steers a random run toward cells not yet struck"),
 		checkTimeout: fs.Duration("check-timeout", time.Minute, "time limit for each check; a check that hits it is unknown"),
 		bound:        fs.Duration("liveness-bound", harness.DefaultLivenessBound, livenessBoundUsage),
-		recipe: fs.String("recipe", backendSet.Default().Recipes[0].Name, "lock recipe under test: "+strings.Join(backendSet.RecipeNames(), ", ")+
+		recipe: fs.String("recipe", bs.Default().Recipes[0].Name, "lock recipe under test: "+strings.Join(bs.RecipeNames(), ", ")+
 			", or "+execlock.Prefix+"'COMMAND ARGS…': a lock in a process of its own, started for each client, speaking locktest's lock-client protocol (lock/execlock/README.md)"),
-		backend: fs.String("backend", "", "backend (lock service) of a recipe that is not a built-in ("+execlock.Prefix+"…): "+strings.Join(backendSet.Names(), ", ")+
-			" (default "+backendSet.Default().Name+"); a built-in recipe runs on its own"),
+		backend: fs.String("backend", "", "backend (lock service) of a recipe that is not a built-in ("+execlock.Prefix+"…): "+strings.Join(bs.Names(), ", ")+
+			" (default "+bs.Default().Name+"); a built-in recipe runs on its own"),
 		execClock: fs.String("exec-clock", "auto", "with an "+execlock.Prefix+" recipe, how clock faults reach the client's clock: auto (libfaketime where the runtime honours it: Node, Java), libfaketime (always) or none (clock faults refused)"),
 		work:      fs.String("workload", histories.WorkloadCounter, "critical section: counter (read, write value+1) or stock (sell one of --items if any is left)"),
 		items:     fs.Int("items", workload.DefaultItems, "initial stock per key of the stock workload"),
-		backends:  backendSet.AddFlags(fs),
+		backends:  bs.AddFlags(fs),
 	}
 }
 
@@ -147,7 +151,7 @@ func (f *runFlags) options() (harness.Options, error) {
 	}
 	wc.Locks = lockNames(*f.locks)
 	wc.Workload, wc.Items = *f.work, *f.items
-	b, err := backendSet.For(*f.recipe, *f.backend)
+	b, err := f.backendSet.For(*f.recipe, *f.backend)
 	if err != nil {
 		return harness.Options{}, err
 	}
@@ -159,7 +163,7 @@ func (f *runFlags) options() (harness.Options, error) {
 		return harness.Options{}, fmt.Errorf("--recipe: %w", err)
 	}
 	o := harness.Options{
-		Backends: backendSet, System: system, Backend: b.Name, Workload: wc, Time: *f.runTime, Quiet: *f.quiet, CheckTimeout: *f.checkTimeout, LivenessBound: *f.bound,
+		Backends: f.backendSet, System: system, Backend: b.Name, Workload: wc, Time: *f.runTime, Quiet: *f.quiet, CheckTimeout: *f.checkTimeout, LivenessBound: *f.bound,
 	}
 	if f.set("members") {
 		o.Members = *f.members
@@ -172,7 +176,7 @@ func (f *runFlags) options() (harness.Options, error) {
 	if *f.quiet < 0 {
 		return o, fmt.Errorf("--quiet must not be negative, got %v", *f.quiet)
 	}
-	mode, err := backendSet.ParseResource(*f.mode)
+	mode, err := f.backendSet.ParseResource(*f.mode)
 	if err != nil {
 		return o, fmt.Errorf("--resource: %w", err)
 	}
@@ -208,13 +212,13 @@ func (f *runFlags) options() (harness.Options, error) {
 // make it, or a lock in a process of its own (exec:).
 func (f *runFlags) newRecipe(system backend.Options) (lock.Recipe, error) {
 	if !execlock.IsSpec(*f.recipe) {
-		if _, _, ok := backendSet.Builtin(*f.recipe); !ok {
-			return nil, fmt.Errorf("unknown lock recipe %q%s (want one of %s, or %sCOMMAND ARGS…)", *f.recipe, words.DidYouMean(*f.recipe, backendSet.RecipeNames()), strings.Join(backendSet.RecipeNames(), ", "), execlock.Prefix)
+		if _, _, ok := f.backendSet.Builtin(*f.recipe); !ok {
+			return nil, fmt.Errorf("unknown lock recipe %q%s (want one of %s, or %sCOMMAND ARGS…)", *f.recipe, words.DidYouMean(*f.recipe, f.backendSet.RecipeNames()), strings.Join(f.backendSet.RecipeNames(), ", "), execlock.Prefix)
 		}
 		if f.set("exec-clock") && !f.lenient {
 			return nil, fmt.Errorf("--exec-clock is for %s recipes, not %s", execlock.Prefix, *f.recipe)
 		}
-		return backendSet.NewRecipe(*f.recipe, system)
+		return f.backendSet.NewRecipe(*f.recipe, system)
 	}
 	r, err := execlock.Parse(*f.recipe)
 	if err != nil {
@@ -250,9 +254,9 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-func runCmd(args []string, stdout io.Writer) (int, error) {
+func runCmd(bs *backend.Set, args []string, stdout io.Writer) (int, error) {
 	fs := newFlags("run", "run [flags]\n\nStarts the servers of the recipe's backend behind toxiproxy, lets clients contend for locks\nand write to a protected resource under faults, records every operation and checks the history.", stdout)
-	rf := addRunFlags(fs)
+	rf := addRunFlags(fs, bs)
 	lf := addLiveFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return exitUnknown, err
@@ -275,7 +279,7 @@ func runCmd(args []string, stdout io.Writer) (int, error) {
 // --live (lf), it serves the run's live page as it goes, and its report
 // after it until Ctrl-C.
 func runOne(p *harness.Plan, rf *runFlags, lf *liveFlags, stdout io.Writer) (int, error) {
-	l, err := startLive(lf)
+	l, err := startLive(lf, rf.backendSet)
 	if err != nil {
 		return exitUnknown, err
 	}

@@ -11,7 +11,8 @@ import (
 
 // TestRuns runs the CLI's end-to-end runs on real servers side by side:
 // each mostly waits on its servers and its run's clock, not on the CPU
-// (VersionCommit, a go build, goes beside them too).
+// (VersionCommit, a go build, and the runs of the CLI's own logic on the
+// fake backend, which wait on their clocks too, go beside them).
 // Once all are done, no process any of them started may be left. A test
 // that counts its process's sockets and goroutines runs alone: as a
 // top-level test (TestRunEndToEnd, TestShrinkBadInput), or, the longer
@@ -27,7 +28,6 @@ func TestRuns(t *testing.T) {
 			test func(*testing.T) // nil: the top-level test "Test"+name, alone
 		}{
 			// etcd; the longest first
-			{"RunWithFaults", testRunWithFaults},
 			{"RunProcessCluster", testRunProcessCluster},
 			{"RunExternal", testRunExternal},
 			{"StoppedProcessRun", testStoppedProcessRun},
@@ -39,16 +39,19 @@ func TestRuns(t *testing.T) {
 			{"RedlockBareQuorum", testRedlockBareQuorum},
 			{"RunRedisFailover", testRunRedisFailover},
 			{"RunRedisClockJumpEmulated", testRunRedisClockJumpEmulated},
-			{"CompareAcrossBackends", testCompareAcrossBackends},
 			// ZooKeeper (zookeeper_test.go)
 			{"ZooKeeperStoppedRun", testZooKeeperStoppedRun},
 			{"ZooKeeperRun", testZooKeeperRun},
 			{"ZooKeeperGhostNode", testZooKeeperGhostNode},
 			{"ZooKeeperSessionExpiry", testZooKeeperSessionExpiry},
 			{"ZooKeeperNoRecheckCaught", testZooKeeperNoRecheckCaught},
-			// The live page, on the fake backend in a child process:
-			// it waits out its scenario's clock.
+			// The CLI's own logic on the fake backend (internal/fakebackend),
+			// beside the others: each waits out its runs' clocks. The live
+			// page in a child process; a run's faults and their replay;
+			// compare across two backends.
 			{"RunLive", testRunLive},
+			{"RunWithFaults", testRunWithFaults},
+			{"CompareAcrossBackends", testCompareAcrossBackends},
 			// A go build, beside the runs' waiting.
 			{"VersionCommit", testVersionCommit},
 			// In a process of its own each: tests that count their

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/words"
 	"github.com/locktest/locktest/resource"
@@ -22,8 +23,8 @@ const scenarioUsage = `Usage:
   locktest scenario run NAME [flags]  play one (see locktest scenario run --help)
 `
 
-func scenarioCmd(args []string, stdout io.Writer) (int, error) {
-	catalog := backendSet.Catalog()
+func scenarioCmd(bs *backend.Set, args []string, stdout io.Writer) (int, error) {
+	catalog := bs.Catalog()
 	if len(args) == 0 {
 		return exitUnknown, fmt.Errorf("scenario: want list or run NAME (scenarios: %s)", strings.Join(catalog.Names(), ", "))
 	}
@@ -62,7 +63,7 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 		return exitUnknown, fmt.Errorf("scenario: unknown subcommand %q%s (want list or run NAME)", args[0], words.DidYouMean(args[0], []string{"list", "run"}))
 	}
 	fs := newFlags("scenario run", "scenario run NAME [flags]\n\nPlays a scenario of the catalog (locktest scenario list): its scripted faults and the\nworkload settings it needs. Every flag of run applies and overrides the scenario's.\nExit status: 0 when every verdict is the one the scenario expects (the harm it shows included),\n1 when one came out otherwise, 2 when one is unknown or an error.", stdout)
-	rf := addRunFlags(fs)
+	rf := addRunFlags(fs, bs)
 	lf := addLiveFlags(fs)
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return exitUnknown, err
@@ -83,7 +84,7 @@ func scenarioCmd(args []string, stdout io.Writer) (int, error) {
 	// What the scenario needs, as the command line left it.
 	settings := map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) { settings[f.Name] = f.Value.String() })
-	if err := backendSet.Missing(settings); err != nil {
+	if err := bs.Missing(settings); err != nil {
 		return exitUnknown, fmt.Errorf("scenario %s: %w", sc.Name, err)
 	}
 	o, err := rf.scenarioOptions(sc)
@@ -184,13 +185,13 @@ func (f *runFlags) stage(o *harness.Options, sc scenario.Scenario) error {
 
 // missing says what this machine lacks to play scenario settings s with
 // recipe on backend ("": the recipe's own), as backend.Set's Missing.
-func missing(s scenario.Settings, recipe, backend string) error {
+func missing(bs *backend.Set, s scenario.Settings, recipe, backend string) error {
 	settings := maps.Clone(s.System)
 	if settings == nil {
 		settings = map[string]string{}
 	}
 	settings["recipe"], settings["backend"] = recipe, backend
-	return backendSet.Missing(settings)
+	return bs.Missing(settings)
 }
 
 // expectations says in a line what sc expects of each resource mode and of

@@ -52,7 +52,7 @@ func TestScenarioUnderTheCommandLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs := flag.NewFlagSet("scenario run", flag.ContinueOnError)
-	rf := addRunFlags(fs)
+	rf := addRunFlags(fs, ownBackends)
 	if err := fs.Parse([]string{"--time", "3s", "--think-min", "1s", "--raft-tick", "50", "--seed", "1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/internal/shellwords"
 	"github.com/locktest/locktest/internal/words"
@@ -24,7 +25,7 @@ const (
 	defaultShrinkBudget = 10 * time.Minute
 )
 
-func shrinkCmd(args []string, stdout, stderr io.Writer) (int, error) {
+func shrinkCmd(bs *backend.Set, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlags("shrink", "shrink RUNDIR [flags]\n\nSearches for a smaller fault schedule that still makes a failing run fail the same way (the\nsame check invalid; for contract, the same promise): fewer faults first, then faults that\nstart sooner and last less and an earlier end, then fewer clients. A candidate counts only\nif every one of its replays fails (or, when the original schedule itself failed in only some of\nas many replays, if it fails as often); the smallest is replayed again at the end. Writes\nRUNDIR/"+shrink.ScheduleFile+" and keeps the best reproduction's run directory under\nRUNDIR/"+shrink.WorkDir+"/ (replacing an earlier shrink's); Ctrl-C keeps the best found so far.\nExit status: 1 the failure reproduced, 0 nothing to shrink (a run that held, a scenario's\nscripted schedule), 2 an error, a schedule that no longer fails, or an interrupted search.", stdout)
 	replays := fs.Int("replays", defaultReplays, "replays of each candidate, every one of which must fail (as many as the original's did, when not all of its did); the result is replayed as many times again")
 	budget := fs.Duration("budget", defaultShrinkBudget, "time for the whole search, final replays included")
@@ -47,7 +48,7 @@ func shrinkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return exitUnknown, err
 	}
-	run, args, done, err := loadShrinkRun(dir, *check)
+	run, args, done, err := loadShrinkRun(bs, dir, *check)
 	if done != "" {
 		fmt.Fprintln(stdout, done)
 		return exitValid, nil
@@ -98,11 +99,11 @@ func parseSteps(s string) (shrink.Steps, error) {
 // loadShrinkRun reads the run in dir (see shrink.Load), its recorded command
 // parsed with run's flags; args are that command's words after "locktest
 // run", its --schedule the run's.
-func loadShrinkRun(dir, check string) (run *shrink.Run, args []string, done string, err error) {
+func loadShrinkRun(bs *backend.Set, dir, check string) (run *shrink.Run, args []string, done string, err error) {
 	run, done, err = shrink.Load(dir, check, func(res *harness.Results, sched string) (harness.Options, error) {
 		var o harness.Options
 		var err error
-		args, o, err = recordedCommand(dir, res, sched)
+		args, o, err = recordedCommand(bs, dir, res, sched)
 		return o, err
 	})
 	return run, args, done, err
@@ -114,7 +115,7 @@ func loadShrinkRun(dir, check string) (run *shrink.Run, args []string, done stri
 // before results.json kept them, its command line split as the shell that
 // reproduce quoted it for. args are the words after "locktest run", with
 // --schedule sched.
-func recordedCommand(dir string, res *harness.Results, sched string) (args []string, o harness.Options, err error) {
+func recordedCommand(bs *backend.Set, dir string, res *harness.Results, sched string) (args []string, o harness.Options, err error) {
 	line := res.Args
 	if len(line) == 0 {
 		split, err := shellwords.Split(res.Command)
@@ -131,7 +132,7 @@ func recordedCommand(dir string, res *harness.Results, sched string) (args []str
 	args = setFlag(line[1:], "schedule", sched)
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	rf := addRunFlags(fs)
+	rf := addRunFlags(fs, bs)
 	if err := fs.Parse(args); err != nil {
 		return nil, o, fmt.Errorf("%s: the recorded command: %w", dir, err)
 	}

@@ -103,7 +103,7 @@ func runOptions(t *testing.T, args []string) harness.Options {
 	t.Helper()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	rf := addRunFlags(fs)
+	rf := addRunFlags(fs, ownBackends)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func (f *fakeSystem) failed(s nemesis.Schedule, args ...string) string {
 // stderr, if set, hears the progress lines.
 func (f *fakeSystem) shrink(ctx context.Context, dir string, set shrink.Settings, stderr io.Writer) (int, string) {
 	f.t.Helper()
-	run, args, done, err := loadShrinkRun(dir, "")
+	run, args, done, err := loadShrinkRun(ownBackends, dir, "")
 	if err != nil || done != "" {
 		f.t.Fatalf("loading %s: %v %s", dir, err, done)
 	}

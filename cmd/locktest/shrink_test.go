@@ -142,9 +142,8 @@ func TestShrinkEndToEnd(t *testing.T) {
 // it) with nothing left behind. The CLI's own logic: its runs and replay
 // are on the fake backend (a real shrink: TestShrinkEndToEnd).
 func TestShrinkBadInput(t *testing.T) {
-	onFakeBackend(t)
 	out := t.TempDir()
-	code, stdout, stderr := runMain(t, "run", "--time", "1s", "--quiet", "100ms", "--nemesis", "pause", "--nemesis-interval", "200ms",
+	code, stdout, stderr := runOnFake(t, "run", "--time", "1s", "--quiet", "100ms", "--nemesis", "pause", "--nemesis-interval", "200ms",
 		"--fault-durations", "pause=200ms", "--clients", "2", "--slow-share", "0", "--seed", "3", "--out", out)
 	if code != exitValid {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
@@ -181,12 +180,12 @@ func TestShrinkBadInput(t *testing.T) {
 		{passed, exitValid, "passed (verdict valid): nothing to shrink"},
 		{scenarioRun, exitValid, "scenario paused-holder: its scripted schedule is already small"},
 	} {
-		code, stdout, stderr := runMain(t, "shrink", c.dir)
+		code, stdout, stderr := runOnFake(t, "shrink", c.dir)
 		if code != c.code || !strings.Contains(stdout+stderr, c.out) || strings.Count(stdout+stderr, "\n") != 1 {
 			t.Errorf("shrink %s: exit %d, %q%q; want exit %d and one line saying %q", c.dir, code, stdout, stderr, c.code, c.out)
 		}
 	}
-	if code, _, stderr := runMain(t, "shrink"); code != exitUnknown || !strings.Contains(stderr, "want a run directory") {
+	if code, _, stderr := runOnFake(t, "shrink"); code != exitUnknown || !strings.Contains(stderr, "want a run directory") {
 		t.Errorf("no directory: exit %d, %q", code, stderr)
 	}
 
@@ -202,7 +201,7 @@ func TestShrinkBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	socks := sockets(t)
-	code, stdout, stderr = runMain(t, "shrink", passed, "--replays", "1", "--check", "mutex")
+	code, stdout, stderr = runOnFake(t, "shrink", passed, "--replays", "1", "--check", "mutex")
 	if code != exitUnknown || !strings.Contains(stderr, "no longer fails: 1 replay of its schedule did not fail mutex") {
 		t.Errorf("exit %d, stderr %q; want 2 and that the schedule no longer fails\nstdout:\n%s", code, stderr, stdout)
 	}
@@ -224,7 +223,7 @@ func TestShrinkBadInput(t *testing.T) {
 func TestShrinkReplaysTheRecordedWords(t *testing.T) {
 	adapter := filepath.Join(t.TempDir(), "my adapters", "lock.sh")
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	rf := addRunFlags(fs)
+	rf := addRunFlags(fs, ownBackends)
 	if err := fs.Parse([]string{"--recipe", "exec:sh '" + adapter + "' --ttl-ms 2000", "--backend", "redis", "--resource", "unfenced", "--seed", "5"}); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +249,7 @@ func TestShrinkReplaysTheRecordedWords(t *testing.T) {
 	}{"words": {args, command}, "command line only (older runs)": {nil, command}} {
 		res := failed
 		res.Args, res.Command = rec.args, rec.command
-		args, base, err := recordedCommand(o.Dir, &res, filepath.Join(o.Dir, "schedule.json"))
+		args, base, err := recordedCommand(ownBackends, o.Dir, &res, filepath.Join(o.Dir, "schedule.json"))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

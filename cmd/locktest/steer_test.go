@@ -161,7 +161,7 @@ func TestCoveredBackendGivesWay(t *testing.T) {
 // without its schedule file, the same command draws the same schedule.
 func TestSteeredRunReplays(t *testing.T) {
 	steer := []nemesis.Cell{mkCell("idle×pause"), mkCell("leader×crash"), mkCell("release-in-flight×lost-reply")}
-	plan, _, err := nightlyOptions(planned{Seed: 9, Recipe: "mutex", Resource: "fenced"}, steered(map[string]string{}, steer))
+	plan, _, err := nightlyOptions(ownBackends, planned{Seed: 9, Recipe: "mutex", Resource: "fenced"}, steered(map[string]string{}, steer))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestSteeredRunReplays(t *testing.T) {
 	i := slices.Index(args, "--schedule")
 	args = slices.Delete(slices.Clone(args), i, i+2)
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	rf := addRunFlags(fs)
+	rf := addRunFlags(fs, ownBackends)
 	if err := fs.Parse(args[1:]); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestUnreachedStatesNotOffered(t *testing.T) {
 		{map[string]string{"slow-share": "0"}, []string{nemesis.StateMidSection}},
 		{map[string]string{"slow-share": "0", "think": "300ms"}, nil},
 	} {
-		plan, _, err := nightlyOptions(planned{Seed: 1, Recipe: "mutex", Resource: "fenced"}, tc.given)
+		plan, _, err := nightlyOptions(ownBackends, planned{Seed: 1, Recipe: "mutex", Resource: "fenced"}, tc.given)
 		if err != nil {
 			t.Fatal(err)
 		}

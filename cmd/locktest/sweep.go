@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/locktest/locktest/backend"
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 )
@@ -30,9 +31,9 @@ type sweepRun struct {
 	Undecided  int `json:"undecided_overlaps"`
 }
 
-func sweepCmd(args []string, stdout io.Writer) (int, error) {
+func sweepCmd(bs *backend.Set, args []string, stdout io.Writer) (int, error) {
 	fs := newFlags("sweep", "sweep [flags]\n\nRuns the same configuration over many seeds, one after another on fresh clusters, and\nreports in how many a check failed and how soon the resource was first damaged.\nTakes every flag of run.", stdout)
-	rf := addRunFlags(fs)
+	rf := addRunFlags(fs, bs)
 	seeds := fs.Int("seeds", 10, "number of seeds")
 	first := fs.Int64("first-seed", 1, "first seed; the others follow it")
 	stopEarly := fs.Bool("stop-on-violation", true, "end each run's fault phase at the resource's first stale write")

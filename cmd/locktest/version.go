@@ -17,7 +17,7 @@ func versionCmd(args []string, stdout io.Writer) (int, error) {
 		return exitUnknown, fmt.Errorf("version: unexpected argument %q", fs.Arg(0))
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 1, ' ', 0)
-	for _, c := range harness.BuildVersions(backendSet) {
+	for _, c := range harness.BuildVersions(ownBackends) {
 		v := c.Version
 		if v == "" {
 			v = "unknown (not recorded in the build)"

@@ -10,6 +10,7 @@ package fakebackend
 import (
 	"context"
 	"flag"
+	"os"
 	"sync"
 
 	"github.com/locktest/locktest/backend"
@@ -44,6 +45,64 @@ func (fakeOptions) Prototype(backend.Plan) system.System { return fakeSystem{} }
 func (fakeOptions) Args(int) []string                    { return nil }
 func (fakeOptions) Start(_ context.Context, p backend.Plan) (*backend.Started, error) {
 	return &backend.Started{System: fakeSystem{logs: p.LogDir}, Workload: fakeWorkload{}, Close: func() error { return nil }}, nil
+}
+
+// Pausing is a second fake, for a test of what differs between backends
+// (compare: a fault one system carries out and the other drops): its
+// members, named p0, p1, p2, can be paused (in name only: nothing runs in
+// them), and its "server" is a process of its own, the test's, whose CPU
+// a run measures as server CPU. Its one built-in is MemMutex again, as
+// mem-mutex-pausing.
+var Pausing = backend.Backend{
+	Name:    "fake-pausing",
+	Recipes: []lock.Builtin{{Name: "mem-mutex-pausing", New: func() lock.Recipe { return memMutex("mem-mutex-pausing") }, Doc: "a correct lock in the test's memory"}},
+	Terms:   checker.LeaseTerms,
+	Flags: func(*flag.FlagSet) func() (backend.Options, error) {
+		return func() (backend.Options, error) { return pausingOptions{}, nil }
+	},
+	Defaults: func() backend.Options { return pausingOptions{} },
+}
+
+// BothSet is the two fakes, Backend the default.
+var BothSet = backend.NewSet(Backend, Pausing)
+
+type pausingOptions struct{}
+
+func (pausingOptions) Backend() string { return Pausing.Name }
+func (pausingOptions) Plan(backend.Plan) ([]string, error) {
+	return (&pausingSystem{}).MemberNames(), nil
+}
+func (pausingOptions) Prototype(backend.Plan) system.System { return &pausingSystem{} }
+func (pausingOptions) Args(int) []string                    { return nil }
+func (pausingOptions) Start(_ context.Context, p backend.Plan) (*backend.Started, error) {
+	return &backend.Started{System: &pausingSystem{fakeSystem: fakeSystem{logs: p.LogDir}}, Workload: fakeWorkload{}, Close: func() error { return nil }}, nil
+}
+
+// pausingSystem offers pause-member, and server processes.
+type pausingSystem struct {
+	fakeSystem
+	mu     sync.Mutex
+	paused [3]bool
+}
+
+func (*pausingSystem) Describe() string      { return "fake-pausing, 3 members" }
+func (*pausingSystem) MemberNames() []string { return []string{"p0", "p1", "p2"} }
+func (*pausingSystem) ServerPids() []int     { return []int{os.Getpid()} }
+
+func (s *pausingSystem) PauseMember(i int) error  { return s.setPaused(i, true) }
+func (s *pausingSystem) ResumeMember(i int) error { return s.setPaused(i, false) }
+
+func (s *pausingSystem) Paused(i int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.paused[i]
+}
+
+func (s *pausingSystem) setPaused(i int, p bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.paused[i] = p
+	return nil
 }
 
 // fakeSystem offers no capability: only faults at the clients strike it.
@@ -93,9 +152,12 @@ func (fakeObserver) Close()                     {}
 
 // MemMutex is a correct lock in memory: one holder of each lock at a
 // time, each grant's token above the last.
-func MemMutex() lock.Recipe {
+func MemMutex() lock.Recipe { return memMutex("mem-mutex") }
+
+// memMutex is MemMutex under another name.
+func memMutex(name string) lock.Recipe {
 	m := &memLocks{held: map[string]bool{}, tokens: map[string]int64{}, changed: make(chan struct{})}
-	return lock.RecipeFunc("mem-mutex", func(context.Context, lock.Env) (lock.Locker, error) { return &memLocker{m: m}, nil })
+	return lock.RecipeFunc(name, func(context.Context, lock.Env) (lock.Locker, error) { return &memLocker{m: m}, nil })
 }
 
 type memLocks struct {
