@@ -101,12 +101,18 @@ func TestShrinkEndToEnd(t *testing.T) {
 	}
 	partest.Own(t, "TestRuns/each/ShrinkEndToEnd")
 	pause := func(at time.Duration) nemesis.Entry {
-		return nemesis.Entry{At: at, Fault: nemesis.PauseClient, Target: nemesis.TargetHolder, Fallback: "c0", Duration: 3 * time.Second,
+		// Longer than the 2 TTLs the nemesis draws at most: at load 24-43
+		// the next grant came 1.8-3.6 s after the strike (the lease's
+		// TTL, etcd's expiry check every 500 ms, the revoke, the
+		// waiter's watch; 3.6 s where the run's process stalled for
+		// 0.7-0.9 s four times), and a 3 s pause, over before it at
+		// load 55-68, made the shrink's final replay hold: exit 2.
+		return nemesis.Entry{At: at, Fault: nemesis.PauseClient, Target: nemesis.TargetHolder, Fallback: "c0", Duration: 5 * time.Second,
 			Params: map[string]string{"before_write": "true"}}
 	}
 	s := nemesis.Schedule{Seed: 1, Members: 3, Clients: []string{"c0", "c1", "c2"},
-		Entries: []nemesis.Entry{pause(time.Second), pause(4500 * time.Millisecond), pause(8 * time.Second)}}
-	dir := failingRun(t, s, "--resource", "unfenced", "--nemesis", "pause", "--time", "11s", "--quiet", "1s", "--clients", "3",
+		Entries: []nemesis.Entry{pause(time.Second), pause(7 * time.Second), pause(13 * time.Second)}}
+	dir := failingRun(t, s, "--resource", "unfenced", "--nemesis", "pause", "--time", "18s", "--quiet", "1s", "--clients", "3",
 		"--slow-share", "0", "--seed", "1")
 	socks := sockets(t)
 
@@ -115,7 +121,7 @@ func TestShrinkEndToEnd(t *testing.T) {
 	if code != exitInvalid {
 		t.Fatalf("exit %d, want 1 (the failure reproduced)\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	if !strings.Contains(stdout, "3 faults over 11 s → 1 fault (pause-client c") || !strings.Contains(stdout, "; reproduced 1 of 1") {
+	if !strings.Contains(stdout, "3 faults over 18 s → 1 fault (pause-client c") || !strings.Contains(stdout, "; reproduced 1 of 1") {
 		t.Errorf("no one-line summary of what was shrunk:\n%s", stdout)
 	}
 	if !strings.Contains(stderr, "shrink   1 ") || !strings.Contains(stderr, "reproduced in 1 of 1: kept") {
