@@ -102,7 +102,10 @@ func checkArchive(cmd []string, path string) error {
 	if b, err := os.ReadFile(path + ".checked"); err == nil && string(b) == stamp {
 		return nil
 	}
-	c := exec.Command(cmd[0], append(append([]string{}, cmd[1:]...), "-Xshare:on", "-XX:SharedArchiveFile="+path, "-version")...)
+	// An archive cut short crashes the JVM: its crash report goes beside
+	// the archive, not into the working directory.
+	c := exec.Command(cmd[0], append(append([]string{}, cmd[1:]...), "-Xshare:on", "-XX:SharedArchiveFile="+path,
+		"-XX:ErrorFile="+path+".crash.log", "-version")...)
 	if out, err := c.CombinedOutput(); err != nil {
 		return fmt.Errorf("a JVM could not map it (%v): %s", err, firstLines(out, 3))
 	}
@@ -123,6 +126,7 @@ func makeArchive(cmd []string, main string, args []string, path, log string) err
 	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
 	defer os.Remove(tmp)
 	defer os.Remove(tmp + ".checked")
+	defer os.Remove(tmp + ".crash.log")
 	out, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
