@@ -26,7 +26,7 @@ import (
 // nodes before it go (CURATOR-696, CURATOR-604).
 //
 // Its moment (outageMoment): a holder still in its section, with less
-// than a TTL of it left, while every waiter has waited less than TTL/8
+// than 1.25 TTL of it left, while every waiter has waited less than TTL/8
 // (param fresh); and that holder's release is held until TTL/4 after the
 // cluster is back (param hold), so that it comes once its client is back
 // on its new session, which deletes its old node at once, and before the
@@ -105,10 +105,17 @@ func (env *Env) outage(ctx context.Context, e Entry, params map[string]string) (
 const releaseHoldMax = 4 * time.Second
 
 // outageMoment waits, as aim does, for e's moment: a holder still in its
-// section, with less than a TTL of it left, while a client is queued in
-// Acquire and every waiter has waited less than e's param fresh. It
+// section, with less than 1.25 TTL of it left, while a client is queued
+// in Acquire and every waiter has waited less than e's param fresh. It
 // returns that holder ("" when it found none) and says in params whether
 // it found one (aimed).
+//
+// 1.25 TTL: such a section ends by the time the servers are back (TTL/2
+// down and a restart of TTL/4 or more) and the hold is over (TTL/4), so
+// its release is held no later than a shorter one's. Less than a TTL
+// found no moment in some runs: a hand-off into a slow section of 2-2.5
+// s, its waiters fresh only while it still had more than a TTL left
+// (curator-mutex seed 726, twice: struck unaimed at a queue of 2 s).
 //
 // Still in its section, not merely holding: a holder whose release is
 // already on its way when the servers go down cannot have it held, and
@@ -126,7 +133,7 @@ func (env *Env) outageMoment(ctx context.Context, e Entry, params map[string]str
 	defer cancel()
 	for {
 		h, thinking := env.Clients.Ahead(0)
-		_, long := env.Clients.Ahead(env.TTL)
+		_, long := env.Clients.Ahead(env.TTL + env.TTL/4)
 		if thinking && !long && env.freshQueue(limit) {
 			params["aimed"] = "true"
 			return h

@@ -42,11 +42,12 @@ func TestOutageOpening(t *testing.T) {
 	}
 }
 
-// The outage strikes at a holder still in its section, with less than a
-// TTL of it left, while every waiter has waited less than its param
-// fresh; not at a stale queue (even with a fresh waiter at its end), an empty one, a holder deep in a slow
-// section, or one whose section is over (its release may be on its way),
-// and then strikes anyway (not aimed) once the run's end is near.
+// The outage strikes at a holder still in its section, with less than
+// 1.25 TTL of it left, while every waiter has waited less than its param
+// fresh; not at a stale queue (even with a fresh waiter at its end), an
+// empty one, a holder deep in a slow section, or one whose section is
+// over (its release may be on its way), and then strikes anyway (not
+// aimed) once the run's end is near.
 func TestOutageMoment(t *testing.T) {
 	e := Entry{Fault: CrashMember, Target: AllMembers, Params: map[string]string{"fresh": "250ms"}}
 	for _, c := range []struct {
@@ -61,6 +62,7 @@ func TestOutageMoment(t *testing.T) {
 		{"a waiter of 1 s", "c1", "c0", time.Second, 10 * time.Millisecond, 0, false},
 		{"a waiter of 1 s ahead of one of 100 ms", "c1", "c0", time.Second, 10 * time.Millisecond, 100 * time.Millisecond, false},
 		{"no waiter", "", "c0", 0, 10 * time.Millisecond, 0, false},
+		{"a holder with 2.2 s of its section left", "c1", "c0", 100 * time.Millisecond, 2200 * time.Millisecond, 0, true},
 		{"a holder with 3 s of its section left", "c1", "c0", 100 * time.Millisecond, 3 * time.Second, 0, false},
 	} {
 		// c2 holds the newest grant, its section over.
