@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -303,9 +304,17 @@ func goRun(c *cluster.Cluster, cl Clients, rec Recorder, sched Schedule) (cancel
 }
 
 // put puts k, waiting as long as ctx lasts (a test's, see testContext).
+// A put that etcd lost in a leader change comes back "request timed out"
+// after etcd's own request timeout, and is never proposed again: it is
+// put again (the cause backend/etcd/cluster's commitWithin found; here,
+// two suites at once failed five tests so, the put after a heal).
 func put(ctx context.Context, cl *clientv3.Client, k, v string) error {
-	_, err := cl.Put(ctx, k, v)
-	return err
+	for {
+		_, err := cl.Put(ctx, k, v)
+		if !errors.Is(err, rpctypes.ErrTimeout) && !errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) || ctx.Err() != nil {
+			return err
+		}
+	}
 }
 
 // putWithin puts k, giving up after d: for a put that must not commit.
